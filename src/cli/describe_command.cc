@@ -1,0 +1,64 @@
+// `shardsim describe`: the derived figures of the inputs (parameter counts, cluster graph,
+// normalized layout with its groups and warnings), to check a description before using it.
+#include <iostream>
+
+#include "src/cli/commands.h"
+#include "src/cli/inputs.h"
+#include "src/layout/placement.h"
+#include "src/util/strings.h"
+#include "src/util/units.h"
+
+namespace shardsim::cli {
+namespace {
+
+std::string Group(const std::vector<int64_t>& g) {
+  std::vector<std::string> s;
+  for (int64_t r : g) s.push_back(std::to_string(r));
+  if (s.size() > 12) {
+    s.resize(12);
+    s.push_back("...");
+  }
+  return "[" + Join(s, ", ") + "]";
+}
+
+}  // namespace
+
+int RunDescribe(int argc, char** argv) {
+  std::vector<FlagSpec> flags = InputFlags();
+  flags.push_back({"help", "", "show this help", ""});
+  StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
+  if (!args.ok()) return Fail("describe", args.status().message(), 2);
+  if (args->Has("help")) {
+    std::cout << "Usage: shardsim describe [flags]\n\n"
+                 "Prints the model's parameter counts, the cluster graph and the layout's\n"
+                 "rank groups and warnings.\n\n"
+              << FlagHelp(flags);
+    return 0;
+  }
+  StatusOr<Inputs> in = LoadInputs(*args);
+  if (!in.ok()) return Fail("describe", in.status().message(), 1);
+  const ModelSpec& m = in->model;
+  const HardwareSpec& hw = in->hardware;
+  std::cout << "model " << m.name << ": " << m.layers << " layers, hidden " << m.hidden << ", "
+            << m.heads << " heads (" << m.kv_heads << " kv), head_dim " << m.head_dim
+            << ", ffn " << m.ffn_hidden << ", vocab " << m.vocab << ", seq " << m.seq_len << "\n"
+            << "  parameters: " << m.TotalParams() << " total, " << m.ActiveParams()
+            << " active per token, " << m.DenseLayerParams() << " per dense layer\n"
+            << "  source: " << m.source << "\n";
+  const Cluster cluster(hw);
+  std::cout << "hardware " << hw.name << ": " << hw.nodes << " nodes x " << hw.node.gpus << " "
+            << hw.gpu.name << ", " << FormatQuantity(hw.gpu.memory_bytes, Dimension::kBytes)
+            << " each\n  graph: " << cluster.Describe() << "\n";
+  const Layout& l = in->layout;
+  std::cout << "layout " << FormatLayout(l) << "\n  micro-batches per iteration: "
+            << l.microbatches() << "\n";
+  for (ParallelDim d : {ParallelDim::kTp, ParallelDim::kCp, ParallelDim::kDp, ParallelDim::kPp,
+                        ParallelDim::kEp}) {
+    if (d == ParallelDim::kEp && l.ep == 1) continue;
+    std::cout << "  rank 0's " << ParallelDimName(d) << " group: " << Group(GroupOf(l, 0, d)) << "\n";
+  }
+  for (const std::string& w : in->warnings) std::cout << "warning: " << w << "\n";
+  return 0;
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,48 @@
+// See inputs.h.
+#include "src/cli/inputs.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace shardsim::cli {
+
+std::vector<FlagSpec> InputFlags() {
+  return {
+      {"model", "M", "model: bundled name (models/M.yaml), a YAML file, or a HF config.json",
+       "gpt3-175b"},
+      {"hardware", "H", "cluster: bundled name (hardware/H.yaml) or a YAML file", "dgx-a100-80gb"},
+      {"gpus", "N", "GPUs the job uses (default: every GPU of the cluster)", ""},
+      {"layout", "SPEC", "layout spec 'tp=8,pp=8,...' or a YAML file (docs/layout.md)",
+       "tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"},
+  };
+}
+
+StatusOr<Inputs> LoadInputs(const Args& args) {
+  Inputs in;
+  SHARDSIM_ASSIGN_OR_RETURN(in.model, LoadModel(*args.Get("model")));
+  SHARDSIM_ASSIGN_OR_RETURN(in.hardware, LoadHardware(*args.Get("hardware")));
+  if (args.Get("gpus")) {
+    SHARDSIM_ASSIGN_OR_RETURN(in.gpus, args.GetInt("gpus"));
+    if (in.gpus < 1) return Status::Error("--gpus must be at least 1, found " + std::to_string(in.gpus));
+  } else {
+    in.gpus = in.hardware.total_gpus();
+  }
+  const std::string spec = *args.Get("layout");
+  Layout layout;
+  if (spec.size() > 5 && (spec.substr(spec.size() - 5) == ".yaml" || spec.substr(spec.size() - 4) == ".yml")) {
+    std::ifstream file(spec, std::ios::binary);
+    if (!file) return Status::Error(spec + ": cannot open layout file");
+    std::ostringstream text;
+    text << file.rdbuf();
+    SHARDSIM_ASSIGN_OR_RETURN(layout, ParseLayoutYaml(text.str(), spec));
+  } else {
+    SHARDSIM_ASSIGN_OR_RETURN(layout, ParseLayout(spec));
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(in.layout, ResolveLayout(layout, in.gpus));
+  const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);
+  SHARDSIM_RETURN_IF_ERROR(check.ToStatus());
+  in.warnings = check.warnings;
+  return in;
+}
+
+}  // namespace shardsim::cli

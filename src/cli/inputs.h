@@ -1,0 +1,30 @@
+// Loads the three inputs every analysis command shares (--model, --hardware, --gpus,
+// --layout) and checks the layout against them, so each command reports errors alike.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "src/cli/args.h"
+#include "src/hardware/cluster.h"
+#include "src/layout/layout.h"
+#include "src/layout/validate.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim::cli {
+
+// The shared flags with the bundled defaults (GPT-3 175B on 1024 A100-80GB GPUs).
+std::vector<FlagSpec> InputFlags();
+
+struct Inputs {
+  ModelSpec model;
+  HardwareSpec hardware;
+  int64_t gpus = 0;
+  Layout layout;
+  std::vector<std::string> warnings;
+};
+
+// Errors: unreadable or invalid descriptions, and every reason the layout is invalid.
+StatusOr<Inputs> LoadInputs(const Args& args);
+
+}  // namespace shardsim::cli

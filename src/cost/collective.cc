@@ -1,0 +1,254 @@
+// See collective.h for the model; the arithmetic of each algorithm is commented below.
+#include "src/cost/collective.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "src/util/check.h"
+
+namespace shardsim {
+
+std::string CollectiveName(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "all-reduce";
+    case Collective::kAllGather: return "all-gather";
+    case Collective::kReduceScatter: return "reduce-scatter";
+    case Collective::kAllToAll: return "all-to-all";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kSendRecv: return "send-recv";
+  }
+  return "?";
+}
+
+std::string AlgorithmName(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::kRing: return "ring";
+    case CollectiveAlgorithm::kTree: return "tree";
+    case CollectiveAlgorithm::kHierarchical: return "hierarchical";
+    case CollectiveAlgorithm::kDirect: return "direct";
+  }
+  return "?";
+}
+
+double BusBandwidthFactor(Collective c, int64_t n) {
+  if (n <= 1) return 0;
+  const double nd = static_cast<double>(n);
+  switch (c) {
+    case Collective::kAllReduce: return 2 * (nd - 1) / nd;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll: return (nd - 1) / nd;
+    default: return 1;
+  }
+}
+
+std::vector<std::vector<int64_t>> CollectiveModel::RingOrders(const std::vector<int64_t>& gpus) const {
+  // Members grouped by node, keeping their order within a node.
+  std::map<int64_t, std::vector<int64_t>> by_node;
+  std::vector<int64_t> node_order;
+  for (int64_t g : gpus) {
+    const int64_t node = cluster_.NodeOf(g);
+    if (by_node.find(node) == by_node.end()) node_order.push_back(node);
+    by_node[node].push_back(g);
+  }
+  if (node_order.size() == 1) return {gpus};
+  size_t ppn = gpus.size();
+  for (const auto& [node, members] : by_node) ppn = std::min(ppn, members.size());
+  const int64_t nics = cluster_.hardware().network ? cluster_.hardware().network->nics : 1;
+  // One ring per NIC, as NCCL's channels: ring r enters each node at member r and leaves from
+  // member r-1, so the rings leave a node through different GPUs and their NICs.
+  const int64_t rings = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(ppn), nics));
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t r = 0; r < rings; ++r) {
+    std::vector<int64_t> ring;
+    for (int64_t node : node_order) {
+      const std::vector<int64_t>& m = by_node[node];
+      for (size_t i = 0; i < m.size(); ++i) ring.push_back(m[(i + r) % m.size()]);
+    }
+    out.push_back(std::move(ring));
+  }
+  return out;
+}
+
+CollectiveModel::Phase CollectiveModel::Rings(const std::vector<std::vector<int64_t>>& rings,
+                                              double bytes_per_ring, int64_t steps) const {
+  // Every step, each member of each ring sends one chunk (bytes_per_ring / ring size) to the
+  // next member; a link crossed by k such flows needs k * chunk / bandwidth. The step lasts
+  // as long as the most loaded link, plus the slowest route's latency.
+  Phase p;
+  std::unordered_map<const ClusterLink*, int64_t> load;
+  double alpha = 0;
+  size_t n = 0;
+  for (const std::vector<int64_t>& ring : rings) {
+    n = ring.size();
+    for (size_t i = 0; i < ring.size(); ++i) {
+      const Route& r = cluster_.RouteBetween(ring[i], ring[(i + 1) % ring.size()]);
+      for (const ClusterEdge& e : r.links) ++load[&cluster_.graph()[e]];
+      alpha = std::max(alpha, r.latency_s);
+      p.crosses_network = p.crosses_network || r.crosses_network;
+    }
+  }
+  if (n <= 1) return p;
+  double seconds_per_byte = 0;  // for one chunk byte, on the busiest link
+  for (const auto& [link, flows] : load) {
+    seconds_per_byte = std::max(seconds_per_byte, static_cast<double>(flows) / link->bandwidth);
+  }
+  const double chunk = bytes_per_ring / static_cast<double>(n);
+  p.bandwidth_time_s = static_cast<double>(steps) * chunk * seconds_per_byte;
+  p.latency_s = static_cast<double>(steps) * alpha;
+  return p;
+}
+
+CollectiveModel::Phase CollectiveModel::Flows(const std::vector<std::pair<int64_t, int64_t>>& flows,
+                                              double bytes_per_flow) const {
+  Phase p;
+  std::unordered_map<const ClusterLink*, int64_t> load;
+  for (const auto& [src, dst] : flows) {
+    const Route& r = cluster_.RouteBetween(src, dst);
+    for (const ClusterEdge& e : r.links) ++load[&cluster_.graph()[e]];
+    p.latency_s = std::max(p.latency_s, r.latency_s);
+    p.crosses_network = p.crosses_network || r.crosses_network;
+  }
+  for (const auto& [link, count] : load) {
+    p.bandwidth_time_s =
+        std::max(p.bandwidth_time_s, static_cast<double>(count) * bytes_per_flow / link->bandwidth);
+  }
+  return p;
+}
+
+CollectiveCost CollectiveModel::Finish(Collective c, CollectiveAlgorithm a, int64_t n,
+                                       double bytes, double bw_time, double latency,
+                                       bool network) const {
+  CollectiveCost out;
+  out.collective = c;
+  out.algorithm = a;
+  out.ranks = n;
+  out.bytes = bytes;
+  out.crosses_network = network;
+  if (n <= 1 && c != Collective::kSendRecv) return out;  // nothing to exchange
+  out.latency_s = latency + cluster_.hardware().collective_base_latency_s;
+  out.time_s = bw_time + out.latency_s;
+  if (out.time_s > 0) {
+    out.algbw = bytes / out.time_s;
+    out.busbw = out.algbw * BusBandwidthFactor(c, n);
+  }
+  return out;
+}
+
+CollectiveCost CollectiveModel::EstimateWith(Collective c, CollectiveAlgorithm a,
+                                             const std::vector<int64_t>& gpus,
+                                             double bytes) const {
+  CHECK(bytes >= 0) << "negative collective size";
+  const int64_t n = static_cast<int64_t>(gpus.size());
+  CollectiveCost none;
+  none.collective = c;
+  none.algorithm = a;
+  none.ranks = n;
+  none.bytes = bytes;
+  none.time_s = std::numeric_limits<double>::infinity();
+  if (n <= 1) return Finish(c, a, n, bytes, 0, 0, false);
+
+  const bool ring_kind = c == Collective::kAllReduce || c == Collective::kAllGather ||
+                         c == Collective::kReduceScatter || c == Collective::kBroadcast ||
+                         c == Collective::kReduce;
+  const std::vector<std::vector<int64_t>> rings = RingOrders(gpus);
+  const double channels = static_cast<double>(rings.size());
+
+  if (a == CollectiveAlgorithm::kRing && ring_kind) {
+    // All-reduce: 2(n-1) steps of S/n (reduce-scatter then all-gather); AG/RS: n-1 steps of
+    // S/n (S the total); broadcast/reduce pipeline S through the ring: n steps of S/n of
+    // bandwidth and n-1 of latency. Each of the `channels` rings carries S/channels.
+    Phase p;
+    if (c == Collective::kAllReduce) {
+      p = Rings(rings, bytes / channels, 2 * (n - 1));
+    } else if (c == Collective::kAllGather || c == Collective::kReduceScatter) {
+      p = Rings(rings, bytes / channels, n - 1);
+    } else {
+      p = Rings(rings, bytes / channels, n);
+      p.latency_s = p.latency_s * static_cast<double>(n - 1) / static_cast<double>(n);
+    }
+    return Finish(c, a, n, bytes, p.bandwidth_time_s, p.latency_s, p.crosses_network);
+  }
+
+  // Node structure of the group, for tree and hierarchical.
+  std::map<int64_t, std::vector<int64_t>> by_node;
+  for (int64_t g : gpus) by_node[cluster_.NodeOf(g)].push_back(g);
+  const int64_t nodes = static_cast<int64_t>(by_node.size());
+  size_t ppn = gpus.size();
+  bool uniform = true;
+  for (const auto& [node, m] : by_node) {
+    uniform = uniform && (ppn == gpus.size() || m.size() == ppn);
+    ppn = std::min(ppn, m.size());
+  }
+
+  if (a == CollectiveAlgorithm::kTree && c == Collective::kAllReduce && nodes >= 2) {
+    // NCCL's double binary tree (tuning.cc): a chain inside each node, two binary trees
+    // across nodes each carrying S/2. Bandwidth: NCCL converts busBw to algBw with x0.5,
+    // i.e. time = 2S / (the bandwidth the rings would get per byte). Latency:
+    // 2 * ((ppn-1) * intra + log2(nodes) * inter).
+    const Phase unit = Rings(rings, channels * static_cast<double>(rings.front().size()), 1);
+    // unit.bandwidth_time_s: seconds for one byte per flow on the busiest link, x channels.
+    const double bw_time = 2.0 * bytes * unit.bandwidth_time_s / (channels * channels);
+    double intra = 0, inter = 0;
+    const std::vector<int64_t>& first = by_node.begin()->second;
+    if (first.size() > 1) intra = cluster_.RouteBetween(first[0], first[1]).latency_s;
+    inter = cluster_.RouteBetween(by_node.begin()->second[0], std::next(by_node.begin())->second[0]).latency_s;
+    const double lat = 2.0 * (static_cast<double>(ppn - 1) * intra +
+                              std::ceil(std::log2(static_cast<double>(nodes))) * inter);
+    return Finish(c, a, n, bytes, bw_time, lat, true);
+  }
+
+  if (a == CollectiveAlgorithm::kHierarchical && c == Collective::kAllReduce && nodes >= 2 &&
+      ppn >= 2 && uniform) {
+    // Intra-node reduce-scatter (ppn-1 steps), inter-node ring all-reduce of S/ppn among the
+    // k-th members of every node (all k at once), intra-node all-gather.
+    std::vector<std::vector<int64_t>> intra_rings, inter_rings(ppn);
+    for (const auto& [node, m] : by_node) {
+      intra_rings.push_back(m);
+      for (size_t k = 0; k < ppn; ++k) inter_rings[k].push_back(m[k]);
+    }
+    const Phase rs = Rings(intra_rings, bytes, static_cast<int64_t>(ppn) - 1);
+    const Phase ar = Rings(inter_rings, bytes / static_cast<double>(ppn), 2 * (nodes - 1));
+    const double bw = 2 * rs.bandwidth_time_s + ar.bandwidth_time_s;
+    const double lat = 2 * rs.latency_s + ar.latency_s;
+    return Finish(c, a, n, bytes, bw, lat, true);
+  }
+
+  if (a == CollectiveAlgorithm::kDirect && c == Collective::kAllToAll) {
+    // Every rank sends S/n to each other rank at once (S = one rank's buffer).
+    std::vector<std::pair<int64_t, int64_t>> flows;
+    for (int64_t s : gpus) {
+      for (int64_t d : gpus) {
+        if (s != d) flows.emplace_back(s, d);
+      }
+    }
+    const Phase p = Flows(flows, bytes / static_cast<double>(n));
+    return Finish(c, a, n, bytes, p.bandwidth_time_s, p.latency_s, p.crosses_network);
+  }
+
+  if (a == CollectiveAlgorithm::kDirect && c == Collective::kSendRecv && n == 2) {
+    const Phase p = Flows({{gpus[0], gpus[1]}}, bytes);
+    return Finish(c, a, n, bytes, p.bandwidth_time_s, p.latency_s, p.crosses_network);
+  }
+  return none;
+}
+
+CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t>& gpus,
+                                         double bytes) const {
+  CollectiveCost best;
+  best.time_s = std::numeric_limits<double>::infinity();
+  for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
+                                CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect}) {
+    CollectiveCost cost = EstimateWith(c, a, gpus, bytes);
+    if (cost.time_s < best.time_s) best = cost;
+  }
+  CHECK(std::isfinite(best.time_s)) << "no algorithm for " << CollectiveName(c) << " over "
+                                    << gpus.size() << " ranks";
+  return best;
+}
+
+}  // namespace shardsim

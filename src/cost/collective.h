@@ -1,0 +1,70 @@
+// Collective communication cost over the cluster graph: all-reduce, all-gather,
+// reduce-scatter, all-to-all, broadcast, reduce, send/recv, for any group of GPUs.
+// Algorithms: ring (NCCL's multi-channel rings, one per NIC so a node's NICs all carry
+// traffic), double binary tree, and hierarchical (intra-node RS, inter-node ring AR,
+// intra-node AG). Time = latency terms + bytes over the bottleneck link, where each link's
+// load is the number of flows of the algorithm's step that cross it. The cheapest
+// algorithm is chosen, as NCCL's tuner does (src/graph/tuning.cc; REFERENCES.md section 2).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "src/hardware/cluster.h"
+
+namespace shardsim {
+
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kReduce,
+                        kSendRecv };
+enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kDirect };
+
+std::string CollectiveName(Collective c);
+std::string AlgorithmName(CollectiveAlgorithm a);
+
+// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): all-reduce 2(n-1)/n, all-gather,
+// reduce-scatter and all-to-all (n-1)/n, others 1.
+double BusBandwidthFactor(Collective c, int64_t n);
+
+struct CollectiveCost {
+  Collective collective = Collective::kAllReduce;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  int64_t ranks = 0;
+  double bytes = 0;         // nccl-tests convention: AR/bcast/reduce/sendrecv the buffer, AG/RS/A2A the total
+  double time_s = 0;
+  double latency_s = 0;     // the part of time_s that does not scale with bytes
+  double algbw = 0;         // bytes / time_s
+  double busbw = 0;         // algbw x BusBandwidthFactor
+  bool crosses_network = false;
+};
+
+class CollectiveModel {
+ public:
+  explicit CollectiveModel(const Cluster& cluster) : cluster_(cluster) {}
+
+  // Cheapest algorithm for this collective on these GPUs (GPU indices of the cluster).
+  CollectiveCost Estimate(Collective c, const std::vector<int64_t>& gpus, double bytes) const;
+  // One named algorithm (kDirect for all-to-all and send/recv; others ring/tree/hierarchical).
+  // Returns time_s = +inf when the algorithm does not apply to the collective or group.
+  CollectiveCost EstimateWith(Collective c, CollectiveAlgorithm a, const std::vector<int64_t>& gpus,
+                              double bytes) const;
+
+ private:
+  struct Phase {
+    double bandwidth_time_s = 0;
+    double latency_s = 0;
+    bool crosses_network = false;
+  };
+  // Concurrent rings, each carrying `bytes_per_ring` in `steps` steps of bytes/ring_size.
+  Phase Rings(const std::vector<std::vector<int64_t>>& rings, double bytes_per_ring,
+              int64_t steps) const;
+  // All flows at once, each of `bytes_per_flow` (all-to-all, send/recv).
+  Phase Flows(const std::vector<std::pair<int64_t, int64_t>>& flows, double bytes_per_flow) const;
+  // The group's GPUs arranged as rings: one per NIC when it spans nodes.
+  std::vector<std::vector<int64_t>> RingOrders(const std::vector<int64_t>& gpus) const;
+  CollectiveCost Finish(Collective c, CollectiveAlgorithm a, int64_t n, double bytes,
+                        double bw_time, double latency, bool network) const;
+
+  const Cluster& cluster_;
+};
+
+}  // namespace shardsim

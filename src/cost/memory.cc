@@ -1,0 +1,171 @@
+// See memory.h.
+#include "src/cost/memory.h"
+
+#include <algorithm>
+
+namespace shardsim {
+
+StateBytes StateBytesPerParam(DType dtype) {
+  switch (dtype) {
+    case DType::kFp32:
+    case DType::kTf32:
+    case DType::kFp64: return {4, 4, 8};
+    // fp8: weights kept in bf16 (Transformer Engine casts per GEMM), plus fp32 Adam states.
+    default: return {2, 2, 12};
+  }
+}
+
+StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
+  StageParams p;
+  // Megatron assigns layers in chunks: with vpp, stage s holds chunks s, s+pp, s+2pp, ...
+  const int64_t chunk = m.layers / (l.pp * l.vpp);
+  const double t = static_cast<double>(l.tp);
+  for (int64_t v = 0; v < l.vpp; ++v) {
+    const int64_t first = (v * l.pp + stage) * chunk;
+    for (int64_t i = first; i < first + chunk; ++i) {
+      // Attention and MLP weights are split over TP; norms (and the router) are replicated.
+      p.dense += static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams();
+      if (m.IsMoeLayer(i)) {
+        p.dense += static_cast<double>(m.hidden * m.moe->experts);
+        p.expert += static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
+      } else {
+        p.dense += static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
+      }
+    }
+  }
+  // First stage: embeddings (vocabulary split over TP). Last stage: final norm and LM head;
+  // with tied embeddings and pp > 1, Megatron keeps a copy of the embedding there.
+  const double embed = static_cast<double>(m.vocab * m.hidden) / t;
+  if (stage == 0) {
+    p.dense += embed + (m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0);
+  }
+  if (stage == l.pp - 1) {
+    p.dense += m.NormParams();
+    if (!m.tied_embeddings || l.pp > 1) p.dense += embed;
+  }
+  return p;
+}
+
+double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer) {
+  // Korthikanti et al. 2022, Sec. 4.1, generalised to GQA, SwiGLU, MoE and no dropout.
+  // Per micro-batch of b sequences of s tokens (s/cp per rank), 16-bit activations (2 bytes),
+  // 1-byte dropout masks. t-split tensors are divided by t; with SP so are the rest.
+  const double e = l.dtype == DType::kFp32 ? 4 : 2;
+  const double sb = static_cast<double>(l.mbs) * m.seq_len / l.cp;  // tokens per rank
+  const double h = static_cast<double>(m.hidden);
+  const double t = static_cast<double>(l.tp);
+  const double q = static_cast<double>(m.q_dim());
+  // K and V per rank are max(kv_heads / t, 1) heads: replicated when t > kv_heads.
+  const double kv = std::max(static_cast<double>(m.kv_dim()), t * m.head_dim);
+  const double a = static_cast<double>(m.heads);
+  const double mask = m.dropout ? 1 : 0;
+  // Replicated across TP unless SP: the two norm inputs, QKV input, MLP input, dropout masks.
+  double replicated = sb * (2 * e * h       // norm inputs (LayerNorm 1 and 2)
+                            + e * h         // QKV input (norm output)
+                            + e * h         // MLP input (norm output)
+                            + 2 * mask * h);  // attention and MLP dropout masks
+  // Split across TP: Q, K, V, the output-projection input, the MLP intermediates.
+  double split = sb * (e * q + 2 * e * kv  // Q, K, V
+                       + e * q);          // projection input
+  double ffn = static_cast<double>(m.ffn_hidden);
+  double tokens_mlp = sb;
+  if (moe_layer && m.moe) {
+    ffn = static_cast<double>(m.moe->ffn_hidden);
+    tokens_mlp = sb * m.moe->top_k;
+    replicated += sb * e * m.moe->top_k * h;  // dispatched expert inputs (after all-to-all)
+  }
+  if (m.activation == Activation::kSwiglu) {
+    split += tokens_mlp * (2 * e * ffn + e * ffn);  // gate and up outputs, SwiGLU output
+  } else {
+    split += tokens_mlp * (e * ffn + e * ffn);  // GELU input and output
+  }
+  // The s x s attention terms: softmax output (e), dropout mask (1), dropout output (e) per
+  // head: a*s*s*b*(2e+1) = 5*a*s^2*b at e=2. Gone with selective recompute or a fused
+  // (flash) kernel under selective, which keeps only O(s) statistics.
+  const double s_kv = static_cast<double>(m.seq_len);
+  // Without dropout only the softmax output is kept.
+  double quadratic = sb * a * s_kv * (m.dropout ? e + mask + e : e);
+  if (l.recompute == Recompute::kSelective) quadratic = 0;
+
+  if (l.recompute == Recompute::kFull) {
+    // Only the layer input is kept: 2sbh (Korthikanti Sec. 5), split by t under SP.
+    return e * sb * h / (l.sp ? t : 1);
+  }
+  const double rep = l.sp ? replicated / t : replicated;
+  return rep + split / t + quadratic / t;
+}
+
+double InFlightMicrobatches(const Layout& l, int64_t stage) {
+  const double m = static_cast<double>(l.microbatches());
+  const double p = static_cast<double>(l.pp);
+  switch (l.schedule) {
+    case Schedule::kGpipe: return m;
+    case Schedule::k1F1B:
+    case Schedule::kZeroBubble: return std::min(p - static_cast<double>(stage), m);
+    case Schedule::kInterleaved: {
+      // Megatron's warm-up: (pp - stage - 1) * 2 + (vpp - 1) * pp chunks, +1 in steady state;
+      // a chunk is 1/vpp of the stage's layers (Korthikanti: first stage L(1 + (p-1)/(p v))).
+      const double v = static_cast<double>(l.vpp);
+      const double chunks = (p - static_cast<double>(stage) - 1) * 2 + (v - 1) * p + 1;
+      return std::min(chunks, m * v) / v;
+    }
+  }
+  return m;
+}
+
+MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
+                            int64_t stage) {
+  MemoryBreakdown mem;
+  const StageParams params = ParamsOnStage(m, l, stage);
+  const StateBytes sb = StateBytesPerParam(l.dtype);
+  const double dp = static_cast<double>(l.dp);
+  const double edp = static_cast<double>(l.dp / l.ep);  // expert-data-parallel group
+  auto shard = [&](double bytes_per_param, int min_stage) {
+    if (l.zero < min_stage) return bytes_per_param * params.total();
+    return bytes_per_param * (params.dense / dp + params.expert / edp);
+  };
+  // ZeRO stage 1 shards optimizer states, 2 adds gradients, 3 adds weights.
+  mem.optimizer = shard(sb.optimizer, 1);
+  mem.gradients = shard(sb.gradients, 2);
+  mem.weights = shard(sb.weights, 3);
+  if (l.offload != Offload::kNone) {
+    mem.host += mem.optimizer;
+    mem.optimizer = 0;
+  }
+  if (l.offload == Offload::kOptimizerAndParams) {
+    mem.host += mem.weights;
+    mem.weights = 0;
+  }
+
+  // Activations of the stage's layers for every micro-batch in flight.
+  const int64_t chunk = m.layers / (l.pp * l.vpp);
+  double per_microbatch = 0;
+  double largest_layer = 0;
+  for (int64_t v = 0; v < l.vpp; ++v) {
+    const int64_t first = (v * l.pp + stage) * chunk;
+    for (int64_t i = first; i < first + chunk; ++i) {
+      per_microbatch += LayerActivationBytes(m, l, m.IsMoeLayer(i));
+      Layout none = l;
+      none.recompute = Recompute::kNone;
+      largest_layer = std::max(largest_layer, LayerActivationBytes(m, none, m.IsMoeLayer(i)));
+    }
+  }
+  mem.activations = per_microbatch * InFlightMicrobatches(l, stage);
+  // Full recompute rematerializes one layer's activations during its backward.
+  if (l.recompute == Recompute::kFull) mem.activations += largest_layer;
+
+  // Other: reserved (context, workspace), the last stage's fp32 logits for the loss, and
+  // ZeRO-3's gathered full parameters of two layers (the current one and the prefetched one).
+  mem.other = hw.gpu.reserved_memory_bytes;
+  if (stage == l.pp - 1) {
+    const double tokens = static_cast<double>(l.mbs) * m.seq_len / l.cp;
+    mem.other += 4.0 * tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp);
+  }
+  if (l.zero == 3 && l.dp > 1) {
+    const double layer = static_cast<double>(m.DenseLayerParams()) / static_cast<double>(l.tp);
+    mem.other += (l.prefetch ? 2 : 1) * layer * sb.weights;
+  }
+  return mem;
+}
+
+}  // namespace shardsim

@@ -1,0 +1,54 @@
+// Memory per rank: weights, gradients, optimizer states (ZeRO stage, offload), activations
+// (Korthikanti et al. 2022, with SP / recompute variants) times the micro-batches the
+// pipeline schedule keeps in flight, and other (reserved context/workspace, ZeRO-3 gathered
+// parameters, logits). All in bytes, for one pipeline stage's ranks.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "src/hardware/hardware_spec.h"
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim {
+
+struct MemoryBreakdown {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+  double activations = 0;
+  double other = 0;
+  double host = 0;  // offloaded to host memory (not part of total)
+  double total() const { return weights + gradients + optimizer + activations + other; }
+};
+
+// Bytes per parameter of each model state, before ZeRO sharding (ZeRO paper, Rajbhandari et
+// al. 2020, Sec. 3.1: mixed-precision Adam keeps 2 (fp16 weights) + 2 (fp16 grads) + K=12
+// (fp32 master weights, momentum, variance)). fp32 training: 4 + 4 + 8.
+struct StateBytes {
+  double weights, gradients, optimizer;
+};
+StateBytes StateBytesPerParam(DType dtype);
+
+// Parameters held by one rank of pipeline stage `stage` (after TP, PP and EP, before ZeRO):
+// `dense` are sharded by ZeRO over dp, `expert` over dp / ep (the expert-data-parallel group).
+struct StageParams {
+  double dense = 0;
+  double expert = 0;
+  double total() const { return dense + expert; }
+};
+StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage);
+
+// Activation bytes one layer stores for backward, per micro-batch on one rank
+// (Korthikanti et al. 2022, Sec. 4: s*b*h*(34 + 5*a*s/h) for GPT-3-style layers).
+double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer);
+
+// Layer-activation sets alive at the peak on `stage` (1F1B: min(pp - stage, m) micro-batches;
+// GPipe: m; interleaved: Megatron's warm-up count of chunks, in units of whole stages).
+double InFlightMicrobatches(const Layout& l, int64_t stage);
+
+MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
+                            int64_t stage);
+
+}  // namespace shardsim

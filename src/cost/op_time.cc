@@ -1,0 +1,63 @@
+// See op_time.h.
+#include "src/cost/op_time.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "src/util/check.h"
+
+namespace shardsim {
+namespace {
+
+double MatmulPeak(const GpuSpec& gpu, DType dtype) {
+  if (auto p = gpu.Peak(dtype)) return *p;
+  // Validation rejects a dtype the GPU lacks; fall back to the best rate it has.
+  double best = 0;
+  for (const auto& [d, rate] : gpu.peak_flops) best = std::max(best, rate);
+  return best;
+}
+
+double AttentionPeak(const GpuSpec& gpu, DType dtype) {
+  return MatmulPeak(gpu, dtype == DType::kFp8 ? DType::kBf16 : dtype);
+}
+
+// Time for `work` units of the op's forward (1 = forward, backward_factor = backward).
+double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
+  const GpuEfficiency& e = gpu.efficiency;
+  double compute = 0;
+  if (op.kind == OpKind::kMatmul) {
+    compute = work * op.executed_flops /
+              (MatmulPeak(gpu, dtype) * e.matmul * WaveEfficiency(gpu, op.m, op.n));
+  } else if (op.kind == OpKind::kAttention) {
+    compute = work * op.executed_flops / (AttentionPeak(gpu, dtype) * e.attention);
+  }
+  const double memory = work * op.bytes / (gpu.memory_bandwidth * e.memory);
+  // One kernel per pass (a backward GEMM pair counts as the passes it does).
+  const double kernels = std::max(1.0, std::ceil(work));
+  return kernels * e.kernel_latency_s + std::max(compute, memory);
+}
+
+}  // namespace
+
+double WaveEfficiency(const GpuSpec& gpu, int64_t m, int64_t n) {
+  const int64_t tm = gpu.efficiency.tile_m, tn = gpu.efficiency.tile_n;
+  const int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+  if (tiles <= 0) return 1;
+  const int64_t waves = (tiles + gpu.sm_count - 1) / gpu.sm_count;
+  return static_cast<double>(tiles) / static_cast<double>(waves * gpu.sm_count);
+}
+
+double OpForwardTime(const GpuSpec& gpu, DType dtype, const Op& op) {
+  return Time(gpu, dtype, op, 1.0);
+}
+
+double OpBackwardTime(const GpuSpec& gpu, DType dtype, const Op& op) {
+  return Time(gpu, dtype, op, op.backward_factor);
+}
+
+double MemoryTime(const GpuSpec& gpu, double bytes) {
+  CHECK(bytes >= 0) << "negative bytes";
+  return bytes / (gpu.memory_bandwidth * gpu.efficiency.memory);
+}
+
+}  // namespace shardsim

@@ -1,0 +1,148 @@
+// Per-op FLOPs and bytes; see ops.h. Shapes in comments are per rank:
+// T = mbs * seq_len / cp tokens, t = tp, h = hidden, q = heads * head_dim, kv = kv_heads * head_dim.
+#include "src/cost/ops.h"
+
+#include <algorithm>
+
+namespace shardsim {
+
+int64_t TokensPerRank(const ModelSpec& m, const Layout& l) { return l.mbs * m.seq_len / l.cp; }
+
+namespace {
+
+Op Matmul(std::string name, int64_t rows, int64_t cols, int64_t inner, double bytes_per) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::kMatmul;
+  op.m = rows;
+  op.n = cols;
+  op.k = inner;
+  op.flops = 2.0 * static_cast<double>(rows) * cols * inner;
+  op.executed_flops = op.flops;
+  // Read A (m x k) and B (k x n), write C (m x n).
+  op.bytes = bytes_per * (static_cast<double>(rows) * inner + static_cast<double>(inner) * cols +
+                          static_cast<double>(rows) * cols);
+  return op;
+}
+
+Op Memory(std::string name, double bytes, bool selective = false) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::kMemory;
+  op.bytes = bytes;
+  op.recomputed_selective = selective;
+  return op;
+}
+
+// Activation element size: 16-bit for bf16/fp16/fp8 runs (fp8 GEMM inputs are cast on the
+// fly; Transformer Engine keeps activations in bf16), 4 bytes for fp32.
+double ActBytes(const Layout& l) { return l.dtype == DType::kFp32 ? 4 : 2; }
+
+void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t tokens,
+            int64_t ffn, const std::string& prefix) {
+  const double b = ActBytes(l);
+  const int64_t f = ffn / l.tp;
+  if (m.activation == Activation::kSwiglu) {
+    // gate and up fused: (T x h) x (h x 2f/t); SiLU(gate) * up; down: (T x f/t) x (f/t x h).
+    ops.push_back(Matmul(prefix + "gate_up", tokens, 2 * f, m.hidden, b));
+    ops.push_back(Memory(prefix + "swiglu", b * 3.0 * tokens * f));
+  } else {
+    ops.push_back(Matmul(prefix + "up", tokens, f, m.hidden, b));
+    ops.push_back(Memory(prefix + "gelu", b * 2.0 * tokens * f));
+  }
+  ops.push_back(Matmul(prefix + "down", tokens, m.hidden, f, b));
+}
+
+}  // namespace
+
+std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
+  const double b = ActBytes(l);
+  const int64_t T = TokensPerRank(m, l);
+  const int64_t h = m.hidden;
+  // With SP, norms, dropout and residuals run on T/t tokens; without, every TP rank repeats them.
+  const double Tn = l.sp ? static_cast<double>(T) / l.tp : static_cast<double>(T);
+  const int64_t heads = m.heads / l.tp;
+  const int64_t kv_heads = std::max<int64_t>(1, m.kv_heads / l.tp);  // replicated when t > kv
+  const int64_t q = heads * m.head_dim;
+  const int64_t kv = kv_heads * m.head_dim;
+  std::vector<Op> ops;
+
+  ops.push_back(Memory("norm1", b * 2.0 * Tn * h));
+  ops.push_back(Matmul("qkv", T, q + 2 * kv, h, b));
+  // Fused causal attention (flash-style). Scores QK^T and context PV, each 2*T*s_kv*d per head;
+  // with CP a rank's T = s/cp queries meet all s keys. Counted over the full matrix (eq. 3);
+  // the kernel skips the masked half.
+  Op attn;
+  attn.name = "attention";
+  attn.kind = OpKind::kAttention;
+  attn.flops = 4.0 * static_cast<double>(T) * m.seq_len * m.head_dim * heads;
+  attn.executed_flops = attn.flops / 2;
+  attn.bytes = b * static_cast<double>(T) * (2.0 * q + 2.0 * kv * l.cp);  // Q, O; K, V of all chunks
+  attn.recomputed_selective = true;
+  attn.backward_factor = 2;
+  ops.push_back(attn);
+  ops.push_back(Matmul("proj", T, h, q, b));
+  ops.push_back(Memory("residual1", b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
+  ops.push_back(Memory("norm2", b * 2.0 * Tn * h));
+  if (moe_layer && m.moe) {
+    // Router: (T x h) x (h x E), replicated over TP; each token goes to top_k experts, and an
+    // EP rank runs its E/ep experts on T * top_k tokens in total (balanced routing).
+    ops.push_back(Matmul("router", T, m.moe->experts, h, b));
+    AddMlp(ops, m, l, T * m.moe->top_k, m.moe->ffn_hidden, "expert_");
+  } else {
+    AddMlp(ops, m, l, T, m.ffn_hidden, "mlp_");
+  }
+  ops.push_back(Memory("residual2", b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
+  return ops;
+}
+
+std::vector<Op> EmbeddingOps(const ModelSpec& m, const Layout& l) {
+  const double b = ActBytes(l);
+  const double Tn = l.sp ? static_cast<double>(TokensPerRank(m, l)) / l.tp
+                         : static_cast<double>(TokensPerRank(m, l));
+  // Gather T rows of the (V/t x h) table and write T x h (+ position embedding add).
+  return {Memory("embedding", b * 2.0 * Tn * m.hidden *
+                                  (m.position == Position::kLearned ? 1.5 : 1.0))};
+}
+
+std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
+  const double b = ActBytes(l);
+  const int64_t T = TokensPerRank(m, l);
+  const double Tn = l.sp ? static_cast<double>(T) / l.tp : static_cast<double>(T);
+  const int64_t v = (m.vocab + l.tp - 1) / l.tp;
+  std::vector<Op> ops;
+  ops.push_back(Memory("final_norm", b * 2.0 * Tn * m.hidden));
+  ops.push_back(Matmul("lm_head", T, v, m.hidden, b));
+  // Softmax cross-entropy over the vocabulary shard in fp32: read logits, write grads.
+  Op loss = Memory("cross_entropy", 4.0 * 2.0 * static_cast<double>(T) * v);
+  loss.backward_factor = 0.5;  // the gradient is produced in the forward kernel's pass
+  ops.push_back(loss);
+  return ops;
+}
+
+double IterationFlops(const ModelSpec& m, const Layout& l, bool with_recompute) {
+  // Whole model, whole batch: build the ops with no partitioning and scale by sequences.
+  Layout whole = l;
+  whole.tp = whole.cp = whole.ep = 1;
+  whole.sp = false;
+  whole.mbs = 1;
+  double per_sequence = 0;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    double fwd = 0, selective = 0;
+    for (const Op& op : LayerOps(m, whole, m.IsMoeLayer(i))) {
+      fwd += op.flops;
+      if (op.recomputed_selective) selective += op.flops;
+    }
+    double recompute = 0;
+    if (with_recompute) {
+      recompute = l.recompute == Recompute::kFull        ? fwd
+                  : l.recompute == Recompute::kSelective ? selective
+                                                         : 0;
+    }
+    per_sequence += 3 * fwd + recompute;  // forward + backward (2x) + recomputed forward
+  }
+  for (const Op& op : HeadOps(m, whole)) per_sequence += 3 * op.flops;  // never recomputed
+  return per_sequence * static_cast<double>(l.gbs);
+}
+
+}  // namespace shardsim

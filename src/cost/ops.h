@@ -1,0 +1,47 @@
+// The operators of one training iteration, with their FLOPs, HBM bytes and GEMM shapes as one
+// rank executes them under a layout's partitioning (TP/SP splits heads, MLP and vocabulary;
+// CP splits the sequence; EP splits the experts). Time comes from op_time.h.
+//
+// FLOPs follow the convention of Narayanan et al. 2021 (SC'21) eq. 3: only matmuls count,
+// 2 FLOPs per multiply-add, the attention score and context matmuls over the full s x s
+// matrix, backward = 2 x forward. `executed_flops` is what the kernel really does (a causal
+// fused attention skips the masked half); it drives time, not MFU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim {
+
+enum class OpKind { kMatmul, kAttention, kMemory };
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::kMemory;
+  double flops = 0;           // forward model FLOPs on this rank
+  double executed_flops = 0;  // forward FLOPs the kernel executes
+  double bytes = 0;           // forward HBM traffic
+  int64_t m = 0, n = 0, k = 0;  // GEMM shape (kMatmul)
+  bool recomputed_selective = false;  // recomputed under recompute=selective
+  double backward_factor = 2;  // backward cost / forward cost
+};
+
+// Per-rank forward ops of one transformer layer for one micro-batch.
+std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer);
+// Embedding lookup on the first stage.
+std::vector<Op> EmbeddingOps(const ModelSpec& m, const Layout& l);
+// Final norm, LM head and cross-entropy on the last stage.
+std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l);
+
+// Model FLOPs of one whole iteration (all ranks, all micro-batches), forward + backward
+// (+ recompute when `with_recompute`): the numerator of MFU (without) and HFU (with).
+double IterationFlops(const ModelSpec& m, const Layout& l, bool with_recompute);
+
+// Tokens one rank processes per micro-batch: mbs x seq_len / cp.
+int64_t TokensPerRank(const ModelSpec& m, const Layout& l);
+
+}  // namespace shardsim

@@ -1,0 +1,178 @@
+// Builds the cluster graph (docs/hardware.md, "The cluster graph") and routes over it.
+#include "src/hardware/cluster.h"
+
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <boost/property_map/function_property_map.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <sstream>
+
+#include "src/util/check.h"
+
+namespace shardsim {
+
+ClusterVertexId Cluster::AddVertex(VertexKind kind, int64_t node, int64_t index,
+                                   std::string name) {
+  return boost::add_vertex(ClusterVertex{kind, node, index, std::move(name)}, graph_);
+}
+
+void Cluster::AddLink(ClusterVertexId a, ClusterVertexId b, double bandwidth, double latency_s) {
+  CHECK(bandwidth > 0) << "link bandwidth must be positive";
+  boost::add_edge(a, b, ClusterLink{bandwidth, latency_s}, graph_);
+  boost::add_edge(b, a, ClusterLink{bandwidth, latency_s}, graph_);
+}
+
+Cluster::Cluster(const HardwareSpec& hw) : hw_(hw) {
+  const int64_t per_node = hw.node.gpus;
+  const FabricSpec& fabric = hw.node.fabric;
+  const HostSpec& host = hw.node.host;
+  // Network: leaf switches (one per group of nodes, or one per rail per group) and a spine.
+  std::vector<ClusterVertexId> leaves;
+  ClusterVertexId spine = 0;
+  int64_t groups = 0;
+  const NetworkSpec* net = hw.network ? &*hw.network : nullptr;
+  if (net && hw.nodes > 1) {
+    groups = (hw.nodes + net->nodes_per_switch - 1) / net->nodes_per_switch;
+    const bool rails = net->topology == NetworkTopology::kRailOptimized;
+    const int64_t per_group = rails ? net->nics : 1;
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t r = 0; r < per_group; ++r) {
+        leaves.push_back(AddVertex(VertexKind::kLeafSwitch, -1, g * per_group + r,
+                                   "leaf" + std::to_string(g) + (rails ? "-rail" + std::to_string(r) : "")));
+      }
+    }
+    if (leaves.size() > 1) {
+      spine = AddVertex(VertexKind::kSpineSwitch, -1, 0, "spine");
+      // Uplink capacity of a leaf: its downlinks divided by the oversubscription ratio.
+      const int64_t down_ports = rails ? net->nodes_per_switch : net->nodes_per_switch * net->nics;
+      const double up_bw = down_ports * net->effective_nic_bandwidth() / net->oversubscription;
+      for (ClusterVertexId leaf : leaves) AddLink(leaf, spine, up_bw, net->switch_latency_s / 2);
+    }
+  }
+  for (int64_t n = 0; n < hw.nodes; ++n) {
+    const ClusterVertexId host_v = AddVertex(VertexKind::kHost, n, n, "node" + std::to_string(n) + "/host");
+    host_vertex_.push_back(host_v);
+    std::vector<ClusterVertexId> gpus;
+    for (int64_t i = 0; i < per_node; ++i) {
+      const int64_t g = n * per_node + i;
+      gpus.push_back(AddVertex(VertexKind::kGpu, n, g, "gpu" + std::to_string(g)));
+      gpu_vertex_.push_back(gpus.back());
+      AddLink(gpus.back(), host_v, host.link_bandwidth, host.link_latency_s);
+    }
+    // Intra-node fabric: a switch vertex (NVSwitch, PCIe switch, shared memory), or for
+    // direct NVLink a full mesh sharing each GPU's bandwidth over its peers.
+    if (per_node > 1) {
+      if (fabric.kind == FabricKind::kNvLink) {
+        const double per_peer = fabric.effective_bandwidth() / static_cast<double>(per_node - 1);
+        for (int64_t i = 0; i < per_node; ++i) {
+          for (int64_t j = i + 1; j < per_node; ++j) AddLink(gpus[i], gpus[j], per_peer, fabric.latency_s);
+        }
+      } else {
+        const ClusterVertexId sw =
+            AddVertex(VertexKind::kFabricSwitch, n, n, "node" + std::to_string(n) + "/fabric");
+        for (ClusterVertexId g : gpus) AddLink(g, sw, fabric.effective_bandwidth(), fabric.latency_s / 2);
+      }
+    }
+    // NICs: NIC k serves GPUs k*per_node/nics .. (k+1)*per_node/nics - 1 (its PCIe switch).
+    if (net && hw.nodes > 1) {
+      const int64_t group = n / net->nodes_per_switch;
+      for (int64_t k = 0; k < net->nics; ++k) {
+        const ClusterVertexId nic = AddVertex(VertexKind::kNic, n, k,
+                                              "node" + std::to_string(n) + "/nic" + std::to_string(k));
+        for (int64_t i = 0; i < per_node; ++i) {
+          if (i * net->nics / per_node == k || (net->nics > per_node && k % per_node == i)) {
+            AddLink(gpus[i], nic, host.link_bandwidth, 0.0);  // network.latency covers NIC to NIC
+          }
+        }
+        const bool rails = net->topology == NetworkTopology::kRailOptimized;
+        const ClusterVertexId leaf = leaves[rails ? group * net->nics + k : group];
+        AddLink(nic, leaf, net->effective_nic_bandwidth(), net->latency_s / 2);
+      }
+    }
+  }
+}
+
+Route Cluster::ComputeRoute(ClusterVertexId src, ClusterVertexId dst) const {
+  // Only switches and NICs relay: a GPU or a host is an end point, never a hop.
+  auto relay = [&](ClusterVertexId v) {
+    const VertexKind k = graph_[v].kind;
+    return v == src || v == dst || k == VertexKind::kFabricSwitch || k == VertexKind::kNic ||
+           k == VertexKind::kLeafSwitch || k == VertexKind::kSpineSwitch;
+  };
+  boost::filtered_graph<ClusterGraph, boost::keep_all, std::function<bool(ClusterVertexId)>> fg(
+      graph_, boost::keep_all(), relay);
+  const size_t n = boost::num_vertices(graph_);
+  std::vector<ClusterVertexId> pred(n);
+  std::vector<double> dist(n);
+  // Weight: the time a 1 MiB message needs on each link (latency + size / bandwidth), so
+  // wide links win as in NCCL's path search (NVLink before PCIe before the network), and
+  // among equals the lower latency.
+  constexpr double kRouteReferenceBytes = 1 << 20;
+  auto weight = boost::make_function_property_map<ClusterEdge, double>([this](ClusterEdge e) {
+    return graph_[e].latency_s + kRouteReferenceBytes / graph_[e].bandwidth;
+  });
+  boost::dijkstra_shortest_paths(
+      fg, src,
+      boost::predecessor_map(boost::make_iterator_property_map(pred.begin(), boost::get(boost::vertex_index, graph_)))
+          .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, graph_)))
+          .weight_map(weight));
+  Route route;
+  if (src == dst) return route;
+  CHECK(pred[dst] != dst) << "no route from " << graph_[src].name << " to " << graph_[dst].name;
+  std::vector<ClusterVertexId> vertices{dst};
+  while (vertices.back() != src) vertices.push_back(pred[vertices.back()]);
+  std::reverse(vertices.begin(), vertices.end());
+  route.bottleneck_bandwidth = 0;
+  for (size_t i = 0; i + 1 < vertices.size(); ++i) {
+    // Among parallel links (none today) take the widest.
+    ClusterEdge best;
+    double best_bw = -1;
+    for (auto [it, end] = boost::out_edges(vertices[i], graph_); it != end; ++it) {
+      if (boost::target(*it, graph_) == vertices[i + 1] && graph_[*it].bandwidth > best_bw) {
+        best = *it;
+        best_bw = graph_[*it].bandwidth;
+      }
+    }
+    route.links.push_back(best);
+    route.latency_s += graph_[best].latency_s;
+    route.bottleneck_bandwidth =
+        i == 0 ? best_bw : std::min(route.bottleneck_bandwidth, best_bw);
+    const VertexKind k = graph_[vertices[i + 1]].kind;
+    route.crosses_network = route.crosses_network || k == VertexKind::kLeafSwitch;
+  }
+  return route;
+}
+
+const Route& Cluster::RouteBetween(int64_t src_gpu, int64_t dst_gpu) const {
+  CHECK(src_gpu >= 0 && src_gpu < gpu_count() && dst_gpu >= 0 && dst_gpu < gpu_count())
+      << "GPU index out of range: " << src_gpu << " -> " << dst_gpu;
+  const auto key = std::make_pair(src_gpu, dst_gpu);
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  Route r = ComputeRoute(gpu_vertex_[src_gpu], gpu_vertex_[dst_gpu]);
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  return cache_.emplace(key, std::move(r)).first->second;
+}
+
+Route Cluster::RouteToHost(int64_t gpu) const {
+  return ComputeRoute(gpu_vertex_.at(gpu), host_vertex_.at(NodeOf(gpu)));
+}
+
+std::string Cluster::Describe() const {
+  int64_t counts[6] = {0, 0, 0, 0, 0, 0};
+  for (auto [it, end] = boost::vertices(graph_); it != end; ++it) {
+    ++counts[static_cast<int>(graph_[*it].kind)];
+  }
+  std::ostringstream out;
+  out << counts[0] << " GPUs, " << counts[1] << " intra-node switches, " << counts[2]
+      << " hosts, " << counts[3] << " NICs, " << counts[4] << " leaf switches, " << counts[5]
+      << " spine switches, " << boost::num_edges(graph_) << " directed links";
+  return out.str();
+}
+
+}  // namespace shardsim

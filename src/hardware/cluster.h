@@ -1,0 +1,80 @@
+// Cluster: the hardware description turned into a Boost.Graph graph of GPUs, intra-node
+// switches, hosts, NICs and network switches, joined by directed links (bandwidth, latency).
+// Paths and bottlenecks between GPUs come from this graph, not from special cases.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/hardware/hardware_spec.h"
+
+namespace shardsim {
+
+enum class VertexKind { kGpu, kFabricSwitch, kHost, kNic, kLeafSwitch, kSpineSwitch };
+
+struct ClusterVertex {
+  VertexKind kind = VertexKind::kGpu;
+  int64_t node = -1;   // -1 for network switches
+  int64_t index = -1;  // GPU index (global), NIC index within the node, switch index
+  std::string name;
+};
+
+// One direction of a physical link. Bandwidth is the achievable rate (line rate x efficiency).
+struct ClusterLink {
+  double bandwidth = 0;  // bytes/s
+  double latency_s = 0;
+};
+
+using ClusterGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS,
+                                           ClusterVertex, ClusterLink>;
+using ClusterEdge = boost::graph_traits<ClusterGraph>::edge_descriptor;
+using ClusterVertexId = boost::graph_traits<ClusterGraph>::vertex_descriptor;
+
+// A route between two GPUs: the directed links it crosses, in order.
+struct Route {
+  std::vector<ClusterEdge> links;
+  double latency_s = 0;
+  double bottleneck_bandwidth = 0;  // min link bandwidth along the route
+  bool crosses_network = false;
+};
+
+class Cluster {
+ public:
+  // Builds every node of `hw` (hw.nodes x hw.node.gpus GPUs).
+  explicit Cluster(const HardwareSpec& hw);
+
+  const HardwareSpec& hardware() const { return hw_; }
+  const ClusterGraph& graph() const { return graph_; }
+  int64_t gpu_count() const { return static_cast<int64_t>(gpu_vertex_.size()); }
+  int64_t NodeOf(int64_t gpu) const { return gpu / hw_.node.gpus; }
+  ClusterVertexId GpuVertex(int64_t gpu) const { return gpu_vertex_.at(gpu); }
+  ClusterVertexId HostVertex(int64_t node) const { return host_vertex_.at(node); }
+
+  // Fastest route for a 1 MiB message (latency + size / bandwidth per link) from one GPU to
+  // another; only switches and NICs relay traffic.
+  // Thread-safe; results are cached.
+  const Route& RouteBetween(int64_t src_gpu, int64_t dst_gpu) const;
+  // Route from a GPU to its node's host memory (offload traffic).
+  Route RouteToHost(int64_t gpu) const;
+
+  std::string Describe() const;  // vertex and link counts by kind
+
+ private:
+  ClusterVertexId AddVertex(VertexKind kind, int64_t node, int64_t index, std::string name);
+  void AddLink(ClusterVertexId a, ClusterVertexId b, double bandwidth, double latency_s);
+  Route ComputeRoute(ClusterVertexId src, ClusterVertexId dst) const;
+
+  HardwareSpec hw_;
+  ClusterGraph graph_;
+  std::vector<ClusterVertexId> gpu_vertex_;
+  std::vector<ClusterVertexId> host_vertex_;
+  mutable std::mutex cache_mu_;
+  mutable std::map<std::pair<int64_t, int64_t>, Route> cache_;
+};
+
+}  // namespace shardsim

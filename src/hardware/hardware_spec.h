@@ -1,0 +1,91 @@
+// HardwareSpec: one cluster's description (GPU, node, network) as read from hardware/*.yaml.
+// Quantities are SI base units (bytes, bytes/s, FLOP/s, seconds); see docs/hardware.md.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "src/util/status.h"
+
+namespace shardsim {
+
+enum class DType { kFp64, kFp32, kTf32, kFp16, kBf16, kFp8 };
+std::string DTypeName(DType d);
+// Bytes per element when stored (tf32 is stored as fp32).
+double DTypeBytes(DType d);
+
+struct GpuEfficiency {
+  double matmul = 1.0;        // fraction of peak reached by large GEMMs
+  double attention = 1.0;     // fraction of peak reached by fused attention
+  double memory = 1.0;        // fraction of HBM bandwidth reached by streaming kernels
+  double kernel_latency_s = 0;  // fixed cost per kernel
+  int64_t tile_m = 128, tile_n = 128;  // GEMM output tile, for wave quantization
+};
+
+struct GpuSpec {
+  std::string name;
+  std::map<DType, double> peak_flops;  // dense FLOP/s per dtype; absent = unsupported
+  double memory_bytes = 0;
+  double memory_bandwidth = 0;  // bytes/s
+  int64_t sm_count = 1;
+  double reserved_memory_bytes = 0;
+  GpuEfficiency efficiency;
+  // Peak for a dtype's matmuls, or nullopt if the device has none.
+  std::optional<double> Peak(DType d) const;
+};
+
+enum class FabricKind { kNvSwitch, kNvLink, kPcie, kSharedMemory };
+
+struct FabricSpec {
+  FabricKind kind = FabricKind::kNvSwitch;
+  double bandwidth = 0;   // per GPU, per direction, line rate, bytes/s
+  double efficiency = 1;  // achievable fraction
+  double latency_s = 0;   // one GPU-to-GPU step
+  double effective_bandwidth() const { return bandwidth * efficiency; }
+};
+
+struct HostSpec {
+  double memory_bytes = 0;
+  double memory_bandwidth = 0;
+  double link_bandwidth = 0;  // per GPU, per direction
+  double link_latency_s = 0;
+};
+
+struct NodeSpec {
+  int64_t gpus = 1;
+  FabricSpec fabric;
+  HostSpec host;
+};
+
+enum class NetworkTopology { kFatTree, kRailOptimized };
+
+struct NetworkSpec {
+  int64_t nics = 1;
+  double nic_bandwidth = 0;  // per NIC, per direction, line rate
+  double nic_efficiency = 1;
+  double latency_s = 0;         // NIC to NIC through one switch
+  double switch_latency_s = 0;  // each extra switch hop
+  NetworkTopology topology = NetworkTopology::kFatTree;
+  int64_t nodes_per_switch = 1;
+  double oversubscription = 1;
+  double effective_nic_bandwidth() const { return nic_bandwidth * nic_efficiency; }
+};
+
+struct HardwareSpec {
+  std::string name;
+  std::string source;
+  int64_t nodes = 1;
+  GpuSpec gpu;
+  NodeSpec node;
+  std::optional<NetworkSpec> network;
+  double collective_base_latency_s = 0;  // fixed cost per collective call
+  std::optional<double> price_per_gpu_hour;
+  int64_t total_gpus() const { return nodes * node.gpus; }
+};
+
+// Strict loader for hardware/*.yaml; a bare name is looked up in the bundled hardware/ folder.
+StatusOr<HardwareSpec> LoadHardware(const std::string& path_or_name);
+StatusOr<HardwareSpec> ParseHardwareYaml(const std::string& text, const std::string& name);
+
+}  // namespace shardsim

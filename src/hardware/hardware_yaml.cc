@@ -1,0 +1,156 @@
+// Strict loader for hardware/*.yaml (schema: docs/hardware.md).
+#include <fstream>
+#include <sstream>
+
+#include "src/hardware/hardware_spec.h"
+#include "src/io/bundled.h"
+#include "src/io/yaml_reader.h"
+
+namespace shardsim {
+
+std::string DTypeName(DType d) {
+  switch (d) {
+    case DType::kFp64: return "fp64";
+    case DType::kFp32: return "fp32";
+    case DType::kTf32: return "tf32";
+    case DType::kFp16: return "fp16";
+    case DType::kBf16: return "bf16";
+    case DType::kFp8: return "fp8";
+  }
+  return "?";
+}
+
+double DTypeBytes(DType d) {
+  switch (d) {
+    case DType::kFp64: return 8;
+    case DType::kFp32:
+    case DType::kTf32: return 4;
+    case DType::kFp16:
+    case DType::kBf16: return 2;
+    case DType::kFp8: return 1;
+  }
+  return 0;
+}
+
+std::optional<double> GpuSpec::Peak(DType d) const {
+  auto it = peak_flops.find(d);
+  if (it == peak_flops.end()) return std::nullopt;
+  return it->second;
+}
+
+namespace {
+
+GpuSpec ReadGpu(YamlMap g) {
+  GpuSpec gpu;
+  gpu.name = g.String("name");
+  YamlMap peak = g.Map("peak");
+  for (DType d : {DType::kFp64, DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16,
+                  DType::kFp8}) {
+    if (auto v = peak.OptionalQuantity(DTypeName(d), Dimension::kFlopRate)) {
+      gpu.peak_flops[d] = *v;
+    }
+  }
+  peak.Finish();
+  gpu.memory_bytes = g.Quantity("memory", Dimension::kBytes);
+  gpu.memory_bandwidth = g.Quantity("memory_bandwidth", Dimension::kBandwidth);
+  gpu.sm_count = g.Int("sm_count");
+  gpu.reserved_memory_bytes = g.OptionalQuantity("reserved_memory", Dimension::kBytes).value_or(0);
+  YamlMap e = g.Map("efficiency");
+  gpu.efficiency.matmul = e.Number("matmul", 1e-3, 1);
+  gpu.efficiency.attention = e.Number("attention", 1e-3, 1);
+  gpu.efficiency.memory = e.Number("memory", 1e-3, 1);
+  gpu.efficiency.kernel_latency_s = e.Quantity("kernel_latency", Dimension::kTime);
+  if (auto tile = e.OptionalIntList("matmul_tile", 1)) {
+    if (tile->size() == 2) {
+      gpu.efficiency.tile_m = (*tile)[0];
+      gpu.efficiency.tile_n = (*tile)[1];
+    } else {
+      e.Error("matmul_tile", "expected a list of two integers [m, n]");
+    }
+  }
+  e.Finish();
+  g.Finish();
+  return gpu;
+}
+
+NodeSpec ReadNode(YamlMap n) {
+  NodeSpec node;
+  node.gpus = n.Int("gpus");
+  YamlMap f = n.Map("fabric");
+  const std::string kind = f.Choice("kind", {"nvswitch", "nvlink", "pcie", "shared-memory"});
+  node.fabric.kind = kind == "nvswitch" ? FabricKind::kNvSwitch
+                     : kind == "nvlink" ? FabricKind::kNvLink
+                     : kind == "pcie"   ? FabricKind::kPcie
+                                        : FabricKind::kSharedMemory;
+  node.fabric.bandwidth = f.Quantity("bandwidth", Dimension::kBandwidth);
+  node.fabric.efficiency = f.Number("efficiency", 1e-3, 1);
+  node.fabric.latency_s = f.Quantity("latency", Dimension::kTime);
+  f.Finish();
+  YamlMap h = n.Map("host");
+  node.host.memory_bytes = h.Quantity("memory", Dimension::kBytes);
+  node.host.memory_bandwidth = h.Quantity("memory_bandwidth", Dimension::kBandwidth);
+  node.host.link_bandwidth = h.Quantity("link_bandwidth", Dimension::kBandwidth);
+  node.host.link_latency_s = h.Quantity("link_latency", Dimension::kTime);
+  h.Finish();
+  n.Finish();
+  return node;
+}
+
+NetworkSpec ReadNetwork(YamlMap n) {
+  NetworkSpec net;
+  net.nics = n.Int("nics");
+  net.nic_bandwidth = n.Quantity("nic_bandwidth", Dimension::kBandwidth);
+  net.nic_efficiency = n.Number("nic_efficiency", 1e-3, 1);
+  net.latency_s = n.Quantity("latency", Dimension::kTime);
+  net.switch_latency_s = n.OptionalQuantity("switch_latency", Dimension::kTime).value_or(0);
+  net.topology = n.Choice("topology", {"fat-tree", "rail-optimized"}) == "rail-optimized"
+                     ? NetworkTopology::kRailOptimized
+                     : NetworkTopology::kFatTree;
+  net.nodes_per_switch = n.Int("nodes_per_switch");
+  net.oversubscription = n.Number("oversubscription", 1, 1e6);
+  n.Finish();
+  return net;
+}
+
+}  // namespace
+
+StatusOr<HardwareSpec> ParseHardwareYaml(const std::string& text, const std::string& name) {
+  SHARDSIM_ASSIGN_OR_RETURN(YamlFile file, YamlFile::Parse(text, name));
+  YamlMap r = file.Root();
+  HardwareSpec hw;
+  hw.name = r.String("name");
+  hw.source = r.String("source");
+  hw.nodes = r.Int("nodes");
+  hw.gpu = ReadGpu(r.Map("gpu"));
+  hw.node = ReadNode(r.Map("node"));
+  if (std::optional<YamlMap> net = r.OptionalMap("network")) hw.network = ReadNetwork(*net);
+  if (std::optional<YamlMap> c = r.OptionalMap("collectives")) {
+    hw.collective_base_latency_s = c->OptionalQuantity("base_latency", Dimension::kTime).value_or(0);
+    c->Finish();
+  }
+  hw.price_per_gpu_hour = r.OptionalNumber("price_per_gpu_hour", 0, 1e6);
+  r.Finish();
+  SHARDSIM_RETURN_IF_ERROR(file.status());
+  if (hw.nodes > 1 && !hw.network) {
+    return Status::Error(name + ": field 'network': required when nodes > 1 (nodes=" +
+                         std::to_string(hw.nodes) + ")");
+  }
+  if (hw.gpu.peak_flops.empty()) {
+    return Status::Error(name + ": field 'gpu.peak': give at least one dtype's peak rate");
+  }
+  if (hw.gpu.reserved_memory_bytes >= hw.gpu.memory_bytes) {
+    return Status::Error(name + ": field 'gpu.reserved_memory': must be below gpu.memory");
+  }
+  return hw;
+}
+
+StatusOr<HardwareSpec> LoadHardware(const std::string& path_or_name) {
+  SHARDSIM_ASSIGN_OR_RETURN(std::string path, ResolveBundled(path_or_name, "hardware"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error(path + ": cannot open file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseHardwareYaml(text.str(), path);
+}
+
+}  // namespace shardsim

@@ -1,0 +1,39 @@
+// See bundled.h.
+#include "src/io/bundled.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "src/util/strings.h"
+
+namespace shardsim {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> BundledNames(const std::string& folder) {
+  std::vector<std::string> names;
+  const fs::path dir = fs::path(SHARDSIM_SOURCE_DIR) / folder;
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+StatusOr<std::string> ResolveBundled(const std::string& path_or_name, const std::string& folder) {
+  std::error_code ec;
+  if (fs::exists(path_or_name, ec)) return path_or_name;
+  if (path_or_name.find('/') == std::string::npos) {
+    const fs::path bundled = fs::path(SHARDSIM_SOURCE_DIR) / folder / (path_or_name + ".yaml");
+    if (fs::exists(bundled, ec)) return bundled.string();
+  }
+  const std::vector<std::string> names = BundledNames(folder);
+  return Status::Error("'" + path_or_name + "': no such file, and no bundled " + folder +
+                       " description of that name" + DidYouMean(path_or_name, names) +
+                       "; bundled: " + Join(names, ", "));
+}
+
+}  // namespace shardsim

@@ -1,0 +1,298 @@
+// See yaml_reader.h.
+#include "src/io/yaml_reader.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "src/util/strings.h"
+
+namespace shardsim {
+
+std::string YamlErrorSink::Where(const YAML::Mark& mark) const {
+  if (mark.is_null()) return file;
+  return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+void YamlErrorSink::Fail(const YAML::Mark& mark, const std::string& path,
+                         const std::string& what) {
+  if (!status.ok()) return;  // keep the first error
+  std::string msg = Where(mark) + ": ";
+  if (!path.empty()) msg += "field '" + path + "': ";
+  status = Status::Error(msg + what);
+}
+
+YamlMap::YamlMap(YAML::Node node, std::string path, std::shared_ptr<YamlErrorSink> sink)
+    : node_(std::move(node)), path_(std::move(path)), sink_(std::move(sink)) {
+  if (!node_.IsMap()) {
+    sink_->Fail(node_.Mark(), path_,
+                "expected a map of 'key: value' lines, found " +
+                    std::string(node_.IsNull() ? "nothing" : node_.IsSequence() ? "a list"
+                                                                               : "a scalar"));
+    node_ = YAML::Node(YAML::NodeType::Map);
+  }
+}
+
+std::string YamlMap::KeyPath(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+void YamlMap::Fail(const YAML::Node& at, const std::string& key, const std::string& what) {
+  sink_->Fail(at.IsDefined() ? at.Mark() : node_.Mark(), KeyPath(key), what);
+}
+
+YAML::Node YamlMap::Get(const std::string& key) {
+  known_.push_back(key);
+  for (const auto& kv : node_) {
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return kv.second;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+bool YamlMap::Has(const std::string& key) {
+  return Get(key).IsDefined();
+}
+
+void YamlMap::Missing(const std::string& key) {
+  std::string hint;
+  for (const auto& kv : node_) {
+    if (!kv.first.IsScalar()) continue;
+    const std::string& k = kv.first.Scalar();
+    if (k != key && ClosestMatch(k, {key}) == key) {
+      hint = "; found unknown key '" + k + "' at " + sink_->Where(kv.first.Mark()) +
+             " (did you mean '" + key + "'?)";
+      break;
+    }
+  }
+  sink_->Fail(node_.Mark(), KeyPath(key), "missing required field" + hint);
+}
+
+std::optional<std::string> YamlMap::Scalar(const std::string& key, const YAML::Node& value,
+                                           const std::string& expected) {
+  if (!value.IsScalar()) {
+    Fail(value, key,
+         "expected " + expected + ", found " +
+             (value.IsMap() ? "a map" : value.IsSequence() ? "a list" : "nothing"));
+    return std::nullopt;
+  }
+  return value.Scalar();
+}
+
+std::optional<std::string> YamlMap::OptionalString(const std::string& key) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  auto s = Scalar(key, v, "a string");
+  if (s && s->empty()) {
+    Fail(v, key, "expected a non-empty string");
+    return std::nullopt;
+  }
+  return s;
+}
+
+std::string YamlMap::String(const std::string& key) {
+  if (!Has(key)) {
+    Missing(key);
+    return "";
+  }
+  return OptionalString(key).value_or("");
+}
+
+std::optional<long long> YamlMap::OptionalInt(const std::string& key, long long min_value) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  auto s = Scalar(key, v, "an integer");
+  if (!s) return std::nullopt;
+  std::istringstream in(*s);
+  long long value = 0;
+  in >> value;
+  if (in.fail() || !in.eof()) {
+    Fail(v, key, "expected an integer, found '" + *s + "'");
+    return std::nullopt;
+  }
+  if (value < min_value) {
+    Fail(v, key, "expected an integer >= " + std::to_string(min_value) + ", found " + *s);
+    return std::nullopt;
+  }
+  return value;
+}
+
+long long YamlMap::Int(const std::string& key, long long min_value) {
+  if (!Has(key)) {
+    Missing(key);
+    return min_value;
+  }
+  return OptionalInt(key, min_value).value_or(min_value);
+}
+
+std::optional<double> YamlMap::OptionalNumber(const std::string& key, double min_value,
+                                              double max_value) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  auto s = Scalar(key, v, "a number");
+  if (!s) return std::nullopt;
+  std::istringstream in(*s);
+  double value = 0;
+  in >> value;
+  if (in.fail() || !in.eof() || !std::isfinite(value)) {
+    Fail(v, key, "expected a plain number, found '" + *s + "'");
+    return std::nullopt;
+  }
+  if (value < min_value || value > max_value) {
+    std::ostringstream range;
+    range << "expected a number in [" << min_value << ", " << max_value << "], found " << *s;
+    Fail(v, key, range.str());
+    return std::nullopt;
+  }
+  return value;
+}
+
+double YamlMap::Number(const std::string& key, double min_value, double max_value) {
+  if (!Has(key)) {
+    Missing(key);
+    return min_value;
+  }
+  return OptionalNumber(key, min_value, max_value).value_or(min_value);
+}
+
+std::optional<double> YamlMap::OptionalQuantity(const std::string& key, Dimension dim) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  auto s = Scalar(key, v, std::string(DimensionName(dim)) + " such as \"80 GiB\"");
+  if (!s) return std::nullopt;
+  StatusOr<double> q = ParseQuantity(*s, dim);
+  if (!q.ok()) {
+    Fail(v, key, q.status().message());
+    return std::nullopt;
+  }
+  return *q;
+}
+
+double YamlMap::Quantity(const std::string& key, Dimension dim) {
+  if (!Has(key)) {
+    Missing(key);
+    return 1.0;
+  }
+  return OptionalQuantity(key, dim).value_or(1.0);
+}
+
+std::optional<bool> YamlMap::OptionalBool(const std::string& key) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  auto s = Scalar(key, v, "true or false");
+  if (!s) return std::nullopt;
+  if (*s == "true" || *s == "True" || *s == "on" || *s == "yes") return true;
+  if (*s == "false" || *s == "False" || *s == "off" || *s == "no") return false;
+  Fail(v, key, "expected true or false, found '" + *s + "'");
+  return std::nullopt;
+}
+
+std::optional<std::string> YamlMap::OptionalChoice(const std::string& key,
+                                                   const std::vector<std::string>& choices) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  auto s = Scalar(key, v, "one of " + Join(choices, ", "));
+  if (!s) return std::nullopt;
+  for (const std::string& c : choices) {
+    if (c == *s) return s;
+  }
+  Fail(v, key, "expected one of " + Join(choices, ", ") + ", found '" + *s + "'" +
+                   DidYouMean(*s, choices));
+  return std::nullopt;
+}
+
+std::string YamlMap::Choice(const std::string& key, const std::vector<std::string>& choices) {
+  if (!Has(key)) {
+    Missing(key);
+    return choices.front();
+  }
+  return OptionalChoice(key, choices).value_or(choices.front());
+}
+
+std::optional<YamlMap> YamlMap::OptionalMap(const std::string& key) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  return YamlMap(v, KeyPath(key), sink_);
+}
+
+YamlMap YamlMap::Map(const std::string& key) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) {
+    Missing(key);
+    return YamlMap(YAML::Node(YAML::NodeType::Map), KeyPath(key), sink_);
+  }
+  return YamlMap(v, KeyPath(key), sink_);
+}
+
+std::optional<std::vector<long long>> YamlMap::OptionalIntList(const std::string& key,
+                                                               long long min_value) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  if (!v.IsSequence()) {
+    Fail(v, key, "expected a list of integers such as [128, 256]");
+    return std::nullopt;
+  }
+  std::vector<long long> out;
+  for (const YAML::Node& item : v) {
+    long long value = 0;
+    std::istringstream in(item.IsScalar() ? item.Scalar() : std::string("x"));
+    in >> value;
+    if (in.fail() || !in.eof() || value < min_value) {
+      Fail(item, key, "expected integers >= " + std::to_string(min_value) + " in the list");
+      return std::nullopt;
+    }
+    out.push_back(value);
+  }
+  return out;
+}
+
+void YamlMap::Error(const std::string& key, const std::string& what) {
+  YAML::Node v = Get(key);
+  Fail(v, key, what);
+}
+
+void YamlMap::Finish() {
+  for (const auto& kv : node_) {
+    const std::string k = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
+    bool known = false;
+    for (const std::string& n : known_) known = known || n == k;
+    int count = 0;
+    for (const auto& other : node_) count += other.first.IsScalar() && other.first.Scalar() == k;
+    if (count > 1) {
+      sink_->Fail(kv.first.Mark(), KeyPath(k), "key appears more than once");
+      return;
+    }
+    if (!known) {
+      sink_->Fail(kv.first.Mark(), KeyPath(k),
+                  "unknown key" + DidYouMean(k, known_) + "; known keys here: " +
+                      Join(known_, ", "));
+      return;
+    }
+  }
+}
+
+StatusOr<YamlFile> YamlFile::Parse(const std::string& text, const std::string& name) {
+  YamlFile f;
+  f.sink_ = std::make_shared<YamlErrorSink>();
+  f.sink_->file = name;
+  try {
+    f.root_ = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return Status::Error(f.sink_->Where(e.mark) + ": not valid YAML: " + e.msg);
+  }
+  if (!f.root_.IsMap()) {
+    return Status::Error(name + ":1:1: expected a map of 'key: value' lines at the top level" +
+                         std::string(f.root_.IsNull() ? " (the file is empty)" : ""));
+  }
+  return f;
+}
+
+StatusOr<YamlFile> YamlFile::Load(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Status::Error(file + ": cannot open file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status::Error(file + ": cannot read file");
+  return Parse(text.str(), file);
+}
+
+}  // namespace shardsim

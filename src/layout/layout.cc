@@ -1,0 +1,180 @@
+// Parsing and formatting of layout specs; see layout.h.
+#include "src/layout/layout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "src/io/yaml_reader.h"
+#include "src/util/strings.h"
+
+namespace shardsim {
+
+std::string ScheduleName(Schedule s) {
+  switch (s) {
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+    case Schedule::kZeroBubble: return "zero-bubble";
+  }
+  return "?";
+}
+
+std::string RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+std::string OffloadName(Offload o) {
+  switch (o) {
+    case Offload::kNone: return "none";
+    case Offload::kOptimizer: return "optimizer";
+    case Offload::kOptimizerAndParams: return "optimizer+params";
+  }
+  return "?";
+}
+
+namespace {
+
+const std::vector<std::string> kKeys = {
+    "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
+    "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "prefetch"};
+
+Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
+                const std::vector<std::string>& choices = {}) {
+  return Status::Error("layout key '" + key + "': expected " + expected + ", found '" + value +
+                       "'" + DidYouMean(value, choices));
+}
+
+StatusOr<int64_t> PositiveInt(const std::string& key, const std::string& value) {
+  std::istringstream in(value);
+  int64_t v = 0;
+  in >> v;
+  if (in.fail() || !in.eof() || v < 1) return BadValue(key, value, "a positive integer");
+  return v;
+}
+
+StatusOr<bool> OnOff(const std::string& key, const std::string& value) {
+  if (value == "on" || value == "true" || value == "1") return true;
+  if (value == "off" || value == "false" || value == "0") return false;
+  return BadValue(key, value, "on or off", {"on", "off"});
+}
+
+// Sets one key of the layout from its text value.
+Status SetField(Layout& l, const std::string& key, const std::string& value) {
+  auto choose = [&](const std::vector<std::string>& choices) -> StatusOr<size_t> {
+    for (size_t i = 0; i < choices.size(); ++i) {
+      if (choices[i] == value) return i;
+    }
+    return BadValue(key, value, "one of " + Join(choices, ", "), choices);
+  };
+  if (key == "tp" || key == "pp" || key == "dp" || key == "cp" || key == "ep" || key == "vpp" ||
+      key == "mbs" || key == "gbs") {
+    SHARDSIM_ASSIGN_OR_RETURN(int64_t v, PositiveInt(key, value));
+    int64_t* field = key == "tp" ? &l.tp : key == "pp" ? &l.pp : key == "dp" ? &l.dp
+                   : key == "cp" ? &l.cp : key == "ep" ? &l.ep : key == "vpp" ? &l.vpp
+                   : key == "mbs" ? &l.mbs : &l.gbs;
+    *field = v;
+  } else if (key == "zero") {
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"0", "1", "2", "3"}));
+    l.zero = static_cast<int>(i);
+  } else if (key == "sp" || key == "overlap_dp" || key == "overlap_tp" || key == "prefetch") {
+    SHARDSIM_ASSIGN_OR_RETURN(bool v, OnOff(key, value));
+    (key == "sp" ? l.sp : key == "overlap_dp" ? l.overlap_dp
+                        : key == "overlap_tp" ? l.overlap_tp : l.prefetch) = v;
+  } else if (key == "recompute") {
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "selective", "full"}));
+    l.recompute = static_cast<Recompute>(i);
+  } else if (key == "schedule") {
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"gpipe", "1f1b", "interleaved", "zero-bubble"}));
+    l.schedule = static_cast<Schedule>(i);
+    l.schedule_given = true;
+  } else if (key == "dtype") {
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"fp32", "fp16", "bf16", "fp8"}));
+    const DType types[] = {DType::kFp32, DType::kFp16, DType::kBf16, DType::kFp8};
+    l.dtype = types[i];
+  } else if (key == "offload") {
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "optimizer", "optimizer+params"}));
+    l.offload = static_cast<Offload>(i);
+  } else if (key == "compress") {
+    std::istringstream in(value);
+    double v = 0;
+    in >> v;
+    if (in.fail() || !in.eof() || !std::isfinite(v) || v < 1) {
+      return BadValue(key, value, "a compression ratio >= 1 (e.g. compress=4)");
+    }
+    l.grad_compression = v;
+  } else {
+    return Status::Error("layout: unknown key '" + key + "'" + DidYouMean(key, kKeys) +
+                         "; known keys: " + Join(kKeys, ", "));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Layout> ParseLayout(const std::string& spec) {
+  Layout l;
+  std::vector<std::string> seen;
+  if (spec.empty()) return Status::Error("layout: empty spec; expected e.g. 'tp=8,pp=8,mbs=1'");
+  for (const std::string& item : Split(spec, ',')) {
+    const size_t eq = item.find('=');
+    if (item.empty() || eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      return Status::Error("layout: '" + item + "' is not 'key=value' (in '" + spec + "')");
+    }
+    const std::string key = item.substr(0, eq);
+    for (const std::string& s : seen) {
+      if (s == key) return Status::Error("layout: key '" + key + "' given twice");
+    }
+    seen.push_back(key);
+    SHARDSIM_RETURN_IF_ERROR(SetField(l, key, item.substr(eq + 1)));
+  }
+  return l;
+}
+
+StatusOr<Layout> ParseLayoutYaml(const std::string& text, const std::string& name) {
+  SHARDSIM_ASSIGN_OR_RETURN(YamlFile file, YamlFile::Parse(text, name));
+  YamlMap r = file.Root();
+  Layout l;
+  for (const std::string& key : kKeys) {
+    if (std::optional<std::string> v = r.OptionalString(key)) {
+      Status st = SetField(l, key, *v);
+      if (!st.ok()) r.Error(key, st.message());
+    }
+  }
+  r.Finish();
+  SHARDSIM_RETURN_IF_ERROR(file.status());
+  return l;
+}
+
+StatusOr<Layout> ResolveLayout(Layout l, int64_t gpus) {
+  if (gpus < 1) return Status::Error("--gpus must be at least 1, found " + std::to_string(gpus));
+  // When tp x pp x cp does not divide the GPU count, dp is rounded down and CheckLayout
+  // reports the mismatch together with every other reason.
+  if (l.dp == 0) l.dp = std::max<int64_t>(1, gpus / l.model_parallel());
+  if (l.gbs == 0) l.gbs = l.dp * l.mbs;
+  if (!l.schedule_given) {
+    l.schedule = l.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
+  }
+  return l;
+}
+
+std::string FormatLayout(const Layout& l) {
+  std::ostringstream out;
+  auto on = [](bool b) { return b ? "on" : "off"; };
+  out << "tp=" << l.tp << ",pp=" << l.pp << ",dp=" << l.dp << ",cp=" << l.cp << ",ep=" << l.ep
+      << ",vpp=" << l.vpp << ",mbs=" << l.mbs << ",gbs=" << l.gbs << ",zero=" << l.zero
+      << ",sp=" << on(l.sp) << ",recompute=" << RecomputeName(l.recompute)
+      << ",schedule=" << ScheduleName(l.schedule) << ",dtype=" << DTypeName(l.dtype)
+      << ",offload=" << OffloadName(l.offload) << ",compress=" << l.grad_compression
+      << ",overlap_dp=" << on(l.overlap_dp) << ",overlap_tp=" << on(l.overlap_tp)
+      << ",prefetch=" << on(l.prefetch);
+  return out.str();
+}
+
+}  // namespace shardsim

@@ -1,0 +1,63 @@
+// Layout: how one training job is parallelized and run (TP/SP, PP and its schedule, DP with
+// ZeRO, CP, EP, batch sizes, recompute, precision, offload, overlap). One type for every tool.
+// Parsed from "tp=8,pp=8,dp=16,mbs=1,gbs=1536,..." or from YAML with the same keys;
+// the key list and defaults are in docs/layout.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "src/hardware/hardware_spec.h"
+#include "src/util/status.h"
+
+namespace shardsim {
+
+enum class Schedule { kGpipe, k1F1B, kInterleaved, kZeroBubble };
+enum class Recompute { kNone, kSelective, kFull };
+enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
+
+struct Layout {
+  int64_t tp = 1;   // tensor parallel
+  int64_t pp = 1;   // pipeline stages
+  int64_t dp = 0;   // data parallel; 0 = derived from the GPU count
+  int64_t cp = 1;   // context parallel (sequence split across ranks, ring attention)
+  int64_t ep = 1;   // expert parallel (carved out of dp x cp)
+  int64_t vpp = 1;  // virtual stages (model chunks) per pipeline rank
+  int64_t mbs = 1;  // micro-batch size (sequences)
+  int64_t gbs = 0;  // global batch (sequences); 0 = dp x mbs
+  int zero = 0;     // ZeRO stage 0..3 (over the DP group)
+  bool sp = false;  // sequence parallel (Korthikanti et al. 2022), needs tp > 1
+  Recompute recompute = Recompute::kNone;
+  Schedule schedule = Schedule::k1F1B;
+  bool schedule_given = false;  // false: default picked from pp and vpp
+  DType dtype = DType::kBf16;   // compute/storage precision; master weights and Adam are fp32
+  Offload offload = Offload::kNone;
+  double grad_compression = 1;  // DP gradient bytes are divided by this ratio (>= 1)
+  bool overlap_dp = true;       // DP gradient reduction overlapped with backward
+  bool overlap_tp = false;      // TP collectives overlapped with GEMMs
+  bool prefetch = true;         // ZeRO-3 parameter all-gather prefetched
+
+  int64_t model_parallel() const { return tp * pp * cp; }
+  int64_t world() const { return tp * pp * dp * cp; }
+  // Micro-batches per iteration per DP replica (gradient accumulation steps).
+  int64_t microbatches() const { return gbs / (dp * mbs); }
+};
+
+std::string ScheduleName(Schedule s);
+std::string RecomputeName(Recompute r);
+std::string OffloadName(Offload o);
+
+// Parses a spec string; syntax errors name the key, the expected value and a "did you mean".
+// dp and gbs may be left 0 and filled in by ResolveLayout.
+StatusOr<Layout> ParseLayout(const std::string& spec);
+// The same keys as a YAML map (a file holding only a layout, or a plan's `layout:` section).
+StatusOr<Layout> ParseLayoutYaml(const std::string& text, const std::string& name);
+
+// Fills derived fields: dp from the GPU count, gbs = dp x mbs when absent, default schedule.
+// Errors only for a GPU count below 1.
+StatusOr<Layout> ResolveLayout(Layout layout, int64_t gpus);
+
+// Normalized spec: every key, fixed order; ParseLayout(FormatLayout(l)) == l.
+std::string FormatLayout(const Layout& l);
+
+}  // namespace shardsim

@@ -1,0 +1,122 @@
+// Reads a Hugging Face config.json into a ModelSpec. `model_type` decides the architecture
+// details the config leaves implicit (gated MLP, norm kind, positions); see docs/models.md.
+// JSON is read with yaml-cpp (YAML 1.2 is a superset of JSON), so errors are located too.
+#include <fstream>
+#include <sstream>
+
+#include "src/io/yaml_reader.h"
+#include "src/model/model_spec.h"
+#include "src/util/strings.h"
+
+namespace shardsim {
+namespace {
+
+// Families shardsim knows: (model_type, gated MLP, RMSNorm, RoPE, linear biases).
+struct Family {
+  const char* model_type;
+  bool gated;
+  bool rmsnorm;
+  bool rope;
+  bool bias;
+};
+constexpr Family kFamilies[] = {
+    {"llama", true, true, true, false},   {"mistral", true, true, true, false},
+    {"mixtral", true, true, true, false}, {"qwen2", true, true, true, false},
+    {"qwen2_moe", true, true, true, false}, {"gpt_neox", false, false, true, true},
+    {"gpt2", false, false, false, true},
+};
+
+Activation ActivationFor(const Family& f) { return f.gated ? Activation::kSwiglu : Activation::kGelu; }
+
+}  // namespace
+
+StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& name) {
+  SHARDSIM_ASSIGN_OR_RETURN(YamlFile file, YamlFile::Parse(text, name));
+  YamlMap r = file.Root();
+  const std::optional<std::string> type = r.OptionalString("model_type");
+  SHARDSIM_RETURN_IF_ERROR(file.status());
+  std::vector<std::string> known;
+  const Family* family = nullptr;
+  for (const Family& f : kFamilies) {
+    known.push_back(f.model_type);
+    if (type && *type == f.model_type) family = &f;
+  }
+  if (!type) return Status::Error(name + ": field 'model_type': missing; cannot tell the family");
+  if (!family) {
+    return Status::Error(name + ": field 'model_type': unsupported model_type '" + *type + "'" +
+                         DidYouMean(*type, known) + "; supported: " + Join(known, ", "));
+  }
+  const bool gpt2 = std::string(family->model_type) == "gpt2";
+  ModelSpec m;
+  m.name = r.OptionalString("_name_or_path").value_or(std::string("hf-") + family->model_type);
+  m.source = "Hugging Face config.json: " + name;
+  m.activation = ActivationFor(*family);
+  m.norm = family->rmsnorm ? Norm::kRmsNorm : Norm::kLayerNorm;
+  m.position = family->rope ? Position::kRope : Position::kLearned;
+  m.bias = family->bias;
+  if (gpt2) {
+    m.hidden = r.Int("n_embd");
+    m.layers = r.Int("n_layer");
+    m.heads = r.Int("n_head");
+    m.kv_heads = m.heads;
+    m.seq_len = r.Int("n_positions");
+    // n_inner: null means 4 * n_embd (transformers' GPT2MLP).
+    m.ffn_hidden = 4 * m.hidden;
+    if (r.Has("n_inner")) {
+      YAML::Node probe = YAML::Load(text)["n_inner"];
+      if (!probe.IsNull()) m.ffn_hidden = r.Int("n_inner");
+    }
+    m.tied_embeddings = r.OptionalBool("tie_word_embeddings").value_or(true);
+    m.dropout = r.OptionalNumber("resid_pdrop", 0, 1).value_or(0.1) > 0;
+    const std::string act = r.OptionalString("activation_function").value_or("gelu_new");
+    if (act.rfind("gelu", 0) != 0) {
+      return Status::Error(name + ": field 'activation_function': '" + act +
+                           "' is not supported; expected a gelu variant");
+    }
+  } else {
+    m.hidden = r.Int("hidden_size");
+    m.layers = r.Int("num_hidden_layers");
+    m.heads = r.Int("num_attention_heads");
+    m.kv_heads = r.OptionalInt("num_key_value_heads").value_or(m.heads);
+    m.ffn_hidden = r.Int("intermediate_size");
+    m.seq_len = r.Int("max_position_embeddings");
+    m.tied_embeddings = r.OptionalBool("tie_word_embeddings").value_or(false);
+    const std::string act = r.OptionalString("hidden_act").value_or(family->gated ? "silu" : "gelu");
+    const bool ok = family->gated ? (act == "silu" || act == "swish") : act.rfind("gelu", 0) == 0;
+    if (!ok) {
+      return Status::Error(name + ": field 'hidden_act': '" + act + "' is not supported for " +
+                           family->model_type + "; expected " +
+                           (family->gated ? "silu" : "a gelu variant"));
+    }
+    const std::string mt = family->model_type;
+    if (mt == "mixtral") {
+      MoeSpec s;
+      s.experts = r.Int("num_local_experts", 2);
+      s.top_k = r.Int("num_experts_per_tok");
+      s.ffn_hidden = m.ffn_hidden;
+      m.moe = s;
+    } else if (mt == "qwen2_moe") {
+      MoeSpec s;
+      s.experts = r.Int("num_experts", 2);
+      s.top_k = r.Int("num_experts_per_tok");
+      s.ffn_hidden = r.Int("moe_intermediate_size");
+      s.interval = r.OptionalInt("decoder_sparse_step").value_or(1);
+      m.moe = s;
+    }
+  }
+  m.vocab = r.Int("vocab_size");
+  m.head_dim = r.OptionalInt("head_dim").value_or(m.heads > 0 ? m.hidden / m.heads : 0);
+  SHARDSIM_RETURN_IF_ERROR(file.status());
+  SHARDSIM_RETURN_IF_ERROR(ValidateModel(m, name));
+  return m;
+}
+
+StatusOr<ModelSpec> LoadHfConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error(path + ": cannot open file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseHfConfig(text.str(), path);
+}
+
+}  // namespace shardsim

@@ -1,0 +1,74 @@
+// ModelSpec: a decoder-only transformer's shape (dense or MoE), and its parameter counts.
+// Loaded from models/*.yaml (model_yaml.cc) or a Hugging Face config.json (hf_config.cc).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "src/util/status.h"
+
+namespace shardsim {
+
+enum class Activation { kGelu, kSwiglu };
+enum class Norm { kLayerNorm, kRmsNorm };
+enum class Position { kLearned, kRope };
+
+struct MoeSpec {
+  int64_t experts = 0;     // experts per MoE layer
+  int64_t top_k = 0;       // experts each token is routed to
+  int64_t ffn_hidden = 0;  // inner size of each expert's MLP
+  int64_t interval = 1;    // layer i is MoE when i % interval == 0
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string source;  // citation of the numbers
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;     // query heads
+  int64_t kv_heads = 0;  // key/value heads (== heads for MHA, < heads for GQA/MQA)
+  int64_t head_dim = 0;
+  int64_t ffn_hidden = 0;  // dense MLP inner size
+  int64_t vocab = 0;
+  int64_t seq_len = 0;
+  Activation activation = Activation::kGelu;
+  Norm norm = Norm::kLayerNorm;
+  Position position = Position::kRope;
+  bool tied_embeddings = false;
+  bool bias = false;
+  bool dropout = false;
+  std::optional<MoeSpec> moe;
+
+  int64_t q_dim() const { return heads * head_dim; }
+  int64_t kv_dim() const { return kv_heads * head_dim; }
+  bool IsMoeLayer(int64_t layer) const { return moe && layer % moe->interval == 0; }
+  int64_t MoeLayerCount() const;
+
+  // Parameter counts (elements, not bytes).
+  int64_t AttentionParams() const;             // QKV + output projection (+ biases)
+  int64_t MlpParams(int64_t ffn) const;        // one MLP of inner size ffn (+ biases)
+  int64_t NormParams() const;                  // one norm: 2h (LayerNorm) or h (RMSNorm)
+  int64_t DenseLayerParams() const;            // attention + MLP + 2 norms
+  int64_t MoeLayerParams() const;              // attention + all experts + router + 2 norms
+  int64_t LayerParams(int64_t layer) const;
+  int64_t EmbeddingParams() const;             // token (+ learned position) embedding
+  int64_t HeadParams() const;                  // final norm + LM head (0 head if tied)
+  int64_t TotalParams() const;
+  // Parameters a token actually uses (top_k experts instead of all).
+  int64_t ActiveParams() const;
+};
+
+// Checks internal consistency (kv_heads divides heads, top_k <= experts, ...).
+Status ValidateModel(const ModelSpec& m, const std::string& origin);
+
+// Loads models/*.yaml, or a Hugging Face config.json when the path ends in .json.
+// A bare name ("gpt3-175b") is looked up in the bundled models/ folder.
+StatusOr<ModelSpec> LoadModel(const std::string& path_or_name);
+StatusOr<ModelSpec> LoadModelYaml(const std::string& path);
+StatusOr<ModelSpec> LoadHfConfig(const std::string& path);
+// From text in memory (tests); `name` stands for the file in messages.
+StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& name);
+StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& name);
+
+}  // namespace shardsim

@@ -1,0 +1,69 @@
+// Strict loader for models/*.yaml (schema: docs/models.md).
+#include <fstream>
+#include <sstream>
+
+#include "src/io/bundled.h"
+#include "src/io/yaml_reader.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim {
+
+StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& name) {
+  SHARDSIM_ASSIGN_OR_RETURN(YamlFile file, YamlFile::Parse(text, name));
+  YamlMap r = file.Root();
+  ModelSpec m;
+  m.name = r.String("name");
+  m.source = r.String("source");
+  m.layers = r.Int("layers");
+  m.hidden = r.Int("hidden");
+  m.heads = r.Int("heads");
+  m.kv_heads = r.OptionalInt("kv_heads").value_or(m.heads);
+  m.head_dim = r.OptionalInt("head_dim").value_or(m.heads > 0 ? m.hidden / m.heads : 0);
+  m.ffn_hidden = r.OptionalInt("ffn_hidden").value_or(4 * m.hidden);
+  m.vocab = r.Int("vocab");
+  m.seq_len = r.Int("seq_len");
+  m.activation = r.Choice("activation", {"gelu", "swiglu"}) == "swiglu" ? Activation::kSwiglu
+                                                                          : Activation::kGelu;
+  m.norm = r.Choice("norm", {"layernorm", "rmsnorm"}) == "rmsnorm" ? Norm::kRmsNorm
+                                                                    : Norm::kLayerNorm;
+  m.position = r.OptionalChoice("position", {"learned", "rope"}).value_or("rope") == "learned"
+                   ? Position::kLearned
+                   : Position::kRope;
+  m.tied_embeddings = r.OptionalBool("tied_embeddings").value_or(false);
+  m.bias = r.OptionalBool("bias").value_or(false);
+  m.dropout = r.OptionalBool("dropout").value_or(false);
+  if (std::optional<YamlMap> moe = r.OptionalMap("moe")) {
+    MoeSpec s;
+    s.experts = moe->Int("experts", 2);
+    s.top_k = moe->Int("top_k");
+    s.ffn_hidden = moe->Int("ffn_hidden");
+    s.interval = moe->OptionalInt("interval").value_or(1);
+    moe->Finish();
+    m.moe = s;
+  }
+  r.Finish();
+  SHARDSIM_RETURN_IF_ERROR(file.status());
+  if (m.hidden % m.heads != 0 && !r.Has("head_dim")) {
+    return Status::Error(name + ": field 'heads': heads=" + std::to_string(m.heads) +
+                         " does not divide hidden=" + std::to_string(m.hidden) +
+                         "; give head_dim explicitly");
+  }
+  SHARDSIM_RETURN_IF_ERROR(ValidateModel(m, name));
+  return m;
+}
+
+StatusOr<ModelSpec> LoadModelYaml(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error(path + ": cannot open file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseModelYaml(text.str(), path);
+}
+
+StatusOr<ModelSpec> LoadModel(const std::string& path_or_name) {
+  SHARDSIM_ASSIGN_OR_RETURN(std::string path, ResolveBundled(path_or_name, "models"));
+  if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") return LoadHfConfig(path);
+  return LoadModelYaml(path);
+}
+
+}  // namespace shardsim

@@ -1,0 +1,151 @@
+// See estimate_report.h.
+#include "src/report/estimate_report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "src/util/json_writer.h"
+#include "src/util/units.h"
+
+namespace shardsim {
+namespace {
+
+std::string Fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string Bytes(double b) { return FormatQuantity(b, Dimension::kBytes); }
+std::string Secs(double s) { return FormatQuantity(s, Dimension::kTime); }
+
+void BreakdownJson(JsonWriter& w, const MemoryBreakdown& mem) {
+  w.BeginObject()
+      .Field("weights", mem.weights)
+      .Field("gradients", mem.gradients)
+      .Field("optimizer", mem.optimizer)
+      .Field("activations", mem.activations)
+      .Field("other", mem.other)
+      .EndObject();
+}
+
+}  // namespace
+
+std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estimate& e) {
+  std::ostringstream out;
+  const Layout& l = e.layout;
+  out << "shardsim estimate: " << m.name << " (" << Fmt("%.2f", e.parameters / 1e9)
+      << "B parameters) on " << l.world() << " x " << hw.gpu.name << " (" << hw.name << ")\n";
+  out << "layout: " << FormatLayout(l) << "\n";
+  out << "micro-batches per iteration: " << l.microbatches() << "\n";
+  for (const std::string& w : e.warnings) out << "warning: " << w << "\n";
+
+  out << "\nmemory per GPU (stage " << e.peak_stage << ", the largest of " << l.pp << "):\n";
+  const MemoryBreakdown& mem = e.peak_memory();
+  out << "  weights      " << Bytes(mem.weights) << "\n"
+      << "  gradients    " << Bytes(mem.gradients) << "\n"
+      << "  optimizer    " << Bytes(mem.optimizer) << "\n"
+      << "  activations  " << Bytes(mem.activations) << "\n"
+      << "  other        " << Bytes(mem.other) << "\n"
+      << "  total        " << Bytes(mem.total()) << " of " << Bytes(hw.gpu.memory_bytes)
+      << (e.fits ? " (fits)" : " (DOES NOT FIT)") << "\n";
+  if (mem.host > 0) out << "  offloaded to host: " << Bytes(mem.host) << " per GPU\n";
+
+  out << "\ncompute per micro-batch on the slowest stage (per instance):\n";
+  out << "  op                 count   fwd time    bwd time    fwd GFLOP\n";
+  for (const OpTiming& t : e.ops) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-18s %5lld  %10s  %10s  %10.2f\n", t.op.name.c_str(),
+                  static_cast<long long>(t.count), Secs(t.forward_s).c_str(),
+                  Secs(t.backward_s).c_str(), t.op.flops / 1e9);
+    out << line;
+  }
+
+  out << "\ncommunication (one call; count per iteration):\n";
+  out << "  purpose                        group  ranks  size        algorithm     time        busbw        count\n";
+  for (const CollectiveTiming& c : e.collectives) {
+    char line[220];
+    std::snprintf(line, sizeof line, "  %-30s %-5s %6lld  %-10s  %-12s  %-10s  %-11s %6lld\n",
+                  c.purpose.c_str(), ParallelDimName(c.group), static_cast<long long>(c.cost.ranks),
+                  Bytes(c.cost.bytes).c_str(), AlgorithmName(c.cost.algorithm).c_str(),
+                  Secs(c.cost.time_s).c_str(), FormatQuantity(c.cost.busbw, Dimension::kBandwidth).c_str(),
+                  static_cast<long long>(c.count));
+    out << line;
+  }
+
+  const TimeBreakdown& t = e.time;
+  const double total = e.iteration_time_s;
+  auto row = [&](const char* name, double s) {
+    out << "  " << name << Fmt("%10.4f s", s) << Fmt("  %5.1f %%", 100 * s / total) << "\n";
+  };
+  out << "\niteration time breakdown (analytical):\n";
+  row("compute         ", t.compute);
+  row("recompute       ", t.recompute);
+  row("tp comm exposed ", t.tp_comm);
+  row("cp comm exposed ", t.cp_comm);
+  row("ep comm exposed ", t.ep_comm);
+  row("pp comm exposed ", t.pp_comm);
+  row("dp comm exposed ", t.dp_comm);
+  row("pipeline bubble ", t.bubble);
+  row("optimizer       ", t.optimizer);
+  row("offload         ", t.offload);
+  out << "  total           " << Fmt("%10.4f s", total) << "\n";
+  out << "\nestimated iteration time: " << Fmt("%.3f s", total) << "\n"
+      << "throughput: " << Fmt("%.0f tokens/s", e.tokens_per_s) << ", "
+      << Fmt("%.1f", e.model_tflops_per_gpu) << " model TFLOP/s per GPU ("
+      << Fmt("%.1f", e.hardware_tflops_per_gpu) << " with recompute), MFU "
+      << Fmt("%.1f %%", 100 * e.mfu) << "\n";
+  return out.str();
+}
+
+std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estimate& e) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("model", m.name).Field("hardware", hw.name).Field("gpus", e.layout.world());
+  w.Field("layout", FormatLayout(e.layout));
+  w.Field("parameters", e.parameters);
+  w.Field("peak_memory_bytes", e.peak_memory().total());
+  w.Key("memory_breakdown");
+  BreakdownJson(w, e.peak_memory());
+  w.Field("peak_stage", e.peak_stage);
+  w.Field("host_memory_bytes", e.peak_memory().host);
+  w.Field("fits", e.fits);
+  w.Field("estimated_iteration_time_s", e.iteration_time_s);
+  w.Key("time_breakdown").BeginObject();
+  const TimeBreakdown& t = e.time;
+  w.Field("compute", t.compute).Field("recompute", t.recompute).Field("tp_comm", t.tp_comm);
+  w.Field("cp_comm", t.cp_comm).Field("ep_comm", t.ep_comm).Field("pp_comm", t.pp_comm);
+  w.Field("dp_comm", t.dp_comm).Field("bubble", t.bubble).Field("optimizer", t.optimizer);
+  w.Field("offload", t.offload);
+  w.EndObject();
+  w.Field("tokens_per_s", e.tokens_per_s);
+  w.Field("model_tflops_per_gpu", e.model_tflops_per_gpu);
+  w.Field("hardware_tflops_per_gpu", e.hardware_tflops_per_gpu);
+  w.Field("mfu", e.mfu);
+  w.Key("stage_memory").BeginArray();
+  for (const MemoryBreakdown& mem : e.stage_memory) BreakdownJson(w, mem);
+  w.EndArray();
+  w.Key("ops").BeginArray();
+  for (const OpTiming& op : e.ops) {
+    w.BeginObject().Field("name", op.op.name).Field("count", op.count);
+    w.Field("forward_s", op.forward_s).Field("backward_s", op.backward_s);
+    w.Field("forward_flops", op.op.flops).Field("forward_bytes", op.op.bytes).EndObject();
+  }
+  w.EndArray();
+  w.Key("collectives").BeginArray();
+  for (const CollectiveTiming& c : e.collectives) {
+    w.BeginObject().Field("purpose", c.purpose).Field("group", ParallelDimName(c.group));
+    w.Field("collective", CollectiveName(c.cost.collective));
+    w.Field("algorithm", AlgorithmName(c.cost.algorithm)).Field("ranks", c.cost.ranks);
+    w.Field("bytes", c.cost.bytes).Field("time_s", c.cost.time_s).Field("algbw", c.cost.algbw);
+    w.Field("busbw", c.cost.busbw).Field("count", c.count).EndObject();
+  }
+  w.EndArray();
+  w.Key("warnings").BeginArray();
+  for (const std::string& s : e.warnings) w.Value(s);
+  w.EndArray();
+  w.EndObject();
+  return w.str();
+}
+
+}  // namespace shardsim

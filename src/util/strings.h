@@ -1,0 +1,25 @@
+// Small string helpers shared by the loaders and the CLI: edit distance for "did you mean".
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardsim {
+
+// Levenshtein distance between a and b.
+int EditDistance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` if it is close enough to be a likely typo, else "".
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)" or "" when nothing is close.
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
+
+// Splits on a delimiter; empty pieces are kept.
+std::vector<std::string> Split(std::string_view text, char delim);
+
+// "a, b, c"
+std::string Join(const std::vector<std::string>& items, std::string_view sep);
+
+}  // namespace shardsim
