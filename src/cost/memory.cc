@@ -113,10 +113,8 @@ double InFlightMicrobatches(const Layout& l, int64_t stage) {
   return m;
 }
 
-MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
-                            int64_t stage) {
+MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
   MemoryBreakdown mem;
-  const StageParams params = ParamsOnStage(m, l, stage);
   const StateBytes sb = StateBytesPerParam(l.dtype);
   const double dp = static_cast<double>(l.dp);
   const double edp = static_cast<double>(l.dp / l.ep);  // expert-data-parallel group
@@ -136,6 +134,14 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     mem.host += mem.weights;
     mem.weights = 0;
   }
+  return mem;
+}
+
+MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
+                            int64_t stage) {
+  const StageParams params = ParamsOnStage(m, l, stage);
+  const StateBytes sb = StateBytesPerParam(l.dtype);
+  MemoryBreakdown mem = ModelStateMemory(params, l);
 
   // Activations of the stage's layers for every micro-batch in flight.
   const int64_t chunk = m.layers / (l.pp * l.vpp);

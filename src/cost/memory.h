@@ -40,6 +40,10 @@ struct StageParams {
 };
 StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage);
 
+// Weights, gradients and optimizer states of `params` on one rank under the layout's ZeRO
+// stage (sharded over dp; experts over dp / ep) and offload (moved to `host`).
+MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l);
+
 // Activation bytes one layer stores for backward, per micro-batch on one rank
 // (Korthikanti et al. 2022, Sec. 4: s*b*h*(34 + 5*a*s/h) for GPT-3-style layers).
 double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer);

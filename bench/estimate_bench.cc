@@ -1,0 +1,65 @@
+// Cost of the analytical estimate: building the 1024-GPU cluster graph, pricing collectives
+// on it, and one whole EstimateIteration for GPT-3 175B (the planner calls it per layout).
+#include <benchmark/benchmark.h>
+
+#include "src/cost/estimate.h"
+#include "src/util/check.h"
+
+namespace shardsim {
+namespace {
+
+struct Inputs {
+  ModelSpec model;
+  HardwareSpec hardware;
+  Layout layout;
+};
+
+const Inputs& Default() {
+  static const Inputs in = [] {
+    Inputs i;
+    StatusOr<ModelSpec> m = LoadModel("gpt3-175b");
+    StatusOr<HardwareSpec> h = LoadHardware("dgx-a100-80gb");
+    StatusOr<Layout> l = ParseLayout("tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective");
+    CHECK(m.ok() && h.ok() && l.ok()) << "bundled inputs must load";
+    i.model = *m;
+    i.hardware = *h;
+    i.layout = *ResolveLayout(*l, 1024);
+    return i;
+  }();
+  return in;
+}
+
+void BM_BuildCluster1024(benchmark::State& state) {
+  for (auto _ : state) {
+    Cluster c(Default().hardware);
+    benchmark::DoNotOptimize(c.gpu_count());
+  }
+}
+BENCHMARK(BM_BuildCluster1024)->Unit(benchmark::kMillisecond);
+
+// A fresh cluster each time: route computation (Dijkstra) is included, nothing cached.
+void BM_DpAllReduceColdRoutes(benchmark::State& state) {
+  std::vector<int64_t> group;
+  for (int64_t i = 0; i < 128; ++i) group.push_back(8 * i);
+  for (auto _ : state) {
+    state.PauseTiming();
+    Cluster c(Default().hardware);
+    state.ResumeTiming();
+    CollectiveModel model(c);
+    benchmark::DoNotOptimize(model.Estimate(Collective::kAllReduce, group, 1e9).time_s);
+  }
+}
+BENCHMARK(BM_DpAllReduceColdRoutes)->Unit(benchmark::kMillisecond);
+
+// The whole estimate on a warm cluster (routes cached), as the planner will use it.
+void BM_EstimateGpt3OnWarmCluster(benchmark::State& state) {
+  const Cluster cluster(Default().hardware);
+  EstimateIteration(Default().model, cluster, Default().layout);  // warm the route cache
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(EstimateIteration(Default().model, cluster, Default().layout).iteration_time_s);
+  }
+}
+BENCHMARK(BM_EstimateGpt3OnWarmCluster)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace shardsim

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs shardsim's build and test dependencies from Debian 12 packages.
+# Idempotent and non-interactive: runs apt-get only when a package is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libyaml-cpp-dev libeigen3-dev libboost-graph-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  openmpi-bin libopenmpi-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

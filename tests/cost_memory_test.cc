@@ -1,0 +1,109 @@
+// Memory model against the published formulas: ZeRO (Rajbhandari et al. 2020, Sec. 3/Fig. 1)
+// and activation memory (Korthikanti et al. 2022, Sec. 4, Table 2).
+#include <gtest/gtest.h>
+
+#include "src/cost/memory.h"
+#include "tests/test_models.h"
+
+namespace shardsim {
+namespace {
+
+Layout Dp(int zero, int64_t dp) {
+  Layout l;
+  l.dp = dp;
+  l.gbs = dp;
+  l.zero = zero;
+  return l;
+}
+
+// ZeRO paper, Figure 1: Psi = 7.5B parameters, K = 12, Nd = 64 GPUs, mixed-precision Adam.
+//   baseline: (2 + 2 + K) Psi = 16 x 7.5e9 = 120 GB
+//   stage 1 (P_os): 2Psi + 2Psi + K Psi / Nd = 30e9 + 90e9 / 64 = 31.406 GB
+//   stage 2 (P_os+g): 2Psi + (2 + K) Psi / Nd = 15e9 + 105e9 / 64 = 16.641 GB
+//   stage 3 (P_os+g+p): (2 + 2 + K) Psi / Nd = 120e9 / 64 = 1.875 GB
+TEST(ZeroMemoryTest, MatchesZeroPaperFigure1) {
+  const StageParams params{7.5e9, 0};
+  const double expected[] = {120e9, 31.40625e9, 16.640625e9, 1.875e9};
+  for (int stage = 0; stage <= 3; ++stage) {
+    const MemoryBreakdown mem = ModelStateMemory(params, Dp(stage, 64));
+    EXPECT_NEAR(mem.weights + mem.gradients + mem.optimizer, expected[stage], 1.0)
+        << "ZeRO stage " << stage;
+  }
+}
+
+// Optimizer offload moves the K Psi / Nd optimizer bytes to host memory.
+TEST(ZeroMemoryTest, OffloadMovesOptimizerToHost) {
+  Layout l = Dp(2, 64);
+  l.offload = Offload::kOptimizer;
+  const MemoryBreakdown mem = ModelStateMemory(StageParams{7.5e9, 0}, l);
+  EXPECT_DOUBLE_EQ(mem.optimizer, 0);
+  EXPECT_NEAR(mem.host, 12 * 7.5e9 / 64, 1.0);     // 1.406 GB on the host
+  EXPECT_NEAR(mem.weights + mem.gradients, 15e9 + 2 * 7.5e9 / 64, 1.0);
+}
+
+// GPT-3 175B's layer shape (Korthikanti et al. 2022, Table 3): s = 2048, h = 12288, a = 96,
+// b = 1; 5as/h = 5 x 96 x 2048 / 12288 = 80.
+class ActivationTest : public ::testing::Test {
+ protected:
+  ModelSpec m_ = testing::GptModel(96, 12288, 96, 51200, 2048);
+  const double s = 2048, b = 1, h = 12288, a = 96;
+  Layout Tp(int64_t t, bool sp, Recompute r) {
+    Layout l;
+    l.tp = t;
+    l.dp = 1;
+    l.gbs = 1;
+    l.sp = sp;
+    l.recompute = r;
+    return l;
+  }
+};
+
+// No parallelism: s b h (34 + 5 a s / h) = 2048 x 12288 x (34 + 80) bytes = 2.869e9.
+TEST_F(ActivationTest, NoParallelism) {
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m_, Tp(1, false, Recompute::kNone), false),
+                   s * b * h * (34 + 5 * a * s / h));
+}
+
+// Tensor parallel t = 8: s b h (10 + 24/t + 5 a s / (h t)) = sbh (10 + 3 + 10).
+TEST_F(ActivationTest, TensorParallel) {
+  const double t = 8;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m_, Tp(8, false, Recompute::kNone), false),
+                   s * b * h * (10 + 24 / t + 5 * a * s / (h * t)));
+}
+
+// TP + SP: s b h / t (34 + 5 a s / h); with selective recompute the 5as/h term goes: 34 sbh / t.
+TEST_F(ActivationTest, SequenceParallelAndSelective) {
+  const double t = 8;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m_, Tp(8, true, Recompute::kNone), false),
+                   s * b * h / t * (34 + 5 * a * s / h));
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m_, Tp(8, true, Recompute::kSelective), false),
+                   34 * s * b * h / t);
+}
+
+// Full recompute keeps only the layer input: 2 s b h.
+TEST_F(ActivationTest, FullRecompute) {
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m_, Tp(1, false, Recompute::kFull), false), 2 * s * b * h);
+}
+
+// In-flight micro-batches on the first stage: 1F1B p, GPipe m, interleaved
+// (p-1)*2 + (v-1)*p + 1 chunks of 1/v stage each (Megatron's warm-up): p=8, v=2 -> 23/2.
+TEST(InFlightTest, Schedules) {
+  Layout l;
+  l.pp = 8;
+  l.dp = 1;
+  l.mbs = 1;
+  l.gbs = 64;  // m = 64 micro-batches
+  l.schedule = Schedule::k1F1B;
+  EXPECT_DOUBLE_EQ(InFlightMicrobatches(l, 0), 8);
+  EXPECT_DOUBLE_EQ(InFlightMicrobatches(l, 7), 1);
+  l.schedule = Schedule::kGpipe;
+  EXPECT_DOUBLE_EQ(InFlightMicrobatches(l, 0), 64);
+  l.schedule = Schedule::kInterleaved;
+  l.vpp = 2;
+  EXPECT_DOUBLE_EQ(InFlightMicrobatches(l, 0), 23.0 / 2);
+  // Korthikanti's factor L (1 + (p-1)/(p v)) in units of L/p layers: p + (p-1)/v = 11.5.
+  EXPECT_DOUBLE_EQ(InFlightMicrobatches(l, 0), 8 + 7.0 / 2);
+}
+
+}  // namespace
+}  // namespace shardsim

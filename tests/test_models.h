@@ -1,0 +1,71 @@
+// Models and clusters built in code for the cost tests, so each test states every number
+// its expected value depends on.
+#pragma once
+
+#include <string>
+
+#include "src/hardware/hardware_spec.h"
+#include "src/model/model_spec.h"
+#include "src/util/check.h"
+
+namespace shardsim::testing {
+
+// A GPT-3-style dense model (Megatron's assumptions: MHA, 4h GELU MLP, LayerNorm, biases,
+// dropout, learned positions) of the given shape.
+inline ModelSpec GptModel(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
+                          int64_t seq) {
+  ModelSpec m;
+  m.name = "test-gpt";
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.head_dim = hidden / heads;
+  m.ffn_hidden = 4 * hidden;
+  m.vocab = vocab;
+  m.seq_len = seq;
+  m.activation = Activation::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kLearned;
+  m.bias = true;
+  m.dropout = true;
+  m.tied_embeddings = true;
+  return m;
+}
+
+// A cluster of `nodes` x `gpus` GPUs from YAML text; every figure is given here.
+inline HardwareSpec TestCluster(int64_t nodes, int64_t gpus, const std::string& fabric_bw,
+                                const std::string& fabric_latency, const std::string& nic_bw,
+                                const std::string& net_latency, int64_t nics,
+                                int64_t nodes_per_switch = 2, const std::string& base = "0 us") {
+  std::string yaml = R"(name: test
+source: test
+nodes: )" + std::to_string(nodes) + R"(
+gpu:
+  name: testgpu
+  peak: {bf16: "100 TFLOP/s", fp32: "10 TFLOP/s"}
+  memory: "80 GiB"
+  memory_bandwidth: "1 TB/s"
+  sm_count: 100
+  efficiency: {matmul: 1.0, attention: 1.0, memory: 1.0, kernel_latency: "0 us"}
+node:
+  gpus: )" + std::to_string(gpus) + R"(
+  fabric: {kind: nvswitch, bandwidth: ")" + fabric_bw + R"(", efficiency: 1.0, latency: ")" +
+                     fabric_latency + R"("}
+  host: {memory: "1 TiB", memory_bandwidth: "100 GB/s", link_bandwidth: "64 GB/s", link_latency: "1 us"}
+network:
+  nics: )" + std::to_string(nics) + R"(
+  nic_bandwidth: ")" + nic_bw + R"("
+  nic_efficiency: 1.0
+  latency: ")" + net_latency + R"("
+  topology: fat-tree
+  nodes_per_switch: )" + std::to_string(nodes_per_switch) + R"(
+  oversubscription: 1
+collectives: {base_latency: ")" + base + R"("}
+)";
+  StatusOr<HardwareSpec> hw = ParseHardwareYaml(yaml, "test-cluster");
+  CHECK(hw.ok()) << hw.status().message();
+  return *hw;
+}
+
+}  // namespace shardsim::testing
