@@ -25,6 +25,9 @@ TEST(MegatronFlopsTest, ReproducesEquation3) {
   // The ratio HFU/MFU under full recompute: 4/3 on the layers, 1 on the logits.
   lay.recompute = Recompute::kNone;
   EXPECT_NEAR(IterationFlops(m, lay, true) / without, 1.0, 1e-12);
+  // Unfused attention counts the same FLOPs (its two batched GEMMs are the 4 b s^2 h).
+  lay.attention = AttentionImpl::kUnfused;
+  EXPECT_NEAR(IterationFlops(m, lay, false) / without, 1.0, 1e-12);
 }
 
 // Per rank, TP divides every matmul of a layer: the layer's forward FLOPs on one of t = 8

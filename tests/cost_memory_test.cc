@@ -54,6 +54,7 @@ class ActivationTest : public ::testing::Test {
     l.gbs = 1;
     l.sp = sp;
     l.recompute = r;
+    l.attention = AttentionImpl::kUnfused;  // the paper's attention stores the s x s tensors
     return l;
   }
 };
@@ -78,6 +79,13 @@ TEST_F(ActivationTest, SequenceParallelAndSelective) {
                    s * b * h / t * (34 + 5 * a * s / h));
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m_, Tp(8, true, Recompute::kSelective), false),
                    34 * s * b * h / t);
+}
+
+// A fused (flash) attention stores no s x s tensor: the 5as/h term goes without recompute.
+TEST_F(ActivationTest, FlashAttentionDropsTheQuadraticTerm) {
+  Layout l = Tp(1, false, Recompute::kNone);
+  l.attention = AttentionImpl::kFlash;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m_, l, false), 34 * s * b * h);
 }
 
 // Full recompute keeps only the layer input: 2 s b h.

@@ -11,6 +11,7 @@ std::vector<FlagSpec> InputFlags() {
       {"model", "M", "model: bundled name (models/M.yaml), a YAML file, or a HF config.json",
        "gpt3-175b"},
       {"hardware", "H", "cluster: bundled name (hardware/H.yaml) or a YAML file", "dgx-a100-80gb"},
+      {"nodes", "N", "what-if: override the cluster's node count", ""},
       {"gpus", "N", "GPUs the job uses (default: every GPU of the cluster)", ""},
       {"layout", "SPEC", "layout spec 'tp=8,pp=8,...' or a YAML file (docs/layout.md)",
        "tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"},
@@ -21,6 +22,14 @@ StatusOr<Inputs> LoadInputs(const Args& args) {
   Inputs in;
   SHARDSIM_ASSIGN_OR_RETURN(in.model, LoadModel(*args.Get("model")));
   SHARDSIM_ASSIGN_OR_RETURN(in.hardware, LoadHardware(*args.Get("hardware")));
+  if (args.Get("nodes")) {
+    SHARDSIM_ASSIGN_OR_RETURN(in.hardware.nodes, args.GetInt("nodes"));
+    if (in.hardware.nodes < 1) return Status::Error("--nodes must be at least 1");
+    if (in.hardware.nodes > 1 && !in.hardware.network) {
+      return Status::Error("--nodes " + std::to_string(in.hardware.nodes) + ": " +
+                           in.hardware.name + " has no network section to join nodes with");
+    }
+  }
   if (args.Get("gpus")) {
     SHARDSIM_ASSIGN_OR_RETURN(in.gpus, args.GetInt("gpus"));
     if (in.gpus < 1) return Status::Error("--gpus must be at least 1, found " + std::to_string(in.gpus));

@@ -85,7 +85,8 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   const double s_kv = static_cast<double>(m.seq_len);
   // Without dropout only the softmax output is kept.
   double quadratic = sb * a * s_kv * (m.dropout ? e + mask + e : e);
-  if (l.recompute == Recompute::kSelective) quadratic = 0;
+  // A fused (flash) kernel never stores it; selective recompute drops it.
+  if (l.recompute == Recompute::kSelective || l.attention == AttentionImpl::kFlash) quadratic = 0;
 
   if (l.recompute == Recompute::kFull) {
     // Only the layer input is kept: 2sbh (Korthikanti Sec. 5), split by t under SP.

@@ -69,18 +69,40 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
 
   ops.push_back(Memory("norm1", b * 2.0 * Tn * h));
   ops.push_back(Matmul("qkv", T, q + 2 * kv, h, b));
-  // Fused causal attention (flash-style). Scores QK^T and context PV, each 2*T*s_kv*d per head;
-  // with CP a rank's T = s/cp queries meet all s keys. Counted over the full matrix (eq. 3);
-  // the kernel skips the masked half.
-  Op attn;
-  attn.name = "attention";
-  attn.kind = OpKind::kAttention;
-  attn.flops = 4.0 * static_cast<double>(T) * m.seq_len * m.head_dim * heads;
-  attn.executed_flops = attn.flops / 2;
-  attn.bytes = b * static_cast<double>(T) * (2.0 * q + 2.0 * kv * l.cp);  // Q, O; K, V of all chunks
-  attn.recomputed_selective = true;
-  attn.backward_factor = 2;
-  ops.push_back(attn);
+  const double s_kv = static_cast<double>(m.seq_len);  // keys each query meets (all chunks)
+  if (l.attention == AttentionImpl::kFlash) {
+    // Fused causal attention (flash-style). Scores QK^T and context PV, each 2*T*s*d per
+    // head; with CP a rank's T = s/cp queries meet all s keys. Counted over the full matrix
+    // (eq. 3); the kernel skips the masked half. Reads Q, K, V, writes O.
+    Op attn;
+    attn.name = "attention";
+    attn.kind = OpKind::kAttention;
+    attn.flops = 4.0 * static_cast<double>(T) * s_kv * m.head_dim * heads;
+    attn.executed_flops = attn.flops / 2;
+    attn.bytes = b * static_cast<double>(T) * (2.0 * q + 2.0 * kv * l.cp);
+    attn.recomputed_selective = true;
+    ops.push_back(attn);
+  } else {
+    // Unfused: batched score GEMM (T x s x d per head) writing the heads x T x s scores,
+    // a fused scale-mask-softmax kernel (read, write), dropout (read, write, 1-byte mask),
+    // batched context GEMM reading the probabilities. Nothing is skipped for causality.
+    const double scores = static_cast<double>(heads) * T * s_kv;
+    Op qk = Matmul("attn_scores", T, m.seq_len, m.head_dim, b);
+    qk.flops = qk.executed_flops = 2.0 * scores * m.head_dim;
+    qk.bytes = b * (scores + static_cast<double>(T) * q + s_kv * kv);  // write S; read Q, K
+    qk.n = m.seq_len * heads;  // all heads' tiles run in one batched launch
+    qk.recomputed_selective = true;
+    ops.push_back(qk);
+    ops.push_back(Memory("softmax", 2.0 * b * scores, true));
+    if (m.dropout) ops.push_back(Memory("attn_dropout", (2.0 * b + 1.0) * scores, true));
+    Op pv = Matmul("attn_context", T, m.head_dim, m.seq_len, b);
+    pv.flops = pv.executed_flops = 2.0 * scores * m.head_dim;
+    pv.bytes = b * (scores + s_kv * kv + static_cast<double>(T) * q);  // read P, V; write O
+    pv.m = T;
+    pv.n = m.head_dim * heads;  // all heads' tiles run in one batched launch
+    pv.recomputed_selective = true;
+    ops.push_back(pv);
+  }
   ops.push_back(Matmul("proj", T, h, q, b));
   ops.push_back(Memory("residual1", b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
   ops.push_back(Memory("norm2", b * 2.0 * Tn * h));

@@ -39,11 +39,15 @@ std::string OffloadName(Offload o) {
   return "?";
 }
 
+std::string AttentionName(AttentionImpl a) {
+  return a == AttentionImpl::kFlash ? "flash" : "unfused";
+}
+
 namespace {
 
 const std::vector<std::string> kKeys = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
-    "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "prefetch"};
+    "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "prefetch", "attention"};
 
 Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
                 const std::vector<std::string>& choices = {}) {
@@ -101,6 +105,9 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
   } else if (key == "offload") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "optimizer", "optimizer+params"}));
     l.offload = static_cast<Offload>(i);
+  } else if (key == "attention") {
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"flash", "unfused"}));
+    l.attention = static_cast<AttentionImpl>(i);
   } else if (key == "compress") {
     std::istringstream in(value);
     double v = 0;
@@ -173,7 +180,7 @@ std::string FormatLayout(const Layout& l) {
       << ",schedule=" << ScheduleName(l.schedule) << ",dtype=" << DTypeName(l.dtype)
       << ",offload=" << OffloadName(l.offload) << ",compress=" << l.grad_compression
       << ",overlap_dp=" << on(l.overlap_dp) << ",overlap_tp=" << on(l.overlap_tp)
-      << ",prefetch=" << on(l.prefetch);
+      << ",prefetch=" << on(l.prefetch) << ",attention=" << AttentionName(l.attention);
   return out.str();
 }
 

@@ -15,6 +15,10 @@ namespace shardsim {
 enum class Schedule { kGpipe, k1F1B, kInterleaved, kZeroBubble };
 enum class Recompute { kNone, kSelective, kFull };
 enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
+// Attention implementation: fused flash-style (no s x s tensor in memory, causal half
+// skipped) or unfused (score GEMM, softmax and dropout kernels over s x s tensors, as
+// Megatron-LM ran before FlashAttention; Korthikanti et al. 2022's 5as^2b term).
+enum class AttentionImpl { kFlash, kUnfused };
 
 struct Layout {
   int64_t tp = 1;   // tensor parallel
@@ -36,6 +40,7 @@ struct Layout {
   bool overlap_dp = true;       // DP gradient reduction overlapped with backward
   bool overlap_tp = false;      // TP collectives overlapped with GEMMs
   bool prefetch = true;         // ZeRO-3 parameter all-gather prefetched
+  AttentionImpl attention = AttentionImpl::kFlash;
 
   int64_t model_parallel() const { return tp * pp * cp; }
   int64_t world() const { return tp * pp * dp * cp; }
@@ -46,6 +51,7 @@ struct Layout {
 std::string ScheduleName(Schedule s);
 std::string RecomputeName(Recompute r);
 std::string OffloadName(Offload o);
+std::string AttentionName(AttentionImpl a);
 
 // Parses a spec string; syntax errors name the key, the expected value and a "did you mean".
 // dp and gbs may be left 0 and filled in by ResolveLayout.
