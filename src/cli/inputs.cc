@@ -47,7 +47,7 @@ StatusOr<Inputs> LoadInputs(const Args& args) {
   } else {
     SHARDSIM_ASSIGN_OR_RETURN(layout, ParseLayout(spec));
   }
-  SHARDSIM_ASSIGN_OR_RETURN(in.layout, ResolveLayout(layout, in.gpus));
+  SHARDSIM_ASSIGN_OR_RETURN(in.layout, ResolveLayoutFor(layout, in.gpus, in.hardware));
   const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);
   SHARDSIM_RETURN_IF_ERROR(check.ToStatus());
   in.warnings = check.warnings;

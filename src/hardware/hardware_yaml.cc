@@ -70,6 +70,10 @@ GpuSpec ReadGpu(YamlMap g) {
   }
   e.Finish();
   g.Finish();
+  if (gpu.peak_flops.empty()) g.Error("peak", "give at least one dtype's peak rate");
+  if (gpu.reserved_memory_bytes >= gpu.memory_bytes) {
+    g.Error("reserved_memory", "must be below gpu.memory");
+  }
   return gpu;
 }
 
@@ -130,17 +134,11 @@ StatusOr<HardwareSpec> ParseHardwareYaml(const std::string& text, const std::str
   }
   hw.price_per_gpu_hour = r.OptionalNumber("price_per_gpu_hour", 0, 1e6);
   r.Finish();
-  SHARDSIM_RETURN_IF_ERROR(file.status());
   if (hw.nodes > 1 && !hw.network) {
-    return Status::Error(name + ": field 'network': required when nodes > 1 (nodes=" +
-                         std::to_string(hw.nodes) + ")");
+    r.Error("nodes", "nodes=" + std::to_string(hw.nodes) +
+                         " needs a 'network' section: network is required when nodes > 1");
   }
-  if (hw.gpu.peak_flops.empty()) {
-    return Status::Error(name + ": field 'gpu.peak': give at least one dtype's peak rate");
-  }
-  if (hw.gpu.reserved_memory_bytes >= hw.gpu.memory_bytes) {
-    return Status::Error(name + ": field 'gpu.reserved_memory': must be below gpu.memory");
-  }
+  SHARDSIM_RETURN_IF_ERROR(file.status());
   return hw;
 }
 

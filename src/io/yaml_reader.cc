@@ -1,9 +1,11 @@
 // See yaml_reader.h.
 #include "src/io/yaml_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "src/util/strings.h"
 
@@ -42,9 +44,11 @@ void YamlMap::Fail(const YAML::Node& at, const std::string& key, const std::stri
 }
 
 YAML::Node YamlMap::Get(const std::string& key) {
-  known_.push_back(key);
+  // Listed once in "known keys here", however often it is asked for (Has, then String).
+  if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.push_back(key);
   for (const auto& kv : node_) {
-    if (kv.first.IsScalar() && kv.first.Scalar() == key) return kv.second;
+    // An explicit null ("key: ~", "key:", JSON null) counts as absent.
+    if (kv.first.IsScalar() && kv.first.Scalar() == key && !kv.second.IsNull()) return kv.second;
   }
   return YAML::Node(YAML::NodeType::Undefined);
 }
@@ -54,17 +58,25 @@ bool YamlMap::Has(const std::string& key) {
 }
 
 void YamlMap::Missing(const std::string& key) {
-  std::string hint;
+  // Located at what was written instead when there is something to point at: the key itself
+  // with no value, else an unknown key that looks like a typo of it; else at the map.
+  for (const auto& kv : node_) {
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) {
+      sink_->Fail(kv.first.Mark(), KeyPath(key), "required field has no value");
+      return;
+    }
+  }
   for (const auto& kv : node_) {
     if (!kv.first.IsScalar()) continue;
     const std::string& k = kv.first.Scalar();
-    if (k != key && ClosestMatch(k, {key}) == key) {
-      hint = "; found unknown key '" + k + "' at " + sink_->Where(kv.first.Mark()) +
-             " (did you mean '" + key + "'?)";
-      break;
+    if (ClosestMatch(k, {key}) == key) {
+      sink_->Fail(kv.first.Mark(), KeyPath(key),
+                  "missing required field; found unknown key '" + k + "' (did you mean '" +
+                      key + "'?)");
+      return;
     }
   }
-  sink_->Fail(node_.Mark(), KeyPath(key), "missing required field" + hint);
+  sink_->Fail(node_.Mark(), KeyPath(key), "missing required field");
 }
 
 std::optional<std::string> YamlMap::Scalar(const std::string& key, const YAML::Node& value,
@@ -251,16 +263,21 @@ void YamlMap::Error(const std::string& key, const std::string& what) {
 }
 
 void YamlMap::Finish() {
+  std::vector<std::pair<std::string, YAML::Mark>> seen;
   for (const auto& kv : node_) {
     const std::string k = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
     bool known = false;
     for (const std::string& n : known_) known = known || n == k;
-    int count = 0;
-    for (const auto& other : node_) count += other.first.IsScalar() && other.first.Scalar() == k;
-    if (count > 1) {
-      sink_->Fail(kv.first.Mark(), KeyPath(k), "key appears more than once");
-      return;
+    // A repeated key is reported where it repeats, naming the first occurrence.
+    for (const auto& [name, first] : seen) {
+      if (name == k) {
+        sink_->Fail(kv.first.Mark(), KeyPath(k),
+                    "key appears more than once (first at line " +
+                        std::to_string(first.line + 1) + ")");
+        return;
+      }
     }
+    seen.emplace_back(k, kv.first.Mark());
     if (!known) {
       sink_->Fail(kv.first.Mark(), KeyPath(k),
                   "unknown key" + DidYouMean(k, known_) + "; known keys here: " +
@@ -280,7 +297,10 @@ StatusOr<YamlFile> YamlFile::Parse(const std::string& text, const std::string& n
     return Status::Error(f.sink_->Where(e.mark) + ": not valid YAML: " + e.msg);
   }
   if (!f.root_.IsMap()) {
-    return Status::Error(name + ":1:1: expected a map of 'key: value' lines at the top level" +
+    // At the list or scalar found instead; an empty file has no mark, so 1:1.
+    const YAML::Mark at = f.root_.Mark();
+    return Status::Error((at.is_null() ? name + ":1:1" : f.sink_->Where(at)) +
+                         ": expected a map of 'key: value' lines at the top level" +
                          std::string(f.root_.IsNull() ? " (the file is empty)" : ""));
   }
   return f;

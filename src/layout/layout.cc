@@ -2,6 +2,7 @@
 #include "src/layout/layout.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -102,6 +103,7 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"fp32", "fp16", "bf16", "fp8"}));
     const DType types[] = {DType::kFp32, DType::kFp16, DType::kBf16, DType::kFp8};
     l.dtype = types[i];
+    l.dtype_given = true;
   } else if (key == "offload") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "optimizer", "optimizer+params"}));
     l.offload = static_cast<Offload>(i);
@@ -167,6 +169,16 @@ StatusOr<Layout> ResolveLayout(Layout l, int64_t gpus) {
   if (l.gbs == 0) l.gbs = l.dp * l.mbs;
   if (!l.schedule_given) {
     l.schedule = l.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
+    l.schedule_given = true;  // decided now: FormatLayout writes it
+  }
+  return l;
+}
+
+StatusOr<Layout> ResolveLayoutFor(Layout layout, int64_t gpus, const HardwareSpec& hw) {
+  SHARDSIM_ASSIGN_OR_RETURN(Layout l, ResolveLayout(layout, gpus));
+  if (!l.dtype_given) {
+    l.dtype = hw.gpu.Peak(DType::kBf16) ? DType::kBf16 : DType::kFp32;
+    l.dtype_given = true;
   }
   return l;
 }
@@ -174,11 +186,20 @@ StatusOr<Layout> ResolveLayout(Layout l, int64_t gpus) {
 std::string FormatLayout(const Layout& l) {
   std::ostringstream out;
   auto on = [](bool b) { return b ? "on" : "off"; };
-  out << "tp=" << l.tp << ",pp=" << l.pp << ",dp=" << l.dp << ",cp=" << l.cp << ",ep=" << l.ep
-      << ",vpp=" << l.vpp << ",mbs=" << l.mbs << ",gbs=" << l.gbs << ",zero=" << l.zero
-      << ",sp=" << on(l.sp) << ",recompute=" << RecomputeName(l.recompute)
-      << ",schedule=" << ScheduleName(l.schedule) << ",dtype=" << DTypeName(l.dtype)
-      << ",offload=" << OffloadName(l.offload) << ",compress=" << l.grad_compression
+  // Fields still to be derived by ResolveLayout (dp 0, gbs 0, no schedule given) are left
+  // out, so that the text parses again (dp=0 would not) and resolves to the same layout.
+  char compress[32];
+  // Shortest text that reads back as the same double.
+  *std::to_chars(compress, compress + sizeof compress - 1, l.grad_compression).ptr = '\0';
+  out << "tp=" << l.tp << ",pp=" << l.pp;
+  if (l.dp > 0) out << ",dp=" << l.dp;
+  out << ",cp=" << l.cp << ",ep=" << l.ep << ",vpp=" << l.vpp << ",mbs=" << l.mbs;
+  if (l.gbs > 0) out << ",gbs=" << l.gbs;
+  out << ",zero=" << l.zero << ",sp=" << on(l.sp) << ",recompute=" << RecomputeName(l.recompute);
+  if (l.schedule_given) out << ",schedule=" << ScheduleName(l.schedule);
+  if (l.dtype_given) out << ",dtype=" << DTypeName(l.dtype);
+  out << ",offload=" << OffloadName(l.offload)
+      << ",compress=" << compress
       << ",overlap_dp=" << on(l.overlap_dp) << ",overlap_tp=" << on(l.overlap_tp)
       << ",prefetch=" << on(l.prefetch) << ",attention=" << AttentionName(l.attention);
   return out.str();

@@ -33,8 +33,9 @@ struct Layout {
   bool sp = false;  // sequence parallel (Korthikanti et al. 2022), needs tp > 1
   Recompute recompute = Recompute::kNone;
   Schedule schedule = Schedule::k1F1B;
-  bool schedule_given = false;  // false: default picked from pp and vpp
+  bool schedule_given = false;  // false: ResolveLayout picks it from vpp (and sets this)
   DType dtype = DType::kBf16;   // compute/storage precision; master weights and Adam are fp32
+  bool dtype_given = false;     // false: ResolveLayoutFor picks bf16, or fp32 without bf16
   Offload offload = Offload::kNone;
   double grad_compression = 1;  // DP gradient bytes are divided by this ratio (>= 1)
   bool overlap_dp = true;       // DP gradient reduction overlapped with backward
@@ -63,7 +64,12 @@ StatusOr<Layout> ParseLayoutYaml(const std::string& text, const std::string& nam
 // Errors only for a GPU count below 1.
 StatusOr<Layout> ResolveLayout(Layout layout, int64_t gpus);
 
-// Normalized spec: every key, fixed order; ParseLayout(FormatLayout(l)) == l.
+// ResolveLayout, then the hardware-dependent default: dtype bf16 where the GPU has a bf16
+// rate, else fp32 (CPU hosts).
+StatusOr<Layout> ResolveLayoutFor(Layout layout, int64_t gpus, const HardwareSpec& hw);
+
+// Normalized spec: every key in a fixed order, except those still to be derived (dp 0,
+// gbs 0, schedule or dtype not given); ParseLayout(FormatLayout(l)) == l.
 std::string FormatLayout(const Layout& l);
 
 }  // namespace shardsim

@@ -1,6 +1,7 @@
 // Reads a Hugging Face config.json into a ModelSpec. `model_type` decides the architecture
 // details the config leaves implicit (gated MLP, norm kind, positions); see docs/models.md.
 // JSON is read with yaml-cpp (YAML 1.2 is a superset of JSON), so errors are located too.
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -48,7 +49,8 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
   }
   const bool gpt2 = std::string(family->model_type) == "gpt2";
   ModelSpec m;
-  m.name = r.OptionalString("_name_or_path").value_or(std::string("hf-") + family->model_type);
+  // A config.json has no name or source: both come from the file's path.
+  m.name = std::filesystem::path(name).stem().string();
   m.source = "Hugging Face config.json: " + name;
   m.activation = ActivationFor(*family);
   m.norm = family->rmsnorm ? Norm::kRmsNorm : Norm::kLayerNorm;
@@ -61,13 +63,8 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
     m.kv_heads = m.heads;
     m.seq_len = r.Int("n_positions");
     // n_inner: null means 4 * n_embd (transformers' GPT2MLP).
-    m.ffn_hidden = 4 * m.hidden;
-    if (r.Has("n_inner")) {
-      YAML::Node probe = YAML::Load(text)["n_inner"];
-      if (!probe.IsNull()) m.ffn_hidden = r.Int("n_inner");
-    }
+    m.ffn_hidden = r.OptionalInt("n_inner").value_or(4 * m.hidden);  // null: 4 * n_embd
     m.tied_embeddings = r.OptionalBool("tie_word_embeddings").value_or(true);
-    m.dropout = r.OptionalNumber("resid_pdrop", 0, 1).value_or(0.1) > 0;
     const std::string act = r.OptionalString("activation_function").value_or("gelu_new");
     if (act.rfind("gelu", 0) != 0) {
       return Status::Error(name + ": field 'activation_function': '" + act +
@@ -103,6 +100,11 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
       s.interval = r.OptionalInt("decoder_sparse_step").value_or(1);
       m.moe = s;
     }
+  }
+  // Dropout is on when any dropout probability the family uses is above zero (absent = 0).
+  for (const char* key : {"attn_pdrop", "embd_pdrop", "resid_pdrop", "attention_dropout",
+                          "hidden_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob"}) {
+    m.dropout = m.dropout || r.OptionalNumber(key, 0, 1).value_or(0) > 0;
   }
   m.vocab = r.Int("vocab_size");
   m.head_dim = r.OptionalInt("head_dim").value_or(m.heads > 0 ? m.hidden / m.heads : 0);

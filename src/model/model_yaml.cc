@@ -42,12 +42,11 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
     m.moe = s;
   }
   r.Finish();
-  SHARDSIM_RETURN_IF_ERROR(file.status());
   if (m.hidden % m.heads != 0 && !r.Has("head_dim")) {
-    return Status::Error(name + ": field 'heads': heads=" + std::to_string(m.heads) +
-                         " does not divide hidden=" + std::to_string(m.hidden) +
-                         "; give head_dim explicitly");
+    r.Error("heads", "heads=" + std::to_string(m.heads) + " does not divide hidden=" +
+                         std::to_string(m.hidden) + "; give head_dim explicitly");
   }
+  SHARDSIM_RETURN_IF_ERROR(file.status());
   SHARDSIM_RETURN_IF_ERROR(ValidateModel(m, name));
   return m;
 }

@@ -30,8 +30,10 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string>& 
       best_distance = d;
     }
   }
-  // A typo changes a few characters; allow about a third of the word, at least 2.
-  const int limit = std::max<int>(2, static_cast<int>(word.size()) / 3);
+  // A typo changes a few characters; allow about a third of the word, at least 2. A word
+  // with every character changed is no typo ("zero=4" is not a misspelt "0").
+  const int limit = std::min<int>(std::max<int>(2, static_cast<int>(word.size()) / 3),
+                                  static_cast<int>(word.size()) - 1);
   return (!best.empty() && best_distance <= limit) ? best : std::string();
 }
 

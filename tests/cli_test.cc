@@ -1,0 +1,277 @@
+// Smoke tests of the `shardsim` binary: help of every subcommand, exit codes, the fixed JSON
+// keys of `estimate --json` and `--out`, and every shipped model through `shardsim estimate`.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "src/model/model_spec.h"
+#include "tests/contains.h"
+#include "tests/run_shardsim.h"
+
+namespace shardsim {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::Contains;
+using testing::RunShardsim;
+
+const std::string kSource = SHARDSIM_SOURCE_DIR;
+
+// The subcommands listed under "Commands:" in `shardsim --help`, except "help" itself.
+std::vector<std::string> ListedCommands() {
+  const CommandResult r = RunShardsim("--help");
+  std::istringstream in(r.out);
+  std::vector<std::string> names;
+  bool in_list = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "Commands:") {
+      in_list = true;
+    } else if (in_list && line.empty()) {
+      break;
+    } else if (in_list) {
+      std::istringstream words(line);
+      std::string name;
+      words >> name;
+      if (name != "help") names.push_back(name);
+    }
+  }
+  return names;
+}
+
+// JSON is YAML 1.2, so yaml-cpp reads it; a parse error fails the test.
+YAML::Node ParseJson(const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    ADD_FAILURE() << "not valid JSON: " << e.what() << "\n" << text;
+    return YAML::Node();
+  }
+}
+
+TEST(Cli, TopLevelHelp) {
+  for (const char* arg : {"--help", "help", "-h"}) {
+    const CommandResult r = RunShardsim(arg);
+    EXPECT_EQ(r.exit_code, 0) << arg;
+    EXPECT_TRUE(Contains(r.out, "Usage: shardsim <command> [flags]"));
+  }
+  // No command at all is a command-line error (2), with the usage to help.
+  const CommandResult none = RunShardsim("");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_TRUE(Contains(none.out, "Usage: shardsim"));
+}
+
+TEST(Cli, EverySubcommandHasHelpWithTheSharedFlags) {
+  const std::vector<std::string> commands = ListedCommands();
+  // estimate and describe today; new commands join this test through the help text.
+  EXPECT_GE(commands.size(), 2u);
+  EXPECT_NE(std::find(commands.begin(), commands.end(), "estimate"), commands.end());
+  EXPECT_NE(std::find(commands.begin(), commands.end(), "describe"), commands.end());
+  for (const std::string& c : commands) {
+    SCOPED_TRACE(c);
+    const CommandResult r = RunShardsim(c + " --help");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(Contains(r.out, "Usage: shardsim " + c));
+    for (const char* flag : {"--model", "--hardware", "--gpus", "--layout"}) {
+      EXPECT_TRUE(Contains(r.out, flag));
+    }
+  }
+}
+
+TEST(Cli, UnknownCommandAndFlagAreCommandLineErrors) {
+  CommandResult r = RunShardsim("estimat");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "unknown command 'estimat'"));
+  EXPECT_TRUE(Contains(r.err, "did you mean 'estimate'"));
+  r = RunShardsim("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(Contains(r.err, "did you mean"));
+  r = RunShardsim("estimate --modle gpt3-175b");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "did you mean '--model'"));
+  r = RunShardsim("estimate --model");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "needs a value"));
+  r = RunShardsim("describe stray");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "unexpected argument 'stray'"));
+}
+
+TEST(Cli, BadValuesAreInputErrors) {
+  // Exit 1 (bad input), the message on stderr after "error:", nothing on stdout.
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"estimate --gpus 0", "--gpus must be at least 1"},
+      {"estimate --gpus many", "expected an integer, found 'many'"},
+      {"estimate --layout tpp=8", "did you mean 'tp'"},
+      {"estimate --layout tp=5", "tp=5 does not divide heads=96"},
+      {"estimate --model no-such-model", "no bundled models description of that name"},
+      {"describe --layout gbs=1537,tp=8,pp=8", "gbs=1537 is not divisible by dp x mbs"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CommandResult r = RunShardsim(c.args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(Contains(r.err, "error: "));
+    EXPECT_TRUE(Contains(r.err, c.message));
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+TEST(Cli, EstimateJsonHasTheFixedKeys) {
+  const CommandResult r = RunShardsim("estimate --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const YAML::Node j = ParseJson(r.out);
+  ASSERT_TRUE(j.IsMap());
+  for (const char* key : {"model", "hardware", "gpus", "layout", "parameters", "peak_memory_bytes",
+                          "memory_breakdown", "fits", "estimated_iteration_time_s",
+                          "time_breakdown", "ops", "collectives", "warnings"}) {
+    EXPECT_TRUE(j[key].IsDefined()) << "missing key " << key;
+  }
+  // Defaults: GPT-3 175B (174,604,259,328 parameters, see model_loader_test) on all 1024
+  // GPUs of dgx-a100-80gb, tp 8 x pp 8 -> dp 16.
+  EXPECT_EQ(j["model"].as<std::string>(), "gpt3-175b");
+  EXPECT_EQ(j["gpus"].as<int64_t>(), 1024);
+  EXPECT_EQ(j["parameters"].as<int64_t>(), 174604259328);
+  EXPECT_EQ(
+      j["layout"].as<std::string>().rfind("tp=8,pp=8,dp=16,cp=1,ep=1,vpp=2,mbs=1,gbs=1536,", 0), 0u)
+      << j["layout"].as<std::string>();
+  // The memory breakdown has its five parts and adds up to the peak.
+  const YAML::Node mem = j["memory_breakdown"];
+  ASSERT_TRUE(mem.IsMap());
+  double sum = 0;
+  for (const char* part : {"weights", "gradients", "optimizer", "activations", "other"}) {
+    ASSERT_TRUE(mem[part].IsDefined()) << part;
+    EXPECT_GE(mem[part].as<double>(), 0) << part;
+    sum += mem[part].as<double>();
+  }
+  EXPECT_DOUBLE_EQ(sum, j["peak_memory_bytes"].as<double>());
+  // The time breakdown adds up to the iteration time (STYLE.md habit 8).
+  double time_sum = 0;
+  for (const auto& kv : j["time_breakdown"]) time_sum += kv.second.as<double>();
+  const double total = j["estimated_iteration_time_s"].as<double>();
+  EXPECT_GT(total, 0);
+  EXPECT_NEAR(time_sum, total, 1e-9 * total);
+}
+
+TEST(Cli, OutWritesTheSameJsonAndRunsAreDeterministic) {
+  const fs::path dir = testing::FreshTempDir("cli-out");
+  const fs::path file = dir / "estimate.json";
+  const CommandResult json = RunShardsim("estimate --json --out '" + file.string() + "'");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(testing::ReadWholeFile(file), json.out);
+  // Text on stdout, JSON in the file: the same JSON as the first run, byte for byte.
+  fs::remove(file);
+  const CommandResult text = RunShardsim("estimate --out '" + file.string() + "'");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(Contains(text.out, "estimated iteration time:"));
+  EXPECT_EQ(testing::ReadWholeFile(file), json.out);
+  // No temporary file is left beside the output.
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1);
+  // An unwritable destination is an input error and prints nothing.
+  const CommandResult bad =
+      RunShardsim("estimate --json --out '" + (dir / "no" / "x.json").string() + "'");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(Contains(bad.err, "cannot write"));
+  EXPECT_TRUE(bad.out.empty());
+  fs::remove_all(dir);
+}
+
+TEST(Cli, LayoutFromAYamlFile) {
+  const fs::path dir = testing::FreshTempDir("cli-layout");
+  const fs::path good = dir / "layout.yaml", bad = dir / "bad.yaml";
+  {
+    std::ofstream(good)
+        << "tp: 8\npp: 8\nvpp: 2\nmbs: 1\ngbs: 1536\nsp: on\nrecompute: selective\n";
+    std::ofstream(bad) << "tp: 8\npp: 8\ntpp: 2\n";
+  }
+  // The same layout as the default spec, so the same JSON.
+  const CommandResult from_file = RunShardsim("estimate --json --layout '" + good.string() + "'");
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  EXPECT_EQ(from_file.out, RunShardsim("estimate --json").out);
+  // An unknown key is located: line 3, column 1.
+  const CommandResult r = RunShardsim("estimate --layout '" + bad.string() + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, bad.string() + ":3:1: "));
+  EXPECT_TRUE(Contains(r.err, "did you mean 'tp'"));
+  fs::remove_all(dir);
+}
+
+TEST(Cli, DescribeTheDefaults) {
+  const CommandResult r = RunShardsim("describe");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "parameters: 174604259328 total"));
+  // Cluster graph counts derived in hardware_loader_test (DgxA100VertexAndLinkCounts).
+  EXPECT_TRUE(Contains(r.out, "1024 GPUs, 128 intra-node switches, 128 hosts, 1024 NICs"));
+  EXPECT_TRUE(Contains(r.out, "rank 0's tp group: [0, 1, 2, 3, 4, 5, 6, 7]"));
+}
+
+// A layout per shipped model that is valid and fits in memory. Small models on a few GPUs,
+// Megatron's sizes on up to 1024 A100s with tp 8 and pp dividing the layers, Mixtral with EP.
+const std::map<std::string, std::string> kModelRuns = {
+    {"tiny", "--hardware cpu-host --gpus 1 --layout mbs=1,dtype=fp32"},
+    {"tiny-moe", "--hardware cpu-host --gpus 2 --layout ep=2,mbs=1,gbs=4,dtype=fp32"},
+    {"gpt-1.7b", "--gpus 8 --layout tp=1,mbs=1,gbs=64,zero=1"},
+    {"gpt-3.6b", "--gpus 8 --layout tp=2,mbs=1,gbs=64,zero=1"},
+    {"gpt-7.5b", "--gpus 16 --layout tp=4,mbs=1,gbs=64,sp=on,zero=1"},
+    {"gpt-18b", "--gpus 64 --layout tp=8,pp=2,mbs=1,gbs=128,sp=on,recompute=selective"},
+    {"gpt-39b", "--gpus 128 --layout tp=8,pp=2,mbs=1,gbs=256,sp=on,recompute=selective"},
+    {"gpt-76b", "--layout tp=8,pp=4,mbs=1,gbs=1792,sp=on,recompute=selective"},
+    {"gpt-145b", "--layout tp=8,pp=8,mbs=1,gbs=2048,sp=on,recompute=selective"},
+    {"gpt3-175b", ""},  // the defaults
+    {"gpt-310b", "--layout tp=8,pp=16,mbs=1,gbs=2048,sp=on,recompute=selective"},
+    // 105 layers: pp 15 (7 layers each); 8 x 15 x dp 8 = 960 GPUs.
+    {"gpt-530b", "--gpus 960 --layout tp=8,pp=15,mbs=1,gbs=2240,sp=on,recompute=selective,zero=1"},
+    {"gpt-1t", "--layout tp=8,pp=64,mbs=1,gbs=2048,sp=on,recompute=full,zero=1"},
+    {"llama3-8b", "--gpus 8 --layout tp=2,mbs=1,gbs=64,sp=on,zero=1,recompute=selective"},
+    {"llama3-70b", "--layout tp=8,pp=4,mbs=1,gbs=1024,sp=on,recompute=selective"},
+    // 126 layers: pp 14 (9 layers each); 8 x 14 x dp 9 = 1008 GPUs.
+    {"llama3-405b", "--gpus 1008 --layout tp=8,pp=14,mbs=1,gbs=1008,sp=on,recompute=full,zero=1"},
+    {"mixtral-8x7b", "--gpus 64 --layout tp=2,pp=4,cp=2,ep=4,mbs=1,gbs=256,sp=on,recompute=full"},
+};
+
+TEST(Cli, EveryShippedModelRunsThroughEstimate) {
+  int ran = 0;
+  for (const auto& entry : fs::directory_iterator(kSource + "/models")) {
+    if (entry.path().extension() != ".yaml") continue;
+    const std::string name = entry.path().stem().string();
+    SCOPED_TRACE(name);
+    auto it = kModelRuns.find(name);
+    ASSERT_NE(it, kModelRuns.end()) << "give " << name << " a layout in kModelRuns";
+    const CommandResult r = RunShardsim("estimate --json --model " + name + " " + it->second);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const YAML::Node j = ParseJson(r.out);
+    ASSERT_TRUE(j.IsMap());
+    EXPECT_EQ(j["model"].as<std::string>(), name);
+    EXPECT_TRUE(j["fits"].as<bool>()) << "peak " << j["peak_memory_bytes"].as<double>();
+    EXPECT_GT(j["estimated_iteration_time_s"].as<double>(), 0);
+    StatusOr<ModelSpec> m = LoadModel(name);
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(j["parameters"].as<int64_t>(), m->TotalParams());
+    ++ran;
+  }
+  EXPECT_EQ(ran, static_cast<int>(kModelRuns.size()));
+}
+
+TEST(Cli, HuggingFaceConfigRunsThroughEstimate) {
+  // Llama 3 8B from its config.json, with the layout used for models/llama3-8b.yaml above.
+  const CommandResult r =
+      RunShardsim("estimate --json --model '" + kSource + "/tests/data/hf/llama3-8b.json' " +
+                  kModelRuns.at("llama3-8b"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ParseJson(r.out)["parameters"].as<int64_t>(), 8030261248);
+}
+
+}  // namespace
+}  // namespace shardsim
