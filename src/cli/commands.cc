@@ -10,6 +10,7 @@ namespace shardsim::cli {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
       {"estimate", RunEstimate},
+      {"simulate", RunSimulate},
       {"describe", RunDescribe},
   };
   return kCommands;

@@ -19,5 +19,6 @@ int Fail(const std::string& command, const std::string& message, int code);
 
 int RunEstimate(int argc, char** argv);
 int RunDescribe(int argc, char** argv);
+int RunSimulate(int argc, char** argv);
 
 }  // namespace shardsim::cli

@@ -14,6 +14,7 @@ constexpr const char* kUsage =
     "\n"
     "Commands:\n"
     "  estimate   analytical memory, compute, communication and step time of one layout\n"
+    "  simulate   discrete-event simulation of one iteration (--full for every rank, --trace)\n"
     "  describe   print a model's, a cluster's or a layout's derived figures\n"
     "  help       this message; 'shardsim <command> --help' for a command's flags\n"
     "\n"

@@ -80,22 +80,20 @@ CollectiveModel::Phase CollectiveModel::Rings(const std::vector<std::vector<int6
   // next member; a link crossed by k such flows needs k * chunk / bandwidth. The step lasts
   // as long as the most loaded link, plus the slowest route's latency.
   Phase p;
-  std::unordered_map<const ClusterLink*, int64_t> load;
   double alpha = 0;
   size_t n = 0;
   for (const std::vector<int64_t>& ring : rings) {
     n = ring.size();
     for (size_t i = 0; i < ring.size(); ++i) {
       const Route& r = cluster_.RouteBetween(ring[i], ring[(i + 1) % ring.size()]);
-      for (const ClusterEdge& e : r.links) ++load[&cluster_.graph()[e]];
       alpha = std::max(alpha, r.latency_s);
       p.crosses_network = p.crosses_network || r.crosses_network;
     }
   }
   if (n <= 1) return p;
   double seconds_per_byte = 0;  // for one chunk byte, on the busiest link
-  for (const auto& [link, flows] : load) {
-    seconds_per_byte = std::max(seconds_per_byte, static_cast<double>(flows) / link->bandwidth);
+  for (const auto& [link, flows] : RingLoads(rings)) {
+    seconds_per_byte = std::max(seconds_per_byte, flows / link->bandwidth);
   }
   const double chunk = bytes_per_ring / static_cast<double>(n);
   p.bandwidth_time_s = static_cast<double>(steps) * chunk * seconds_per_byte;
@@ -106,16 +104,13 @@ CollectiveModel::Phase CollectiveModel::Rings(const std::vector<std::vector<int6
 CollectiveModel::Phase CollectiveModel::Flows(const std::vector<std::pair<int64_t, int64_t>>& flows,
                                               double bytes_per_flow) const {
   Phase p;
-  std::unordered_map<const ClusterLink*, int64_t> load;
   for (const auto& [src, dst] : flows) {
     const Route& r = cluster_.RouteBetween(src, dst);
-    for (const ClusterEdge& e : r.links) ++load[&cluster_.graph()[e]];
     p.latency_s = std::max(p.latency_s, r.latency_s);
     p.crosses_network = p.crosses_network || r.crosses_network;
   }
-  for (const auto& [link, count] : load) {
-    p.bandwidth_time_s =
-        std::max(p.bandwidth_time_s, static_cast<double>(count) * bytes_per_flow / link->bandwidth);
+  for (const auto& [link, count] : FlowLoads(flows)) {
+    p.bandwidth_time_s = std::max(p.bandwidth_time_s, count * bytes_per_flow / link->bandwidth);
   }
   return p;
 }
@@ -235,6 +230,86 @@ CollectiveCost CollectiveModel::EstimateWith(Collective c, CollectiveAlgorithm a
     return Finish(c, a, n, bytes, p.bandwidth_time_s, p.latency_s, p.crosses_network);
   }
   return none;
+}
+
+CollectiveModel::LinkLoads CollectiveModel::RingLoads(
+    const std::vector<std::vector<int64_t>>& rings) const {
+  std::vector<std::pair<int64_t, int64_t>> flows;
+  for (const std::vector<int64_t>& ring : rings) {
+    for (size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
+      flows.emplace_back(ring[i], ring[(i + 1) % ring.size()]);
+    }
+  }
+  return FlowLoads(flows);
+}
+
+CollectiveModel::LinkLoads CollectiveModel::FlowLoads(
+    const std::vector<std::pair<int64_t, int64_t>>& flows) const {
+  std::unordered_map<const ClusterLink*, double> load;
+  std::vector<const ClusterLink*> order;  // first-seen order, for determinism
+  for (const auto& [src, dst] : flows) {
+    for (const ClusterEdge& e : cluster_.RouteBetween(src, dst).links) {
+      const ClusterLink* link = &cluster_.graph()[e];
+      if (load.find(link) == load.end()) order.push_back(link);
+      load[link] += 1;
+    }
+  }
+  LinkLoads out;
+  for (const ClusterLink* link : order) out.emplace_back(link, load[link]);
+  return out;
+}
+
+CollectivePlan CollectiveModel::Plan(Collective c, const std::vector<int64_t>& gpus,
+                                     double bytes) const {
+  CollectivePlan plan;
+  plan.cost = Estimate(c, gpus, bytes);
+  const int64_t n = static_cast<int64_t>(gpus.size());
+  if (n <= 1 && c != Collective::kSendRecv) return plan;
+  switch (plan.cost.algorithm) {
+    case CollectiveAlgorithm::kRing:
+    case CollectiveAlgorithm::kTree:
+      plan.loads = RingLoads(RingOrders(gpus));
+      break;
+    case CollectiveAlgorithm::kHierarchical: {
+      // Intra-node rings and inter-node rings by local index, together.
+      std::map<int64_t, std::vector<int64_t>> by_node;
+      for (int64_t g : gpus) by_node[cluster_.NodeOf(g)].push_back(g);
+      std::vector<std::vector<int64_t>> rings;
+      size_t ppn = gpus.size();
+      for (const auto& [node, m] : by_node) {
+        rings.push_back(m);
+        ppn = std::min(ppn, m.size());
+      }
+      for (size_t k = 0; k < ppn; ++k) {
+        std::vector<int64_t> ring;
+        for (const auto& [node, m] : by_node) ring.push_back(m[k]);
+        rings.push_back(ring);
+      }
+      plan.loads = RingLoads(rings);
+      break;
+    }
+    case CollectiveAlgorithm::kDirect: {
+      std::vector<std::pair<int64_t, int64_t>> flows;
+      if (c == Collective::kSendRecv) {
+        plan.loads = FlowLoads({{gpus[0], gpus[1]}});
+        break;
+      }
+      for (int64_t s : gpus) {
+        for (int64_t d : gpus) {
+          if (s != d) flows.emplace_back(s, d);
+        }
+      }
+      plan.loads = FlowLoads(flows);
+      break;
+    }
+  }
+  double seconds_per_byte = 0;
+  for (const auto& [link, load] : plan.loads) {
+    seconds_per_byte = std::max(seconds_per_byte, load / link->bandwidth);
+  }
+  const double bandwidth_time = std::max(0.0, plan.cost.time_s - plan.cost.latency_s);
+  plan.volume = seconds_per_byte > 0 ? bandwidth_time / seconds_per_byte : 0;
+  return plan;
 }
 
 CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t>& gpus,

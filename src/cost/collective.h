@@ -37,12 +37,23 @@ struct CollectiveCost {
   bool crosses_network = false;
 };
 
+// A collective as the event simulator schedules it: its isolated cost, the links it loads
+// (flows of the chosen algorithm per link) and the progress volume such that, alone,
+// volume x max over links (load / bandwidth) is the bandwidth part of cost.time_s.
+struct CollectivePlan {
+  CollectiveCost cost;
+  std::vector<std::pair<const ClusterLink*, double>> loads;
+  double volume = 0;
+};
+
 class CollectiveModel {
  public:
   explicit CollectiveModel(const Cluster& cluster) : cluster_(cluster) {}
 
   // Cheapest algorithm for this collective on these GPUs (GPU indices of the cluster).
   CollectiveCost Estimate(Collective c, const std::vector<int64_t>& gpus, double bytes) const;
+  // The cheapest algorithm with the links it loads, for the event simulator.
+  CollectivePlan Plan(Collective c, const std::vector<int64_t>& gpus, double bytes) const;
   // One named algorithm (kDirect for all-to-all and send/recv; others ring/tree/hierarchical).
   // Returns time_s = +inf when the algorithm does not apply to the collective or group.
   CollectiveCost EstimateWith(Collective c, CollectiveAlgorithm a, const std::vector<int64_t>& gpus,
@@ -54,6 +65,10 @@ class CollectiveModel {
     double latency_s = 0;
     bool crosses_network = false;
   };
+  using LinkLoads = std::vector<std::pair<const ClusterLink*, double>>;
+  // Flows per link of a set of rings (each member sends to the next) or of point flows.
+  LinkLoads RingLoads(const std::vector<std::vector<int64_t>>& rings) const;
+  LinkLoads FlowLoads(const std::vector<std::pair<int64_t, int64_t>>& flows) const;
   // Concurrent rings, each carrying `bytes_per_ring` in `steps` steps of bytes/ring_size.
   Phase Rings(const std::vector<std::vector<int64_t>>& rings, double bytes_per_ring,
               int64_t steps) const;

@@ -1,0 +1,52 @@
+// `shardsim simulate`: a discrete-event simulation of one training iteration (src/sim/):
+// iteration time, throughput, MFU, a breakdown summing to the iteration time, peak memory
+// per rank from the schedule, and optionally a Chrome/Perfetto trace.
+#include <iostream>
+
+#include "src/cli/commands.h"
+#include "src/cli/inputs.h"
+#include "src/report/sim_report.h"
+#include "src/sim/simulator.h"
+#include "src/util/atomic_file.h"
+
+namespace shardsim::cli {
+
+int RunSimulate(int argc, char** argv) {
+  std::vector<FlagSpec> flags = InputFlags();
+  flags.push_back({"full", "", "simulate every rank (default: one rank per pipeline stage)", ""});
+  flags.push_back({"json", "", "print JSON instead of text", ""});
+  flags.push_back({"out", "FILE", "also write the JSON to FILE (whole or not at all)", ""});
+  flags.push_back({"trace", "FILE", "write a Chrome trace-event JSON (Perfetto) to FILE", ""});
+  flags.push_back({"help", "", "show this help", ""});
+  StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
+  if (!args.ok()) return Fail("simulate", args.status().message(), 2);
+  if (args->Has("help")) {
+    std::cout << "Usage: shardsim simulate [flags]\n\n"
+                 "Discrete-event simulation of one training iteration: every rank's streams,\n"
+                 "every collective on the links it crosses (shared max-min fairly), pipeline\n"
+                 "bubbles and memory over time.\n\n"
+              << FlagHelp(flags);
+    return 0;
+  }
+  StatusOr<Inputs> in = LoadInputs(*args);
+  if (!in.ok()) return Fail("simulate", in.status().message(), 1);
+  const Cluster cluster(in->hardware);
+  SimOptions options;
+  options.full = args->Has("full");
+  options.trace = args->Get("trace").has_value();
+  StatusOr<SimResult> result = Simulate(in->model, cluster, in->layout, options);
+  if (!result.ok()) return Fail("simulate", result.status().message(), 1);
+  const std::string json = SimulationJson(in->model, in->hardware, *result, in->warnings);
+  if (std::optional<std::string> out = args->Get("out")) {
+    Status st = WriteFileAtomically(*out, json);
+    if (!st.ok()) return Fail("simulate", st.message(), 1);
+  }
+  if (std::optional<std::string> trace = args->Get("trace")) {
+    Status st = WriteFileAtomically(*trace, ChromeTrace(*result));
+    if (!st.ok()) return Fail("simulate", st.message(), 1);
+  }
+  std::cout << (args->Has("json") ? json : SimulationText(in->model, in->hardware, *result, in->warnings));
+  return 0;
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,162 @@
+// See flow_network.h.
+#include "src/sim/flow_network.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "src/util/check.h"
+
+namespace shardsim {
+
+FlowNetwork::FlowNetwork(std::vector<double> capacity)
+    : capacity_(std::move(capacity)), on_link_(capacity_.size()), link_mark_(capacity_.size(), 0) {
+  for (double c : capacity_) CHECK(c > 0) << "link capacity must be positive";
+}
+
+int32_t FlowNetwork::Add(std::vector<Usage> usage, double volume, SimTime now) {
+  CHECK(volume >= 0) << "negative volume";
+  int32_t id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<int32_t>(coflows_.size());
+    coflows_.emplace_back();
+    coflow_mark_.push_back(0);
+  }
+  Coflow& c = coflows_[id];
+  c.usage.clear();
+  for (const Usage& u : usage) {
+    CHECK(u.link >= 0 && static_cast<size_t>(u.link) < capacity_.size()) << "bad link " << u.link;
+    if (u.weight > 0) c.usage.push_back(u);
+  }
+  c.remaining = volume;
+  c.rate = 0;
+  c.updated = now;
+  c.active = true;
+  for (const Usage& u : c.usage) on_link_[u.link].push_back(id);
+  Rebalance({id}, now);
+  return id;
+}
+
+void FlowNetwork::Remove(int32_t id, SimTime now) {
+  Coflow& c = coflows_[id];
+  CHECK(c.active) << "coflow " << id << " removed twice";
+  c.active = false;
+  ++c.version;  // any pending finish event for it is stale now
+  std::vector<int32_t> neighbours;
+  for (const Usage& u : c.usage) {
+    std::vector<int32_t>& list = on_link_[u.link];
+    list.erase(std::find(list.begin(), list.end(), id));
+    neighbours.insert(neighbours.end(), list.begin(), list.end());
+  }
+  free_ids_.push_back(id);
+  if (!neighbours.empty()) Rebalance(neighbours, now);
+}
+
+std::vector<int32_t> FlowNetwork::TakeChanged() {
+  std::vector<int32_t> out;
+  out.swap(changed_);
+  return out;
+}
+
+void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
+  // 1. The connected component: coflows reachable through shared links.
+  ++epoch_;
+  std::vector<int32_t> comp;
+  std::vector<int32_t> links;
+  for (int32_t s : seeds) {
+    if (coflows_[s].active && coflow_mark_[s] != epoch_) {
+      coflow_mark_[s] = epoch_;
+      comp.push_back(s);
+    }
+  }
+  for (size_t i = 0; i < comp.size(); ++i) {
+    for (const Usage& u : coflows_[comp[i]].usage) {
+      if (link_mark_[u.link] == epoch_) continue;
+      link_mark_[u.link] = epoch_;
+      links.push_back(u.link);
+      for (int32_t other : on_link_[u.link]) {
+        if (coflow_mark_[other] != epoch_) {
+          coflow_mark_[other] = epoch_;
+          comp.push_back(other);
+        }
+      }
+    }
+  }
+  // Deterministic order whatever the discovery order.
+  std::sort(comp.begin(), comp.end());
+  std::sort(links.begin(), links.end());
+
+  // 2. Bring every coflow's progress up to now at its old rate.
+  for (int32_t id : comp) {
+    Coflow& c = coflows_[id];
+    c.remaining = std::max(0.0, c.remaining - c.rate * ToSeconds(now - c.updated));
+    c.updated = now;
+    c.rate = 0;
+  }
+
+  // 3. Progressive filling: raise all unfrozen rates together until a link saturates;
+  //    freeze the coflows on it; repeat.
+  std::vector<double> residual(links.size());
+  for (size_t i = 0; i < links.size(); ++i) residual[i] = capacity_[links[i]];
+  std::vector<char> frozen(comp.size(), 0);
+  auto index_of = [&](int32_t id) {
+    return static_cast<size_t>(std::lower_bound(comp.begin(), comp.end(), id) - comp.begin());
+  };
+  size_t unfrozen = comp.size();
+  // A coflow with no links is limited by nothing: it finishes at once.
+  for (size_t i = 0; i < comp.size(); ++i) {
+    if (coflows_[comp[i]].usage.empty()) {
+      coflows_[comp[i]].rate = std::numeric_limits<double>::infinity();
+      frozen[i] = 1;
+      --unfrozen;
+    }
+  }
+  std::vector<double> demand(links.size());
+  while (unfrozen > 0) {
+    std::fill(demand.begin(), demand.end(), 0.0);
+    for (size_t i = 0; i < links.size(); ++i) {
+      for (int32_t id : on_link_[links[i]]) {
+        if (frozen[index_of(id)]) continue;
+        for (const Usage& u : coflows_[id].usage) {
+          if (u.link == links[i]) demand[i] += u.weight;
+        }
+      }
+    }
+    double step = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < links.size(); ++i) {
+      if (demand[i] > 0) step = std::min(step, residual[i] / demand[i]);
+    }
+    CHECK(std::isfinite(step)) << "unfrozen coflows with no loaded link";
+    for (size_t i = 0; i < comp.size(); ++i) {
+      if (!frozen[i]) coflows_[comp[i]].rate += step;
+    }
+    for (size_t i = 0; i < links.size(); ++i) {
+      residual[i] -= step * demand[i];
+      if (demand[i] > 0 && residual[i] <= 1e-9 * capacity_[links[i]]) {
+        residual[i] = 0;
+        for (int32_t id : on_link_[links[i]]) {
+          const size_t k = index_of(id);
+          if (!frozen[k]) {
+            frozen[k] = 1;
+            --unfrozen;
+          }
+        }
+      }
+    }
+  }
+
+  // 4. New finish times.
+  for (int32_t id : comp) {
+    Coflow& c = coflows_[id];
+    const SimTime finish =
+        std::isinf(c.rate) || c.remaining <= 0 ? now : now + ToSimTime(c.remaining / c.rate);
+    ++c.version;
+    c.finish = finish;
+    changed_.push_back(id);
+  }
+}
+
+}  // namespace shardsim

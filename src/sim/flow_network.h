@@ -1,0 +1,60 @@
+// FlowNetwork: bandwidth sharing on the cluster's links. Each active transfer is a coflow
+// (all the flows of one collective, or one send) with a weight per link it loads: the bytes
+// it moves on that link per byte of its own progress. Rates are max-min fair across coflows
+// (progressive filling, as SimGrid's network model), recomputed whenever a coflow starts or
+// ends, over the coflows that share links with it (transitively) only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "src/sim/engine.h"
+
+namespace shardsim {
+
+class FlowNetwork {
+ public:
+  struct Usage {
+    int32_t link = 0;
+    double weight = 0;  // bytes on `link` per byte of progress
+  };
+
+  explicit FlowNetwork(std::vector<double> capacity);  // bytes/s per link
+
+  // Starts a coflow needing `volume` bytes of progress at time `now`; returns its id.
+  int32_t Add(std::vector<Usage> usage, double volume, SimTime now);
+  // Ends a coflow (at its finish time) and gives its bandwidth to the others.
+  void Remove(int32_t id, SimTime now);
+
+  // Coflows whose finish time changed since the last call (the caller reschedules them).
+  std::vector<int32_t> TakeChanged();
+  SimTime FinishTime(int32_t id) const { return coflows_[id].finish; }
+  uint64_t Version(int32_t id) const { return coflows_[id].version; }
+  double Rate(int32_t id) const { return coflows_[id].rate; }
+  bool Active(int32_t id) const { return coflows_[id].active; }
+  size_t link_count() const { return capacity_.size(); }
+
+ private:
+  struct Coflow {
+    std::vector<Usage> usage;
+    double remaining = 0;
+    double rate = 0;  // bytes of progress per second
+    SimTime updated = 0;
+    SimTime finish = 0;
+    uint64_t version = 0;
+    bool active = false;
+  };
+  // Recomputes max-min fair rates of every coflow connected to `seeds` through shared links.
+  void Rebalance(const std::vector<int32_t>& seeds, SimTime now);
+
+  std::vector<double> capacity_;
+  std::vector<std::vector<int32_t>> on_link_;  // active coflows per link
+  std::vector<Coflow> coflows_;
+  std::vector<int32_t> free_ids_;
+  std::vector<int32_t> changed_;
+  // Scratch for Rebalance, sized to the links and coflows.
+  std::vector<uint32_t> link_mark_, coflow_mark_;
+  uint32_t epoch_ = 0;
+};
+
+}  // namespace shardsim

@@ -1,0 +1,495 @@
+// See simulator.h.
+#include "src/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <unordered_map>
+
+#include "src/cost/ops.h"
+#include "src/layout/placement.h"
+#include "src/sim/engine.h"
+#include "src/sim/flow_network.h"
+#include "src/util/check.h"
+
+namespace shardsim {
+namespace {
+
+enum EventKind : uint32_t { kTaskDone, kLatencyDone, kFlowDone };
+
+constexpr int kGroupKinds = 5;
+constexpr SimTime kNever = -1;
+
+struct RankState {
+  int64_t rank = 0;
+  int32_t stage = 0;
+  std::vector<int32_t> waiting;   // unfinished dependencies per task
+  std::vector<SimTime> started;   // per task, kNever until it starts
+  std::vector<SimTime> finished;  // per task, kNever until it ends
+  int32_t next[kStreamCount] = {};  // position in the stage's stream order
+  bool busy[kStreamCount] = {};
+  SimTime compute_free = 0;  // when the compute stream last went idle
+  double activations = 0, peak_activations = 0;
+  double breakdown[kCategoryCount] = {};
+  SimTime last_end = 0;
+  Category last_category = Category::kBubble;
+  int64_t group_seq[kGroupKinds] = {};
+  int64_t group_leader[kGroupKinds] = {};
+  int32_t group_needed[kGroupKinds] = {};  // simulated members of each group
+  std::vector<int64_t> group_members[kGroupKinds];
+};
+
+// A collective or send in flight: its participants, then latency, then the coflow.
+struct Transfer {
+  std::vector<std::pair<int32_t, int32_t>> parts;  // (state index, task)
+  int32_t plan = -1;
+  int32_t coflow = -1;
+  bool active = false;
+};
+
+struct CachedPlan {
+  double latency_s = 0;
+  double volume = 0;
+  std::vector<FlowNetwork::Usage> usage;
+};
+
+class Runner {
+ public:
+  Runner(const ModelSpec& m, const Cluster& cluster, const Layout& l,
+         const IterationProgram& program, const SimOptions& options)
+      : m_(m), cluster_(cluster), l_(l), prog_(program), options_(options), comm_(cluster),
+        network_(LinkCapacities()) {}
+
+  StatusOr<SimResult> Run();
+
+ private:
+  std::vector<double> LinkCapacities() {
+    std::vector<double> cap;
+    const ClusterGraph& g = cluster_.graph();
+    for (auto [it, end] = boost::edges(g); it != end; ++it) {
+      link_index_[&g[*it]] = static_cast<int32_t>(cap.size());
+      cap.push_back(g[*it].bandwidth);
+    }
+    return cap;
+  }
+
+  void InitRanks();
+  void TryStart(int32_t s);
+  void Start(int32_t s, int32_t task);
+  void Arrive(int32_t s, int32_t task);
+  void Launch(int32_t transfer_id);
+  void Complete(int32_t s, int32_t task);
+  void Attribute(RankState& r, const TaskSpec& t, int32_t task);
+  int32_t PlanFor(Collective c, const std::vector<int64_t>& gpus, double bytes, uint64_t key);
+  int32_t NewTransfer();
+  Status Deadlock() const;
+  int64_t RankAtStage(const RankState& r, int32_t stage) const {
+    RankCoord c = CoordOf(l_, r.rank);
+    c.pp = stage;
+    return RankOf(l_, c);
+  }
+
+  const ModelSpec& m_;
+  const Cluster& cluster_;
+  const Layout& l_;
+  const IterationProgram& prog_;
+  SimOptions options_;
+  CollectiveModel comm_;
+  std::unordered_map<const ClusterLink*, int32_t> link_index_;
+  FlowNetwork network_;
+  Engine engine_;
+  std::vector<RankState> states_;
+  std::vector<int32_t> state_of_rank_;  // -1 when not simulated
+  std::vector<Transfer> transfers_;
+  std::vector<int32_t> free_transfers_;
+  std::unordered_map<int32_t, int32_t> transfer_of_coflow_;
+  std::unordered_map<uint64_t, int32_t> pending_;  // (group kind, leader, seq) -> transfer
+  std::unordered_map<uint64_t, int32_t> plan_cache_;
+  std::vector<CachedPlan> plans_;
+  SimResult result_;
+  size_t executed_ = 0;
+};
+
+void Runner::InitRanks() {
+  const int64_t world = l_.world();
+  state_of_rank_.assign(world, -1);
+  std::vector<int64_t> ranks;
+  if (options_.full) {
+    for (int64_t r = 0; r < world; ++r) ranks.push_back(r);
+  } else {
+    for (int32_t s = 0; s < l_.pp; ++s) ranks.push_back(RankOf(l_, RankCoord{0, 0, 0, s}));
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) state_of_rank_[ranks[i]] = static_cast<int32_t>(i);
+  states_.resize(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    RankState& r = states_[i];
+    r.rank = ranks[i];
+    r.stage = static_cast<int32_t>(CoordOf(l_, r.rank).pp);
+    const StageProgram& p = prog_.stages[r.stage];
+    r.waiting.resize(p.tasks.size());
+    for (size_t t = 0; t < p.tasks.size(); ++t) {
+      r.waiting[t] = p.tasks[t].dep_end - p.tasks[t].dep_begin + (p.tasks[t].remote_task >= 0 ? 1 : 0);
+    }
+    r.started.assign(p.tasks.size(), kNever);
+    r.finished.assign(p.tasks.size(), kNever);
+    // Groups: the layout's, plus expert-data-parallel (same tp, cp, pp; dp = mine mod ep).
+    const ParallelDim dims[] = {ParallelDim::kTp, ParallelDim::kCp, ParallelDim::kEp, ParallelDim::kDp};
+    for (int g = 0; g < kGroupKinds; ++g) {
+      std::vector<int64_t> members;
+      if (g < 4) {
+        if (dims[g] == ParallelDim::kEp && l_.dp % l_.ep != 0) continue;
+        members = GroupOf(l_, r.rank, dims[g]);
+      } else {
+        const RankCoord me = CoordOf(l_, r.rank);
+        for (int64_t d = me.dp % l_.ep; d < l_.dp; d += l_.ep) {
+          members.push_back(RankOf(l_, RankCoord{me.tp, me.cp, d, me.pp}));
+        }
+      }
+      r.group_leader[g] = *std::min_element(members.begin(), members.end());
+      for (int64_t mbr : members) r.group_needed[g] += state_of_rank_[mbr] >= 0 ? 1 : 0;
+      r.group_members[g] = std::move(members);
+    }
+  }
+}
+
+int32_t Runner::NewTransfer() {
+  if (!free_transfers_.empty()) {
+    const int32_t id = free_transfers_.back();
+    free_transfers_.pop_back();
+    return id;
+  }
+  transfers_.emplace_back();
+  return static_cast<int32_t>(transfers_.size() - 1);
+}
+
+int32_t Runner::PlanFor(Collective c, const std::vector<int64_t>& gpus, double bytes, uint64_t key) {
+  auto it = plan_cache_.find(key);
+  if (it != plan_cache_.end()) return it->second;
+  const CollectivePlan plan = comm_.Plan(c, gpus, bytes);
+  CachedPlan cp;
+  cp.latency_s = plan.cost.latency_s;
+  cp.volume = plan.volume;
+  for (const auto& [link, load] : plan.loads) cp.usage.push_back({link_index_.at(link), load});
+  plans_.push_back(std::move(cp));
+  const int32_t id = static_cast<int32_t>(plans_.size() - 1);
+  plan_cache_[key] = id;
+  return id;
+}
+
+void Runner::TryStart(int32_t s) {
+  RankState& r = states_[s];
+  const StageProgram& p = prog_.stages[r.stage];
+  for (int st = 0; st < kStreamCount; ++st) {
+    const std::vector<int32_t>& order = p.stream_order[st];
+    if (r.busy[st] || r.next[st] >= static_cast<int32_t>(order.size())) continue;
+    const int32_t task = order[r.next[st]];
+    if (r.waiting[task] == 0) Start(s, task);
+  }
+}
+
+void Runner::Attribute(RankState& r, const TaskSpec& t, int32_t task) {
+  // A compute-stream task starting after the stream went idle: the gap goes to whatever
+  // the task waited for last (its binding dependency).
+  const SimTime now = engine_.now();
+  if (now <= r.compute_free) return;
+  const StageProgram& p = prog_.stages[r.stage];
+  SimTime latest = kNever;
+  Category cat = Category::kBubble;
+  SimTime send_start = kNever;
+  for (int32_t d = t.dep_begin; d < t.dep_end; ++d) {
+    const int32_t dep = p.deps[d];
+    if (r.finished[dep] > latest) {
+      latest = r.finished[dep];
+      const TaskSpec& dt = p.tasks[dep];
+      cat = dt.stream == Stream::kCompute ? Category::kBubble : dt.category;
+      if (dt.category == Category::kOptimizer) cat = Category::kOptimizer;
+    }
+  }
+  if (t.remote_task >= 0) {
+    const int32_t sender = state_of_rank_[RankAtStage(r, t.remote_stage)];
+    if (sender >= 0 && states_[sender].finished[t.remote_task] > latest) {
+      latest = states_[sender].finished[t.remote_task];
+      cat = Category::kPp;
+      send_start = states_[sender].started[t.remote_task];
+    }
+  }
+  const double gap = ToSeconds(now - r.compute_free);
+  if (cat == Category::kPp) {
+    // Only the time the send was in flight is pipeline communication; before that the
+    // previous stage was still computing: bubble.
+    const SimTime from = std::max(r.compute_free, std::min(send_start, now));
+    r.breakdown[static_cast<int>(Category::kPp)] += ToSeconds(now - from);
+    r.breakdown[static_cast<int>(Category::kBubble)] += ToSeconds(from - r.compute_free);
+  } else {
+    r.breakdown[static_cast<int>(cat)] += gap;
+  }
+  (void)task;
+}
+
+void Runner::Start(int32_t s, int32_t task) {
+  RankState& r = states_[s];
+  const TaskSpec& t = prog_.stages[r.stage].tasks[task];
+  const int st = static_cast<int>(t.stream);
+  r.busy[st] = true;
+  if (t.stream == Stream::kCompute) Attribute(r, t, task);
+  switch (t.kind) {
+    case TaskKind::kCompute:
+    case TaskKind::kHostCompute:
+      r.started[task] = engine_.now();
+      engine_.Schedule(engine_.now() + ToSimTime(t.duration_s), kTaskDone, static_cast<uint32_t>(s),
+                       static_cast<uint64_t>(task));
+      break;
+    case TaskKind::kHostTransfer: {
+      r.started[task] = engine_.now();
+      const Route route = cluster_.RouteToHost(r.rank);
+      const double seconds = route.latency_s + t.bytes / route.bottleneck_bandwidth;
+      engine_.Schedule(engine_.now() + ToSimTime(seconds), kTaskDone, static_cast<uint32_t>(s),
+                       static_cast<uint64_t>(task));
+      break;
+    }
+    case TaskKind::kSend: {
+      r.started[task] = engine_.now();
+      const int64_t dst = RankAtStage(r, t.peer_stage);
+      const uint64_t key = (static_cast<uint64_t>(r.rank) << 32 | static_cast<uint64_t>(dst)) * 1000003u ^
+                           static_cast<uint64_t>(t.bytes) ^ 0x5e17ull << 60;
+      const int32_t id = NewTransfer();
+      Transfer& x = transfers_[id];
+      x.parts = {{s, task}};
+      x.plan = PlanFor(Collective::kSendRecv, {r.rank, dst}, t.bytes, key);
+      Launch(id);
+      break;
+    }
+    case TaskKind::kCollective:
+      Arrive(s, task);
+      break;
+  }
+}
+
+void Runner::Arrive(int32_t s, int32_t task) {
+  RankState& r = states_[s];
+  const TaskSpec& t = prog_.stages[r.stage].tasks[task];
+  const int g = static_cast<int>(t.group);
+  const uint64_t key = static_cast<uint64_t>(g) << 60 | static_cast<uint64_t>(r.group_leader[g]) << 36 |
+                       static_cast<uint64_t>(r.group_seq[g]++);
+  int32_t id;
+  auto it = pending_.find(key);
+  if (it == pending_.end()) {
+    id = NewTransfer();
+    Transfer& x = transfers_[id];
+    x.parts.clear();
+    x.coflow = -1;
+    const uint64_t plan_key = (static_cast<uint64_t>(g) << 56 | static_cast<uint64_t>(t.collective) << 52 |
+                               static_cast<uint64_t>(r.group_leader[g]) << 28) ^
+                              std::hash<double>()(t.bytes);
+    x.plan = PlanFor(t.collective, r.group_members[g], t.bytes, plan_key);
+    pending_[key] = id;
+  } else {
+    id = it->second;
+  }
+  Transfer& x = transfers_[id];
+  x.parts.emplace_back(s, task);
+  if (static_cast<int32_t>(x.parts.size()) == r.group_needed[g]) {
+    pending_.erase(key);
+    for (const auto& [ps, pt] : x.parts) states_[ps].started[pt] = engine_.now();
+    Launch(id);
+  }
+}
+
+void Runner::Launch(int32_t id) {
+  Transfer& x = transfers_[id];
+  x.active = true;
+  x.coflow = -1;
+  engine_.Schedule(engine_.now() + ToSimTime(plans_[x.plan].latency_s), kLatencyDone,
+                   static_cast<uint32_t>(id));
+}
+
+void Runner::Complete(int32_t s, int32_t task) {
+  RankState& r = states_[s];
+  const StageProgram& p = prog_.stages[r.stage];
+  const TaskSpec& t = p.tasks[task];
+  const SimTime now = engine_.now();
+  r.finished[task] = now;
+  ++executed_;
+  const int st = static_cast<int>(t.stream);
+  r.busy[st] = false;
+  ++r.next[st];
+  if (t.stream == Stream::kCompute) {
+    r.breakdown[static_cast<int>(t.category)] += ToSeconds(now - r.started[task]);
+    r.compute_free = now;
+  }
+  if (now >= r.last_end) {
+    r.last_end = now;
+    r.last_category = t.stream == Stream::kCompute ? Category::kBubble : t.category;
+  }
+  if (t.memory_delta != 0) {
+    r.activations += t.memory_delta;
+    CHECK(r.activations > -1.0) << "activations went negative on rank " << r.rank;
+    r.peak_activations = std::max(r.peak_activations, r.activations);
+    if (options_.trace) result_.memory_trace.push_back({static_cast<int32_t>(r.rank), now, r.activations});
+  }
+  if (options_.trace) {
+    TraceSpan span;
+    span.rank = static_cast<int32_t>(r.rank);
+    span.stage = r.stage;
+    span.name = t.name;
+    span.microbatch = t.microbatch;
+    span.layer = t.layer;
+    span.stream = t.stream;
+    span.start = r.started[task];
+    span.end = now;
+    span.bytes = t.bytes;
+    span.flops = t.flops;
+    result_.trace.push_back(span);
+  }
+  for (int32_t dep : p.dependents[task]) --r.waiting[dep];
+  for (const auto& [stage, other] : prog_.remote_dependents[r.stage][task]) {
+    const int32_t o = state_of_rank_[RankAtStage(r, stage)];
+    if (o < 0) continue;
+    --states_[o].waiting[other];
+    TryStart(o);
+  }
+  TryStart(s);
+}
+
+Status Runner::Deadlock() const {
+  std::ostringstream out;
+  int shown = 0;
+  for (const RankState& r : states_) {
+    const StageProgram& p = prog_.stages[r.stage];
+    for (int st = 0; st < kStreamCount && shown < 8; ++st) {
+      const std::vector<int32_t>& order = p.stream_order[st];
+      if (r.next[st] >= static_cast<int32_t>(order.size())) continue;
+      const int32_t task = order[r.next[st]];
+      const TaskSpec& t = p.tasks[task];
+      out << "\n  rank " << r.rank << " stream " << StreamName(t.stream) << ": '" << p.names[t.name]
+          << "' (micro-batch " << t.microbatch << ", layer " << t.layer << ") ";
+      if (r.busy[st]) {
+        out << "waits for the other members of its " << (t.kind == TaskKind::kCollective ? "group" : "transfer");
+      } else {
+        out << "waits for " << r.waiting[task] << " unfinished dependencies";
+      }
+      ++shown;
+    }
+  }
+  return Status::Error("simulation deadlock: tasks that can never run remain:" + out.str());
+}
+
+StatusOr<SimResult> Runner::Run() {
+  InitRanks();
+  for (size_t s = 0; s < states_.size(); ++s) TryStart(static_cast<int32_t>(s));
+  Event ev;
+  while (engine_.Next(&ev)) {
+    switch (ev.kind) {
+      case kTaskDone:
+        Complete(static_cast<int32_t>(ev.target), static_cast<int32_t>(ev.tag));
+        break;
+      case kLatencyDone: {
+        Transfer& x = transfers_[ev.target];
+        const CachedPlan& plan = plans_[x.plan];
+        if (plan.usage.empty() || plan.volume <= 0) {
+          engine_.Schedule(engine_.now(), kFlowDone, ev.target, ~0ull);
+        } else {
+          x.coflow = network_.Add(plan.usage, plan.volume, engine_.now());
+          transfer_of_coflow_[x.coflow] = static_cast<int32_t>(ev.target);
+          for (int32_t c : network_.TakeChanged()) {
+            engine_.Schedule(network_.FinishTime(c), kFlowDone, static_cast<uint32_t>(c), network_.Version(c));
+          }
+        }
+        break;
+      }
+      case kFlowDone: {
+        int32_t id;
+        if (ev.tag == ~0ull) {
+          id = static_cast<int32_t>(ev.target);  // a transfer with nothing to move
+        } else {
+          const int32_t c = static_cast<int32_t>(ev.target);
+          if (!network_.Active(c) || network_.Version(c) != ev.tag) break;  // stale
+          id = transfer_of_coflow_.at(c);
+          transfer_of_coflow_.erase(c);
+          network_.Remove(c, engine_.now());
+          for (int32_t o : network_.TakeChanged()) {
+            engine_.Schedule(network_.FinishTime(o), kFlowDone, static_cast<uint32_t>(o), network_.Version(o));
+          }
+        }
+        Transfer& x = transfers_[id];
+        x.active = false;
+        const std::vector<std::pair<int32_t, int32_t>> parts = std::move(x.parts);
+        x.parts.clear();
+        free_transfers_.push_back(id);
+        for (const auto& [s, task] : parts) Complete(s, task);
+        break;
+      }
+    }
+  }
+  for (const RankState& r : states_) {
+    for (int st = 0; st < kStreamCount; ++st) {
+      if (r.next[st] < static_cast<int32_t>(prog_.stages[r.stage].stream_order[st].size())) return Deadlock();
+    }
+  }
+
+  // Results.
+  SimResult& res = result_;
+  res.layout = l_;
+  res.full = options_.full;
+  SimTime end = 0;
+  for (const RankState& r : states_) end = std::max(end, r.last_end);
+  res.iteration_time_s = ToSeconds(end);
+  res.events = engine_.events_processed();
+  res.tasks = executed_;
+  const HardwareSpec& hw = cluster_.hardware();
+  res.memory_capacity_bytes = hw.gpu.memory_bytes;
+  double best_busy = -1;
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const RankState& r = states_[i];
+    RankResult rr;
+    rr.rank = r.rank;
+    rr.stage = r.stage;
+    for (int c = 0; c < kCategoryCount; ++c) rr.breakdown_s[c] = r.breakdown[c];
+    // After its last compute the rank waits for its last transfer (e.g. the ZeRO parameter
+    // all-gather), then for the slowest rank.
+    const double tail_own = ToSeconds(r.last_end - r.compute_free);
+    rr.breakdown_s[static_cast<int>(r.last_category)] += std::max(0.0, tail_own);
+    rr.breakdown_s[static_cast<int>(Category::kBubble)] += ToSeconds(end - std::max(r.last_end, r.compute_free));
+    rr.peak_activations = r.peak_activations;
+    rr.peak_memory = prog_.stages[r.stage].static_memory;
+    rr.peak_memory.activations = r.peak_activations;
+    const double busy = rr.breakdown_s[0] + rr.breakdown_s[1] + rr.breakdown_s[static_cast<int>(Category::kOptimizer)];
+    if (busy > best_busy + 1e-12) {
+      best_busy = busy;
+      res.critical = i;
+    }
+    if (rr.peak_memory.total() > res.peak_memory_bytes) {
+      res.peak_memory_bytes = rr.peak_memory.total();
+      res.peak_rank = i;
+    }
+    res.ranks.push_back(rr);
+  }
+  res.fits = res.peak_memory_bytes <= hw.gpu.memory_bytes;
+  res.tokens_per_s = static_cast<double>(l_.gbs * m_.seq_len) / res.iteration_time_s;
+  res.model_flops = IterationFlops(m_, l_, false);
+  res.hardware_flops = IterationFlops(m_, l_, true);
+  const double gpus = static_cast<double>(l_.world());
+  res.model_tflops_per_gpu = res.model_flops / (res.iteration_time_s * gpus) / 1e12;
+  res.hardware_tflops_per_gpu = res.hardware_flops / (res.iteration_time_s * gpus) / 1e12;
+  const double peak = hw.gpu.Peak(l_.dtype).value_or(0);
+  res.mfu = peak > 0 ? res.model_flops / (res.iteration_time_s * gpus * peak) : 0;
+  for (const StageProgram& p : prog_.stages) res.names.push_back(p.names);
+  return res;
+}
+
+}  // namespace
+
+StatusOr<SimResult> RunProgram(const ModelSpec& m, const Cluster& cluster, const Layout& l,
+                               const IterationProgram& program, const SimOptions& options) {
+  Runner runner(m, cluster, l, program, options);
+  return runner.Run();
+}
+
+StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const Layout& l,
+                             const SimOptions& options) {
+  const IterationProgram program = BuildIteration(m, cluster.hardware(), l);
+  return RunProgram(m, cluster, l, program, options);
+}
+
+}  // namespace shardsim
