@@ -1,8 +1,9 @@
 // See estimate.h. The closed-form step time:
 //   per micro-batch on a stage: tau = compute + recompute + exposed TP/CP/EP communication
 //   pipeline (Narayanan et al. 2021, Sec. 2.2): m * tau + bubble, bubble = (p-1) * tau for
-//     GPipe and 1F1B, (p-1) * tau / v interleaved, (p-1) * (tau - 2 * t_wgrad) for ZB-H1
-//     (Qi et al. 2023, Sec. 3: bubble (p-1)(T_F + T_B - T_W), T_B the input-gradient part)
+//     GPipe and 1F1B, (p-1) * tau / v interleaved, (p-1) * (tau - t_wgrad) for the zero-bubble
+//     B/W split (Qi et al. 2023; their ZB-H1 placement of W in the cool-down, which reaches
+//     (p-1)(T_F + T_B - T_W), is not modelled)
 //   + exposed pipeline sends, DP/ZeRO communication, optimizer step and offload transfers.
 #include "src/cost/estimate.h"
 
@@ -166,7 +167,7 @@ Estimate EstimateIteration(const ModelSpec& m, const Cluster& cluster, const Lay
     case Schedule::kGpipe:
     case Schedule::k1F1B: est.time.bubble = (p - 1) * tau; break;
     case Schedule::kInterleaved: est.time.bubble = (p - 1) * tau / v; break;
-    case Schedule::kZeroBubble: est.time.bubble = (p - 1) * std::max(0.0, tau - 2 * slow.wgrad); break;
+    case Schedule::kZeroBubble: est.time.bubble = (p - 1) * std::max(0.0, tau - slow.wgrad); break;
   }
 
   // Pipeline sends: each micro-batch chunk crosses a stage boundary forward and backward;

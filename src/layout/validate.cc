@@ -125,7 +125,7 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
   }
   if (l.grad_compression > 1 && l.dp == 1) warn("compress has no effect with dp=1");
   if (l.schedule == Schedule::kZeroBubble && l.vpp > 1) {
-    err("schedule=zero-bubble is modelled for vpp=1 only (ZB-H1)");
+    err("schedule=zero-bubble is modelled for vpp=1 only");
   }
   return c;
 }

@@ -20,7 +20,12 @@ struct Later {
 
 SimTime ToSimTime(double seconds) {
   CHECK(seconds >= 0 && std::isfinite(seconds)) << "bad duration " << seconds;
-  return static_cast<SimTime>(std::ceil(seconds * static_cast<double>(kPicosPerSecond)));
+  // Up to the next picosecond, but a product that is a whole number up to floating-point
+  // error (1e-9 s -> 1000.0000000000001 ps) is that number.
+  const double ps = seconds * static_cast<double>(kPicosPerSecond);
+  const double nearest = std::round(ps);
+  if (std::fabs(ps - nearest) <= 1e-9 * std::max(1.0, ps)) return static_cast<SimTime>(nearest);
+  return static_cast<SimTime>(std::ceil(ps));
 }
 
 void Engine::Schedule(SimTime at, uint32_t kind, uint32_t target, uint64_t tag) {

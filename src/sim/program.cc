@@ -1,6 +1,6 @@
 // Builds the per-stage task programs; see program.h. The order of passes follows the
 // schedules of Narayanan et al. 2021 (GPipe, 1F1B, interleaved with Megatron-LM's warm-up
-// count) and Qi et al. 2023 (ZB-H1: weight-gradient passes deferred into the cool-down).
+// count) and Qi et al. 2023 (the B/W split of zero-bubble pipelines).
 #include "src/sim/program.h"
 
 #include <algorithm>
@@ -144,30 +144,21 @@ std::vector<Step> ScheduleOrder(const Layout& l, int32_t stage) {
       break;
     }
     case Schedule::kZeroBubble: {
-      // ZB-H1: 1F1B with backward split into B (input gradient) and W (weight gradient);
-      // up to (p - stage - 1) W passes are held back and run in the cool-down, between the
-      // B passes that wait for later stages.
+      // 1F1B with the backward split into B (input gradient, sent upstream at once) and W
+      // (weight gradient, run right after B), the split of Qi et al. 2023. Their ZB-H1
+      // additionally moves W passes into the cool-down; that placement is not modelled, so
+      // the bubble is (p-1)(T_F + T_B), not their (p-1)(T_F + T_B - T_W).
       const int32_t warm = std::min(p - stage - 1, m);
-      std::vector<int32_t> held;
-      auto release = [&](size_t keep) {
-        while (held.size() > keep) {
-          out.push_back({Pass::kWeightGrad, held.front(), 0});
-          held.erase(held.begin());
-        }
-      };
       for (int32_t i = 0; i < warm; ++i) out.push_back({Pass::kForward, i, 0});
       for (int32_t i = 0; i < m - warm; ++i) {
         out.push_back({Pass::kForward, warm + i, 0});
         out.push_back({Pass::kBackward, i, 0});
-        held.push_back(i);
-        release(static_cast<size_t>(warm));
+        out.push_back({Pass::kWeightGrad, i, 0});
       }
       for (int32_t i = m - warm; i < m; ++i) {
         out.push_back({Pass::kBackward, i, 0});
-        held.push_back(i);
-        release(held.size() - 1 > 0 ? held.size() - 1 : 0);
+        out.push_back({Pass::kWeightGrad, i, 0});
       }
-      release(0);
       break;
     }
   }

@@ -1,7 +1,7 @@
 // IterationProgram: the task graph of one training iteration, as one program per pipeline
 // stage (every rank of a stage runs the same program; only its groups differ). Tasks are
 // compute blocks, collectives, pipeline sends, optimizer and offload steps, each on a
-// stream, in the order the layout's pipeline schedule (GPipe, 1F1B, interleaved, ZB-H1)
+// stream, in the order the layout's pipeline schedule (GPipe, 1F1B, interleaved, zero-bubble B/W split)
 // issues them, with the dependencies between them. Prices come from the cost model.
 #pragma once
 

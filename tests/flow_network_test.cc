@@ -1,0 +1,84 @@
+// Max-min fair sharing of links among coflows.
+#include <gtest/gtest.h>
+
+#include "src/sim/flow_network.h"
+
+namespace shardsim {
+namespace {
+
+constexpr double kGB = 1e9;
+
+// One flow of 1 GB alone on a 10 GB/s link takes 0.1 s.
+TEST(FlowNetworkTest, OneFlowAlone) {
+  FlowNetwork net({10 * kGB});
+  const int32_t a = net.Add({{0, 1.0}}, 1 * kGB, 0);
+  EXPECT_DOUBLE_EQ(net.Rate(a), 10 * kGB);
+  EXPECT_EQ(net.FinishTime(a), ToSimTime(0.1));
+}
+
+// Two equal flows started together on one link each get half: each takes twice as long
+// as alone (0.2 s).
+TEST(FlowNetworkTest, TwoEqualFlowsShareALink) {
+  FlowNetwork net({10 * kGB});
+  const int32_t a = net.Add({{0, 1.0}}, 1 * kGB, 0);
+  const int32_t b = net.Add({{0, 1.0}}, 1 * kGB, 0);
+  EXPECT_DOUBLE_EQ(net.Rate(a), 5 * kGB);
+  EXPECT_DOUBLE_EQ(net.Rate(b), 5 * kGB);
+  EXPECT_EQ(net.FinishTime(a), ToSimTime(0.2));
+  EXPECT_EQ(net.FinishTime(b), ToSimTime(0.2));
+}
+
+// A flow crossing a 10 GB/s and a 4 GB/s link is limited by the slower: 1 GB in 0.25 s.
+TEST(FlowNetworkTest, PathLimitedByTheSlowerLink) {
+  FlowNetwork net({10 * kGB, 4 * kGB});
+  const int32_t a = net.Add({{0, 1.0}, {1, 1.0}}, 1 * kGB, 0);
+  EXPECT_DOUBLE_EQ(net.Rate(a), 4 * kGB);
+  EXPECT_EQ(net.FinishTime(a), ToSimTime(0.25));
+}
+
+// Max-min fairness: A crosses links 0 (10 GB/s) and 1 (4 GB/s); B only link 0. Both rates
+// rise together until link 1 saturates at A = 4 GB/s (link 0 then carries 8 of 10); A
+// freezes; B takes link 0's remaining 2: B = 6 GB/s.
+TEST(FlowNetworkTest, MaxMinGivesLeftoverToTheUnconstrained) {
+  FlowNetwork net({10 * kGB, 4 * kGB});
+  const int32_t a = net.Add({{0, 1.0}, {1, 1.0}}, 1 * kGB, 0);
+  const int32_t b = net.Add({{0, 1.0}}, 1 * kGB, 0);
+  EXPECT_NEAR(net.Rate(a), 4 * kGB, 1);
+  EXPECT_NEAR(net.Rate(b), 6 * kGB, 1);
+}
+
+// When one of two sharing flows ends, the other speeds up: both 1 GB on 10 GB/s, B starts at
+// 0.05 s when A has 0.5 GB left. Then each gets 5 GB/s: A ends at 0.05 + 0.5/5 = 0.15 s,
+// while B moved 0.5 GB; B's last 0.5 GB goes alone at 10 GB/s: B ends at 0.2 s.
+TEST(FlowNetworkTest, RatesRecomputedWhenAFlowEnds) {
+  FlowNetwork net({10 * kGB});
+  const int32_t a = net.Add({{0, 1.0}}, 1 * kGB, 0);
+  const int32_t b = net.Add({{0, 1.0}}, 1 * kGB, ToSimTime(0.05));
+  EXPECT_NEAR(ToSeconds(net.FinishTime(a)), 0.15, 1e-12);
+  net.TakeChanged();
+  net.Remove(a, net.FinishTime(a));
+  const std::vector<int32_t> changed = net.TakeChanged();
+  ASSERT_EQ(changed, std::vector<int32_t>{b});
+  EXPECT_NEAR(ToSeconds(net.FinishTime(b)), 0.2, 1e-12);
+}
+
+// A coflow with weight 7 on a link (a ring putting 7 of its flows there) progresses at
+// capacity / 7 alone.
+TEST(FlowNetworkTest, WeightsCountFlowsOfOneCoflow) {
+  FlowNetwork net({14 * kGB, 100 * kGB});
+  const int32_t a = net.Add({{0, 7.0}, {1, 1.0}}, 1 * kGB, 0);
+  EXPECT_DOUBLE_EQ(net.Rate(a), 2 * kGB);
+}
+
+// Disjoint coflows do not affect each other (and are not recomputed together).
+TEST(FlowNetworkTest, DisjointFlowsAreIndependent) {
+  FlowNetwork net({10 * kGB, 10 * kGB});
+  const int32_t a = net.Add({{0, 1.0}}, 1 * kGB, 0);
+  net.TakeChanged();
+  const int32_t b = net.Add({{1, 1.0}}, 1 * kGB, 0);
+  EXPECT_EQ(net.TakeChanged(), std::vector<int32_t>{b});
+  EXPECT_DOUBLE_EQ(net.Rate(a), 10 * kGB);
+}
+
+}  // namespace
+}  // namespace shardsim
