@@ -81,7 +81,8 @@ TEST(ScheduleTest, InterleavedBubble) {
   EXPECT_NEAR(BubbleFraction(SimulateIdeal(Pipeline(4, 2, 8, Schedule::kInterleaved))), 3.0 / 19, 2e-3);
 }
 
-// ZB-H1 fills the cool-down with deferred weight-gradient passes: less bubble than 1F1B.
+// Zero-bubble sends the input gradient upstream before computing the weight gradient:
+// bubble (p-1)(T_F + T_B) instead of 1F1B's (p-1)(T_F + T_B + T_W), so less.
 TEST(ScheduleTest, ZeroBubbleBeatsOneFOneB) {
   const double zb = BubbleFraction(SimulateIdeal(Pipeline(4, 1, 8, Schedule::kZeroBubble)));
   const double ofob = BubbleFraction(SimulateIdeal(Pipeline(4, 1, 8, Schedule::k1F1B)));
@@ -136,6 +137,14 @@ TEST(ScheduleTest, SymmetricAndFullAgree) {
   }
 }
 
+// Without contention (one rank per stage, ideal links) the simulated iteration equals the
+// DAG's critical path at isolated durations.
+TEST(ScheduleTest, CriticalPathEqualsTheSimulationWithoutContention) {
+  const SimResult r = SimulateIdeal(Pipeline(4, 1, 8, Schedule::k1F1B));
+  EXPECT_NEAR(r.critical_path.length_s, r.iteration_time_s, 1e-9);
+  EXPECT_GT(r.critical_path.tasks, 0u);
+}
+
 // The same simulation twice gives byte-identical JSON.
 TEST(ScheduleTest, Deterministic) {
   const Layout l = Pipeline(4, 2, 8, Schedule::kInterleaved);
@@ -182,6 +191,10 @@ TEST(SimulatorTest, DeadlockIsReported) {
   StatusOr<SimResult> r = RunProgram(EightLayers(), cluster, l, prog, SimOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("deadlock"), std::string::npos);
+  // The Boost.Graph cycle check catches the same program before any simulation.
+  const Status cyclic = CheckAcyclic(prog);
+  ASSERT_FALSE(cyclic.ok());
+  EXPECT_NE(cyclic.message().find("cycle"), std::string::npos);
   EXPECT_NE(r.status().message().find("'first'"), std::string::npos);
   EXPECT_NE(r.status().message().find("'second'"), std::string::npos);
 }

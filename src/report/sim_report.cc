@@ -37,6 +37,19 @@ std::string SimulationText(const ModelSpec& m, const HardwareSpec& hw, const Sim
                   crit.breakdown_s[c], 100 * crit.breakdown_s[c] / r.iteration_time_s);
     out << line;
   }
+  if (r.critical_path.tasks > 0) {
+    const CriticalPath& cp = r.critical_path;
+    out << "\ncritical path without contention: " << Fmt("%.4f s", cp.length_s) << " over "
+        << cp.tasks << " tasks (";
+    bool first = true;
+    for (int c = 0; c < kCategoryCount; ++c) {
+      if (cp.by_category_s[c] <= 0) continue;
+      out << (first ? "" : ", ") << CategoryName(static_cast<Category>(c)) << " "
+          << Fmt("%.1f %%", 100 * cp.by_category_s[c] / cp.length_s);
+      first = false;
+    }
+    out << ")\n";
+  }
   const RankResult& pk = r.ranks[r.peak_rank];
   const MemoryBreakdown& mem = pk.peak_memory;
   out << "\npeak memory (rank " << pk.rank << ", stage " << pk.stage << "):\n"
@@ -97,6 +110,11 @@ std::string SimulationJson(const ModelSpec& m, const HardwareSpec& hw, const Sim
     w.EndObject().EndObject();
   }
   w.EndArray();
+  w.Key("critical_path").BeginObject().Field("length_s", r.critical_path.length_s);
+  for (int c = 0; c < kCategoryCount; ++c) {
+    w.Field(CategoryName(static_cast<Category>(c)), r.critical_path.by_category_s[c]);
+  }
+  w.EndObject();
   w.Field("tasks", static_cast<int64_t>(r.tasks)).Field("events", static_cast<int64_t>(r.events));
   w.Key("warnings").BeginArray();
   for (const std::string& s : warnings) w.Value(s);

@@ -105,7 +105,7 @@ struct Step {
   int32_t mb, chunk;
 };
 
-// The order of passes on `stage` (Megatron-LM's schedules; ZB-H1 for zero-bubble).
+// The order of passes on `stage` (Megatron-LM's schedules; the B/W split for zero-bubble).
 std::vector<Step> ScheduleOrder(const Layout& l, int32_t stage) {
   const int32_t p = static_cast<int32_t>(l.pp), v = static_cast<int32_t>(l.vpp);
   const int32_t m = static_cast<int32_t>(l.microbatches());
@@ -200,7 +200,7 @@ class StageBuilder {
     sends_ = sends;
     receives_ = receives;
     const std::vector<Step> order = ScheduleOrder(l_, stage_);
-    // The micro-batch whose backward (W for ZB-H1) ends each chunk's gradients.
+    // The micro-batch whose backward (W for zero-bubble) ends each chunk's gradients.
     std::vector<int32_t> last_mb(l_.vpp, -1);
     const Pass grad_pass = l_.schedule == Schedule::kZeroBubble ? Pass::kWeightGrad : Pass::kBackward;
     for (const Step& s : order) {
@@ -400,7 +400,7 @@ class StageBuilder {
                               c.params * state_.weights, Stream::kDp, Category::kDp, Pass::kBackward,
                               mb, layer, l_.prefetch ? std::vector<int32_t>{} : std::vector<int32_t>{t}));
       }
-      // Backward compute: ZB-H1 leaves the weight-gradient half for the W pass.
+      // Backward compute: zero-bubble leaves the weight-gradient half for the W pass.
       const double attn_b = zb ? c.attn.bwd - c.attn.wgrad : c.attn.bwd;
       const double mlp_b = zb ? (c.mlp_pre.bwd + c.mlp.bwd + c.mlp_post.bwd) -
                                     (c.mlp_pre.wgrad + c.mlp.wgrad + c.mlp_post.wgrad)

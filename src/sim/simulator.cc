@@ -489,7 +489,10 @@ StatusOr<SimResult> RunProgram(const ModelSpec& m, const Cluster& cluster, const
 StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const Layout& l,
                              const SimOptions& options) {
   const IterationProgram program = BuildIteration(m, cluster.hardware(), l);
-  return RunProgram(m, cluster, l, program, options);
+  SHARDSIM_RETURN_IF_ERROR(CheckAcyclic(program));
+  SHARDSIM_ASSIGN_OR_RETURN(SimResult result, RunProgram(m, cluster, l, program, options));
+  if (options.critical_path) result.critical_path = FindCriticalPath(program, cluster, l);
+  return result;
 }
 
 }  // namespace shardsim

@@ -14,6 +14,7 @@
 #include "src/hardware/cluster.h"
 #include "src/sim/engine.h"
 #include "src/sim/program.h"
+#include "src/sim/task_graph.h"
 #include "src/util/status.h"
 
 namespace shardsim {
@@ -21,6 +22,7 @@ namespace shardsim {
 struct SimOptions {
   bool full = false;   // every rank, not one per stage
   bool trace = false;  // keep every task's interval and the memory samples
+  bool critical_path = true;  // also find the no-contention critical path (task_graph.h)
 };
 
 struct TraceSpan {
@@ -54,6 +56,7 @@ struct SimResult {
   double model_tflops_per_gpu = 0, hardware_tflops_per_gpu = 0, mfu = 0;
   double peak_memory_bytes = 0, memory_capacity_bytes = 0;
   bool fits = false;
+  CriticalPath critical_path;  // when SimOptions::critical_path
   uint64_t events = 0;
   size_t tasks = 0;  // task instances executed
   std::vector<TraceSpan> trace;
@@ -61,8 +64,8 @@ struct SimResult {
   std::vector<std::vector<std::string>> names;  // per stage
 };
 
-// Simulates one iteration. Errors: a deadlock (tasks that can never run), with the blocked
-// tasks named.
+// Simulates one iteration. Errors: a cyclic task graph or a deadlock (tasks that can never
+// run), with the tasks named.
 StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const Layout& l,
                              const SimOptions& options);
 // Runs a built program (tests build programs by hand through BuildIteration's pieces).
