@@ -106,7 +106,7 @@ TEST(FormatLayout, FirstSpecInFullAndOrder) {
       FormatLayout(MustResolve("tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective", 1024))
           .rfind("tp=8,pp=8,dp=16,cp=1,ep=1,vpp=2,mbs=1,gbs=1536,zero=0,sp=on,"
                  "recompute=selective,schedule=interleaved,dtype=bf16,offload=none,"
-                 "compress=1,overlap_dp=on,overlap_tp=off,prefetch=on",
+                 "compress=1,overlap_dp=on,overlap_tp=off,overlap_pp=off,prefetch=on",
                  0),
       0u);
 }

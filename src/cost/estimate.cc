@@ -178,7 +178,9 @@ Estimate EstimateIteration(const ModelSpec& m, const Cluster& cluster, const Lay
     CollectiveTiming t;
     t.purpose = "pp send/recv";
     t.group = ParallelDim::kPp;
-    t.count = static_cast<int64_t>(2 * (mb * v + p - 2));
+    // Blocking sends (the default) sit on the critical path every step; overlapped ones
+    // only in the fill and drain.
+    t.count = static_cast<int64_t>(l.overlap_pp ? 2 * (p - 1) : 2 * (mb * v + p - 2));
     t.cost = comm.Estimate(Collective::kSendRecv, {rank, next}, act);
     est.collectives.push_back(t);
     est.time.pp_comm = static_cast<double>(t.count) * t.cost.time_s;

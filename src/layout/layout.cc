@@ -48,7 +48,7 @@ namespace {
 
 const std::vector<std::string> kKeys = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
-    "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "prefetch", "attention"};
+    "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention"};
 
 Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
                 const std::vector<std::string>& choices = {}) {
@@ -88,10 +88,12 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
   } else if (key == "zero") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"0", "1", "2", "3"}));
     l.zero = static_cast<int>(i);
-  } else if (key == "sp" || key == "overlap_dp" || key == "overlap_tp" || key == "prefetch") {
+  } else if (key == "sp" || key == "overlap_dp" || key == "overlap_tp" || key == "overlap_pp" ||
+             key == "prefetch") {
     SHARDSIM_ASSIGN_OR_RETURN(bool v, OnOff(key, value));
     (key == "sp" ? l.sp : key == "overlap_dp" ? l.overlap_dp
-                        : key == "overlap_tp" ? l.overlap_tp : l.prefetch) = v;
+                        : key == "overlap_tp" ? l.overlap_tp
+                        : key == "overlap_pp" ? l.overlap_pp : l.prefetch) = v;
   } else if (key == "recompute") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "selective", "full"}));
     l.recompute = static_cast<Recompute>(i);
@@ -201,6 +203,7 @@ std::string FormatLayout(const Layout& l) {
   out << ",offload=" << OffloadName(l.offload)
       << ",compress=" << compress
       << ",overlap_dp=" << on(l.overlap_dp) << ",overlap_tp=" << on(l.overlap_tp)
+      << ",overlap_pp=" << on(l.overlap_pp)
       << ",prefetch=" << on(l.prefetch) << ",attention=" << AttentionName(l.attention);
   return out.str();
 }

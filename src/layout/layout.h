@@ -40,6 +40,8 @@ struct Layout {
   double grad_compression = 1;  // DP gradient bytes are divided by this ratio (>= 1)
   bool overlap_dp = true;       // DP gradient reduction overlapped with backward
   bool overlap_tp = false;      // TP collectives overlapped with GEMMs
+  bool overlap_pp = false;      // pipeline sends overlapped with compute (Megatron-LM's
+                                // --overlap-p2p-communication); off: the sender waits
   bool prefetch = true;         // ZeRO-3 parameter all-gather prefetched
   AttentionImpl attention = AttentionImpl::kFlash;
 

@@ -347,7 +347,7 @@ class StageBuilder {
     bool needs_input = pos > 0;
     if (pos == 0) {
       t = Compute("embedding forward", embedding_.fwd, 0, Category::kCompute, Pass::kForward, mb,
-                  chunk, -1, {});
+                  chunk, -1, TakeJoins(-1));
     }
     const std::vector<LayerCost>& layers = chunks_[chunk];
     const int32_t begin = static_cast<int32_t>(prog_->tasks.size());
@@ -373,6 +373,7 @@ class StageBuilder {
       s.peer_stage = (pos + 1) % static_cast<int32_t>(l_.pp);
       const int32_t send = Add(s, "pp send activations", TakeJoins(t));
       (*sends_)[{static_cast<int>(Pass::kForward), mb, pos + 1}] = send;
+      if (!l_.overlap_pp) joins_.push_back(send);  // the sender's next compute waits for it
     }
   }
 
@@ -382,7 +383,7 @@ class StageBuilder {
     bool needs_input = pos < Positions() - 1;
     if (!needs_input) {
       t = Compute("lm head + loss backward", head_.bwd, 2 * head_.flops, Category::kCompute,
-                  Pass::kBackward, mb, chunk, -1, {});
+                  Pass::kBackward, mb, chunk, -1, TakeJoins(-1));
     }
     const bool zb = l_.schedule == Schedule::kZeroBubble;
     const std::vector<LayerCost>& layers = chunks_[chunk];
@@ -458,6 +459,7 @@ class StageBuilder {
       s.peer_stage = (pos - 1) % static_cast<int32_t>(l_.pp);
       const int32_t send = Add(s, "pp send gradients", TakeJoins(t));
       (*sends_)[{static_cast<int>(Pass::kBackward), mb, pos - 1}] = send;
+      if (!l_.overlap_pp) joins_.push_back(send);
     }
   }
 
@@ -468,7 +470,7 @@ class StageBuilder {
       const int32_t layer = LayerIndex(chunk, k);
       const double w = c.attn.wgrad + c.mlp_pre.wgrad + c.mlp.wgrad + c.mlp_post.wgrad;
       const int32_t t = Compute("weight gradients", w, 0, Category::kCompute, Pass::kWeightGrad, mb,
-                                chunk, layer, {});
+                                chunk, layer, TakeJoins(-1));
       prog_->tasks[t].memory_delta -= c.act + (l_.recompute == Recompute::kFull ? c.full_act : 0);
       Gradients(c, t, mb, layer, last_mb);
     }
