@@ -264,6 +264,31 @@ TEST(Cli, EveryShippedModelRunsThroughEstimate) {
   EXPECT_EQ(ran, static_cast<int>(kModelRuns.size()));
 }
 
+// The simulator runs every shipped model too, and lands near the closed form: both price the
+// same ops and collectives; they differ in contention, p2p placement and bubble accounting,
+// which stay within a quarter of the iteration for these layouts.
+TEST(Cli, EveryShippedModelRunsThroughSimulate) {
+  int ran = 0;
+  for (const auto& [name, flags] : kModelRuns) {
+    SCOPED_TRACE(name);
+    const CommandResult sim = RunShardsim("simulate --json --model " + name + " " + flags);
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    const YAML::Node j = ParseJson(sim.out);
+    ASSERT_TRUE(j.IsMap());
+    EXPECT_TRUE(j["fits"].as<bool>());
+    const double simulated = j["iteration_time_s"].as<double>();
+    const CommandResult est = RunShardsim("estimate --json --model " + name + " " + flags);
+    ASSERT_EQ(est.exit_code, 0) << est.err;
+    const double estimated = ParseJson(est.out)["estimated_iteration_time_s"].as<double>();
+    EXPECT_NEAR(simulated / estimated, 1.0, 0.25);
+    double sum = 0;
+    for (const auto& kv : j["time_breakdown"]) sum += kv.second.as<double>();
+    EXPECT_NEAR(sum, simulated, 1e-9 * simulated);
+    ++ran;
+  }
+  EXPECT_EQ(ran, static_cast<int>(kModelRuns.size()));
+}
+
 TEST(Cli, HuggingFaceConfigRunsThroughEstimate) {
   // Llama 3 8B from its config.json, with the layout used for models/llama3-8b.yaml above.
   const CommandResult r =
