@@ -116,6 +116,8 @@ TEST(Cli, BadValuesAreInputErrors) {
       {"estimate --layout tp=5", "tp=5 does not divide heads=96"},
       {"estimate --model no-such-model", "no bundled models description of that name"},
       {"describe --layout gbs=1537,tp=8,pp=8", "gbs=1537 is not divisible by dp x mbs"},
+      {"simulate --layout tp=8,pp=7", "layers=96 is not divisible by pp x vpp"},
+      {"simulate --model tiny --hardware cpu-host --gpus 3", "but 3 GPUs"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
@@ -287,6 +289,23 @@ TEST(Cli, EveryShippedModelRunsThroughSimulate) {
     ++ran;
   }
   EXPECT_EQ(ran, static_cast<int>(kModelRuns.size()));
+}
+
+// A layout that does not fit is still simulated, flagged, and says by how much. GPT-3 175B
+// on 64 GPUs with tp=8, pp=8, dp=1: 175e9 x 16 bytes / 64 = 43.7 GB of model states per GPU,
+// plus GPipe's 64 micro-batches of activations: far beyond 80 GiB.
+TEST(Cli, SimulateFlagsALayoutThatDoesNotFit) {
+  const CommandResult r =
+      RunShardsim("simulate --json --gpus 64 --layout tp=8,pp=8,mbs=1,gbs=64,schedule=gpipe");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const YAML::Node j = ParseJson(r.out);
+  EXPECT_FALSE(j["fits"].as<bool>());
+  const double over = j["over_capacity_bytes"].as<double>();
+  EXPECT_NEAR(over, j["peak_memory_bytes"].as<double>() - 80.0 * (1 << 30), 1.0);
+  EXPECT_GT(over, 0);
+  const CommandResult text =
+      RunShardsim("simulate --gpus 64 --layout tp=8,pp=8,mbs=1,gbs=64,schedule=gpipe");
+  EXPECT_TRUE(Contains(text.out, "DOES NOT FIT: over by"));
 }
 
 TEST(Cli, HuggingFaceConfigRunsThroughEstimate) {
