@@ -312,18 +312,61 @@ CollectivePlan CollectiveModel::Plan(Collective c, const std::vector<int64_t>& g
   return plan;
 }
 
+const CollectiveModel::Linear& CollectiveModel::Coefficients(Collective c, CollectiveAlgorithm a,
+                                                             const std::vector<int64_t>& gpus) const {
+  const auto key = std::make_tuple(static_cast<int>(c), static_cast<int>(a), gpus);
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  // Two evaluations fix the line: at 0 bytes (the fixed part) and at 1 GB.
+  constexpr double kProbe = 1e9;
+  const CollectiveCost zero = EstimateWith(c, a, gpus, 0);
+  const CollectiveCost probe = EstimateWith(c, a, gpus, kProbe);
+  Linear lin;
+  lin.applies = std::isfinite(zero.time_s) && std::isfinite(probe.time_s);
+  if (lin.applies) {
+    lin.fixed = zero.time_s;
+    lin.per_byte = (probe.time_s - zero.time_s) / kProbe;
+    lin.crosses_network = probe.crosses_network;
+  }
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  return cache_.emplace(key, lin).first->second;
+}
+
 CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t>& gpus,
                                          double bytes) const {
-  CollectiveCost best;
-  best.time_s = std::numeric_limits<double>::infinity();
+  const int64_t n = static_cast<int64_t>(gpus.size());
+  CollectiveAlgorithm best_a = CollectiveAlgorithm::kRing;
+  const Linear* best = nullptr;
+  double best_time = std::numeric_limits<double>::infinity();
   for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
                                 CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect}) {
-    CollectiveCost cost = EstimateWith(c, a, gpus, bytes);
-    if (cost.time_s < best.time_s) best = cost;
+    const Linear& lin = Coefficients(c, a, gpus);
+    if (!lin.applies) continue;
+    const double t = lin.per_byte * bytes + lin.fixed;
+    if (t < best_time) {
+      best_time = t;
+      best = &lin;
+      best_a = a;
+    }
   }
-  CHECK(std::isfinite(best.time_s)) << "no algorithm for " << CollectiveName(c) << " over "
-                                    << gpus.size() << " ranks";
-  return best;
+  CHECK(best != nullptr) << "no algorithm for " << CollectiveName(c) << " over " << n << " ranks";
+  CollectiveCost out;
+  out.collective = c;
+  out.algorithm = best_a;
+  out.ranks = n;
+  out.bytes = bytes;
+  out.crosses_network = best->crosses_network;
+  if (n <= 1 && c != Collective::kSendRecv) return out;
+  out.time_s = best_time;
+  out.latency_s = best->fixed;
+  if (out.time_s > 0) {
+    out.algbw = bytes / out.time_s;
+    out.busbw = out.algbw * BusBandwidthFactor(c, n);
+  }
+  return out;
 }
 
 }  // namespace shardsim

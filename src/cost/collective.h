@@ -7,7 +7,10 @@
 // algorithm is chosen, as NCCL's tuner does (src/graph/tuning.cc; REFERENCES.md section 2).
 #pragma once
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/hardware/cluster.h"
@@ -79,7 +82,19 @@ class CollectiveModel {
   CollectiveCost Finish(Collective c, CollectiveAlgorithm a, int64_t n, double bytes,
                         double bw_time, double latency, bool network) const;
 
+  // Every algorithm's time is linear in the bytes: time = per_byte x bytes + fixed. Estimate
+  // caches the two coefficients per (collective, algorithm, group), so repeated pricing of
+  // the same group (the planner, the simulator) costs a lookup.
+  struct Linear {
+    double per_byte = 0, fixed = 0;
+    bool applies = false;
+    bool crosses_network = false;
+  };
+  const Linear& Coefficients(Collective c, CollectiveAlgorithm a, const std::vector<int64_t>& gpus) const;
+
   const Cluster& cluster_;
+  mutable std::mutex cache_mu_;
+  mutable std::map<std::tuple<int, int, std::vector<int64_t>>, Linear> cache_;
 };
 
 }  // namespace shardsim

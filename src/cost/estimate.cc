@@ -49,9 +49,15 @@ StageCompute ComputeStage(const ModelSpec& m, const GpuSpec& gpu, const Layout& 
   StageCompute s;
   const int64_t chunk = m.layers / (l.pp * l.vpp);
   if (stage == 0) AddOps(s, gpu, l, EmbeddingOps(m, l), false);
+  // Layers of one kind (dense or MoE) cost the same: price each kind once, then repeat it.
+  std::vector<Op> kinds[2];
   for (int64_t v = 0; v < l.vpp; ++v) {
     const int64_t first = (v * l.pp + stage) * chunk;
-    for (int64_t i = first; i < first + chunk; ++i) AddOps(s, gpu, l, LayerOps(m, l, m.IsMoeLayer(i)), true);
+    for (int64_t i = first; i < first + chunk; ++i) {
+      const int k = m.IsMoeLayer(i) ? 1 : 0;
+      if (kinds[k].empty()) kinds[k] = LayerOps(m, l, k == 1);
+      AddOps(s, gpu, l, kinds[k], true);
+    }
   }
   if (stage == l.pp - 1) AddOps(s, gpu, l, HeadOps(m, l), false);
   return s;

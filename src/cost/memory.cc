@@ -148,13 +148,16 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   const int64_t chunk = m.layers / (l.pp * l.vpp);
   double per_microbatch = 0;
   double largest_layer = 0;
+  Layout none = l;
+  none.recompute = Recompute::kNone;
+  const double stored[2] = {LayerActivationBytes(m, l, false), LayerActivationBytes(m, l, true)};
+  const double full[2] = {LayerActivationBytes(m, none, false), LayerActivationBytes(m, none, true)};
   for (int64_t v = 0; v < l.vpp; ++v) {
     const int64_t first = (v * l.pp + stage) * chunk;
     for (int64_t i = first; i < first + chunk; ++i) {
-      per_microbatch += LayerActivationBytes(m, l, m.IsMoeLayer(i));
-      Layout none = l;
-      none.recompute = Recompute::kNone;
-      largest_layer = std::max(largest_layer, LayerActivationBytes(m, none, m.IsMoeLayer(i)));
+      const int k = m.IsMoeLayer(i) ? 1 : 0;
+      per_microbatch += stored[k];
+      largest_layer = std::max(largest_layer, full[k]);
     }
   }
   mem.activations = per_microbatch * InFlightMicrobatches(l, stage);

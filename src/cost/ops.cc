@@ -149,9 +149,11 @@ double IterationFlops(const ModelSpec& m, const Layout& l, bool with_recompute) 
   whole.sp = false;
   whole.mbs = 1;
   double per_sequence = 0;
-  for (int64_t i = 0; i < m.layers; ++i) {
+  for (int moe = 0; moe < 2; ++moe) {
+    const int64_t count = moe ? m.MoeLayerCount() : m.layers - m.MoeLayerCount();
+    if (count == 0) continue;
     double fwd = 0, selective = 0;
-    for (const Op& op : LayerOps(m, whole, m.IsMoeLayer(i))) {
+    for (const Op& op : LayerOps(m, whole, moe == 1)) {
       fwd += op.flops;
       if (op.recomputed_selective) selective += op.flops;
     }
@@ -161,7 +163,8 @@ double IterationFlops(const ModelSpec& m, const Layout& l, bool with_recompute) 
                   : l.recompute == Recompute::kSelective ? selective
                                                          : 0;
     }
-    per_sequence += 3 * fwd + recompute;  // forward + backward (2x) + recomputed forward
+    // forward + backward (2x) + recomputed forward, for every layer of this kind
+    per_sequence += static_cast<double>(count) * (3 * fwd + recompute);
   }
   for (const Op& op : HeadOps(m, whole)) per_sequence += 3 * op.flops;  // never recomputed
   return per_sequence * static_cast<double>(l.gbs);
