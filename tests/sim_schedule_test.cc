@@ -128,12 +128,15 @@ TEST(ScheduleTest, SymmetricAndFullAgree) {
   full.full = true;
   const SimResult a = *Simulate(m, cluster, l, sym);
   const SimResult b = *Simulate(m, cluster, l, full);
-  EXPECT_EQ(a.iteration_time_s, b.iteration_time_s);
+  // Equal up to the picosecond rounding of finish times (a coflow's finish is rounded up each
+  // time rates are recomputed, and full mode recomputes more often).
+  EXPECT_NEAR(a.iteration_time_s, b.iteration_time_s, 1e-9 * a.iteration_time_s);
   EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
   EXPECT_EQ(a.ranks.size(), 2u);
   EXPECT_EQ(b.ranks.size(), 8u);
   for (int c = 0; c < kCategoryCount; ++c) {
-    EXPECT_EQ(a.ranks[0].breakdown_s[c], b.ranks[0].breakdown_s[c]) << CategoryName(static_cast<Category>(c));
+    EXPECT_NEAR(a.ranks[0].breakdown_s[c], b.ranks[0].breakdown_s[c], 1e-9 * a.iteration_time_s)
+        << CategoryName(static_cast<Category>(c));
   }
 }
 

@@ -2,12 +2,15 @@
 #include "src/cli/inputs.h"
 
 #include <fstream>
+
+#include "src/io/plan_file.h"
 #include <sstream>
 
 namespace shardsim::cli {
 
 std::vector<FlagSpec> InputFlags() {
   return {
+      {"plan", "FILE", "a plan file from `shardsim plan --out` (replaces the four flags below)", ""},
       {"model", "M", "model: bundled name (models/M.yaml), a YAML file, or a HF config.json",
        "gpt3-175b"},
       {"hardware", "H", "cluster: bundled name (hardware/H.yaml) or a YAML file", "dgx-a100-80gb"},
@@ -20,6 +23,22 @@ std::vector<FlagSpec> InputFlags() {
 
 StatusOr<Inputs> LoadInputs(const Args& args) {
   Inputs in;
+  if (std::optional<std::string> plan_path = args.Get("plan")) {
+    for (const char* flag : {"model", "hardware", "gpus", "layout", "nodes"}) {
+      if (args.Has(flag)) {
+        return Status::Error(std::string("--plan gives the model, hardware, GPUs and layout; drop --") + flag);
+      }
+    }
+    SHARDSIM_ASSIGN_OR_RETURN(PlanFile plan, LoadPlanFile(*plan_path));
+    in.model = plan.model;
+    in.hardware = plan.hardware;
+    in.gpus = plan.gpus;
+    SHARDSIM_ASSIGN_OR_RETURN(in.layout, ResolveLayoutFor(plan.layout, in.gpus, in.hardware));
+    const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);
+    if (!check.ok()) return Status::Error(*plan_path + ": " + check.ToStatus().message());
+    in.warnings = check.warnings;
+    return in;
+  }
   SHARDSIM_ASSIGN_OR_RETURN(in.model, LoadModel(*args.Get("model")));
   SHARDSIM_ASSIGN_OR_RETURN(in.hardware, LoadHardware(*args.Get("hardware")));
   if (args.Get("nodes")) {

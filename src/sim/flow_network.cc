@@ -29,7 +29,14 @@ int32_t FlowNetwork::Add(std::vector<Usage> usage, double volume, SimTime now) {
   c.usage.clear();
   for (const Usage& u : usage) {
     CHECK(u.link >= 0 && static_cast<size_t>(u.link) < capacity_.size()) << "bad link " << u.link;
-    if (u.weight > 0) c.usage.push_back(u);
+    if (u.weight <= 0) continue;
+    // A link listed twice is one link with the summed weight.
+    auto same = std::find_if(c.usage.begin(), c.usage.end(), [&](const Usage& x) { return x.link == u.link; });
+    if (same != c.usage.end()) {
+      same->weight += u.weight;
+    } else {
+      c.usage.push_back(u);
+    }
   }
   c.remaining = volume;
   c.rate = 0;

@@ -349,15 +349,13 @@ class StageBuilder {
       t = Compute("embedding forward", embedding_.fwd, 0, Category::kCompute, Pass::kForward, mb,
                   chunk, -1, TakeJoins(-1));
     }
+    if (needs_input) t = ReceiveMarker(Pass::kForward, mb, chunk, pos);
     const std::vector<LayerCost>& layers = chunks_[chunk];
-    const int32_t begin = static_cast<int32_t>(prog_->tasks.size());
     for (size_t i = 0; i < layers.size(); ++i) {
       const int32_t layer = LayerIndex(chunk, i);
       t = LayerForward(layers[i], t, mb, chunk, layer, false);
       prog_->tasks[LastCompute()].memory_delta += layers[i].act;
     }
-    // The chunk's first task that uses the input waits on the previous position's send.
-    if (needs_input) (*receives_)[{static_cast<int>(Pass::kForward), mb, pos}] = FirstUser(begin);
     if (pos == Positions() - 1) {
       t = Compute("lm head + loss forward", head_.fwd, head_.flops, Category::kCompute,
                   Pass::kForward, mb, chunk, -1, TakeJoins(t));
@@ -386,8 +384,8 @@ class StageBuilder {
                   Pass::kBackward, mb, chunk, -1, TakeJoins(-1));
     }
     const bool zb = l_.schedule == Schedule::kZeroBubble;
+    if (needs_input) t = ReceiveMarker(Pass::kBackward, mb, chunk, pos);
     const std::vector<LayerCost>& layers = chunks_[chunk];
-    const int32_t begin = static_cast<int32_t>(prog_->tasks.size());
     for (size_t k = layers.size(); k-- > 0;) {
       const LayerCost& c = layers[k];
       const int32_t layer = LayerIndex(chunk, k);
@@ -443,7 +441,6 @@ class StageBuilder {
         Gradients(c, bwd_end, mb, layer, last_mb);
       }
     }
-    if (needs_input) (*receives_)[{static_cast<int>(Pass::kBackward), mb, pos}] = FirstUser(begin);
     if (pos == 0) {
       t = Compute("embedding backward", embedding_.bwd, 0, Category::kCompute, Pass::kBackward, mb,
                   chunk, -1, TakeJoins(t));
@@ -559,14 +556,14 @@ class StageBuilder {
     }
     return -1;
   }
-  // The first task from `begin` on that consumes the pass's input (a parameter gather for
-  // ZeRO-3 does not).
-  int32_t FirstUser(int32_t begin) const {
-    for (int32_t i = begin; i < static_cast<int32_t>(prog_->tasks.size()); ++i) {
-      if (prog_->tasks[i].stream != Stream::kDp) return i;
-    }
-    CHECK(false) << "a pass with no task";
-    return -1;
+  // A zero-time task on the compute stream that waits for the previous pipeline position's
+  // send; every task of the pass that needs the input depends on it (directly or through
+  // the compute stream's order).
+  int32_t ReceiveMarker(Pass pass, int32_t mb, int32_t chunk, int32_t pos) {
+    const int32_t t = Compute(pass == Pass::kForward ? "receive activations" : "receive gradients", 0,
+                              0, Category::kCompute, pass, mb, chunk, -1, TakeJoins(-1));
+    (*receives_)[{static_cast<int>(pass), mb, pos}] = t;
+    return t;
   }
   int32_t LayerIndex(int32_t chunk, size_t i) const {
     return static_cast<int32_t>(layer_index_[chunk * chunks_[0].size() + i]);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
 #include <sstream>
 #include <unordered_map>
 
@@ -33,7 +35,7 @@ struct RankState {
   double activations = 0, peak_activations = 0;
   double breakdown[kCategoryCount] = {};
   SimTime last_end = 0;
-  Category last_category = Category::kBubble;
+  int32_t last_task = -1;  // the task that ended last
   int64_t group_seq[kGroupKinds] = {};
   int64_t group_leader[kGroupKinds] = {};
   int32_t group_needed[kGroupKinds] = {};  // simulated members of each group
@@ -80,8 +82,19 @@ class Runner {
   void Arrive(int32_t s, int32_t task);
   void Launch(int32_t transfer_id);
   void Complete(int32_t s, int32_t task);
-  void Attribute(RankState& r, const TaskSpec& t, int32_t task);
-  int32_t PlanFor(Collective c, const std::vector<int64_t>& gpus, double bytes, uint64_t key);
+  struct Binding {
+    int32_t task = -1;
+    bool remote = false;
+    SimTime finished = kNever;
+    SimTime send_started = kNever;
+  };
+  Binding BindingOf(const RankState& r, int32_t task) const;
+  void ChargeWaiting(RankState& r, int32_t task, SimTime from, SimTime to, int depth);
+  void ChargeRunning(RankState& r, int32_t task, SimTime from, SimTime to, int depth);
+  // Plans are cached by (kind: 0 send / 1 collective, group kind, collective, first rank,
+  // second rank, bytes): a send by its two ranks, a collective by its group's leader.
+  using PlanKey = std::tuple<int, int, int, int64_t, int64_t, double>;
+  int32_t PlanFor(Collective c, const std::vector<int64_t>& gpus, double bytes, const PlanKey& key);
   int32_t NewTransfer();
   Status Deadlock() const;
   int64_t RankAtStage(const RankState& r, int32_t stage) const {
@@ -105,7 +118,7 @@ class Runner {
   std::vector<int32_t> free_transfers_;
   std::unordered_map<int32_t, int32_t> transfer_of_coflow_;
   std::unordered_map<uint64_t, int32_t> pending_;  // (group kind, leader, seq) -> transfer
-  std::unordered_map<uint64_t, int32_t> plan_cache_;
+  std::map<PlanKey, int32_t> plan_cache_;
   std::vector<CachedPlan> plans_;
   SimResult result_;
   size_t executed_ = 0;
@@ -163,7 +176,7 @@ int32_t Runner::NewTransfer() {
   return static_cast<int32_t>(transfers_.size() - 1);
 }
 
-int32_t Runner::PlanFor(Collective c, const std::vector<int64_t>& gpus, double bytes, uint64_t key) {
+int32_t Runner::PlanFor(Collective c, const std::vector<int64_t>& gpus, double bytes, const PlanKey& key) {
   auto it = plan_cache_.find(key);
   if (it != plan_cache_.end()) return it->second;
   const CollectivePlan plan = comm_.Plan(c, gpus, bytes);
@@ -188,43 +201,61 @@ void Runner::TryStart(int32_t s) {
   }
 }
 
-void Runner::Attribute(RankState& r, const TaskSpec& t, int32_t task) {
-  // A compute-stream task starting after the stream went idle: the gap goes to whatever
-  // the task waited for last (its binding dependency).
-  const SimTime now = engine_.now();
-  if (now <= r.compute_free) return;
+Runner::Binding Runner::BindingOf(const RankState& r, int32_t task) const {
+  // The dependency that finished last: a local dependency, the stream predecessor, or the
+  // remote send this task receives.
   const StageProgram& p = prog_.stages[r.stage];
-  SimTime latest = kNever;
-  Category cat = Category::kBubble;
-  SimTime send_start = kNever;
+  const TaskSpec& t = p.tasks[task];
+  Binding b;
   for (int32_t d = t.dep_begin; d < t.dep_end; ++d) {
-    const int32_t dep = p.deps[d];
-    if (r.finished[dep] > latest) {
-      latest = r.finished[dep];
-      const TaskSpec& dt = p.tasks[dep];
-      cat = dt.stream == Stream::kCompute ? Category::kBubble : dt.category;
-      if (dt.category == Category::kOptimizer) cat = Category::kOptimizer;
-    }
+    if (r.finished[p.deps[d]] > b.finished) b = {p.deps[d], false, r.finished[p.deps[d]], kNever};
+  }
+  const std::vector<int32_t>& order = p.stream_order[static_cast<int>(t.stream)];
+  const auto pos = std::lower_bound(order.begin(), order.end(), task);
+  if (pos != order.begin() && *pos == task) {
+    const int32_t prev = *(pos - 1);
+    if (r.finished[prev] > b.finished) b = {prev, false, r.finished[prev], kNever};
   }
   if (t.remote_task >= 0) {
     const int32_t sender = state_of_rank_[RankAtStage(r, t.remote_stage)];
-    if (sender >= 0 && states_[sender].finished[t.remote_task] > latest) {
-      latest = states_[sender].finished[t.remote_task];
-      cat = Category::kPp;
-      send_start = states_[sender].started[t.remote_task];
+    if (sender >= 0 && states_[sender].finished[t.remote_task] > b.finished) {
+      b = {t.remote_task, true, states_[sender].finished[t.remote_task],
+           states_[sender].started[t.remote_task]};
     }
   }
-  const double gap = ToSeconds(now - r.compute_free);
-  if (cat == Category::kPp) {
+  return b;
+}
+
+void Runner::ChargeWaiting(RankState& r, int32_t task, SimTime from, SimTime to, int depth) {
+  // [from, to): the compute stream idle while `task` (or the task that waited for it) could
+  // not start. Charged along the chain of latest-finishing dependencies.
+  if (to <= from) return;
+  const Binding b = BindingOf(r, task);
+  auto charge = [&](Category c, SimTime a, SimTime z) {
+    if (z > a) r.breakdown[static_cast<int>(c)] += ToSeconds(z - a);
+  };
+  if (b.task < 0 || depth > 32) return charge(Category::kBubble, from, to);
+  const SimTime end = std::min(to, std::max(from, b.finished));
+  charge(Category::kBubble, end, to);  // after the binding finished: nothing was waited for
+  if (b.remote) {
     // Only the time the send was in flight is pipeline communication; before that the
     // previous stage was still computing: bubble.
-    const SimTime from = std::max(r.compute_free, std::min(send_start, now));
-    r.breakdown[static_cast<int>(Category::kPp)] += ToSeconds(now - from);
-    r.breakdown[static_cast<int>(Category::kBubble)] += ToSeconds(from - r.compute_free);
-  } else {
-    r.breakdown[static_cast<int>(cat)] += gap;
+    const SimTime start = std::min(end, std::max(from, b.send_started));
+    charge(Category::kPp, start, end);
+    return charge(Category::kBubble, from, start);
   }
-  (void)task;
+  ChargeRunning(r, b.task, from, end, depth + 1);
+}
+
+void Runner::ChargeRunning(RankState& r, int32_t task, SimTime from, SimTime to, int depth) {
+  // [from, to) ends with `task` running (a transfer, a host step, a collective): its own run
+  // is charged to its category, the wait before it to what it waited for.
+  if (to <= from) return;
+  const TaskSpec& t = prog_.stages[r.stage].tasks[task];
+  const SimTime start = std::min(to, std::max(from, r.started[task]));
+  const Category c = t.stream == Stream::kCompute ? Category::kBubble : t.category;
+  r.breakdown[static_cast<int>(c)] += ToSeconds(to - start);
+  ChargeWaiting(r, task, from, start, depth + 1);
 }
 
 void Runner::Start(int32_t s, int32_t task) {
@@ -232,7 +263,9 @@ void Runner::Start(int32_t s, int32_t task) {
   const TaskSpec& t = prog_.stages[r.stage].tasks[task];
   const int st = static_cast<int>(t.stream);
   r.busy[st] = true;
-  if (t.stream == Stream::kCompute) Attribute(r, t, task);
+  if (t.stream == Stream::kCompute && engine_.now() > r.compute_free) {
+    ChargeWaiting(r, task, r.compute_free, engine_.now(), 0);
+  }
   switch (t.kind) {
     case TaskKind::kCompute:
     case TaskKind::kHostCompute:
@@ -251,8 +284,7 @@ void Runner::Start(int32_t s, int32_t task) {
     case TaskKind::kSend: {
       r.started[task] = engine_.now();
       const int64_t dst = RankAtStage(r, t.peer_stage);
-      const uint64_t key = (static_cast<uint64_t>(r.rank) << 32 | static_cast<uint64_t>(dst)) * 1000003u ^
-                           static_cast<uint64_t>(t.bytes) ^ 0x5e17ull << 60;
+      const PlanKey key{0, 0, 0, r.rank, dst, t.bytes};
       const int32_t id = NewTransfer();
       Transfer& x = transfers_[id];
       x.parts = {{s, task}};
@@ -279,9 +311,7 @@ void Runner::Arrive(int32_t s, int32_t task) {
     Transfer& x = transfers_[id];
     x.parts.clear();
     x.coflow = -1;
-    const uint64_t plan_key = (static_cast<uint64_t>(g) << 56 | static_cast<uint64_t>(t.collective) << 52 |
-                               static_cast<uint64_t>(r.group_leader[g]) << 28) ^
-                              std::hash<double>()(t.bytes);
+    const PlanKey plan_key{1, g, static_cast<int>(t.collective), r.group_leader[g], 0, t.bytes};
     x.plan = PlanFor(t.collective, r.group_members[g], t.bytes, plan_key);
     pending_[key] = id;
   } else {
@@ -320,7 +350,7 @@ void Runner::Complete(int32_t s, int32_t task) {
   }
   if (now >= r.last_end) {
     r.last_end = now;
-    r.last_category = t.stream == Stream::kCompute ? Category::kBubble : t.category;
+    r.last_task = task;
   }
   if (t.memory_delta != 0) {
     r.activations += t.memory_delta;
@@ -446,10 +476,12 @@ StatusOr<SimResult> Runner::Run() {
     rr.rank = r.rank;
     rr.stage = r.stage;
     for (int c = 0; c < kCategoryCount; ++c) rr.breakdown_s[c] = r.breakdown[c];
-    // After its last compute the rank waits for its last transfer (e.g. the ZeRO parameter
-    // all-gather), then for the slowest rank.
-    const double tail_own = ToSeconds(r.last_end - r.compute_free);
-    rr.breakdown_s[static_cast<int>(r.last_category)] += std::max(0.0, tail_own);
+    // After its last compute the rank waits for its last transfers (e.g. the ZeRO parameter
+    // all-gather, offloaded optimizer steps), charged along their chain; then for the
+    // slowest rank.
+    RankState& w = states_[i];
+    if (r.last_task >= 0 && r.last_end > r.compute_free) ChargeRunning(w, r.last_task, r.compute_free, r.last_end, 0);
+    for (int c = 0; c < kCategoryCount; ++c) rr.breakdown_s[c] = w.breakdown[c];
     rr.breakdown_s[static_cast<int>(Category::kBubble)] += ToSeconds(end - std::max(r.last_end, r.compute_free));
     rr.peak_activations = r.peak_activations;
     rr.peak_memory = prog_.stages[r.stage].static_memory;

@@ -1,0 +1,143 @@
+// See plan_file.h.
+#include "src/io/plan_file.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "src/io/yaml_reader.h"
+
+namespace shardsim {
+namespace {
+
+std::string Num(double v, const char* unit = "") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return std::string(buf) + unit;
+}
+std::string Q(double v, const char* unit) { return "\"" + Num(v) + " " + unit + "\""; }
+
+void Indent(std::ostringstream& out, const std::string& text, int spaces) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out << std::string(spaces, ' ') << line << "\n";
+}
+
+}  // namespace
+
+std::string ModelYaml(const ModelSpec& m) {
+  std::ostringstream o;
+  o << "name: \"" << m.name << "\"\nsource: \"" << m.source << "\"\n";
+  o << "layers: " << m.layers << "\nhidden: " << m.hidden << "\nheads: " << m.heads
+    << "\nkv_heads: " << m.kv_heads << "\nhead_dim: " << m.head_dim << "\nffn_hidden: " << m.ffn_hidden
+    << "\nvocab: " << m.vocab << "\nseq_len: " << m.seq_len << "\n";
+  o << "activation: " << (m.activation == Activation::kSwiglu ? "swiglu" : "gelu") << "\n";
+  o << "norm: " << (m.norm == Norm::kRmsNorm ? "rmsnorm" : "layernorm") << "\n";
+  o << "position: " << (m.position == Position::kRope ? "rope" : "learned") << "\n";
+  o << "tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\nbias: "
+    << (m.bias ? "true" : "false") << "\ndropout: " << (m.dropout ? "true" : "false") << "\n";
+  if (m.moe) {
+    o << "moe:\n  experts: " << m.moe->experts << "\n  top_k: " << m.moe->top_k
+      << "\n  ffn_hidden: " << m.moe->ffn_hidden << "\n  interval: " << m.moe->interval << "\n";
+  }
+  return o.str();
+}
+
+std::string HardwareYaml(const HardwareSpec& hw) {
+  std::ostringstream o;
+  o << "name: \"" << hw.name << "\"\nsource: \"" << hw.source << "\"\nnodes: " << hw.nodes << "\n";
+  const GpuSpec& g = hw.gpu;
+  o << "gpu:\n  name: \"" << g.name << "\"\n  peak:\n";
+  for (const auto& [d, rate] : g.peak_flops) o << "    " << DTypeName(d) << ": " << Q(rate, "FLOP/s") << "\n";
+  o << "  memory: " << Q(g.memory_bytes, "B") << "\n  memory_bandwidth: " << Q(g.memory_bandwidth, "B/s")
+    << "\n  sm_count: " << g.sm_count << "\n  reserved_memory: " << Q(g.reserved_memory_bytes, "B") << "\n";
+  o << "  efficiency:\n    matmul: " << Num(g.efficiency.matmul) << "\n    attention: "
+    << Num(g.efficiency.attention) << "\n    memory: " << Num(g.efficiency.memory)
+    << "\n    kernel_latency: " << Q(g.efficiency.kernel_latency_s, "s") << "\n    matmul_tile: ["
+    << g.efficiency.tile_m << ", " << g.efficiency.tile_n << "]\n";
+  const FabricSpec& f = hw.node.fabric;
+  static const char* kKinds[] = {"nvswitch", "nvlink", "pcie", "shared-memory"};
+  o << "node:\n  gpus: " << hw.node.gpus << "\n  fabric:\n    kind: " << kKinds[static_cast<int>(f.kind)]
+    << "\n    bandwidth: " << Q(f.bandwidth, "B/s") << "\n    efficiency: " << Num(f.efficiency)
+    << "\n    latency: " << Q(f.latency_s, "s") << "\n";
+  const HostSpec& h = hw.node.host;
+  o << "  host:\n    memory: " << Q(h.memory_bytes, "B") << "\n    memory_bandwidth: "
+    << Q(h.memory_bandwidth, "B/s") << "\n    link_bandwidth: " << Q(h.link_bandwidth, "B/s")
+    << "\n    link_latency: " << Q(h.link_latency_s, "s") << "\n";
+  if (hw.network) {
+    const NetworkSpec& n = *hw.network;
+    o << "network:\n  nics: " << n.nics << "\n  nic_bandwidth: " << Q(n.nic_bandwidth, "B/s")
+      << "\n  nic_efficiency: " << Num(n.nic_efficiency) << "\n  latency: " << Q(n.latency_s, "s")
+      << "\n  switch_latency: " << Q(n.switch_latency_s, "s") << "\n  topology: "
+      << (n.topology == NetworkTopology::kRailOptimized ? "rail-optimized" : "fat-tree")
+      << "\n  nodes_per_switch: " << n.nodes_per_switch << "\n  oversubscription: "
+      << Num(n.oversubscription) << "\n";
+  }
+  o << "collectives:\n  base_latency: " << Q(hw.collective_base_latency_s, "s") << "\n";
+  if (hw.price_per_gpu_hour) o << "price_per_gpu_hour: " << Num(*hw.price_per_gpu_hour) << "\n";
+  return o.str();
+}
+
+std::string FormatPlanFile(const PlanFile& p) {
+  std::ostringstream o;
+  o << "# shardsim plan: run it with `shardsim simulate --plan FILE` (or `run --plan FILE`).\n"
+    << "# The model and hardware are embedded, so this file stands alone.\n";
+  o << "gpus: " << p.gpus << "\nlayout: \"" << FormatLayout(p.layout) << "\"\n";
+  o << "objective: " << (p.objective.empty() ? "throughput" : p.objective) << "\n";
+  o << "predicted:\n  iteration_time_s: " << Num(p.predicted.iteration_time_s)
+    << "\n  tokens_per_s: " << Num(p.predicted.tokens_per_s) << "\n  model_tflops_per_gpu: "
+    << Num(p.predicted.model_tflops_per_gpu) << "\n  hardware_tflops_per_gpu: "
+    << Num(p.predicted.hardware_tflops_per_gpu) << "\n  mfu: " << Num(p.predicted.mfu)
+    << "\n  peak_memory_bytes: " << Num(p.predicted.peak_memory_bytes)
+    << "\n  fits: " << (p.predicted.fits ? "true" : "false") << "\n";
+  o << "model:\n";
+  Indent(o, ModelYaml(p.model), 2);
+  o << "hardware:\n";
+  Indent(o, HardwareYaml(p.hardware), 2);
+  return o.str();
+}
+
+StatusOr<PlanFile> ParsePlanFile(const std::string& text, const std::string& name) {
+  SHARDSIM_ASSIGN_OR_RETURN(YamlFile file, YamlFile::Parse(text, name));
+  YamlMap r = file.Root();
+  PlanFile p;
+  p.gpus = r.Int("gpus");
+  const std::string layout = r.String("layout");
+  p.objective = r.OptionalString("objective").value_or("throughput");
+  if (std::optional<YamlMap> pr = r.OptionalMap("predicted")) {
+    p.predicted.iteration_time_s = pr->Number("iteration_time_s", 0, 1e18);
+    p.predicted.tokens_per_s = pr->Number("tokens_per_s", 0, 1e18);
+    p.predicted.model_tflops_per_gpu = pr->Number("model_tflops_per_gpu", 0, 1e18);
+    p.predicted.hardware_tflops_per_gpu = pr->Number("hardware_tflops_per_gpu", 0, 1e18);
+    p.predicted.mfu = pr->Number("mfu", 0, 1e3);
+    p.predicted.peak_memory_bytes = pr->Number("peak_memory_bytes", 0, 1e30);
+    p.predicted.fits = pr->OptionalBool("fits").value_or(false);
+    pr->Finish();
+  }
+  const bool has_model = r.Has("model"), has_hw = r.Has("hardware");
+  r.Finish();
+  SHARDSIM_RETURN_IF_ERROR(file.status());
+  if (!has_model || !has_hw) {
+    return Status::Error(name + ": a plan needs its 'model' and 'hardware' sections");
+  }
+  // The embedded descriptions go through the same strict loaders as the bundled files.
+  const YAML::Node root = YAML::Load(text);
+  SHARDSIM_ASSIGN_OR_RETURN(p.model, ParseModelYaml(YAML::Dump(root["model"]), name + " (model section)"));
+  SHARDSIM_ASSIGN_OR_RETURN(p.hardware,
+                            ParseHardwareYaml(YAML::Dump(root["hardware"]), name + " (hardware section)"));
+  StatusOr<Layout> l = ParseLayout(layout);
+  if (!l.ok()) return Status::Error(name + ": field 'layout': " + l.status().message());
+  p.layout = *l;
+  return p;
+}
+
+StatusOr<PlanFile> LoadPlanFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error(path + ": cannot open plan file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParsePlanFile(text.str(), path);
+}
+
+}  // namespace shardsim

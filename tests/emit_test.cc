@@ -1,0 +1,440 @@
+// Tests of the framework emitters (planner/emit.h): the Megatron-LM arguments and the
+// DeepSpeed config for known layouts, and that every option or key emitted is one the
+// framework defines (lists below, checked against the frameworks' own files).
+#include "planner/emit.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "src/hardware/hardware_spec.h"
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+#include "tests/contains.h"
+#include "tests/json_syntax.h"
+
+namespace shardsim::planner {
+namespace {
+
+using testing::Contains;
+using testing::IsStrictJson;
+
+// Megatron-LM options the emitter may use, with the values each accepts. Checked against
+// NVIDIA/Megatron-LM megatron/training/arguments.py (commit 000c4ac24f61): every name is an
+// add_argument there, and the choices are its `choices=` lists (only those emitted).
+enum class Kind { kSwitch, kInt, kFloat, kChoice };
+struct MegatronOption {
+  Kind kind;
+  std::set<std::string> choices;  // for kChoice
+};
+const std::map<std::string, MegatronOption>& KnownMegatronOptions() {
+  static const auto* kOptions = new std::map<std::string, MegatronOption>{
+      // _add_network_size_args
+      {"--num-layers", {Kind::kInt, {}}},
+      {"--hidden-size", {Kind::kInt, {}}},
+      {"--num-attention-heads", {Kind::kInt, {}}},
+      {"--kv-channels", {Kind::kInt, {}}},
+      {"--group-query-attention", {Kind::kSwitch, {}}},
+      {"--num-query-groups", {Kind::kInt, {}}},
+      {"--ffn-hidden-size", {Kind::kInt, {}}},
+      {"--max-position-embeddings", {Kind::kInt, {}}},
+      {"--position-embedding-type", {Kind::kChoice, {"learned_absolute", "rope"}}},
+      {"--normalization", {Kind::kChoice, {"LayerNorm", "RMSNorm"}}},
+      {"--swiglu", {Kind::kSwitch, {}}},
+      {"--untie-embeddings-and-output-weights", {Kind::kSwitch, {}}},
+      {"--attention-backend", {Kind::kChoice, {"flash", "fused", "unfused", "local", "auto"}}},
+      // _add_data_args
+      {"--seq-length", {Kind::kInt, {}}},
+      // _add_regularization_args
+      {"--attention-dropout", {Kind::kFloat, {}}},
+      {"--hidden-dropout", {Kind::kFloat, {}}},
+      // _add_training_args
+      {"--micro-batch-size", {Kind::kInt, {}}},
+      {"--global-batch-size", {Kind::kInt, {}}},
+      {"--recompute-activations", {Kind::kSwitch, {}}},
+      {"--recompute-granularity", {Kind::kChoice, {"full", "selective"}}},
+      {"--recompute-method", {Kind::kChoice, {"uniform", "block"}}},
+      {"--recompute-num-layers", {Kind::kInt, {}}},
+      {"--tp-comm-overlap", {Kind::kSwitch, {}}},
+      {"--use-flash-attn", {Kind::kSwitch, {}}},
+      {"--disable-bias-linear", {Kind::kSwitch, {}}},
+      {"--optimizer-cpu-offload", {Kind::kSwitch, {}}},
+      {"--sequence-parallel", {Kind::kSwitch, {}}},
+      // _add_mixed_precision_args, _add_transformer_engine_args
+      {"--fp16", {Kind::kSwitch, {}}},
+      {"--bf16", {Kind::kSwitch, {}}},
+      {"--fp8-format", {Kind::kChoice, {"e4m3", "hybrid"}}},
+      // _add_distributed_args
+      {"--tensor-model-parallel-size", {Kind::kInt, {}}},
+      {"--pipeline-model-parallel-size", {Kind::kInt, {}}},
+      {"--num-layers-per-virtual-pipeline-stage", {Kind::kInt, {}}},
+      {"--no-overlap-p2p-communication", {Kind::kSwitch, {}}},
+      {"--overlap-grad-reduce", {Kind::kSwitch, {}}},
+      {"--overlap-param-gather", {Kind::kSwitch, {}}},
+      {"--use-distributed-optimizer", {Kind::kSwitch, {}}},
+      {"--context-parallel-size", {Kind::kInt, {}}},
+      // _add_moe_args
+      {"--expert-model-parallel-size", {Kind::kInt, {}}},
+      {"--num-experts", {Kind::kInt, {}}},
+      {"--moe-ffn-hidden-size", {Kind::kInt, {}}},
+      {"--moe-layer-freq", {Kind::kInt, {}}},
+      {"--moe-router-topk", {Kind::kInt, {}}},
+      // _add_experimental_args
+      {"--use-precision-aware-optimizer", {Kind::kSwitch, {}}},
+  };
+  return *kOptions;
+}
+
+// DeepSpeed config keys the emitter may use, as dotted paths. Checked against
+// deepspeedai/DeepSpeed docs/_pages/config-json.md and deepspeed/runtime/zero/config.py;
+// "_shardsim_notes" is ours (emit.h).
+const std::set<std::string>& KnownDeepSpeedKeys() {
+  static const auto* kKeys = new std::set<std::string>{
+      "train_batch_size",
+      "train_micro_batch_size_per_gpu",
+      "gradient_accumulation_steps",
+      "gradient_clipping",
+      "zero_optimization",
+      "zero_optimization.stage",
+      "zero_optimization.overlap_comm",
+      "zero_optimization.contiguous_gradients",
+      "zero_optimization.offload_optimizer",
+      "zero_optimization.offload_optimizer.device",
+      "zero_optimization.offload_param",
+      "zero_optimization.offload_param.device",
+      "zero_optimization.stage3_prefetch_bucket_size",
+      "bf16",
+      "bf16.enabled",
+      "fp16",
+      "fp16.enabled",
+      "activation_checkpointing",
+      "activation_checkpointing.partition_activations",
+      "activation_checkpointing.contiguous_memory_optimization",
+      "_shardsim_notes",
+  };
+  return *kKeys;
+}
+
+Layout Resolve(const std::string& spec, int64_t gpus) {
+  static const HardwareSpec a100 = *LoadHardware("dgx-a100-80gb");
+  StatusOr<Layout> parsed = ParseLayout(spec);
+  EXPECT_TRUE(parsed.ok()) << spec << ": " << parsed.status().message();
+  if (!parsed.ok()) return Layout{};
+  StatusOr<Layout> l = ResolveLayoutFor(*parsed, gpus, a100);
+  EXPECT_TRUE(l.ok()) << spec << ": " << l.status().message();
+  return l.ok() ? *l : Layout{};
+}
+
+ModelSpec Model(const std::string& name) {
+  StatusOr<ModelSpec> m = LoadModel(name);
+  EXPECT_TRUE(m.ok()) << name << ": " << m.status().message();
+  return m.ok() ? *m : ModelSpec{};
+}
+
+// The argument lines of EmitMegatron, without the trailing " \": "--name" or "--name value".
+std::vector<std::string> ArgumentLines(const std::string& text) {
+  std::vector<std::string> args;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    EXPECT_TRUE(line.size() > 2 && line.substr(line.size() - 2) == " \\")
+        << "argument line without continuation: '" << line << "'";
+    args.push_back(line.substr(0, line.size() - 2));
+  }
+  return args;
+}
+
+std::vector<std::string> CommentLines(const std::string& text) {
+  std::vector<std::string> comments;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] == '#') comments.push_back(line);
+  }
+  return comments;
+}
+
+// Every argument line names a known option with a value of the kind it takes, and comment
+// lines all come before the first argument (a comment after "\<newline>" would end the
+// command).
+void ExpectKnownMegatronArguments(const std::string& text) {
+  bool seen_argument = false;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      EXPECT_FALSE(seen_argument) << "comment after an argument line: " << line;
+      continue;
+    }
+    seen_argument = true;
+  }
+  for (const std::string& arg : ArgumentLines(text)) {
+    std::istringstream words(arg);
+    std::string name, value, extra;
+    words >> name >> value >> extra;
+    EXPECT_TRUE(extra.empty()) << "more than one value: " << arg;
+    const auto it = KnownMegatronOptions().find(name);
+    if (it == KnownMegatronOptions().end()) {
+      ADD_FAILURE() << "not a known Megatron-LM option: " << arg;
+      continue;
+    }
+    const MegatronOption& option = it->second;
+    switch (option.kind) {
+      case Kind::kSwitch:
+        EXPECT_TRUE(value.empty()) << "a switch takes no value: " << arg;
+        break;
+      case Kind::kInt:
+        EXPECT_TRUE(!value.empty() && value.find_first_not_of("0123456789") == std::string::npos)
+            << "expected an integer: " << arg;
+        break;
+      case Kind::kFloat:
+        EXPECT_TRUE(!value.empty() && value.find_first_not_of("0123456789.") == std::string::npos)
+            << "expected a number: " << arg;
+        break;
+      case Kind::kChoice:
+        EXPECT_TRUE(option.choices.count(value)) << "not one of the option's choices: " << arg;
+        break;
+    }
+  }
+}
+
+void CollectKeys(const YAML::Node& node, const std::string& prefix, std::vector<std::string>& out) {
+  if (!node.IsMap()) return;
+  for (const auto& kv : node) {
+    const std::string path = prefix + kv.first.as<std::string>();
+    out.push_back(path);
+    CollectKeys(kv.second, path + ".", out);
+  }
+}
+
+YAML::Node ParseDeepSpeed(const std::string& text) {
+  EXPECT_TRUE(IsStrictJson(text));
+  YAML::Node config = YAML::Load(text);  // JSON is YAML 1.2
+  std::vector<std::string> keys;
+  CollectKeys(config, "", keys);
+  for (const std::string& k : keys) {
+    EXPECT_TRUE(KnownDeepSpeedKeys().count(k)) << "not a known DeepSpeed config key: " << k;
+  }
+  return config;
+}
+
+// GPT-3 175B on 1024 A100s as in Narayanan et al. 2021 (Table 1's 175B row: tp 8, pp 8,
+// batch 1536), with the interleaved schedule, SP and selective recomputation of
+// Korthikanti et al. 2022.
+const char kGpt3Spec[] =
+    "tp=8,pp=8,dp=16,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective,zero=1,"
+    "schedule=interleaved";
+
+TEST(EmitMegatron, Gpt3EmitsExactlyTheExpectedArguments) {
+  const ModelSpec m = Model("gpt3-175b");
+  const Layout l = Resolve(kGpt3Spec, 1024);
+  const std::string text = EmitMegatron(m, l);
+  ExpectKnownMegatronArguments(text);
+  // GPT-3 is multi-head, GeLU, LayerNorm, learned positions, tied embeddings, biases and
+  // dropout: all Megatron defaults, so none of their flags appear. Virtual stage size =
+  // layers / (pp x vpp) = 96 / (8 x 2) = 6. overlap_pp is off in the layout, and Megatron
+  // overlaps p2p by default in the interleaved schedule, so it is turned off. overlap_dp is
+  // on (default) and zero=1, so both grad-reduce and param-gather overlap. dtype bf16 is the
+  // A100 default; attention flash is the layout default.
+  const std::vector<std::string> expected = {
+      "--num-layers 96",
+      "--hidden-size 12288",
+      "--num-attention-heads 96",
+      "--ffn-hidden-size 49152",
+      "--seq-length 2048",
+      "--max-position-embeddings 2048",
+      "--position-embedding-type learned_absolute",
+      "--tensor-model-parallel-size 8",
+      "--pipeline-model-parallel-size 8",
+      "--context-parallel-size 1",
+      "--sequence-parallel",
+      "--num-layers-per-virtual-pipeline-stage 6",
+      "--no-overlap-p2p-communication",
+      "--micro-batch-size 1",
+      "--global-batch-size 1536",
+      "--recompute-activations",
+      "--use-distributed-optimizer",
+      "--overlap-grad-reduce",
+      "--overlap-param-gather",
+      "--bf16",
+      "--use-flash-attn",
+  };
+  EXPECT_EQ(ArgumentLines(text), expected) << text;
+  // dp is implied by the world size: 1024 / (8 x 8 x 1) = 16.
+  EXPECT_TRUE(Contains(text, "dp = world / (tp x pp x cp) = 1024 / (8 x 8 x 1) = 16"));
+  for (const std::string& c : CommentLines(text)) {
+    EXPECT_EQ(c.find("not expressible"), std::string::npos) << c;
+  }
+}
+
+TEST(EmitMegatron, Llama3AddsGqaSwigluRmsNormAndRope) {
+  const std::string text = EmitMegatron(Model("llama3-70b"), Resolve("tp=8,pp=4,dp=8", 256));
+  ExpectKnownMegatronArguments(text);
+  const std::vector<std::string> args = ArgumentLines(text);
+  const std::set<std::string> got(args.begin(), args.end());
+  // Llama 3 70B: 64 query heads in 8 KV groups, SwiGLU, RMSNorm, RoPE, untied embeddings,
+  // no biases, no dropout (models/llama3-70b.yaml).
+  for (const char* want :
+       {"--group-query-attention", "--num-query-groups 8", "--swiglu", "--normalization RMSNorm",
+        "--position-embedding-type rope", "--untie-embeddings-and-output-weights",
+        "--disable-bias-linear", "--attention-dropout 0.0", "--hidden-dropout 0.0",
+        "--ffn-hidden-size 28672", "--seq-length 8192"}) {
+    EXPECT_TRUE(got.count(want)) << want << " missing from\n" << text;
+  }
+  // vpp = 1: no virtual stages and no p2p switch (Megatron only overlaps when interleaved).
+  EXPECT_FALSE(Contains(text, "virtual-pipeline"));
+  EXPECT_FALSE(Contains(text, "p2p-communication"));
+}
+
+TEST(EmitMegatron, MoeAddsExpertsAndExpertParallelism) {
+  const std::string text =
+      EmitMegatron(Model("mixtral-8x7b"), Resolve("tp=2,pp=1,dp=32,ep=8,mbs=1,gbs=256", 64));
+  ExpectKnownMegatronArguments(text);
+  // Mixtral 8x7B: 8 experts, top-2, expert size 14336, every layer MoE (no --moe-layer-freq).
+  for (const char* want : {"--num-experts 8 \\", "--moe-router-topk 2 \\",
+                           "--moe-ffn-hidden-size 14336 \\", "--expert-model-parallel-size 8 \\"}) {
+    EXPECT_TRUE(Contains(text, want));
+  }
+  EXPECT_FALSE(Contains(text, "--moe-layer-freq"));
+}
+
+TEST(EmitMegatron, FullRecomputeRecomputesEveryLayer) {
+  const std::string text =
+      EmitMegatron(Model("gpt3-175b"), Resolve(std::string(kGpt3Spec) + ",recompute=full", 1024));
+  ExpectKnownMegatronArguments(text);
+  EXPECT_TRUE(Contains(text,
+                       "--recompute-granularity full \\\n--recompute-method uniform \\\n"
+                       "--recompute-num-layers 1 \\\n"));
+  EXPECT_FALSE(Contains(text, "--recompute-activations"));
+}
+
+TEST(EmitMegatron, OffloadOfWeightsIsStatedAsNotExpressible) {
+  // ZeRO-3 with weights offloaded: Megatron-LM has no ZeRO-3 and no weight offload; the
+  // optimizer part is emitted as --optimizer-cpu-offload.
+  const std::string text = EmitMegatron(
+      Model("llama3-70b"), Resolve("tp=8,pp=4,dp=8,zero=3,offload=optimizer+params", 256));
+  ExpectKnownMegatronArguments(text);
+  EXPECT_TRUE(Contains(text, "# not expressible in Megatron-LM: offload=optimizer+params"));
+  EXPECT_TRUE(Contains(text,
+                       "# ZeRO-3 has no direct Megatron-LM equivalent: emitted "
+                       "--use-distributed-optimizer"));
+  EXPECT_TRUE(Contains(text, "--optimizer-cpu-offload \\\n"));
+  EXPECT_TRUE(Contains(text, "--use-precision-aware-optimizer \\\n"));
+}
+
+TEST(EmitMegatron, UnsupportedSchedulesAndSwitchesAreStatedNotDropped) {
+  const ModelSpec m = Model("gpt3-175b");
+  struct Case {
+    const char* spec;
+    const char* statement;
+  };
+  const Case cases[] = {
+      {"tp=8,pp=8,dp=16,schedule=gpipe", "not expressible in Megatron-LM: schedule=gpipe"},
+      {"tp=8,pp=8,dp=16,schedule=zero-bubble",
+       "not expressible in Megatron-LM: schedule=zero-bubble"},
+      {"tp=8,pp=8,dp=16,overlap_pp=on",
+       "not expressible in Megatron-LM: overlap_pp=on with schedule=1f1b"},
+      {"tp=8,pp=8,dp=16,overlap_tp=on", "not expressible in Megatron-LM: overlap_tp=on without sp"},
+      {"tp=8,pp=8,dp=16,compress=4", "not expressible in Megatron-LM: compress=4 "},
+      {"tp=8,pp=8,dp=16,zero=2", "ZeRO-2 has no direct Megatron-LM equivalent"},
+  };
+  for (const Case& c : cases) {
+    const std::string text = EmitMegatron(m, Resolve(c.spec, 1024));
+    ExpectKnownMegatronArguments(text);
+    EXPECT_TRUE(Contains(text, std::string("# ") + c.statement)) << c.spec;
+  }
+  // Expressible counterparts: TP overlap with SP, p2p overlap (Megatron's default) when
+  // interleaved, fp16/fp8 and unfused attention.
+  const std::string tp_overlap =
+      EmitMegatron(m, Resolve("tp=8,pp=8,dp=16,sp=on,overlap_tp=on", 1024));
+  EXPECT_TRUE(Contains(tp_overlap, "--tp-comm-overlap \\\n"));
+  const std::string p2p =
+      EmitMegatron(m, Resolve("tp=8,pp=8,dp=16,vpp=2,schedule=interleaved,overlap_pp=on", 1024));
+  EXPECT_FALSE(Contains(p2p, "p2p-communication"));
+  EXPECT_FALSE(Contains(p2p, "not expressible"));
+  const std::string fp8 =
+      EmitMegatron(m, Resolve("tp=8,pp=8,dp=16,dtype=fp8,attention=unfused", 1024));
+  ExpectKnownMegatronArguments(fp8);
+  EXPECT_TRUE(Contains(fp8, "--bf16 \\\n--fp8-format hybrid \\\n--attention-backend unfused \\\n"));
+}
+
+TEST(EmitMegatron, EveryShippedModelUsesOnlyKnownOptions) {
+  const std::vector<std::string> specs = {
+      "tp=1,pp=1,dp=8",
+      "tp=2,pp=2,dp=2,vpp=2,schedule=interleaved,sp=on,overlap_tp=on,recompute=full,zero=3,"
+      "offload=optimizer+params,dtype=fp16,attention=unfused,overlap_dp=off",
+      "tp=2,pp=2,dp=2,cp=1,schedule=zero-bubble,overlap_pp=on,dtype=fp8,zero=2,offload=optimizer",
+  };
+  const std::filesystem::path models = std::filesystem::path(SHARDSIM_SOURCE_DIR) / "models";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(models)) {
+    if (entry.path().extension() != ".yaml") continue;
+    const ModelSpec m = Model(entry.path().string());
+    for (const std::string& spec : specs) {
+      SCOPED_TRACE(entry.path().filename().string() + " " + spec);
+      ExpectKnownMegatronArguments(EmitMegatron(m, Resolve(spec, 8)));
+      ParseDeepSpeed(EmitDeepSpeed(m, Resolve(spec, 8)));
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 3 * 10);  // models/ ships more than ten models
+}
+
+TEST(EmitDeepSpeed, Gpt3BatchZeroAndPrecision) {
+  const YAML::Node c = ParseDeepSpeed(EmitDeepSpeed(Model("gpt3-175b"), Resolve(kGpt3Spec, 1024)));
+  // gradient accumulation = gbs / (dp x mbs) = 1536 / (16 x 1) = 96; DeepSpeed checks
+  // train_batch_size = 1 x 96 x 16 = 1536.
+  EXPECT_EQ(c["train_batch_size"].as<int64_t>(), 1536);
+  EXPECT_EQ(c["train_micro_batch_size_per_gpu"].as<int64_t>(), 1);
+  EXPECT_EQ(c["gradient_accumulation_steps"].as<int64_t>(), 96);
+  EXPECT_EQ(c["gradient_clipping"].as<double>(), 1.0);
+  EXPECT_EQ(c["zero_optimization"]["stage"].as<int>(), 1);
+  EXPECT_TRUE(c["zero_optimization"]["overlap_comm"].as<bool>());
+  EXPECT_FALSE(c["zero_optimization"]["offload_optimizer"]);
+  EXPECT_FALSE(c["zero_optimization"]["stage3_prefetch_bucket_size"]);
+  EXPECT_TRUE(c["bf16"]["enabled"].as<bool>());
+  EXPECT_FALSE(c["fp16"]);
+  // Selective recomputation with tp=8: checkpoints partitioned over the TP group.
+  EXPECT_TRUE(c["activation_checkpointing"]["partition_activations"].as<bool>());
+  // tp and pp are not config keys: the note names Megatron-DeepSpeed's flags and values.
+  const YAML::Node notes = c["_shardsim_notes"];
+  ASSERT_TRUE(notes.IsSequence());
+  EXPECT_TRUE(Contains(notes[0].as<std::string>(),
+                       "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8"));
+}
+
+TEST(EmitDeepSpeed, Zero3OffloadsOptimizerAndParamsToCpu) {
+  const YAML::Node c = ParseDeepSpeed(EmitDeepSpeed(
+      Model("llama3-70b"), Resolve("tp=8,pp=4,dp=8,gbs=256,zero=3,offload=optimizer+params", 256)));
+  const YAML::Node z = c["zero_optimization"];
+  EXPECT_EQ(z["stage"].as<int>(), 3);
+  EXPECT_EQ(z["offload_optimizer"]["device"].as<std::string>(), "cpu");
+  EXPECT_EQ(z["offload_param"]["device"].as<std::string>(), "cpu");
+  // prefetch=on (default): DeepSpeedZeroConfig's default bucket of 5e7 elements.
+  EXPECT_EQ(z["stage3_prefetch_bucket_size"].as<int64_t>(), 50'000'000);
+  // 256 / (8 x 1) = 32 accumulation steps.
+  EXPECT_EQ(c["gradient_accumulation_steps"].as<int64_t>(), 32);
+  EXPECT_FALSE(c["activation_checkpointing"]);  // recompute=none
+}
+
+TEST(EmitDeepSpeed, PrefetchOffAndFp16AndOptimizerOnlyOffload) {
+  const YAML::Node off = ParseDeepSpeed(
+      EmitDeepSpeed(Model("llama3-8b"), Resolve("tp=1,pp=1,dp=8,zero=3,prefetch=off", 8)));
+  // A bucket of 0 elements disables ZeRO-3 prefetching.
+  EXPECT_EQ(off["zero_optimization"]["stage3_prefetch_bucket_size"].as<int64_t>(), 0);
+  EXPECT_FALSE(off["_shardsim_notes"]);  // tp = pp = 1 and nothing else to note
+  const YAML::Node fp16 = ParseDeepSpeed(EmitDeepSpeed(
+      Model("llama3-8b"), Resolve("tp=1,pp=1,dp=8,zero=2,offload=optimizer,dtype=fp16", 8)));
+  EXPECT_TRUE(fp16["fp16"]["enabled"].as<bool>());
+  EXPECT_FALSE(fp16["bf16"]);
+  EXPECT_EQ(fp16["zero_optimization"]["offload_optimizer"]["device"].as<std::string>(), "cpu");
+  EXPECT_FALSE(fp16["zero_optimization"]["offload_param"]);
+}
+
+}  // namespace
+}  // namespace shardsim::planner
