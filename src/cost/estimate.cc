@@ -22,44 +22,51 @@ struct StageCompute {
   std::vector<OpTiming> ops;
 };
 
+// Adds `count` instances of `ops` to the stage.
 void AddOps(StageCompute& s, const GpuSpec& gpu, const Layout& l, const std::vector<Op>& ops,
-            bool recomputable) {
+            bool recomputable, int64_t count) {
+  if (count == 0) return;
+  const double n = static_cast<double>(count);
   for (const Op& op : ops) {
     const double f = OpForwardTime(gpu, l.dtype, op);
     const double b = OpBackwardTime(gpu, l.dtype, op);
-    s.forward += f;
-    s.backward += b;
-    if (op.kind == OpKind::kMatmul) s.wgrad += b / 2;  // weight-gradient GEMM: half the backward
-    if (op.kind == OpKind::kAttention) s.attention_forward += f;
+    s.forward += n * f;
+    s.backward += n * b;
+    if (op.kind == OpKind::kMatmul) s.wgrad += n * b / 2;  // weight-gradient GEMM: half the backward
+    if (op.kind == OpKind::kAttention) s.attention_forward += n * f;
     if (recomputable && (l.recompute == Recompute::kFull ||
                          (l.recompute == Recompute::kSelective && op.recomputed_selective))) {
-      s.recompute += f;
+      s.recompute += n * f;
     }
     auto it = std::find_if(s.ops.begin(), s.ops.end(),
                            [&](const OpTiming& t) { return t.op.name == op.name; });
     if (it == s.ops.end()) {
-      s.ops.push_back(OpTiming{op, 1, f, b});
+      s.ops.push_back(OpTiming{op, count, f, b});
     } else {
-      ++it->count;
+      it->count += count;
     }
   }
 }
 
-StageCompute ComputeStage(const ModelSpec& m, const GpuSpec& gpu, const Layout& l, int64_t stage) {
+// The per-kind layer ops of a layout, built once and shared by every stage.
+struct LayerKinds {
+  std::vector<Op> dense, moe;
+};
+
+StageCompute ComputeStage(const ModelSpec& m, const GpuSpec& gpu, const Layout& l, int64_t stage,
+                          const LayerKinds& kinds) {
   StageCompute s;
   const int64_t chunk = m.layers / (l.pp * l.vpp);
-  if (stage == 0) AddOps(s, gpu, l, EmbeddingOps(m, l), false);
-  // Layers of one kind (dense or MoE) cost the same: price each kind once, then repeat it.
-  std::vector<Op> kinds[2];
+  if (stage == 0) AddOps(s, gpu, l, EmbeddingOps(m, l), false, 1);
+  // Layers of one kind cost the same: price each kind once, times its count on the stage.
+  int64_t counts[2] = {0, 0};
   for (int64_t v = 0; v < l.vpp; ++v) {
     const int64_t first = (v * l.pp + stage) * chunk;
-    for (int64_t i = first; i < first + chunk; ++i) {
-      const int k = m.IsMoeLayer(i) ? 1 : 0;
-      if (kinds[k].empty()) kinds[k] = LayerOps(m, l, k == 1);
-      AddOps(s, gpu, l, kinds[k], true);
-    }
+    for (int64_t i = first; i < first + chunk; ++i) ++counts[m.IsMoeLayer(i) ? 1 : 0];
   }
-  if (stage == l.pp - 1) AddOps(s, gpu, l, HeadOps(m, l), false);
+  AddOps(s, gpu, l, kinds.dense, true, counts[0]);
+  AddOps(s, gpu, l, kinds.moe, true, counts[1]);
+  if (stage == l.pp - 1) AddOps(s, gpu, l, HeadOps(m, l), false, 1);
   return s;
 }
 
@@ -93,8 +100,13 @@ Estimate EstimateIteration(const ModelSpec& m, const Cluster& cluster, const Lay
   // Compute per micro-batch: the slowest stage sets the pipeline's pace.
   StageCompute slow;
   int64_t slow_stage = 0;
+  LayerKinds kinds;
+  kinds.dense = LayerOps(m, l, false);
+  if (m.moe) kinds.moe = LayerOps(m, l, true);
   for (int64_t s = 0; s < l.pp; ++s) {
-    StageCompute c = ComputeStage(m, gpu, l, s);
+    // Middle stages are alike (same layer kinds, no embedding or head): price one of them.
+    if (s > 1 && s < l.pp - 1 && !m.moe) continue;
+    StageCompute c = ComputeStage(m, gpu, l, s, kinds);
     if (s == 0 || c.forward + c.backward + c.recompute > slow.forward + slow.backward + slow.recompute) {
       slow = std::move(c);
       slow_stage = s;

@@ -1,12 +1,11 @@
 // Builds the cluster graph (docs/hardware.md, "The cluster graph") and routes over it.
 #include "src/hardware/cluster.h"
 
-#include <boost/graph/dijkstra_shortest_paths.hpp>
-#include <boost/graph/filtered_graph.hpp>
-#include <boost/property_map/function_property_map.hpp>
 
 #include <algorithm>
 #include <functional>
+#include <limits>
+#include <queue>
 #include <sstream>
 
 #include "src/util/check.h"
@@ -94,37 +93,54 @@ Cluster::Cluster(const HardwareSpec& hw) : hw_(hw) {
   }
 }
 
-Route Cluster::ComputeRoute(ClusterVertexId src, ClusterVertexId dst) const {
-  // Only switches and NICs relay: a GPU or a host is an end point, never a hop.
-  auto relay = [&](ClusterVertexId v) {
-    const VertexKind k = graph_[v].kind;
-    return v == src || v == dst || k == VertexKind::kFabricSwitch || k == VertexKind::kNic ||
-           k == VertexKind::kLeafSwitch || k == VertexKind::kSpineSwitch;
-  };
-  boost::filtered_graph<ClusterGraph, boost::keep_all, std::function<bool(ClusterVertexId)>> fg(
-      graph_, boost::keep_all(), relay);
+namespace {
+
+// Weight: the time a 1 MiB message needs on each link (latency + size / bandwidth), so wide
+// links win as in NCCL's path search (NVLink before PCIe before the network), and among
+// equals the lower latency.
+constexpr double kRouteReferenceBytes = 1 << 20;
+
+}  // namespace
+
+std::vector<ClusterVertexId> Cluster::PredecessorsFrom(ClusterVertexId src) const {
+  // Dijkstra over the graph where only switches and NICs relay: GPUs and hosts other than
+  // the source are reached (relaxed) but never expanded, so they are end points only.
   const size_t n = boost::num_vertices(graph_);
   std::vector<ClusterVertexId> pred(n);
-  std::vector<double> dist(n);
-  // Weight: the time a 1 MiB message needs on each link (latency + size / bandwidth), so
-  // wide links win as in NCCL's path search (NVLink before PCIe before the network), and
-  // among equals the lower latency.
-  constexpr double kRouteReferenceBytes = 1 << 20;
-  auto weight = boost::make_function_property_map<ClusterEdge, double>([this](ClusterEdge e) {
-    return graph_[e].latency_s + kRouteReferenceBytes / graph_[e].bandwidth;
-  });
-  boost::dijkstra_shortest_paths(
-      fg, src,
-      boost::predecessor_map(boost::make_iterator_property_map(pred.begin(), boost::get(boost::vertex_index, graph_)))
-          .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, graph_)))
-          .weight_map(weight));
+  std::vector<double> dist(n, std::numeric_limits<double>::infinity());
+  for (size_t v = 0; v < n; ++v) pred[v] = v;
+  using Item = std::pair<double, ClusterVertexId>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
+  dist[src] = 0;
+  queue.push({0, src});
+  while (!queue.empty()) {
+    const auto [d, v] = queue.top();
+    queue.pop();
+    if (d > dist[v]) continue;
+    const VertexKind k = graph_[v].kind;
+    if (v != src && (k == VertexKind::kGpu || k == VertexKind::kHost)) continue;  // an end point
+    for (auto [it, end] = boost::out_edges(v, graph_); it != end; ++it) {
+      const ClusterVertexId w = boost::target(*it, graph_);
+      const double nd = d + graph_[*it].latency_s + kRouteReferenceBytes / graph_[*it].bandwidth;
+      // The heap orders (distance, vertex) pairs, so ties resolve the same way every run.
+      if (nd < dist[w]) {
+        dist[w] = nd;
+        pred[w] = v;
+        queue.push({nd, w});
+      }
+    }
+  }
+  return pred;
+}
+
+Route Cluster::RouteFromTree(const std::vector<ClusterVertexId>& pred, ClusterVertexId src,
+                             ClusterVertexId dst) const {
   Route route;
   if (src == dst) return route;
   CHECK(pred[dst] != dst) << "no route from " << graph_[src].name << " to " << graph_[dst].name;
   std::vector<ClusterVertexId> vertices{dst};
   while (vertices.back() != src) vertices.push_back(pred[vertices.back()]);
   std::reverse(vertices.begin(), vertices.end());
-  route.bottleneck_bandwidth = 0;
   for (size_t i = 0; i + 1 < vertices.size(); ++i) {
     // Among parallel links (none today) take the widest.
     ClusterEdge best;
@@ -137,26 +153,27 @@ Route Cluster::ComputeRoute(ClusterVertexId src, ClusterVertexId dst) const {
     }
     route.links.push_back(best);
     route.latency_s += graph_[best].latency_s;
-    route.bottleneck_bandwidth =
-        i == 0 ? best_bw : std::min(route.bottleneck_bandwidth, best_bw);
-    const VertexKind k = graph_[vertices[i + 1]].kind;
-    route.crosses_network = route.crosses_network || k == VertexKind::kLeafSwitch;
+    route.bottleneck_bandwidth = i == 0 ? best_bw : std::min(route.bottleneck_bandwidth, best_bw);
+    route.crosses_network = route.crosses_network || graph_[vertices[i + 1]].kind == VertexKind::kLeafSwitch;
   }
   return route;
+}
+
+Route Cluster::ComputeRoute(ClusterVertexId src, ClusterVertexId dst) const {
+  return RouteFromTree(PredecessorsFrom(src), src, dst);
 }
 
 const Route& Cluster::RouteBetween(int64_t src_gpu, int64_t dst_gpu) const {
   CHECK(src_gpu >= 0 && src_gpu < gpu_count() && dst_gpu >= 0 && dst_gpu < gpu_count())
       << "GPU index out of range: " << src_gpu << " -> " << dst_gpu;
   const auto key = std::make_pair(src_gpu, dst_gpu);
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-  }
-  Route r = ComputeRoute(gpu_vertex_[src_gpu], gpu_vertex_[dst_gpu]);
   std::lock_guard<std::mutex> lock(cache_mu_);
-  return cache_.emplace(key, std::move(r)).first->second;
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  auto tree = trees_.find(src_gpu);
+  if (tree == trees_.end()) tree = trees_.emplace(src_gpu, PredecessorsFrom(gpu_vertex_[src_gpu])).first;
+  return cache_.emplace(key, RouteFromTree(tree->second, gpu_vertex_[src_gpu], gpu_vertex_[dst_gpu]))
+      .first->second;
 }
 
 Route Cluster::RouteToHost(int64_t gpu) const {

@@ -68,6 +68,10 @@ class Cluster {
   ClusterVertexId AddVertex(VertexKind kind, int64_t node, int64_t index, std::string name);
   void AddLink(ClusterVertexId a, ClusterVertexId b, double bandwidth, double latency_s);
   Route ComputeRoute(ClusterVertexId src, ClusterVertexId dst) const;
+  // Shortest-path tree from `src` (one Dijkstra gives the routes to every destination).
+  std::vector<ClusterVertexId> PredecessorsFrom(ClusterVertexId src) const;
+  Route RouteFromTree(const std::vector<ClusterVertexId>& pred, ClusterVertexId src,
+                      ClusterVertexId dst) const;
 
   HardwareSpec hw_;
   ClusterGraph graph_;
@@ -75,6 +79,7 @@ class Cluster {
   std::vector<ClusterVertexId> host_vertex_;
   mutable std::mutex cache_mu_;
   mutable std::map<std::pair<int64_t, int64_t>, Route> cache_;
+  mutable std::map<int64_t, std::vector<ClusterVertexId>> trees_;  // per source GPU
 };
 
 }  // namespace shardsim

@@ -1,0 +1,194 @@
+// `shardsim plan`: searches the layout space and prints the best layouts, ranked, with why
+// the winner wins; `--out` writes the winner as a plan file; `--emit` prints framework
+// arguments for it. Registers itself with the CLI (src/ never includes planner/).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "planner/emit.h"
+#include "planner/plan_report.h"
+#include "planner/planner.h"
+#include "src/cli/args.h"
+#include "src/cli/commands.h"
+#include "src/io/plan_file.h"
+#include "src/util/atomic_file.h"
+
+namespace shardsim::planner {
+namespace {
+
+using cli::Args;
+using cli::Fail;
+using cli::FlagSpec;
+
+// "1024" -> {1024}; "64..1024" -> 64, 128, ..., 1024 (doubling, and the upper end).
+StatusOr<std::vector<int64_t>> GpuCounts(const std::string& text) {
+  auto parse = [](const std::string& s) -> StatusOr<int64_t> {
+    std::istringstream in(s);
+    int64_t v = 0;
+    in >> v;
+    if (in.fail() || !in.eof()) return Status::Error("--gpus: expected N or A..B, found '" + s + "'");
+    if (v < 1) return Status::Error("--gpus must be at least 1, found " + s);
+    return v;
+  };
+  const size_t dots = text.find("..");
+  if (dots == std::string::npos) {
+    SHARDSIM_ASSIGN_OR_RETURN(int64_t n, parse(text));
+    return std::vector<int64_t>{n};
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(int64_t lo, parse(text.substr(0, dots)));
+  SHARDSIM_ASSIGN_OR_RETURN(int64_t hi, parse(text.substr(dots + 2)));
+  if (hi < lo) return Status::Error("--gpus " + text + ": the range is empty");
+  std::vector<int64_t> out;
+  for (int64_t n = lo; n <= hi; n *= 2) out.push_back(n);
+  if (out.back() != hi) out.push_back(hi);
+  return out;
+}
+
+StatusOr<double> Number(const Args& a, const std::string& flag, double fallback) {
+  const std::optional<std::string> v = a.Get(flag);
+  if (!v) return fallback;
+  std::istringstream in(*v);
+  double x = 0;
+  in >> x;
+  if (in.fail() || !in.eof()) return Status::Error("--" + flag + ": expected a number, found '" + *v + "'");
+  return x;
+}
+
+int RunPlan(int argc, char** argv) {
+  std::vector<FlagSpec> flags = {
+      {"model", "M", "model: bundled name, a YAML file, or a HF config.json", "gpt3-175b"},
+      {"hardware", "H", "cluster: bundled name or a YAML file", "dgx-a100-80gb"},
+      {"nodes", "N", "what-if: override the cluster's node count", ""},
+      {"gpus", "N|A..B", "GPUs to plan for, or a range (doubling from A to B)", ""},
+      {"global-batch", "B", "global batch in sequences (required)", ""},
+      {"objective", "O", "throughput | time-to-train | cost", "throughput"},
+      {"tokens", "T", "tokens to train (time-to-train and cost)", ""},
+      {"max-memory-fraction", "F", "fraction of GPU memory a plan may use", "1"},
+      {"fix", "SPEC", "layout keys to hold fixed, e.g. tp=8,sp=on", ""},
+      {"forbid", "SPEC", "layout values to exclude, e.g. zero=3,offload=optimizer", ""},
+      {"top", "K", "layouts to simulate and show", "10"},
+      {"threads", "N", "worker threads (default: all cores)", ""},
+      {"emit", "FMT", "also print the winner as megatron arguments or a deepspeed config", ""},
+      {"out", "FILE", "write the winner as a plan file (simulate --plan FILE runs it)", ""},
+      {"json", "", "print JSON instead of text", ""},
+      {"help", "", "show this help", ""},
+  };
+  StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
+  if (!args.ok()) return Fail("plan", args.status().message(), 2);
+  if (args->Has("help")) {
+    std::cout << "Usage: shardsim plan --global-batch B [flags]\n\n"
+                 "Searches every layout of the model on the GPUs: prunes what cannot fit, ranks\n"
+                 "the rest analytically, simulates the best K and ranks them by simulated time.\n\n"
+              << cli::FlagHelp(flags);
+    return 0;
+  }
+  StatusOr<ModelSpec> model = LoadModel(*args->Get("model"));
+  if (!model.ok()) return Fail("plan", model.status().message(), 1);
+  StatusOr<HardwareSpec> hw = LoadHardware(*args->Get("hardware"));
+  if (!hw.ok()) return Fail("plan", hw.status().message(), 1);
+  if (args->Get("nodes")) {
+    StatusOr<int64_t> nodes = args->GetInt("nodes");
+    if (!nodes.ok() || *nodes < 1) return Fail("plan", "--nodes must be a positive integer", 1);
+    hw.value().nodes = *nodes;
+  }
+  PlanOptions o;
+  StatusOr<std::vector<int64_t>> counts = GpuCounts(args->Get("gpus").value_or(std::to_string(hw->total_gpus())));
+  if (!counts.ok()) return Fail("plan", counts.status().message(), 1);
+  if (!args->Get("global-batch")) {
+    return Fail("plan", "--global-batch is required (sequences per iteration, e.g. 1536 for GPT-3 175B)", 1);
+  }
+  StatusOr<int64_t> gbs = args->GetInt("global-batch");
+  if (!gbs.ok()) return Fail("plan", gbs.status().message(), 1);
+  o.global_batch = *gbs;
+  const std::string objective = *args->Get("objective");
+  if (objective == "throughput") {
+    o.objective = Objective::kThroughput;
+  } else if (objective == "time-to-train") {
+    o.objective = Objective::kTimeToTrain;
+  } else if (objective == "cost") {
+    o.objective = Objective::kCost;
+  } else {
+    return Fail("plan", "--objective: expected throughput, time-to-train or cost, found '" + objective + "'", 1);
+  }
+  StatusOr<double> tokens = Number(*args, "tokens", 0);
+  StatusOr<double> fraction = Number(*args, "max-memory-fraction", 1);
+  if (!tokens.ok()) return Fail("plan", tokens.status().message(), 1);
+  if (!fraction.ok()) return Fail("plan", fraction.status().message(), 1);
+  o.tokens = *tokens;
+  o.max_memory_fraction = *fraction;
+  StatusOr<std::map<std::string, std::string>> fixed = ParseFixed(args->Get("fix").value_or(""));
+  if (!fixed.ok()) return Fail("plan", "--fix: " + fixed.status().message(), 1);
+  o.fixed = *fixed;
+  StatusOr<std::map<std::string, std::set<std::string>>> forbidden = ParseForbidden(args->Get("forbid").value_or(""));
+  if (!forbidden.ok()) return Fail("plan", forbidden.status().message(), 1);
+  o.forbidden = *forbidden;
+  StatusOr<int64_t> top = args->GetInt("top");
+  if (!top.ok() || *top < 1) return Fail("plan", "--top must be a positive integer", 1);
+  o.top_k = static_cast<int>(*top);
+  if (args->Get("threads")) {
+    StatusOr<int64_t> threads = args->GetInt("threads");
+    if (!threads.ok() || *threads < 1) return Fail("plan", "--threads must be a positive integer", 1);
+    o.threads = static_cast<int>(*threads);
+  }
+  const std::optional<std::string> emit = args->Get("emit");
+  if (emit && *emit != "megatron" && *emit != "deepspeed") {
+    return Fail("plan", "--emit: expected megatron or deepspeed, found '" + *emit + "'", 1);
+  }
+  const bool json = args->Has("json");
+  if (!json && ::isatty(2)) {
+    o.progress = [](const std::string& stage, double f) {
+      std::fprintf(stderr, "\r%-9s [%-30s] %3.0f%%", stage.c_str(), std::string(static_cast<size_t>(30 * f), '#').c_str(), 100 * f);
+      if (f >= 1) std::fprintf(stderr, "\n");
+    };
+  }
+
+  const Cluster cluster(*hw);
+  std::vector<PlanResult> results;
+  for (int64_t n : *counts) {
+    o.gpus = n;
+    StatusOr<PlanResult> r = Plan(*model, cluster, o);
+    if (!r.ok()) return Fail("plan", r.status().message(), 1);
+    results.push_back(std::move(r).value());
+  }
+  // The overall winner: the best objective across GPU counts.
+  const PlanResult* best = nullptr;
+  for (const PlanResult& r : results) {
+    if (r.ranked.empty()) continue;
+    if (!best || Score(r.ranked.front(), *model, *hw, o) < Score(best->ranked.front(), *model, *hw, o)) best = &r;
+  }
+  if (json) {
+    std::cout << PlanJson(*model, *hw, o, results);
+  } else {
+    for (const PlanResult& r : results) {
+      o.gpus = r.gpus;
+      std::cout << PlanText(*model, *hw, o, r) << (results.size() > 1 ? "\n" : "");
+    }
+    if (results.size() > 1) std::cout << ParetoText(*model, results);
+  }
+  if (!best) return 1;  // nothing fits anywhere: the report said what would help
+  const Candidate& win = best->ranked.front();
+  if (emit && !json) {
+    std::cout << "\n" << (*emit == "megatron" ? EmitMegatron(*model, win.layout) : EmitDeepSpeed(*model, win.layout));
+  }
+  if (std::optional<std::string> out = args->Get("out")) {
+    PlanFile plan;
+    plan.model = *model;
+    plan.hardware = *hw;
+    plan.gpus = best->gpus;
+    plan.layout = win.layout;
+    plan.objective = objective;
+    plan.predicted = {win.sim.iteration_time_s, win.sim.tokens_per_s, win.sim.model_tflops_per_gpu,
+                      win.sim.hardware_tflops_per_gpu, win.sim.mfu, win.sim.peak_memory_bytes, win.sim.fits};
+    Status st = WriteFileAtomically(*out, FormatPlanFile(plan));
+    if (!st.ok()) return Fail("plan", st.message(), 1);
+  }
+  return 0;
+}
+
+const cli::CommandRegistrar kRegister(
+    {"plan", "search the layout space; rank, simulate the best, explain the winner", RunPlan, 5});
+
+}  // namespace
+}  // namespace shardsim::planner

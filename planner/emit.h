@@ -1,0 +1,30 @@
+// Emitters: a chosen layout as configuration for a training framework, Megatron-LM's
+// pretrain_gpt.py arguments or a DeepSpeed config JSON, so a plan can be run as planned.
+#pragma once
+
+#include <string>
+
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim::planner {
+
+// Megatron-LM (Megatron-Core era, megatron/training/arguments.py) arguments for
+// pretrain_gpt.py: model shape, parallel sizes, batch, recompute, optimizer sharding,
+// overlap switches, precision, attention and MoE. The text is a shell-script fragment:
+// comment lines first (what was derived, and every setting of the layout that Megatron-LM
+// cannot express, each as "# not expressible in Megatron-LM: ..."), then one argument per
+// line, each ending in " \", so the argument lines can follow "torchrun ... pretrain_gpt.py \"
+// as one continued command. Data, tokenizer, learning-rate and checkpoint arguments are
+// not emitted. `l` should be resolved (dp and gbs set, ResolveLayoutFor).
+std::string EmitMegatron(const ModelSpec& m, const Layout& l);
+
+// A DeepSpeed config (docs/_pages/config-json.md): batch sizes, zero_optimization (stage,
+// overlap, offload, ZeRO-3 prefetch), bf16/fp16, gradient clipping 1.0 and activation
+// checkpointing. JSON has no comments, so what the config cannot carry (tensor and
+// pipeline sizes, which Megatron-DeepSpeed takes on its command line; sequence and context
+// parallelism; schedules; fp8) is listed in a top-level "_shardsim_notes" array of strings,
+// a key of ours outside DeepSpeed's documented schema. `l` should be resolved.
+std::string EmitDeepSpeed(const ModelSpec& m, const Layout& l);
+
+}  // namespace shardsim::planner

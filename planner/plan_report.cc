@@ -1,0 +1,156 @@
+// See plan_report.h.
+#include "planner/plan_report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "src/util/json_writer.h"
+
+namespace shardsim::planner {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// The layout keys that matter for reading the table.
+std::string Short(const Layout& l) {
+  std::ostringstream o;
+  o << "tp" << l.tp << " pp" << l.pp << " dp" << l.dp;
+  if (l.cp > 1) o << " cp" << l.cp;
+  if (l.ep > 1) o << " ep" << l.ep;
+  if (l.vpp > 1) o << " vpp" << l.vpp;
+  o << " mbs" << l.mbs << " z" << l.zero << (l.sp ? " sp" : "") << " " << RecomputeName(l.recompute);
+  if (l.pp > 1) o << " " << ScheduleName(l.schedule);
+  if (l.offload != Offload::kNone) o << " off:" << OffloadName(l.offload);
+  return o.str();
+}
+
+double Share(const Candidate& c, std::initializer_list<Category> cats) {
+  const RankResult& r = c.sim.ranks[c.sim.critical];
+  double s = 0;
+  for (Category k : cats) s += r.breakdown_s[static_cast<int>(k)];
+  return s / c.sim.iteration_time_s;
+}
+
+double Comm(const Candidate& c) {
+  return Share(c, {Category::kTp, Category::kCp, Category::kEp, Category::kPp, Category::kDp});
+}
+
+}  // namespace
+
+std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o,
+                     const PlanResult& r) {
+  std::ostringstream out;
+  out << "shardsim plan: " << m.name << " on " << r.gpus << " x " << hw.gpu.name << " (" << hw.name
+      << "), global batch " << o.global_batch << " sequences\n";
+  out << "layouts: " << r.enumerated << " enumerated, " << r.invalid << " invalid, "
+      << r.pruned_memory << " over memory (limit " << Fmt("%.1f", r.memory_limit_bytes / kGiB)
+      << " GiB), " << r.dominated << " dominated (same layout with less recompute or offload fits), "
+      << r.estimated << " ranked analytically, " << r.simulated << " simulated\n\n";
+  if (r.ranked.empty()) {
+    out << "NO LAYOUT FITS. Closest (least over memory):\n";
+    for (const Candidate& c : r.closest) {
+      out << "  " << Fmt("%6.1f GiB", c.memory_bytes / kGiB) << "  " << FormatLayout(c.layout) << "\n";
+    }
+    out << "What would help the closest one:\n";
+    for (const std::string& a : r.advice) out << "  - " << a << "\n";
+    return out.str();
+  }
+  char line[400];
+  std::snprintf(line, sizeof line, "%-3s %-62s %10s %9s %6s %9s %8s %7s %7s\n", "#", "layout",
+                "iter (s)", "TFLOP/s", "MFU", "mem GiB", "headroom", "bubble", "comm");
+  out << line;
+  int i = 1;
+  for (const Candidate& c : r.ranked) {
+    std::snprintf(line, sizeof line, "%-3d %-62s %10.4f %9.1f %5.1f%% %9.1f %7.1f%% %6.1f%% %6.1f%%\n", i++,
+                  Short(c.layout).c_str(), c.sim.iteration_time_s, c.sim.model_tflops_per_gpu,
+                  100 * c.sim.mfu, c.sim.peak_memory_bytes / kGiB,
+                  100 * (1 - c.sim.peak_memory_bytes / hw.gpu.memory_bytes), 100 * Share(c, {Category::kBubble}),
+                  100 * Comm(c));
+    out << line;
+  }
+  const Candidate& w = r.ranked.front();
+  out << "\nwinner: " << FormatLayout(w.layout) << "\n";
+  out << "  " << Fmt("%.4f", w.sim.iteration_time_s) << " s per iteration, "
+      << Fmt("%.0f", w.sim.tokens_per_s) << " tokens/s, " << Fmt("%.1f", w.sim.model_tflops_per_gpu)
+      << " TFLOP/s per GPU, MFU " << Fmt("%.1f %%", 100 * w.sim.mfu) << "\n";
+  if (o.objective == Objective::kTimeToTrain || o.objective == Objective::kCost) {
+    const double score = Score(w, m, hw, o);
+    out << "  " << (o.objective == Objective::kCost ? "cost to train: $" + Fmt("%.0f", score)
+                                                    : "time to train: " + Fmt("%.1f", score / 86400) + " days")
+        << " for " << Fmt("%.3g", o.tokens) << " tokens\n";
+  }
+  if (!r.why.empty()) out << "why: " << r.why << "\n";
+  return out.str();
+}
+
+std::string ParetoText(const ModelSpec& m, const std::vector<PlanResult>& results) {
+  std::ostringstream out;
+  out << "\nbest plan per GPU count:\n";
+  char line[300];
+  std::snprintf(line, sizeof line, "  %6s %12s %14s %12s %10s  %s\n", "GPUs", "iter (s)", "tokens/s",
+                "tok/s/GPU", "scaling", "layout");
+  out << line;
+  double base = 0;
+  for (const PlanResult& r : results) {
+    if (r.ranked.empty()) {
+      std::snprintf(line, sizeof line, "  %6lld %12s\n", static_cast<long long>(r.gpus), "no fit");
+      out << line;
+      continue;
+    }
+    const Candidate& w = r.ranked.front();
+    const double per_gpu = w.sim.tokens_per_s / static_cast<double>(r.gpus);
+    if (base == 0) base = per_gpu;
+    std::snprintf(line, sizeof line, "  %6lld %12.4f %14.0f %12.1f %9.1f%%  %s\n",
+                  static_cast<long long>(r.gpus), w.sim.iteration_time_s, w.sim.tokens_per_s, per_gpu,
+                  100 * per_gpu / base, Short(w.layout).c_str());
+    out << line;
+  }
+  (void)m;
+  return out.str();
+}
+
+std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o,
+                     const std::vector<PlanResult>& results) {
+  JsonWriter w;
+  w.BeginObject().Field("model", m.name).Field("hardware", hw.name);
+  w.Field("global_batch", o.global_batch);
+  w.Field("objective", o.objective == Objective::kThroughput ? "throughput"
+                       : o.objective == Objective::kTimeToTrain ? "time-to-train" : "cost");
+  w.Key("results").BeginArray();
+  for (const PlanResult& r : results) {
+    w.BeginObject().Field("gpus", r.gpus).Field("enumerated", r.enumerated).Field("invalid", r.invalid);
+    w.Field("pruned_memory", r.pruned_memory).Field("dominated", r.dominated).Field("estimated", r.estimated).Field("simulated", r.simulated);
+    w.Field("memory_limit_bytes", r.memory_limit_bytes).Field("fits", !r.ranked.empty());
+    w.Key("ranked").BeginArray();
+    for (const Candidate& c : r.ranked) {
+      w.BeginObject().Field("layout", FormatLayout(c.layout));
+      w.Field("iteration_time_s", c.sim.iteration_time_s).Field("estimated_iteration_time_s", c.estimated_time_s);
+      w.Field("tokens_per_s", c.sim.tokens_per_s).Field("model_tflops_per_gpu", c.sim.model_tflops_per_gpu);
+      w.Field("hardware_tflops_per_gpu", c.sim.hardware_tflops_per_gpu).Field("mfu", c.sim.mfu);
+      w.Field("peak_memory_bytes", c.sim.peak_memory_bytes);
+      w.Field("headroom_bytes", hw.gpu.memory_bytes - c.sim.peak_memory_bytes);
+      w.Field("bubble_fraction", Share(c, {Category::kBubble})).Field("exposed_comm_fraction", Comm(c));
+      w.Field("score", Score(c, m, hw, o)).EndObject();
+    }
+    w.EndArray();
+    w.Field("why", r.why);
+    w.Key("closest").BeginArray();
+    for (const Candidate& c : r.closest) {
+      w.BeginObject().Field("layout", FormatLayout(c.layout)).Field("peak_memory_bytes", c.memory_bytes).EndObject();
+    }
+    w.EndArray();
+    w.Key("advice").BeginArray();
+    for (const std::string& a : r.advice) w.Value(a);
+    w.EndArray().EndObject();
+  }
+  w.EndArray().EndObject();
+  return w.str();
+}
+
+}  // namespace shardsim::planner

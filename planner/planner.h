@@ -1,0 +1,75 @@
+// The auto-planner: enumerates every layout of a model on N GPUs within the user's
+// constraints, prunes those that are invalid or cannot fit (a cheap memory bound), ranks the
+// rest with the analytical estimate, simulates the best K with the event simulator and
+// ranks them by simulated time (or the objective). Multi-threaded and deterministic: the
+// result does not depend on the thread count.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/cost/estimate.h"
+#include "src/sim/simulator.h"
+#include "src/util/status.h"
+
+namespace shardsim::planner {
+
+enum class Objective { kThroughput, kTimeToTrain, kCost };
+
+struct PlanOptions {
+  int64_t gpus = 0;
+  int64_t global_batch = 0;  // sequences; 0 = the model's default (see Plan)
+  Objective objective = Objective::kThroughput;
+  double tokens = 0;          // for time-to-train and cost
+  double max_memory_fraction = 1.0;  // of GPU memory a plan may use
+  std::map<std::string, std::string> fixed;               // layout key -> value
+  std::map<std::string, std::set<std::string>> forbidden;  // layout key -> values
+  int top_k = 10;
+  int threads = 0;  // 0 = hardware concurrency
+  std::function<void(const std::string& stage, double fraction)> progress;
+};
+
+// "tp=8,pp=4" -> {tp: 8, pp: 4}; keys and values are checked against the layout grammar.
+StatusOr<std::map<std::string, std::string>> ParseFixed(const std::string& spec);
+StatusOr<std::map<std::string, std::set<std::string>>> ParseForbidden(const std::string& spec);
+
+struct Candidate {
+  Layout layout;
+  double memory_bytes = 0;       // analytical peak (largest stage)
+  double estimated_time_s = 0;   // analytical iteration time
+  bool simulated = false;
+  SimResult sim;                 // when simulated
+  double time_s() const { return simulated ? sim.iteration_time_s : estimated_time_s; }
+};
+
+struct PlanResult {
+  int64_t gpus = 0;
+  int64_t enumerated = 0;         // layouts generated from the space
+  int64_t invalid = 0;            // rejected by CheckLayout
+  int64_t pruned_memory = 0;      // over the memory limit
+  int64_t dominated = 0;          // fit, but a layout with less recompute/offload also fits
+  int64_t estimated = 0;          // ranked analytically
+  int64_t simulated = 0;
+  std::vector<Candidate> ranked;  // the simulated top K, best first
+  std::vector<Candidate> closest; // when nothing fits: the least over memory
+  std::vector<std::string> advice;  // when nothing fits: which knob helps
+  std::string why;                // why the winner beats the runner-up
+  double memory_limit_bytes = 0;
+};
+
+StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const PlanOptions& options);
+
+// The search space itself (before validation and pruning), in the planner's order.
+std::vector<Layout> EnumerateLayouts(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o);
+// The memory figure pruning uses: the analytical peak of the first and last stages. Never
+// above the simulated peak (tests/planner_test.cc), so pruning never drops a layout that fits.
+double PeakMemoryBound(const ModelSpec& m, const HardwareSpec& hw, const Layout& l);
+
+// The objective's score of a candidate (lower is better): iteration time for throughput,
+// seconds to train `tokens` for time-to-train, dollars for cost.
+double Score(const Candidate& c, const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o);
+
+}  // namespace shardsim::planner
