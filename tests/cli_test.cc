@@ -310,6 +310,55 @@ TEST(Cli, SimulateFlagsALayoutThatDoesNotFit) {
   EXPECT_TRUE(Contains(text.out, "DOES NOT FIT: over by"));
 }
 
+// Issue 4's acceptance case: GPT-3 175B on 1024 A100-80GB, global batch 1536. The winner
+// fits, and `simulate --plan` of the written plan reproduces the figures plan predicted.
+TEST(Cli, PlanWritesAPlanThatSimulateReproduces) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "shardsim_plan_test";
+  fs::create_directories(dir);
+  const fs::path file = dir / "plan.yaml";
+  const CommandResult plan =
+      RunShardsim("plan --global-batch 1536 --top 3 --json --out '" + file.string() + "'");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const YAML::Node j = ParseJson(plan.out);
+  const YAML::Node winner = j["results"][0]["ranked"][0];
+  ASSERT_TRUE(winner.IsMap());
+  EXPECT_LE(winner["peak_memory_bytes"].as<double>(), 80.0 * (1 << 30));
+  EXPECT_GT(j["results"][0]["enumerated"].as<int64_t>(), 1000);
+  const CommandResult sim = RunShardsim("simulate --json --plan '" + file.string() + "'");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const YAML::Node s = ParseJson(sim.out);
+  EXPECT_EQ(s["layout"].as<std::string>(), winner["layout"].as<std::string>());
+  EXPECT_DOUBLE_EQ(s["iteration_time_s"].as<double>(), winner["iteration_time_s"].as<double>());
+  EXPECT_DOUBLE_EQ(s["peak_memory_bytes"].as<double>(), winner["peak_memory_bytes"].as<double>());
+  EXPECT_TRUE(s["fits"].as<bool>());
+  // --plan replaces the other inputs; giving both is an error.
+  const CommandResult both = RunShardsim("simulate --plan '" + file.string() + "' --gpus 8");
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_TRUE(Contains(both.err, "drop --gpus"));
+}
+
+TEST(Cli, PlanBadInput) {
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"plan --global-batch 1536 --fix tp=3", "no layout matches"},
+      {"plan --global-batch 1536 --gpus 0", "--gpus must be at least 1"},
+      {"plan", "--global-batch is required"},
+      {"plan --global-batch 1536 --objective speed", "expected throughput, time-to-train or cost"},
+      {"plan --global-batch 1536 --objective time-to-train", "need --tokens"},
+      {"plan --global-batch 1536 --fix tpp=8", "did you mean 'tp'"},
+      {"plan --global-batch 1536 --emit pytorch", "expected megatron or deepspeed"},
+      {"simulate --plan /nonexistent/plan.yaml", "cannot open plan file"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CommandResult r = RunShardsim(c.args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(Contains(r.err, c.message)) << r.err;
+  }
+}
+
 TEST(Cli, HuggingFaceConfigRunsThroughEstimate) {
   // Llama 3 8B from its config.json, with the layout used for models/llama3-8b.yaml above.
   const CommandResult r =

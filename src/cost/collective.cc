@@ -316,7 +316,7 @@ const CollectiveModel::Linear& CollectiveModel::Coefficients(Collective c, Colle
                                                              const std::vector<int64_t>& gpus) const {
   const auto key = std::make_tuple(static_cast<int>(c), static_cast<int>(a), gpus);
   {
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    std::shared_lock<std::shared_mutex> lock(cache_mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
@@ -331,7 +331,7 @@ const CollectiveModel::Linear& CollectiveModel::Coefficients(Collective c, Colle
     lin.per_byte = (probe.time_s - zero.time_s) / kProbe;
     lin.crosses_network = probe.crosses_network;
   }
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  std::unique_lock<std::shared_mutex> lock(cache_mu_);
   return cache_.emplace(key, lin).first->second;
 }
 

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -93,7 +94,7 @@ class CollectiveModel {
   const Linear& Coefficients(Collective c, CollectiveAlgorithm a, const std::vector<int64_t>& gpus) const;
 
   const Cluster& cluster_;
-  mutable std::mutex cache_mu_;
+  mutable std::shared_mutex cache_mu_;
   mutable std::map<std::tuple<int, int, std::vector<int64_t>>, Linear> cache_;
 };
 

@@ -167,7 +167,12 @@ const Route& Cluster::RouteBetween(int64_t src_gpu, int64_t dst_gpu) const {
   CHECK(src_gpu >= 0 && src_gpu < gpu_count() && dst_gpu >= 0 && dst_gpu < gpu_count())
       << "GPU index out of range: " << src_gpu << " -> " << dst_gpu;
   const auto key = std::make_pair(src_gpu, dst_gpu);
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  {
+    std::shared_lock<std::shared_mutex> read(cache_mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;  // std::map entries never move
+  }
+  std::unique_lock<std::shared_mutex> lock(cache_mu_);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   auto tree = trees_.find(src_gpu);
@@ -177,7 +182,13 @@ const Route& Cluster::RouteBetween(int64_t src_gpu, int64_t dst_gpu) const {
 }
 
 Route Cluster::RouteToHost(int64_t gpu) const {
-  return ComputeRoute(gpu_vertex_.at(gpu), host_vertex_.at(NodeOf(gpu)));
+  std::unique_lock<std::shared_mutex> lock(cache_mu_);
+  auto it = host_routes_.find(gpu);
+  if (it != host_routes_.end()) return it->second;
+  auto tree = trees_.find(gpu);
+  if (tree == trees_.end()) tree = trees_.emplace(gpu, PredecessorsFrom(gpu_vertex_.at(gpu))).first;
+  return host_routes_.emplace(gpu, RouteFromTree(tree->second, gpu_vertex_[gpu], host_vertex_.at(NodeOf(gpu))))
+      .first->second;
 }
 
 std::string Cluster::Describe() const {

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,7 +60,7 @@ class Cluster {
   // another; only switches and NICs relay traffic.
   // Thread-safe; results are cached.
   const Route& RouteBetween(int64_t src_gpu, int64_t dst_gpu) const;
-  // Route from a GPU to its node's host memory (offload traffic).
+  // Route from a GPU to its node's host memory (offload traffic). Thread-safe; cached.
   Route RouteToHost(int64_t gpu) const;
 
   std::string Describe() const;  // vertex and link counts by kind
@@ -77,9 +78,10 @@ class Cluster {
   ClusterGraph graph_;
   std::vector<ClusterVertexId> gpu_vertex_;
   std::vector<ClusterVertexId> host_vertex_;
-  mutable std::mutex cache_mu_;
+  mutable std::shared_mutex cache_mu_;  // readers share; a miss takes it alone
   mutable std::map<std::pair<int64_t, int64_t>, Route> cache_;
   mutable std::map<int64_t, std::vector<ClusterVertexId>> trees_;  // per source GPU
+  mutable std::map<int64_t, Route> host_routes_;
 };
 
 }  // namespace shardsim
