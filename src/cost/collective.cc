@@ -314,7 +314,13 @@ CollectivePlan CollectiveModel::Plan(Collective c, const std::vector<int64_t>& g
 
 const CollectiveModel::Linear& CollectiveModel::Coefficients(Collective c, CollectiveAlgorithm a,
                                                              const std::vector<int64_t>& gpus) const {
-  const auto key = std::make_tuple(static_cast<int>(c), static_cast<int>(a), gpus);
+  // Groups from the placement are arithmetic progressions (first, stride, count): key those
+  // compactly; any other group by its members.
+  bool progression = gpus.size() >= 2;
+  const int64_t stride = gpus.size() >= 2 ? gpus[1] - gpus[0] : 0;
+  for (size_t i = 2; progression && i < gpus.size(); ++i) progression = gpus[i] - gpus[i - 1] == stride;
+  const GroupKey key{static_cast<int>(c), static_cast<int>(a), gpus.empty() ? -1 : gpus.front(), stride,
+                     static_cast<int64_t>(gpus.size()), progression ? std::vector<int64_t>{} : gpus};
   {
     std::shared_lock<std::shared_mutex> lock(cache_mu_);
     auto it = cache_.find(key);

@@ -95,7 +95,9 @@ class CollectiveModel {
 
   const Cluster& cluster_;
   mutable std::shared_mutex cache_mu_;
-  mutable std::map<std::tuple<int, int, std::vector<int64_t>>, Linear> cache_;
+  // (collective, algorithm, first GPU, stride, count, members unless an arithmetic progression)
+  using GroupKey = std::tuple<int, int, int64_t, int64_t, int64_t, std::vector<int64_t>>;
+  mutable std::map<GroupKey, Linear> cache_;
 };
 
 }  // namespace shardsim
