@@ -5,17 +5,12 @@
 #include <sstream>
 
 #include "src/util/json_writer.h"
+#include "src/util/strings.h"
 
 namespace shardsim::planner {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string Fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // The layout keys that matter for reading the table.
 std::string Short(const Layout& l) {

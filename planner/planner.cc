@@ -173,12 +173,6 @@ bool HostFits(const ModelSpec& m, const HardwareSpec& hw, const Layout& l) {
   return StageMemory(m, hw, l, 0).host * hw.node.gpus <= hw.node.host.memory_bytes;
 }
 
-std::string Fmt(double v, const char* f = "%.3f") {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // Which keys differ between two layouts, "key a vs b".
 std::vector<std::string> Differences(const Layout& a, const Layout& b) {
   std::vector<std::string> out;
@@ -197,8 +191,8 @@ std::string Explain(const Candidate& win, const Candidate& second) {
   const RankResult& b = second.sim.ranks[second.sim.critical];
   const double dt = second.time_s() - win.time_s();
   std::ostringstream out;
-  out << "The winner's iteration is " << Fmt(dt, "%.4f") << " s shorter than the runner-up's ("
-      << Fmt(100 * dt / second.time_s(), "%.1f") << " %).";
+  out << "The winner's iteration is " << Fmt("%.4f", dt) << " s shorter than the runner-up's ("
+      << Fmt("%.1f", 100 * dt / second.time_s()) << " %).";
   // The terms that differ most, largest first.
   std::vector<std::pair<double, int>> diffs;
   for (int c = 0; c < kCategoryCount; ++c) diffs.push_back({b.breakdown_s[c] - a.breakdown_s[c], c});
@@ -210,13 +204,13 @@ std::string Explain(const Candidate& win, const Candidate& second) {
     if (std::fabs(diffs[i].first) < 1e-9) break;
     const int c = diffs[i].second;
     out << (i ? ";" : "") << " " << CategoryName(static_cast<Category>(c)) << " "
-        << Fmt(b.breakdown_s[c], "%.4f") << " s vs " << Fmt(a.breakdown_s[c], "%.4f") << " s ("
-        << (diffs[i].first > 0 ? "+" : "") << Fmt(diffs[i].first, "%.4f") << " s)";
+        << Fmt("%.4f", b.breakdown_s[c]) << " s vs " << Fmt("%.4f", a.breakdown_s[c]) << " s ("
+        << (diffs[i].first > 0 ? "+" : "") << Fmt("%.4f", diffs[i].first) << " s)";
   }
   out << ". The layouts differ in: " << Join(Differences(win.layout, second.layout), ", ") << ".";
   if (win.sim.peak_memory_bytes != second.sim.peak_memory_bytes) {
-    out << " Peak memory " << Fmt(win.sim.peak_memory_bytes / 1073741824.0, "%.1f") << " GiB vs "
-        << Fmt(second.sim.peak_memory_bytes / 1073741824.0, "%.1f") << " GiB.";
+    out << " Peak memory " << Fmt("%.1f", win.sim.peak_memory_bytes / 1073741824.0) << " GiB vs "
+        << Fmt("%.1f", second.sim.peak_memory_bytes / 1073741824.0) << " GiB.";
   }
   return out.str();
 }
@@ -258,14 +252,14 @@ std::vector<std::string> Advice(const ModelSpec& m, const HardwareSpec& hw, cons
   }
   for (const Knob& k : knobs) {
     const double mem = PeakMemory(m, hw, k.layout);
-    out.push_back(k.name + ": " + Fmt(now / 1073741824.0, "%.1f") + " -> " +
-                  Fmt(mem / 1073741824.0, "%.1f") + " GiB" + (mem <= limit ? " (fits)" : " (still over)"));
+    out.push_back(k.name + ": " + Fmt("%.1f", now / 1073741824.0) + " -> " +
+                  Fmt("%.1f", mem / 1073741824.0) + " GiB" + (mem <= limit ? " (fits)" : " (still over)"));
   }
   // Model states shrink with more data-parallel GPUs under ZeRO-3: a rough count that would
   // bring the states under the limit.
   const double over = now / limit;
   const int64_t more = static_cast<int64_t>(std::ceil(static_cast<double>(gpus) * over));
-  out.push_back("more GPUs: about " + std::to_string(more) + " (x" + Fmt(over, "%.1f") +
+  out.push_back("more GPUs: about " + std::to_string(more) + " (x" + Fmt("%.1f", over) +
                 ") with ZeRO-3 to spread the model states");
   return out;
 }

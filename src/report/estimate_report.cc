@@ -5,16 +5,11 @@
 #include <sstream>
 
 #include "src/util/json_writer.h"
+#include "src/util/strings.h"
 #include "src/util/units.h"
 
 namespace shardsim {
 namespace {
-
-std::string Fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string Bytes(double b) { return FormatQuantity(b, Dimension::kBytes); }
 std::string Secs(double s) { return FormatQuantity(s, Dimension::kTime); }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 
 namespace shardsim {
 
@@ -52,6 +53,12 @@ std::vector<std::string> Split(std::string_view text, char delim) {
     start = pos + 1;
   }
   return out;
+}
+
+std::string Fmt(const char* format, double v) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
 }
 
 std::string Join(const std::vector<std::string>& items, std::string_view sep) {

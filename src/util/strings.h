@@ -19,6 +19,9 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& ca
 // Splits on a delimiter; empty pieces are kept.
 std::vector<std::string> Split(std::string_view text, char delim);
 
+// printf-style formatting of one number: Fmt("%.1f %%", 12.34) -> "12.3 %".
+std::string Fmt(const char* format, double v);
+
 // "a, b, c"
 std::string Join(const std::vector<std::string>& items, std::string_view sep);
 
