@@ -418,13 +418,15 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     return res;
   }
 
-  // 2. Analytical ranking of everything that fits.
+  // 2. Analytical ranking of everything that fits; one collective model for all, so each
+  //    distinct group is priced once.
+  const CollectiveModel comm(cluster);
   std::vector<Candidate> cands(fitting.size());
   ParallelFor(static_cast<int64_t>(fitting.size()), threads, [&](int64_t k) {
     Candidate& c = cands[k];
     c.layout = all[fitting[k]];
     c.memory_bytes = memory[fitting[k]];
-    c.estimated_time_s = EstimateIteration(m, cluster, c.layout).iteration_time_s;
+    c.estimated_time_s = EstimateIteration(m, comm, c.layout).iteration_time_s;
   }, [&](int64_t d) { progress("estimate", static_cast<double>(d) / static_cast<double>(fitting.size())); });
   res.estimated = static_cast<int64_t>(cands.size());
   lap("estimate");
@@ -448,6 +450,8 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     top[i] = cands[order[i]];
     SimOptions so;
     so.critical_path = false;
+    so.check_acyclic = false;  // programs from BuildIteration; a deadlock would still be caught
+    so.collectives = &comm;
     StatusOr<SimResult> r = Simulate(m, cluster, top[i].layout, so);
     if (!r.ok()) {
       errors[i] = r.status();

@@ -261,8 +261,20 @@ CollectiveModel::LinkLoads CollectiveModel::FlowLoads(
 
 CollectivePlan CollectiveModel::Plan(Collective c, const std::vector<int64_t>& gpus,
                                      double bytes) const {
+  // The chosen algorithm can depend on the size: cache per (collective, group, algorithm)
+  // the loads and the volume of one byte, and scale.
   CollectivePlan plan;
   plan.cost = Estimate(c, gpus, bytes);
+  const auto key = std::make_pair(static_cast<int>(c) * 16 + static_cast<int>(plan.cost.algorithm), gpus);
+  {
+    std::shared_lock<std::shared_mutex> lock(cache_mu_);
+    auto it = plan_cache_.find(key);
+    if (it != plan_cache_.end()) {
+      plan.loads = it->second.loads;
+      plan.volume = it->second.volume * std::max(0.0, plan.cost.time_s - plan.cost.latency_s);
+      return plan;
+    }
+  }
   const int64_t n = static_cast<int64_t>(gpus.size());
   if (n <= 1 && c != Collective::kSendRecv) return plan;
   switch (plan.cost.algorithm) {
@@ -309,6 +321,11 @@ CollectivePlan CollectiveModel::Plan(Collective c, const std::vector<int64_t>& g
   }
   const double bandwidth_time = std::max(0.0, plan.cost.time_s - plan.cost.latency_s);
   plan.volume = seconds_per_byte > 0 ? bandwidth_time / seconds_per_byte : 0;
+  CollectivePlan unit;  // volume per second of bandwidth time
+  unit.loads = plan.loads;
+  unit.volume = seconds_per_byte > 0 ? 1.0 / seconds_per_byte : 0;
+  std::unique_lock<std::shared_mutex> lock(cache_mu_);
+  plan_cache_.emplace(key, std::move(unit));
   return plan;
 }
 
@@ -326,15 +343,14 @@ const CollectiveModel::Linear& CollectiveModel::Coefficients(Collective c, Colle
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
-  // Two evaluations fix the line: at 0 bytes (the fixed part) and at 1 GB.
+  // One evaluation fixes the line: its latency part is the fixed term, the rest scales.
   constexpr double kProbe = 1e9;
-  const CollectiveCost zero = EstimateWith(c, a, gpus, 0);
   const CollectiveCost probe = EstimateWith(c, a, gpus, kProbe);
   Linear lin;
-  lin.applies = std::isfinite(zero.time_s) && std::isfinite(probe.time_s);
+  lin.applies = std::isfinite(probe.time_s);
   if (lin.applies) {
-    lin.fixed = zero.time_s;
-    lin.per_byte = (probe.time_s - zero.time_s) / kProbe;
+    lin.fixed = probe.latency_s;
+    lin.per_byte = (probe.time_s - probe.latency_s) / kProbe;
     lin.crosses_network = probe.crosses_network;
   }
   std::unique_lock<std::shared_mutex> lock(cache_mu_);

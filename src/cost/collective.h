@@ -53,10 +53,12 @@ struct CollectivePlan {
 class CollectiveModel {
  public:
   explicit CollectiveModel(const Cluster& cluster) : cluster_(cluster) {}
+  const Cluster& cluster() const { return cluster_; }
 
   // Cheapest algorithm for this collective on these GPUs (GPU indices of the cluster).
   CollectiveCost Estimate(Collective c, const std::vector<int64_t>& gpus, double bytes) const;
-  // The cheapest algorithm with the links it loads, for the event simulator.
+  // The cheapest algorithm with the links it loads, for the event simulator. Cached per
+  // (collective, group); the volume scales with the bytes.
   CollectivePlan Plan(Collective c, const std::vector<int64_t>& gpus, double bytes) const;
   // One named algorithm (kDirect for all-to-all and send/recv; others ring/tree/hierarchical).
   // Returns time_s = +inf when the algorithm does not apply to the collective or group.
@@ -98,6 +100,7 @@ class CollectiveModel {
   // (collective, algorithm, first GPU, stride, count, members unless an arithmetic progression)
   using GroupKey = std::tuple<int, int, int64_t, int64_t, int64_t, std::vector<int64_t>>;
   mutable std::map<GroupKey, Linear> cache_;
+  mutable std::map<std::pair<int, std::vector<int64_t>>, CollectivePlan> plan_cache_;  // per byte
 };
 
 }  // namespace shardsim

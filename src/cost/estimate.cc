@@ -73,9 +73,14 @@ StageCompute ComputeStage(const ModelSpec& m, const GpuSpec& gpu, const Layout& 
 }  // namespace
 
 Estimate EstimateIteration(const ModelSpec& m, const Cluster& cluster, const Layout& l) {
+  const CollectiveModel comm(cluster);
+  return EstimateIteration(m, comm, l);
+}
+
+Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, const Layout& l) {
+  const Cluster& cluster = comm.cluster();
   const HardwareSpec& hw = cluster.hardware();
   const GpuSpec& gpu = hw.gpu;
-  const CollectiveModel comm(cluster);
   Estimate est;
   est.layout = l;
   est.parameters = m.TotalParams();

@@ -61,5 +61,8 @@ struct Estimate {
 
 // `l` must be resolved and valid (CheckLayout) for this model, cluster and GPU count.
 Estimate EstimateIteration(const ModelSpec& m, const Cluster& cluster, const Layout& l);
+// The same, pricing collectives with `comm` (whose cache of priced groups then serves many
+// estimates: the planner shares one across all the layouts it ranks).
+Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
 
 }  // namespace shardsim

@@ -10,7 +10,8 @@
 namespace shardsim {
 
 FlowNetwork::FlowNetwork(std::vector<double> capacity)
-    : capacity_(std::move(capacity)), on_link_(capacity_.size()), link_mark_(capacity_.size(), 0) {
+    : capacity_(std::move(capacity)), on_link_(capacity_.size()), link_mark_(capacity_.size(), 0),
+      link_pos_(capacity_.size(), 0) {
   for (double c : capacity_) CHECK(c > 0) << "link capacity must be positive";
 }
 
@@ -121,16 +122,14 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
       --unfrozen;
     }
   }
+  for (size_t i = 0; i < links.size(); ++i) link_pos_[links[i]] = static_cast<int32_t>(i);
   std::vector<double> demand(links.size());
   while (unfrozen > 0) {
+    // Each unfrozen coflow's weight on each of its links.
     std::fill(demand.begin(), demand.end(), 0.0);
-    for (size_t i = 0; i < links.size(); ++i) {
-      for (int32_t id : on_link_[links[i]]) {
-        if (frozen[index_of(id)]) continue;
-        for (const Usage& u : coflows_[id].usage) {
-          if (u.link == links[i]) demand[i] += u.weight;
-        }
-      }
+    for (size_t k = 0; k < comp.size(); ++k) {
+      if (frozen[k]) continue;
+      for (const Usage& u : coflows_[comp[k]].usage) demand[link_pos_[u.link]] += u.weight;
     }
     double step = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < links.size(); ++i) {

@@ -54,6 +54,7 @@ class FlowNetwork {
   std::vector<int32_t> changed_;
   // Scratch for Rebalance, sized to the links and coflows.
   std::vector<uint32_t> link_mark_, coflow_mark_;
+  std::vector<int32_t> link_pos_;  // a link's index in the component being rebalanced
   uint32_t epoch_ = 0;
 };
 

@@ -60,7 +60,8 @@ class Runner {
  public:
   Runner(const ModelSpec& m, const Cluster& cluster, const Layout& l,
          const IterationProgram& program, const SimOptions& options)
-      : m_(m), cluster_(cluster), l_(l), prog_(program), options_(options), comm_(cluster),
+      : m_(m), cluster_(cluster), l_(l), prog_(program), options_(options), own_comm_(cluster),
+        comm_(options.collectives ? *options.collectives : own_comm_),
         network_(LinkCapacities()) {}
 
   StatusOr<SimResult> Run();
@@ -108,7 +109,8 @@ class Runner {
   const Layout& l_;
   const IterationProgram& prog_;
   SimOptions options_;
-  CollectiveModel comm_;
+  CollectiveModel own_comm_;
+  const CollectiveModel& comm_;
   std::unordered_map<const ClusterLink*, int32_t> link_index_;
   FlowNetwork network_;
   Engine engine_;
@@ -521,7 +523,7 @@ StatusOr<SimResult> RunProgram(const ModelSpec& m, const Cluster& cluster, const
 StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const Layout& l,
                              const SimOptions& options) {
   const IterationProgram program = BuildIteration(m, cluster.hardware(), l);
-  SHARDSIM_RETURN_IF_ERROR(CheckAcyclic(program));
+  if (options.check_acyclic) SHARDSIM_RETURN_IF_ERROR(CheckAcyclic(program));
   SHARDSIM_ASSIGN_OR_RETURN(SimResult result, RunProgram(m, cluster, l, program, options));
   if (options.critical_path) result.critical_path = FindCriticalPath(program, cluster, l);
   return result;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "src/cost/collective.h"
 #include "src/hardware/cluster.h"
 #include "src/sim/engine.h"
 #include "src/sim/program.h"
@@ -23,6 +24,11 @@ struct SimOptions {
   bool full = false;   // every rank, not one per stage
   bool trace = false;  // keep every task's interval and the memory samples
   bool critical_path = true;  // also find the no-contention critical path (task_graph.h)
+  bool check_acyclic = true;  // reject a cyclic task graph before running (a deadlock is
+                              // still reported without it)
+  // Prices collectives with this model (sharing its cache of priced groups) instead of a
+  // fresh one; must be built on the same cluster.
+  const CollectiveModel* collectives = nullptr;
 };
 
 struct TraceSpan {
