@@ -18,7 +18,7 @@ namespace {
 
 struct StageCompute {
   double forward = 0, backward = 0, recompute = 0, wgrad = 0;
-  double attention_forward = 0, matmul_forward_per_layer = 0;
+  double attention_forward = 0;
   std::vector<OpTiming> ops;
 };
 

@@ -159,10 +159,6 @@ Route Cluster::RouteFromTree(const std::vector<ClusterVertexId>& pred, ClusterVe
   return route;
 }
 
-Route Cluster::ComputeRoute(ClusterVertexId src, ClusterVertexId dst) const {
-  return RouteFromTree(PredecessorsFrom(src), src, dst);
-}
-
 const Route& Cluster::RouteBetween(int64_t src_gpu, int64_t dst_gpu) const {
   CHECK(src_gpu >= 0 && src_gpu < gpu_count() && dst_gpu >= 0 && dst_gpu < gpu_count())
       << "GPU index out of range: " << src_gpu << " -> " << dst_gpu;

@@ -68,7 +68,6 @@ class Cluster {
  private:
   ClusterVertexId AddVertex(VertexKind kind, int64_t node, int64_t index, std::string name);
   void AddLink(ClusterVertexId a, ClusterVertexId b, double bandwidth, double latency_s);
-  Route ComputeRoute(ClusterVertexId src, ClusterVertexId dst) const;
   // Shortest-path tree from `src` (one Dijkstra gives the routes to every destination).
   std::vector<ClusterVertexId> PredecessorsFrom(ClusterVertexId src) const;
   Route RouteFromTree(const std::vector<ClusterVertexId>& pred, ClusterVertexId src,

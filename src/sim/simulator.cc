@@ -47,7 +47,6 @@ struct Transfer {
   std::vector<std::pair<int32_t, int32_t>> parts;  // (state index, task)
   int32_t plan = -1;
   int32_t coflow = -1;
-  bool active = false;
 };
 
 struct CachedPlan {
@@ -330,7 +329,6 @@ void Runner::Arrive(int32_t s, int32_t task) {
 
 void Runner::Launch(int32_t id) {
   Transfer& x = transfers_[id];
-  x.active = true;
   x.coflow = -1;
   engine_.Schedule(engine_.now() + ToSimTime(plans_[x.plan].latency_s), kLatencyDone,
                    static_cast<uint32_t>(id));
@@ -445,7 +443,6 @@ StatusOr<SimResult> Runner::Run() {
           }
         }
         Transfer& x = transfers_[id];
-        x.active = false;
         const std::vector<std::pair<int32_t, int32_t>> parts = std::move(x.parts);
         x.parts.clear();
         free_transfers_.push_back(id);

@@ -25,7 +25,7 @@ class CheckFailure {
 
 }  // namespace shardsim::internal
 
+// A loop, not an if/else, so `if (x) CHECK(y) << ...;` has no dangling else; the body
+// never repeats because CheckFailure's destructor aborts.
 #define CHECK(cond) \
-  if (cond) {       \
-  } else            \
-    ::shardsim::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
+  while (!(cond)) ::shardsim::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
