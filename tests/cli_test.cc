@@ -83,7 +83,9 @@ TEST(Cli, EverySubcommandHasHelpWithTheSharedFlags) {
       EXPECT_TRUE(Contains(r.out, flag));
     }
     // Every command but plan (which searches layouts) takes one.
-    if (c != "plan") EXPECT_TRUE(Contains(r.out, "--layout"));
+    if (c != "plan") {
+      EXPECT_TRUE(Contains(r.out, "--layout"));
+    }
   }
 }
 
