@@ -1,0 +1,140 @@
+// See communicator.h.
+#include "runtime/mpi/communicator.h"
+
+#include <chrono>
+#include <thread>
+
+namespace shardsim::runtime {
+
+Status Communicator::Error(int code, const char* op) const {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return Status::Error("rank " + std::to_string(world_rank_) + ": MPI " + op + " on the " + name_ +
+                       " group failed: " + std::string(text, len));
+}
+
+Status Communicator::Wait(MPI_Request* request, const char* op) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  int done = 0;
+  while (true) {
+    MPI_Status st;
+    const int rc = MPI_Test(request, &done, &st);
+    if (rc != MPI_SUCCESS) return Error(rc, op);
+    if (done) return Status::Ok();
+    if (std::chrono::steady_clock::now() > deadline) {
+      // Cancel what can be cancelled (a receive); the job is ending with this error.
+      MPI_Cancel(request);
+      MPI_Request_free(request);
+      return Status::Error("rank " + std::to_string(world_rank_) + ": MPI " + op + " on the " + name_ +
+                           " group did not complete within " + std::to_string(timeout_s_) +
+                           " s (a peer died or is stuck)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+StatusOr<Communicator> Communicator::World(double timeout_s) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return Status::Error("MPI is not initialized");
+  Communicator c;
+  c.comm_ = MPI_COMM_WORLD;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &c.rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &c.size_);
+  c.world_rank_ = c.rank_;
+  c.timeout_s_ = timeout_s;
+  return c;
+}
+
+StatusOr<Communicator> Communicator::Split(int color, int key, const std::string& name) const {
+  Communicator c;
+  const int rc = MPI_Comm_split(comm_, color, key, &c.comm_);
+  if (rc != MPI_SUCCESS) return Error(rc, "comm_split");
+  MPI_Comm_set_errhandler(c.comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(c.comm_, &c.rank_);
+  MPI_Comm_size(c.comm_, &c.size_);
+  c.world_rank_ = world_rank_;
+  c.timeout_s_ = timeout_s_;
+  c.name_ = name;
+  return c;
+}
+
+Status Communicator::AllReduceSum(float* data, size_t n) const {
+  if (size_ == 1) return Status::Ok();
+  MPI_Request r;
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "all-reduce");
+  return Wait(&r, "all-reduce");
+}
+
+Status Communicator::ReduceScatterSum(const float* in, float* out, size_t n) const {
+  if (size_ == 1) {
+    std::copy(in, in + n, out);
+    return Status::Ok();
+  }
+  MPI_Request r;
+  const int rc = MPI_Ireduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "reduce-scatter");
+  return Wait(&r, "reduce-scatter");
+}
+
+Status Communicator::AllGather(const float* in, float* out, size_t n) const {
+  if (size_ == 1) {
+    std::copy(in, in + n, out);
+    return Status::Ok();
+  }
+  MPI_Request r;
+  const int rc = MPI_Iallgather(in, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n), MPI_FLOAT, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "all-gather");
+  return Wait(&r, "all-gather");
+}
+
+Status Communicator::Send(const float* data, size_t n, int to, int tag) const {
+  MPI_Request r;
+  const int rc = MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, to, tag, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "send");
+  return Wait(&r, "send");
+}
+
+Status Communicator::Recv(float* data, size_t n, int from, int tag) const {
+  MPI_Request r;
+  const int rc = MPI_Irecv(data, static_cast<int>(n), MPI_FLOAT, from, tag, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "recv");
+  return Wait(&r, "recv");
+}
+
+Status Communicator::Barrier() const {
+  MPI_Request r;
+  const int rc = MPI_Ibarrier(comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "barrier");
+  return Wait(&r, "barrier");
+}
+
+StatusOr<ProcessGroups> ProcessGroups::Create(const Layout& l, double timeout_s) {
+  ProcessGroups g;
+  SHARDSIM_ASSIGN_OR_RETURN(g.world, Communicator::World(timeout_s));
+  if (g.world.size() != l.world()) {
+    return Status::Error("the layout needs tp x pp x dp x cp = " + std::to_string(l.world()) +
+                         " ranks but mpirun started " + std::to_string(g.world.size()));
+  }
+  const int me = g.world.rank();
+  g.coord = CoordOf(l, me);
+  // Color: the group's first rank (placement.h); key: position in the group.
+  auto split = [&](ParallelDim d, const std::string& name) -> StatusOr<Communicator> {
+    const std::vector<int64_t> members = GroupOf(l, me, d);
+    int position = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i] == me) position = static_cast<int>(i);
+    }
+    return g.world.Split(static_cast<int>(members.front()), position, name);
+  };
+  SHARDSIM_ASSIGN_OR_RETURN(g.tp, split(ParallelDim::kTp, "tp"));
+  SHARDSIM_ASSIGN_OR_RETURN(g.cp, split(ParallelDim::kCp, "cp"));
+  SHARDSIM_ASSIGN_OR_RETURN(g.dp, split(ParallelDim::kDp, "dp"));
+  SHARDSIM_ASSIGN_OR_RETURN(g.pp, split(ParallelDim::kPp, "pp"));
+  return g;
+}
+
+}  // namespace shardsim::runtime
