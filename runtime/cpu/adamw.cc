@@ -3,6 +3,7 @@
 // factors are computed in double.
 #include "runtime/cpu/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "src/util/check.h"
@@ -29,9 +30,19 @@ double AdamW<S>::Step(std::span<S> params, std::span<S> grads) {
   CHECK(params.size() == m_.size() && grads.size() == m_.size())
       << params.size() << " params, " << grads.size() << " grads, " << m_.size() << " state";
   const double norm = GradNorm<S>(grads);
+  StepRange(params, grads, 0, static_cast<int64_t>(m_.size()), norm);
+  return norm;
+}
+
+template <typename S>
+void AdamW<S>::StepRange(std::span<S> params, std::span<S> grads, int64_t begin, int64_t end,
+                         double norm) {
+  CHECK(params.size() == m_.size() && grads.size() == m_.size() && begin >= 0 && begin <= end &&
+        end <= static_cast<int64_t>(m_.size()))
+      << "range [" << begin << ", " << end << ") of " << m_.size();
   if (config_.max_grad_norm > 0 && norm > config_.max_grad_norm) {
     const S clip = static_cast<S>(config_.max_grad_norm / norm);
-    for (S& g : grads) g *= clip;
+    for (int64_t i = begin; i < end; ++i) grads[i] *= clip;
   }
   ++step_;
   const S b1 = static_cast<S>(config_.beta1);
@@ -42,7 +53,8 @@ double AdamW<S>::Step(std::span<S> params, std::span<S> grads) {
   const S eps = static_cast<S>(config_.eps);
   for (const Range& r : ranges_) {
     const S decay = r.decay ? static_cast<S>(config_.weight_decay) : S(0);
-    for (int64_t i = r.offset; i < r.offset + r.size; ++i) {
+    const int64_t from = std::max(begin, r.offset), to = std::min(end, r.offset + r.size);
+    for (int64_t i = from; i < to; ++i) {
       const S g = grads[i];
       m_[i] = b1 * m_[i] + (S(1) - b1) * g;
       v_[i] = b2 * v_[i] + (S(1) - b2) * g * g;
@@ -51,7 +63,6 @@ double AdamW<S>::Step(std::span<S> params, std::span<S> grads) {
       params[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + decay * params[i]);
     }
   }
-  return norm;
 }
 
 template double GradNorm<float>(std::span<const float>);

@@ -33,6 +33,11 @@ class AdamW {
   // Clips `grads` in place. Returns the norm before clipping.
   double Step(std::span<S> params, std::span<S> grads);
 
+  // The same update on elements [begin, end) only, given the global gradient norm (which a
+  // sharded optimizer computes across ranks): ZeRO's per-rank step. Counts as one step.
+  void StepRange(std::span<S> params, std::span<S> grads, int64_t begin, int64_t end,
+                 double global_norm);
+
   int64_t steps() const { return step_; }
   const AdamWConfig& config() const { return config_; }
 

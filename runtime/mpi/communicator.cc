@@ -69,6 +69,14 @@ Status Communicator::AllReduceSum(float* data, size_t n) const {
   return Wait(&r, "all-reduce");
 }
 
+Status Communicator::AllReduceSum(double* data, size_t n) const {
+  if (size_ == 1) return Status::Ok();
+  MPI_Request r;
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "all-reduce");
+  return Wait(&r, "all-reduce");
+}
+
 Status Communicator::ReduceScatterSum(const float* in, float* out, size_t n) const {
   if (size_ == 1) {
     std::copy(in, in + n, out);
