@@ -122,6 +122,23 @@ void Transformer<S>::Backward(S loss_scale) {
 }
 
 template class Transformer<float>;
+template <typename S>
+int64_t Transformer<S>::ActivationBytes() const {
+  size_t n = inputs_.size() + targets_.size();  // int32, counted as 4 bytes below
+  size_t elements =
+      final_norm_.size() + final_mean_.size() + final_rstd_.size() + logits_.size() + probs_.size();
+  for (const std::vector<S>& r : residual_) elements += r.size();
+  for (const BlockActivations<S>& b : blocks_) elements += b.Elements();
+  return static_cast<int64_t>(elements * sizeof(S) + n * sizeof(int32_t));
+}
+
+template <typename S>
+int64_t Transformer<S>::WorkspaceBytes() const {
+  const size_t elements =
+      scratch_.Elements() + dresidual_.size() + dfinal_.size() + dlogits_.size();
+  return static_cast<int64_t>(elements * sizeof(S));
+}
+
 template class Transformer<double>;
 
 }  // namespace shardsim::runtime

@@ -38,6 +38,11 @@ class Transformer {
 
   void ZeroGrad();
 
+  // Bytes of the activations the last Forward saved for Backward, and of Backward's scratch
+  // (the runtime's own allocation tracking; parameters and gradients are params()/grads()).
+  int64_t ActivationBytes() const;
+  int64_t WorkspaceBytes() const;
+
   const ModelSpec& spec() const { return spec_; }
   const ParamLayout& layout() const { return layout_; }
   std::span<S> params() { return params_; }

@@ -62,6 +62,13 @@ struct BlockActivations {
   std::vector<S> act;         // (N, F) activation, input of the down projection
 
   void Resize(const ModelSpec& m, int64_t b, int64_t t);
+
+  // Elements held, for the runtime's memory accounting.
+  size_t Elements() const {
+    return norm1.size() + norm1_mean.size() + norm1_rstd.size() + q.size() + k.size() + v.size() +
+           probs.size() + attn.size() + mid.size() + norm2.size() + norm2_mean.size() +
+           norm2_rstd.size() + hidden.size() + up.size() + act.size();
+  }
 };
 
 // Gradients of one block's activations; reused by every layer in turn.
@@ -77,6 +84,12 @@ struct BlockScratch {
   std::vector<S> dact;     // (N, F)
 
   void Resize(const ModelSpec& m, int64_t b, int64_t t);
+
+  // Elements held, for the runtime's memory accounting.
+  size_t Elements() const {
+    return dnorm.size() + dattn.size() + dq.size() + dk.size() + dv.size() + dhidden.size() +
+           dup.size() + dact.size();
+  }
 };
 
 // x, out (B, T, C). `rope` is used when m.position is kRope.

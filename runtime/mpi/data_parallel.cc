@@ -2,6 +2,7 @@
 #include "runtime/mpi/data_parallel.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "runtime/cpu/train_step.h"
@@ -34,6 +35,10 @@ StatusOr<float> DataParallelTrainer::Step(const TokenBatch& global) {
   }
   const int64_t rows = global.batch / d;
   const TokenBatch local = global.Rows(dp_->rank() * rows, rows);
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  times_ = Times{};
+  const auto t0 = Clock::now();
   // Equal shares: the global mean loss is the mean of the ranks' means, and its gradient the
   // mean of their gradients.
   float loss = AccumulateGradients(*model_, local, mbs_);
@@ -41,13 +46,18 @@ StatusOr<float> DataParallelTrainer::Step(const TokenBatch& global) {
   std::span<float> params = model_->params();
   const float scale = 1.0f / static_cast<float>(d);
   for (float& g : grads) g *= scale;
+  const auto t1 = Clock::now();
+  times_.compute_s = seconds(t0, t1);
   double loss_sum = loss;
   SHARDSIM_RETURN_IF_ERROR(dp_->AllReduceSum(&loss_sum, 1));
   loss = static_cast<float>(loss_sum / static_cast<double>(d));
 
   if (zero_ == 0) {
     SHARDSIM_RETURN_IF_ERROR(dp_->AllReduceSum(grads.data(), grads.size()));
+    const auto t2 = Clock::now();
     optimizer_->Step(params, grads);
+    times_.comm_s = seconds(t1, t2);
+    times_.optimizer_s = seconds(t2, Clock::now());
     return loss;
   }
   // ZeRO >= 1: reduce-scatter the gradients, step this rank's shard with the global norm,
@@ -65,11 +75,15 @@ StatusOr<float> DataParallelTrainer::Step(const TokenBatch& global) {
     grads[i] = shard_[i - begin];
   }
   SHARDSIM_RETURN_IF_ERROR(dp_->AllReduceSum(&sumsq, 1));
+  const auto t2 = Clock::now();
   optimizer_->StepRange(params, grads, begin, end, std::sqrt(sumsq));
+  const auto t3 = Clock::now();
+  times_.optimizer_s = seconds(t2, t3);
   std::fill(shard_.begin(), shard_.end(), 0.0f);
   std::copy(params.begin() + begin, params.begin() + end, shard_.begin());
   SHARDSIM_RETURN_IF_ERROR(dp_->AllGather(shard_.data(), scratch_.data(), static_cast<size_t>(per)));
   std::copy(scratch_.begin(), scratch_.begin() + n, params.begin());
+  times_.comm_s = seconds(t1, t2) + seconds(t3, Clock::now());
   return loss;
 }
 

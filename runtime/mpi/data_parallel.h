@@ -26,6 +26,14 @@ class DataParallelTrainer {
   // [r B/dp, (r+1) B/dp)). Returns the global batch's mean loss before the update.
   StatusOr<float> Step(const TokenBatch& global);
 
+  // Where the last Step's time went on this rank, seconds (wall clock).
+  struct Times {
+    double compute_s = 0;    // forward + backward of the micro-batches
+    double comm_s = 0;       // gradient / parameter collectives and the loss reduction
+    double optimizer_s = 0;  // AdamW (this rank's shard under ZeRO >= 1)
+  };
+  const Times& last_times() const { return times_; }
+
   // The range of the flat parameter buffer this rank's optimizer owns (ZeRO >= 1).
   int64_t shard_begin() const;
   int64_t shard_end() const;
@@ -36,6 +44,7 @@ class DataParallelTrainer {
   const Communicator* dp_;
   int zero_;
   int64_t mbs_;
+  Times times_;
   int64_t padded_ = 0;  // the flat size rounded up to a multiple of dp
   std::vector<float> scratch_;  // (padded_)
   std::vector<float> shard_;    // (padded_ / dp)

@@ -21,7 +21,7 @@ std::vector<FlagSpec> InputFlags() {
   };
 }
 
-StatusOr<Inputs> LoadInputs(const Args& args) {
+StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpus) {
   Inputs in;
   if (std::optional<std::string> plan_path = args.Get("plan")) {
     for (const char* flag : {"model", "hardware", "gpus", "layout", "nodes"}) {
@@ -53,7 +53,7 @@ StatusOr<Inputs> LoadInputs(const Args& args) {
     SHARDSIM_ASSIGN_OR_RETURN(in.gpus, args.GetInt("gpus"));
     if (in.gpus < 1) return Status::Error("--gpus must be at least 1, found " + std::to_string(in.gpus));
   } else {
-    in.gpus = in.hardware.total_gpus();
+    in.gpus = default_gpus.value_or(in.hardware.total_gpus());
   }
   const std::string spec = *args.Get("layout");
   Layout layout;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "src/cli/args.h"
@@ -25,6 +26,8 @@ struct Inputs {
 };
 
 // Errors: unreadable or invalid descriptions, and every reason the layout is invalid.
-StatusOr<Inputs> LoadInputs(const Args& args);
+// Without --gpus the job uses `default_gpus` when given (e.g. the MPI world size), else
+// every GPU of the cluster.
+StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpus = std::nullopt);
 
 }  // namespace shardsim::cli
