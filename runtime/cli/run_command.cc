@@ -66,7 +66,7 @@ int Run(int argc, char** argv) {
   StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
   if (!args.ok()) return Fail("run", args.status().message(), 2);
   if (args->Has("help")) {
-    std::cout << "Usage: mpirun -np N shardsim run [flags]\n\n"
+    std::cout << "Usage: shardsim run [flags]   (under mpirun -np N for N ranks)\n\n"
                  "Trains the model for real with the layout and measures each step. The CPU\n"
                  "backend runs data parallelism with ZeRO 0-3 and gradient accumulation in fp32;\n"
                  "other layout features are rejected before any work.\n\n"
