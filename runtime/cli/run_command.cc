@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -61,6 +62,7 @@ int Run(int argc, char** argv) {
   flags.push_back({"lr", "X", "AdamW learning rate", "0.003"});
   flags.push_back({"timeout", "SECONDS", "the longest any rank waits for another", "60"});
   flags.push_back({"out", "FILE", "write run.json (rank 0; whole or not at all)", ""});
+  flags.push_back({"kill-rank-at-step", "R:S", "fault test: rank R kills itself (SIGKILL) at step S", ""});
   flags.push_back({"json", "", "print the JSON instead of a summary", ""});
   flags.push_back({"help", "", "show this help", ""});
   StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
@@ -112,15 +114,24 @@ int Run(int argc, char** argv) {
   const MarkovStream data({.vocab = in->model.vocab, .seed = static_cast<uint64_t>(*seed)});
   const int64_t gbs = in->layout.gbs, seq = in->model.seq_len;
 
+  int64_t kill_rank = -1, kill_step = -1;
+  if (std::optional<std::string> k = args->Get("kill-rank-at-step")) {
+    if (std::sscanf(k->c_str(), "%lld:%lld", reinterpret_cast<long long*>(&kill_rank),
+                    reinterpret_cast<long long*>(&kill_step)) != 2) {
+      return fail("--kill-rank-at-step: expected R:S, found '" + *k + "'");
+    }
+  }
   std::vector<double> step_s, losses, compute_s, comm_s, optimizer_s;
   int64_t peak_activations = 0, workspace = 0;
   for (int64_t s = 0; s < *steps; ++s) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == kill_rank && s == kill_step) std::raise(SIGKILL);  // a rank that dies mid-run
     const auto t0 = std::chrono::steady_clock::now();
     StatusOr<float> loss = trainer.Step(data.Batch(s * gbs, gbs, seq));
     if (!loss.ok()) return fail("step " + std::to_string(s) + ": " + loss.status().message());
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    MPI_Allreduce(MPI_IN_PLACE, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the slowest rank
+    if (Status st = groups->world.AllReduceMax(&took, 1); !st.ok()) {  // the slowest rank
+      return fail("step " + std::to_string(s) + ", timing: " + st.message());
+    }
     step_s.push_back(took);
     losses.push_back(*loss);
     compute_s.push_back(trainer.last_times().compute_s);

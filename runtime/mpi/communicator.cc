@@ -77,6 +77,14 @@ Status Communicator::AllReduceSum(double* data, size_t n) const {
   return Wait(&r, "all-reduce");
 }
 
+Status Communicator::AllReduceMax(double* data, size_t n) const {
+  if (size_ == 1) return Status::Ok();
+  MPI_Request r;
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_MAX, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "all-reduce (max)");
+  return Wait(&r, "all-reduce (max)");
+}
+
 Status Communicator::ReduceScatterSum(const float* in, float* out, size_t n) const {
   if (size_ == 1) {
     std::copy(in, in + n, out);

@@ -31,6 +31,7 @@ class Communicator {
   // Sum over the group, in place. `n` floats.
   Status AllReduceSum(float* data, size_t n) const;
   Status AllReduceSum(double* data, size_t n) const;
+  Status AllReduceMax(double* data, size_t n) const;
   // `in` holds size() blocks of `n` floats; block i summed over the group lands in rank i's `out`.
   Status ReduceScatterSum(const float* in, float* out, size_t n) const;
   // Each rank's `n` floats, concatenated in rank order into `out` (size() x n).
