@@ -45,7 +45,9 @@ class MegatronArgs {
   std::string str() const {
     std::string out;
     for (const std::string& c : comments_) out += c + "\n";
-    for (const std::string& a : args_) out += a + " \\\n";
+    // One argument per line, continued with a backslash except the last, so the block pastes
+    // as the tail of a command.
+    for (size_t i = 0; i < args_.size(); ++i) out += args_[i] + (i + 1 < args_.size() ? " \\\n" : "\n");
     return out;
   }
 
