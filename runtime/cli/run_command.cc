@@ -43,6 +43,19 @@ std::vector<std::string> Unsupported(const Layout& l) {
   return why;
 }
 
+// Switches that change only speed or memory, which this increment does not honour: run
+// anyway, but say so (stderr and run.json), never silently.
+std::vector<std::string> NotHonoured(const Layout& l) {
+  std::vector<std::string> out;
+  if (l.attention == AttentionImpl::kFlash) {
+    out.push_back("attention=flash: the CPU runtime's attention is unfused (it stores the softmax); "
+                  "give attention=unfused to compare with the simulator");
+  }
+  if (l.overlap_dp && l.dp > 1) out.push_back("overlap_dp=on: gradients are reduced after the backward, not overlapped");
+  if (l.zero >= 2) out.push_back("zero=" + std::to_string(l.zero) + ": only the optimizer step is sharded; gradient and parameter buffers stay whole");
+  return out;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
@@ -94,6 +107,10 @@ int Run(int argc, char** argv) {
     std::string msg = "the CPU runtime cannot run this layout yet:";
     for (const std::string& u : unsupported) msg += "\n  " + u;
     return fail(msg);
+  }
+  const std::vector<std::string> warnings = NotHonoured(in->layout);
+  if (me == 0) {
+    for (const std::string& w : warnings) std::cerr << "shardsim run: warning: " << w << "\n";
   }
   StatusOr<int64_t> steps = args->GetInt("steps");
   StatusOr<int64_t> seed = args->GetInt("seed");
@@ -170,6 +187,9 @@ int Run(int argc, char** argv) {
   w.Field("optimizer", mem.optimizer).Field("activations", mem.activations).Field("other", mem.other).EndObject();
   w.Key("ranks").BeginArray();
   for (int r = 0; r < world; ++r) w.BeginObject().Field("rank", static_cast<int64_t>(r)).Field("peak_memory_bytes", rank_peaks[r]).EndObject();
+  w.EndArray();
+  w.Key("warnings").BeginArray();
+  for (const std::string& warning : warnings) w.Value(warning);
   w.EndArray().EndObject();
   int code = 0;
   if (me == 0) {

@@ -1,0 +1,85 @@
+// TensorParallelModel: one TP rank's shard of a decoder-only transformer under Megatron-style
+// tensor parallelism (Shoeybi et al. 2019): its heads' Q/K/V rows and attention-output
+// columns, its 1/tp of the MLP's first projection(s) rows and down-projection columns; the
+// embeddings, norms, LM head and row-parallel biases replicated. Forward and backward equal
+// the single-process Transformer<float> up to floating-point summation order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "runtime/cpu/param_layout.h"
+#include "runtime/cpu/rope.h"
+#include "runtime/cpu/token_batch.h"
+#include "runtime/cpu/transformer_block.h"
+#include "runtime/mpi/communicator.h"
+#include "src/model/model_spec.h"
+#include "src/util/status.h"
+
+namespace shardsim::runtime {
+
+class TensorParallelModel {
+ public:
+  // How one tensor of the local layout is cut out of the full one.
+  enum class Split { kReplicated, kRows, kCols };
+
+  // Fails unless tp divides heads, kv_heads and ffn_hidden, or for what the single-process
+  // runtime rejects (ParamLayout::ForModel). `tp` must outlive the model.
+  static StatusOr<TensorParallelModel> Create(const ModelSpec& spec, const Communicator* tp);
+
+  // The single-process initialization (param_init.h) of the whole model with `seed`, of which
+  // this rank keeps its shard: identical to Transformer<float>::Init. Zeroes the gradients.
+  void Init(uint64_t seed);
+
+  // As Transformer: mean loss over the batch's B*T tokens (identical on every TP rank), and
+  // the gradient of loss_scale * loss added into grads().
+  StatusOr<float> Forward(const TokenBatch& batch);
+  Status Backward(float loss_scale = 1.0f);
+  void ZeroGrad();
+
+  // Squared L2 norm of the whole model's gradient (sharded tensors summed over the TP group,
+  // replicated ones counted once); every TP rank gets the same value.
+  StatusOr<double> GradSquaredNorm();
+
+  // The full model's parameters in the single-process layout (full_layout()), assembled by
+  // all-gathers over the TP group; replicated tensors are taken from this rank.
+  StatusOr<std::vector<float>> GatherParams();
+
+  const ModelSpec& spec() const { return spec_; }         // the whole model
+  const ModelSpec& local_spec() const { return local_; }  // heads, kv_heads, ffn_hidden / tp
+  const ParamLayout& layout() const { return layout_; }   // this rank's tensors
+  const ParamLayout& full_layout() const { return full_layout_; }
+  Split SplitOf(size_t tensor) const { return splits_[tensor]; }  // index into layout().tensors()
+  std::span<float> params() { return params_; }
+  std::span<float> grads() { return grads_; }
+
+ private:
+  TensorParallelModel(ModelSpec spec, ModelSpec local, ParamLayout layout, ParamLayout full,
+                      const Communicator* tp);
+  void Resize(int64_t b, int64_t t);
+  float* HeadWeight(std::vector<float>& buffer);  // lm_head.weight, or embed.tokens when tied
+
+  ModelSpec spec_, local_;
+  ParamLayout layout_, full_layout_;
+  std::vector<Split> splits_;  // per tensor of layout_
+  const Communicator* tp_;
+  std::vector<float> params_;  // (layout_.total_size())
+  std::vector<float> grads_;   // (layout_.total_size())
+  RopeTable<float> rope_;
+
+  // Saved by Forward for Backward, as in Transformer (local sizes); N = B*T.
+  int64_t b_ = 0, t_ = 0;
+  std::vector<int32_t> inputs_, targets_;      // (N)
+  std::vector<std::vector<float>> residual_;   // layers + 1 of (N, C)
+  std::vector<BlockActivations<float>> blocks_;
+  std::vector<float> final_norm_;              // (N, C)
+  std::vector<float> final_mean_, final_rstd_;  // (N)
+  std::vector<float> logits_, probs_;          // (N, V)
+  BlockScratch<float> scratch_;
+  std::vector<float> dresidual_, dfinal_;  // (N, C)
+  std::vector<float> dlogits_;             // (N, V)
+};
+
+}  // namespace shardsim::runtime
