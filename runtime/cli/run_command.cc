@@ -8,6 +8,7 @@
 #include <csignal>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "runtime/cpu/markov_stream.h"
@@ -125,7 +126,14 @@ int Run(int argc, char** argv) {
   Transformer<float> model = std::move(created).value();
   model.Init(static_cast<uint64_t>(*seed));
   AdamWConfig config;
-  config.lr = std::stod(*args->Get("lr"));
+  {
+    const std::string lr = *args->Get("lr");
+    char* end = nullptr;
+    config.lr = std::strtod(lr.c_str(), &end);
+    if (end != lr.c_str() + lr.size() || !(config.lr > 0)) {
+      return fail("--lr: expected a positive number, found '" + lr + "'");
+    }
+  }
   AdamW<float> optimizer(model.layout(), config);
   DataParallelTrainer trainer(&model, &optimizer, &groups->dp, in->layout.zero, in->layout.mbs);
   const MarkovStream data({.vocab = in->model.vocab, .seed = static_cast<uint64_t>(*seed)});
