@@ -1,6 +1,7 @@
 // `shardsim run`: trains the model for real with the layout, under mpirun, and measures it
 // (run.json with the key names of `simulate --json` where they mean the same thing).
-// CPU backend, this increment: data parallelism with ZeRO 0-3, gradient accumulation, fp32.
+// CPU backend, this increment: data parallelism with ZeRO 0-3, or tensor parallelism (Megatron)
+// x data parallelism with ZeRO 0; gradient accumulation, fp32.
 // Everything else the layout may name is rejected before any work, never ignored.
 #include <mpi.h>
 
@@ -9,10 +10,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <memory>
 
 #include "runtime/cpu/markov_stream.h"
 #include "runtime/mpi/data_parallel.h"
+#include "runtime/mpi/tensor_parallel_trainer.h"
 #include "src/cli/args.h"
 #include "src/cli/commands.h"
 #include "src/cli/inputs.h"
@@ -33,7 +37,9 @@ std::vector<std::string> Unsupported(const Layout& l) {
   auto no = [&](bool bad, const std::string& what) {
     if (bad) why.push_back(what);
   };
-  no(l.tp > 1, "tp=" + std::to_string(l.tp) + " (tensor parallelism is not implemented in the CPU runtime yet)");
+  no(l.sp, "sp=on (sequence parallelism is not implemented in the CPU runtime yet)");
+  no(l.tp > 1 && l.zero > 0, "zero=" + std::to_string(l.zero) + " with tp=" + std::to_string(l.tp) +
+                                 " (the CPU runtime shards the optimizer only under pure data parallelism)");
   no(l.pp > 1, "pp=" + std::to_string(l.pp) + " (pipeline parallelism is not implemented in the CPU runtime yet)");
   no(l.cp > 1, "cp=" + std::to_string(l.cp) + " (context parallelism is not implemented in the CPU runtime)");
   no(l.ep > 1, "ep=" + std::to_string(l.ep) + " (expert parallelism is not implemented in the CPU runtime)");
@@ -53,6 +59,7 @@ std::vector<std::string> NotHonoured(const Layout& l) {
                   "give attention=unfused to compare with the simulator");
   }
   if (l.overlap_dp && l.dp > 1) out.push_back("overlap_dp=on: gradients are reduced after the backward, not overlapped");
+  if (l.overlap_tp && l.tp > 1) out.push_back("overlap_tp=on: TP all-reduces are blocking, not overlapped with GEMMs");
   if (l.zero >= 2) out.push_back("zero=" + std::to_string(l.zero) + ": only the optimizer step is sharded; gradient and parameter buffers stay whole");
   return out;
 }
@@ -60,6 +67,58 @@ std::vector<std::string> NotHonoured(const Layout& l) {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// One rank's model, optimizer and trainer, behind what the measuring loop needs.
+struct Executor {
+  struct Times {
+    double compute_s = 0, tp_comm_s = 0, dp_comm_s = 0, optimizer_s = 0;
+  };
+  std::function<StatusOr<float>(const TokenBatch&)> step;
+  std::function<Times()> last_times;
+  std::function<int64_t()> activation_bytes;  // the last step's saved activations
+  std::function<int64_t()> workspace_bytes;   // backward scratch
+  int64_t param_elements = 0;                 // parameters this rank holds
+};
+
+// tp = 1: the whole model on every rank, data parallelism with ZeRO 0-3.
+StatusOr<Executor> DataParallelExecutor(const ModelSpec& spec, const Layout& l, const ProcessGroups& g,
+                                        uint64_t seed, const AdamWConfig& config) {
+  SHARDSIM_ASSIGN_OR_RETURN(Transformer<float> created, Transformer<float>::Create(spec));
+  auto model = std::make_shared<Transformer<float>>(std::move(created));
+  model->Init(seed);
+  auto optimizer = std::make_shared<AdamW<float>>(model->layout(), config);
+  auto trainer = std::make_shared<DataParallelTrainer>(model.get(), optimizer.get(), &g.dp, l.zero, l.mbs);
+  Executor e;
+  e.step = [model, optimizer, trainer](const TokenBatch& b) { return trainer->Step(b); };
+  e.last_times = [trainer] {
+    const DataParallelTrainer::Times& t = trainer->last_times();
+    return Executor::Times{.compute_s = t.compute_s, .dp_comm_s = t.comm_s, .optimizer_s = t.optimizer_s};
+  };
+  e.activation_bytes = [model] { return model->ActivationBytes(); };
+  e.workspace_bytes = [model] { return model->WorkspaceBytes(); };
+  e.param_elements = static_cast<int64_t>(model->params().size());
+  return e;
+}
+
+// tp > 1: this rank's Megatron shard, the DP gradient all-reduce across replicas, ZeRO 0.
+StatusOr<Executor> TensorParallelExecutor(const ModelSpec& spec, const Layout& l, const ProcessGroups& g,
+                                          uint64_t seed, const AdamWConfig& config) {
+  SHARDSIM_ASSIGN_OR_RETURN(TensorParallelModel created, TensorParallelModel::Create(spec, &g.tp));
+  auto model = std::make_shared<TensorParallelModel>(std::move(created));
+  model->Init(seed);
+  auto optimizer = std::make_shared<AdamW<float>>(model->layout(), config);
+  auto trainer = std::make_shared<TensorParallelTrainer>(model.get(), optimizer.get(), &g.dp, l.mbs);
+  Executor e;
+  e.step = [model, optimizer, trainer](const TokenBatch& b) { return trainer->Step(b); };
+  e.last_times = [trainer] {
+    const TensorParallelTrainer::Times& t = trainer->last_times();
+    return Executor::Times{t.compute_s, t.tp_comm_s, t.dp_comm_s, t.optimizer_s};
+  };
+  e.activation_bytes = [model] { return model->ActivationBytes(); };
+  e.workspace_bytes = [model] { return model->WorkspaceBytes(); };
+  e.param_elements = static_cast<int64_t>(model->params().size());
+  return e;
 }
 
 int Run(int argc, char** argv) {
@@ -84,7 +143,8 @@ int Run(int argc, char** argv) {
   if (args->Has("help")) {
     std::cout << "Usage: shardsim run [flags]   (under mpirun -np N for N ranks)\n\n"
                  "Trains the model for real with the layout and measures each step. The CPU\n"
-                 "backend runs data parallelism with ZeRO 0-3 and gradient accumulation in fp32;\n"
+                 "backend runs data parallelism with ZeRO 0-3, or tensor parallelism with data\n"
+                 "parallelism (ZeRO 0), and gradient accumulation in fp32;\n"
                  "other layout features are rejected before any work.\n\n"
               << cli::FlagHelp(flags);
     return 0;
@@ -121,10 +181,6 @@ int Run(int argc, char** argv) {
   }
   StatusOr<ProcessGroups> groups = ProcessGroups::Create(in->layout, static_cast<double>(*timeout));
   if (!groups.ok()) return fail(groups.status().message());
-  StatusOr<Transformer<float>> created = Transformer<float>::Create(in->model);
-  if (!created.ok()) return fail(created.status().message());
-  Transformer<float> model = std::move(created).value();
-  model.Init(static_cast<uint64_t>(*seed));
   AdamWConfig config;
   {
     const std::string lr = *args->Get("lr");
@@ -134,8 +190,12 @@ int Run(int argc, char** argv) {
       return fail("--lr: expected a positive number, found '" + lr + "'");
     }
   }
-  AdamW<float> optimizer(model.layout(), config);
-  DataParallelTrainer trainer(&model, &optimizer, &groups->dp, in->layout.zero, in->layout.mbs);
+  StatusOr<Executor> executor =
+      in->layout.tp > 1
+          ? TensorParallelExecutor(in->model, in->layout, *groups, static_cast<uint64_t>(*seed), config)
+          : DataParallelExecutor(in->model, in->layout, *groups, static_cast<uint64_t>(*seed), config);
+  if (!executor.ok()) return fail(executor.status().message());
+  Executor exec = std::move(executor).value();
   const MarkovStream data({.vocab = in->model.vocab, .seed = static_cast<uint64_t>(*seed)});
   const int64_t gbs = in->layout.gbs, seq = in->model.seq_len;
 
@@ -146,12 +206,12 @@ int Run(int argc, char** argv) {
       return fail("--kill-rank-at-step: expected R:S, found '" + *k + "'");
     }
   }
-  std::vector<double> step_s, losses, compute_s, comm_s, optimizer_s;
+  std::vector<double> step_s, losses, compute_s, tp_comm_s, comm_s, optimizer_s;
   int64_t peak_activations = 0, workspace = 0;
   for (int64_t s = 0; s < *steps; ++s) {
     if (me == kill_rank && s == kill_step) std::raise(SIGKILL);  // a rank that dies mid-run
     const auto t0 = std::chrono::steady_clock::now();
-    StatusOr<float> loss = trainer.Step(data.Batch(s * gbs, gbs, seq));
+    StatusOr<float> loss = exec.step(data.Batch(s * gbs, gbs, seq));
     if (!loss.ok()) return fail("step " + std::to_string(s) + ": " + loss.status().message());
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (Status st = groups->world.AllReduceMax(&took, 1); !st.ok()) {  // the slowest rank
@@ -159,15 +219,18 @@ int Run(int argc, char** argv) {
     }
     step_s.push_back(took);
     losses.push_back(*loss);
-    compute_s.push_back(trainer.last_times().compute_s);
-    comm_s.push_back(trainer.last_times().comm_s);
-    optimizer_s.push_back(trainer.last_times().optimizer_s);
-    peak_activations = std::max(peak_activations, model.ActivationBytes());
-    workspace = std::max(workspace, model.WorkspaceBytes());
+    const Executor::Times times = exec.last_times();
+    compute_s.push_back(times.compute_s);
+    tp_comm_s.push_back(times.tp_comm_s);
+    comm_s.push_back(times.dp_comm_s);
+    optimizer_s.push_back(times.optimizer_s);
+    peak_activations = std::max(peak_activations, exec.activation_bytes());
+    workspace = std::max(workspace, exec.workspace_bytes());
   }
   // Memory by the runtime's own buffers: fp32 weights, gradients and the two Adam moments
-  // (held whole on every rank in this increment), saved activations, backward scratch.
-  const double n = static_cast<double>(model.params().size());
+  // (this rank's TP shard, held whole across DP in this increment), saved activations, backward
+  // scratch.
+  const double n = static_cast<double>(exec.param_elements);
   MemoryBreakdown mem;
   mem.weights = 4 * n;
   mem.gradients = 4 * n;
@@ -188,7 +251,8 @@ int Run(int argc, char** argv) {
   w.EndArray().Key("losses").BeginArray();
   for (double l : losses) w.Value(l);
   w.EndArray();
-  w.Key("time_breakdown").BeginObject().Field("compute", Median(compute_s)).Field("dp_comm", Median(comm_s));
+  w.Key("time_breakdown").BeginObject().Field("compute", Median(compute_s)).Field("tp_comm", Median(tp_comm_s));
+  w.Field("dp_comm", Median(comm_s));
   w.Field("optimizer", Median(optimizer_s)).EndObject();
   w.Field("peak_memory_bytes", *std::max_element(rank_peaks.begin(), rank_peaks.end()));
   w.Key("memory_breakdown").BeginObject().Field("weights", mem.weights).Field("gradients", mem.gradients);

@@ -4,6 +4,7 @@
 #include "runtime/mpi/tensor_parallel_block.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "runtime/cpu/attention.h"
@@ -14,6 +15,14 @@
 #include "runtime/cpu/swiglu.h"
 
 namespace shardsim::runtime {
+
+Status TpGroup::AllReduceSum(float* data, size_t n) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = comm->AllReduceSum(data, n);
+  comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
+}
+
 namespace {
 
 void Zero(std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); }
@@ -23,8 +32,8 @@ using ConstVector = Eigen::Map<const Eigen::VectorXf>;
 
 // y (N, C) holds the partial output of a row-parallel projection: sum it over the TP group,
 // then add the bias (C, or nullptr) once and the residual x (N, C).
-Status ReduceAddBiasResidual(const Communicator& tp, float* y, const float* bias, const float* x,
-                             int64_t n, int64_t c) {
+Status ReduceAddBiasResidual(TpGroup& tp, float* y, const float* bias, const float* x, int64_t n,
+                             int64_t c) {
   SHARDSIM_RETURN_IF_ERROR(tp.AllReduceSum(y, static_cast<size_t>(n * c)));
   if (bias != nullptr) MatrixMap<float>(y, n, c).rowwise() += ConstRowVectorMap<float>(bias, c);
   Vector(y, n * c) += ConstVector(x, n * c);
@@ -34,8 +43,8 @@ Status ReduceAddBiasResidual(const Communicator& tp, float* y, const float* bias
 }  // namespace
 
 Status TpBlockForward(const ModelSpec& m, const BlockWeights<float>& w,
-                      const RopeTable<float>& rope, const Communicator& tp, const float* x,
-                      float* out, BlockActivations<float>& a, int64_t b, int64_t t) {
+                      const RopeTable<float>& rope, TpGroup& tp, const float* x, float* out,
+                      BlockActivations<float>& a, int64_t b, int64_t t) {
   const int64_t n = b * t, c = m.hidden, f = m.ffn_hidden;  // f = F/tp
   const int64_t qd = m.q_dim(), kvd = m.kv_dim();           // this rank's heads
   // Attention: column-parallel Q, K, V over heads; attention is per head, so local.
@@ -68,9 +77,9 @@ Status TpBlockForward(const ModelSpec& m, const BlockWeights<float>& w,
 }
 
 Status TpBlockBackward(const ModelSpec& m, const BlockWeights<float>& w,
-                       const BlockWeights<float>& dw, const RopeTable<float>& rope,
-                       const Communicator& tp, const float* x, const BlockActivations<float>& a,
-                       float* dresid, BlockScratch<float>& s, int64_t b, int64_t t) {
+                       const BlockWeights<float>& dw, const RopeTable<float>& rope, TpGroup& tp,
+                       const float* x, const BlockActivations<float>& a, float* dresid,
+                       BlockScratch<float>& s, int64_t b, int64_t t) {
   const int64_t n = b * t, c = m.hidden, f = m.ffn_hidden;
   const int64_t qd = m.q_dim(), kvd = m.kv_dim();
   // MLP. d(out) is replicated, so the row-parallel layer's bias gradient is full here and its

@@ -4,6 +4,7 @@
 // output and the MLP's down projection row-parallel. The TP model stacks these.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "runtime/cpu/rope.h"
@@ -13,6 +14,15 @@
 #include "src/util/status.h"
 
 namespace shardsim::runtime {
+
+// The TP group as the blocks use it: a sum over the group, timed for the runtime's phase
+// breakdown (the tp_comm of `simulate --json`).
+struct TpGroup {
+  const Communicator* comm = nullptr;
+  double comm_s = 0;  // seconds spent in AllReduceSum, accumulated until the owner resets it
+
+  Status AllReduceSum(float* data, size_t n);
+};
 
 // `local` is the model as one TP rank sees it (heads, kv_heads, ffn_hidden divided by tp;
 // TensorParallelModel builds it), so BlockWeights / BlockActivations / BlockScratch of the
@@ -24,16 +34,16 @@ namespace shardsim::runtime {
 // `tp` (the paper's g operator) before its bias and the residual are added, so the bias is
 // counted once.
 Status TpBlockForward(const ModelSpec& local, const BlockWeights<float>& w,
-                      const RopeTable<float>& rope, const Communicator& tp, const float* x,
-                      float* out, BlockActivations<float>& a, int64_t b, int64_t t);
+                      const RopeTable<float>& rope, TpGroup& tp, const float* x, float* out,
+                      BlockActivations<float>& a, int64_t b, int64_t t);
 
 // Backward: the gradient w.r.t. each column-parallel block's (replicated) input is a partial
 // sum over this rank's columns, all-reduced over `tp` (the f operator's backward) before the
 // norm's backward; so norm, row-parallel bias and residual gradients are full and identical
 // on every TP rank. dresid as in BlockBackward (in: d out, return: d x). Adds into `dw`.
 Status TpBlockBackward(const ModelSpec& local, const BlockWeights<float>& w,
-                       const BlockWeights<float>& dw, const RopeTable<float>& rope,
-                       const Communicator& tp, const float* x, const BlockActivations<float>& a,
-                       float* dresid, BlockScratch<float>& s, int64_t b, int64_t t);
+                       const BlockWeights<float>& dw, const RopeTable<float>& rope, TpGroup& tp,
+                       const float* x, const BlockActivations<float>& a, float* dresid,
+                       BlockScratch<float>& s, int64_t b, int64_t t);
 
 }  // namespace shardsim::runtime
