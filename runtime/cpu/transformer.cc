@@ -83,8 +83,10 @@ S Transformer<S>::Forward(const TokenBatch& batch) {
   EmbeddingForward(inputs_.data(), p + layout_.Get("embed.tokens").offset, wpe, residual_[0].data(),
                    b_, t_, c, v);
   for (int64_t l = 0; l < spec_.layers; ++l) {
-    BlockForward(spec_, BlockWeightsAt(layout_, spec_, l, p), rope_, residual_[l].data(),
-                 residual_[l + 1].data(), blocks_[l], b_, t_);
+    const Status st =
+        BlockForward(spec_, BlockWeightsAt(layout_, spec_, l, p), rope_, residual_[l].data(),
+                     residual_[l + 1].data(), blocks_[l], b_, t_);
+    CHECK(st.ok()) << st.message();  // a whole block has no reduction that could fail
   }
   const int64_t bias = layout_.OffsetOf("final_norm.bias");
   NormForward(spec_.norm, residual_[spec_.layers].data(), p + layout_.Get("final_norm.gain").offset,
@@ -113,8 +115,10 @@ void Transformer<S>::Backward(S loss_scale) {
                final_mean_.data(), final_rstd_.data(), dresidual_.data(), g + gain,
                bias < 0 ? nullptr : g + bias, n, c);
   for (int64_t l = spec_.layers - 1; l >= 0; --l) {
-    BlockBackward(spec_, BlockWeightsAt(layout_, spec_, l, p), BlockWeightsAt(layout_, spec_, l, g),
-                  rope_, residual_[l].data(), blocks_[l], dresidual_.data(), scratch_, b_, t_);
+    const Status st = BlockBackward(
+        spec_, BlockWeightsAt(layout_, spec_, l, p), BlockWeightsAt(layout_, spec_, l, g), rope_,
+        residual_[l].data(), blocks_[l], dresidual_.data(), scratch_, b_, t_);
+    CHECK(st.ok()) << st.message();
   }
   const int64_t wpe = layout_.OffsetOf("embed.positions");
   EmbeddingBackward(dresidual_.data(), inputs_.data(), g + layout_.Get("embed.tokens").offset,

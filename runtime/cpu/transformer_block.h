@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "runtime/cpu/param_layout.h"
 #include "runtime/cpu/rope.h"
 #include "src/model/model_spec.h"
+#include "src/util/status.h"
 
 namespace shardsim::runtime {
 
@@ -93,15 +95,27 @@ struct BlockScratch {
 };
 
 // x, out (B, T, C). `rope` is used when m.position is kRope.
+//
+// `reduce`, when given, sums a partial result over a tensor-parallel group in place: the
+// block is then one rank's shard (tensor_parallel_block.h) and the two row-parallel
+// projections' outputs are reduced before their bias and the residual are added (Megatron's
+// g operator). Null for a whole block. Errors come only from `reduce`.
 template <typename S>
-void BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<S>& rope,
-                  const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t);
+using PartialSum = std::function<Status(S*, size_t)>;
+
+template <typename S>
+Status BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<S>& rope,
+                    const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t,
+                    const PartialSum<S>& reduce = nullptr);
 
 // dresid (B, T, C): on entry the gradient w.r.t. the block's output, on return w.r.t. its
-// input x (the residual connections make this an in-place update). Adds into `dw`.
+// input x (the residual connections make this an in-place update). Adds into `dw`. With
+// `reduce`, the gradient w.r.t. each norm's output (the column-parallel inputs) is summed over
+// the group before the norm's backward (the f operator's backward).
 template <typename S>
-void BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeights<S>& dw,
-                   const RopeTable<S>& rope, const S* x, const BlockActivations<S>& a, S* dresid,
-                   BlockScratch<S>& s, int64_t b, int64_t t);
+Status BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeights<S>& dw,
+                     const RopeTable<S>& rope, const S* x, const BlockActivations<S>& a, S* dresid,
+                     BlockScratch<S>& s, int64_t b, int64_t t,
+                     const PartialSum<S>& reduce = nullptr);
 
 }  // namespace shardsim::runtime
