@@ -361,6 +361,18 @@ TEST(Cli, PlanBadInput) {
   }
 }
 
+// describe --json: the derived figures as JSON. GPT-3 175B, tp=8 pp=8 on 1024 GPUs: dp = 16,
+// rank 0's TP group {0..7}, its DP group strides by tp = 8.
+TEST(Cli, DescribeJson) {
+  const CommandResult r = RunShardsim("describe --json --layout tp=8,pp=8,mbs=1,gbs=1536");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const YAML::Node j = ParseJson(r.out);
+  EXPECT_EQ(j["parameters"].as<int64_t>(), 174604259328);
+  EXPECT_EQ(j["rank0_groups"]["tp"].size(), 8u);
+  EXPECT_EQ(j["rank0_groups"]["dp"][1].as<int64_t>(), 8);
+  EXPECT_EQ(j["microbatches"].as<int64_t>(), 96);
+}
+
 TEST(Cli, HuggingFaceConfigRunsThroughEstimate) {
   // Llama 3 8B from its config.json, with the layout used for models/llama3-8b.yaml above.
   const CommandResult r =

@@ -5,6 +5,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/inputs.h"
 #include "src/layout/placement.h"
+#include "src/util/json_writer.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
 
@@ -25,6 +26,7 @@ std::string Group(const std::vector<int64_t>& g) {
 
 int RunDescribe(int argc, char** argv) {
   std::vector<FlagSpec> flags = InputFlags();
+  flags.push_back({"json", "", "print JSON instead of text", ""});
   flags.push_back({"help", "", "show this help", ""});
   StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
   if (!args.ok()) return Fail("describe", args.status().message(), 2);
@@ -39,6 +41,28 @@ int RunDescribe(int argc, char** argv) {
   if (!in.ok()) return Fail("describe", in.status().message(), 1);
   const ModelSpec& m = in->model;
   const HardwareSpec& hw = in->hardware;
+  if (args->Has("json")) {
+    const Cluster cluster(hw);
+    const Layout& l = in->layout;
+    JsonWriter w;
+    w.BeginObject().Field("model", m.name).Field("parameters", m.TotalParams());
+    w.Field("active_parameters", m.ActiveParams()).Field("dense_layer_parameters", m.DenseLayerParams());
+    w.Field("hardware", hw.name).Field("nodes", hw.nodes).Field("gpus_per_node", hw.node.gpus);
+    w.Field("gpu_memory_bytes", hw.gpu.memory_bytes).Field("graph", cluster.Describe());
+    w.Field("layout", FormatLayout(l)).Field("microbatches", l.microbatches());
+    w.Key("rank0_groups").BeginObject();
+    for (ParallelDim d : {ParallelDim::kTp, ParallelDim::kCp, ParallelDim::kDp, ParallelDim::kPp, ParallelDim::kEp}) {
+      if (d == ParallelDim::kEp && l.ep == 1) continue;
+      w.Key(ParallelDimName(d)).BeginArray();
+      for (int64_t r : GroupOf(l, 0, d)) w.Value(r);
+      w.EndArray();
+    }
+    w.EndObject().Key("warnings").BeginArray();
+    for (const std::string& warning : in->warnings) w.Value(warning);
+    w.EndArray().EndObject();
+    std::cout << w.str();
+    return 0;
+  }
   std::cout << "model " << m.name << ": " << m.layers << " layers, hidden " << m.hidden << ", "
             << m.heads << " heads (" << m.kv_heads << " kv), head_dim " << m.head_dim
             << ", ffn " << m.ffn_hidden << ", vocab " << m.vocab << ", seq " << m.seq_len << "\n"
