@@ -68,6 +68,19 @@ void Transformer<S>::Resize(int64_t b, int64_t t) {
 
 template <typename S>
 S Transformer<S>::Forward(const TokenBatch& batch) {
+  StatusOr<S> loss = ForwardWith(batch, nullptr);
+  CHECK(loss.ok()) << loss.status().message();  // a whole model has no reduction that could fail
+  return *loss;
+}
+
+template <typename S>
+void Transformer<S>::Backward(S loss_scale) {
+  const Status st = BackwardWith(loss_scale, nullptr);
+  CHECK(st.ok()) << st.message();
+}
+
+template <typename S>
+StatusOr<S> Transformer<S>::ForwardWith(const TokenBatch& batch, const PartialSum<S>& reduce) {
   CHECK(batch.batch > 0 && batch.seq > 0 && batch.seq <= spec_.seq_len)
       << "batch (" << batch.batch << ", " << batch.seq << ") vs seq_len " << spec_.seq_len;
   CHECK(static_cast<int64_t>(batch.inputs.size()) == batch.tokens() &&
@@ -83,10 +96,9 @@ S Transformer<S>::Forward(const TokenBatch& batch) {
   EmbeddingForward(inputs_.data(), p + layout_.Get("embed.tokens").offset, wpe, residual_[0].data(),
                    b_, t_, c, v);
   for (int64_t l = 0; l < spec_.layers; ++l) {
-    const Status st =
-        BlockForward(spec_, BlockWeightsAt(layout_, spec_, l, p), rope_, residual_[l].data(),
-                     residual_[l + 1].data(), blocks_[l], b_, t_);
-    CHECK(st.ok()) << st.message();  // a whole block has no reduction that could fail
+    SHARDSIM_RETURN_IF_ERROR(BlockForward(spec_, BlockWeightsAt(layout_, spec_, l, p), rope_,
+                                          residual_[l].data(), residual_[l + 1].data(), blocks_[l],
+                                          b_, t_, reduce));
   }
   const int64_t bias = layout_.OffsetOf("final_norm.bias");
   NormForward(spec_.norm, residual_[spec_.layers].data(), p + layout_.Get("final_norm.gain").offset,
@@ -97,7 +109,7 @@ S Transformer<S>::Forward(const TokenBatch& batch) {
 }
 
 template <typename S>
-void Transformer<S>::Backward(S loss_scale) {
+Status Transformer<S>::BackwardWith(S loss_scale, const PartialSum<S>& reduce) {
   CHECK(b_ > 0) << "Backward before Forward";
   const int64_t n = b_ * t_, c = spec_.hidden, v = spec_.vocab;
   S* p = params_.data();
@@ -115,14 +127,14 @@ void Transformer<S>::Backward(S loss_scale) {
                final_mean_.data(), final_rstd_.data(), dresidual_.data(), g + gain,
                bias < 0 ? nullptr : g + bias, n, c);
   for (int64_t l = spec_.layers - 1; l >= 0; --l) {
-    const Status st = BlockBackward(
+    SHARDSIM_RETURN_IF_ERROR(BlockBackward(
         spec_, BlockWeightsAt(layout_, spec_, l, p), BlockWeightsAt(layout_, spec_, l, g), rope_,
-        residual_[l].data(), blocks_[l], dresidual_.data(), scratch_, b_, t_);
-    CHECK(st.ok()) << st.message();
+        residual_[l].data(), blocks_[l], dresidual_.data(), scratch_, b_, t_, reduce));
   }
   const int64_t wpe = layout_.OffsetOf("embed.positions");
   EmbeddingBackward(dresidual_.data(), inputs_.data(), g + layout_.Get("embed.tokens").offset,
                     wpe < 0 ? nullptr : g + wpe, b_, t_, c, v);
+  return Status::Ok();
 }
 
 template class Transformer<float>;

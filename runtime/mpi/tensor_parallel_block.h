@@ -1,4 +1,4 @@
-// One pre-norm decoder block under Megatron-style tensor parallelism (Shoeybi et al. 2019,
+// Megatron-style tensor parallelism for one pre-norm decoder block (Shoeybi et al. 2019,
 // sec. 3, fig. 3): this rank holds heads/tp query heads, kv_heads/tp KV heads and ffn/tp MLP
 // columns; Q, K, V and the MLP's first projection(s) are column-parallel, the attention
 // output and the MLP's down projection row-parallel. The TP model stacks these.
@@ -24,26 +24,11 @@ struct TpGroup {
   Status AllReduceSum(float* data, size_t n);
 };
 
-// `local` is the model as one TP rank sees it (heads, kv_heads, ffn_hidden divided by tp;
-// TensorParallelModel builds it), so BlockWeights / BlockActivations / BlockScratch of the
-// single-process block hold this rank's shard: wq (H/tp*d, C), wo (C, H/tp*d), w_in (F/tp, C),
-// w_out (C, F/tp); column-parallel biases sharded, row-parallel biases (bo, b_out) and norms
-// full. x, out (B, T, C) are replicated on every TP rank.
-//
-// Forward: each row-parallel projection gives a partial sum (N, C) which is all-reduced over
-// `tp` (the paper's g operator) before its bias and the residual are added, so the bias is
-// counted once.
-Status TpBlockForward(const ModelSpec& local, const BlockWeights<float>& w,
-                      const RopeTable<float>& rope, TpGroup& tp, const float* x, float* out,
-                      BlockActivations<float>& a, int64_t b, int64_t t);
-
-// Backward: the gradient w.r.t. each column-parallel block's (replicated) input is a partial
-// sum over this rank's columns, all-reduced over `tp` (the f operator's backward) before the
-// norm's backward; so norm, row-parallel bias and residual gradients are full and identical
-// on every TP rank. dresid as in BlockBackward (in: d out, return: d x). Adds into `dw`.
-Status TpBlockBackward(const ModelSpec& local, const BlockWeights<float>& w,
-                       const BlockWeights<float>& dw, const RopeTable<float>& rope, TpGroup& tp,
-                       const float* x, const BlockActivations<float>& a, float* dresid,
-                       BlockScratch<float>& s, int64_t b, int64_t t);
+// The block itself is the single-process one (runtime/cpu/transformer_block.h) run on the
+// rank's shard with TpGroup::AllReduceSum as its partial-sum hook: each row-parallel
+// projection's partial output is reduced before its bias and the residual (the paper's g), and
+// the gradient w.r.t. each column-parallel block's replicated input before the norm's backward
+// (f's backward), so norm, row-parallel bias and residual gradients are full and identical on
+// every TP rank. TensorParallelModel wires it.
 
 }  // namespace shardsim::runtime

@@ -13,6 +13,7 @@
 #include "runtime/cpu/param_layout.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/cpu/token_batch.h"
+#include "runtime/cpu/transformer.h"
 #include "runtime/cpu/transformer_block.h"
 #include "runtime/mpi/communicator.h"
 #include "runtime/mpi/tensor_parallel_block.h"
@@ -46,51 +47,41 @@ class TensorParallelModel {
 
   // The full model's parameters in the single-process layout (full_layout()), assembled by
   // all-gathers over the TP group; replicated tensors are taken from this rank.
-  StatusOr<std::vector<float>> GatherParams() { return Gather(params_); }
+  StatusOr<std::vector<float>> GatherParams() { return Gather(model_.params()); }
   // The same for the gradients.
-  StatusOr<std::vector<float>> GatherGrads() { return Gather(grads_); }
+  StatusOr<std::vector<float>> GatherGrads() { return Gather(model_.grads()); }
 
-  const ModelSpec& spec() const { return spec_; }         // the whole model
-  const ModelSpec& local_spec() const { return local_; }  // heads, kv_heads, ffn_hidden / tp
-  const ParamLayout& layout() const { return layout_; }   // this rank's tensors
+  const ModelSpec& spec() const { return spec_; }                // the whole model
+  const ModelSpec& local_spec() const { return model_.spec(); }  // heads, kv_heads, ffn / tp
+  const ParamLayout& layout() const { return model_.layout(); }  // this rank's tensors
   const ParamLayout& full_layout() const { return full_layout_; }
   Split SplitOf(size_t tensor) const { return splits_[tensor]; }  // index into layout().tensors()
   // Seconds spent in the blocks' TP all-reduces since the last ResetCommTime.
   double tp_comm_s() const { return tp_.comm_s; }
   void ResetCommTime() { tp_.comm_s = 0; }
   // Bytes of the activations the last Forward saved and of Backward's scratch (as Transformer).
-  int64_t ActivationBytes() const;
-  int64_t WorkspaceBytes() const;
+  int64_t ActivationBytes() const { return model_.ActivationBytes(); }
+  int64_t WorkspaceBytes() const { return model_.WorkspaceBytes(); }
 
-  std::span<float> params() { return params_; }
-  std::span<float> grads() { return grads_; }
+  std::span<float> params() { return model_.params(); }
+  std::span<float> grads() { return model_.grads(); }
 
  private:
-  TensorParallelModel(ModelSpec spec, ModelSpec local, ParamLayout layout, ParamLayout full,
+  TensorParallelModel(ModelSpec spec, Transformer<float> local_model, ParamLayout full,
                       const Communicator* tp);
-  void Resize(int64_t b, int64_t t);
-  StatusOr<std::vector<float>> Gather(const std::vector<float>& local_buffer);
-  float* HeadWeight(std::vector<float>& buffer);  // lm_head.weight, or embed.tokens when tied
+  StatusOr<std::vector<float>> Gather(std::span<const float> local_buffer);
+  // The TP group's all-reduce as the blocks' partial-sum hook.
+  PartialSum<float> Reduce() {
+    return [this](float* data, size_t n) { return tp_.AllReduceSum(data, n); };
+  }
 
-  ModelSpec spec_, local_;
-  ParamLayout layout_, full_layout_;
-  std::vector<Split> splits_;  // per tensor of layout_
+  ModelSpec spec_;
+  // This rank's model: the single-process Transformer over the local spec (heads, kv_heads
+  // and ffn_hidden divided by tp), run with Reduce() between the shards.
+  Transformer<float> model_;
+  ParamLayout full_layout_;
+  std::vector<Split> splits_;  // per tensor of layout()
   TpGroup tp_;
-  std::vector<float> params_;  // (layout_.total_size())
-  std::vector<float> grads_;   // (layout_.total_size())
-  RopeTable<float> rope_;
-
-  // Saved by Forward for Backward, as in Transformer (local sizes); N = B*T.
-  int64_t b_ = 0, t_ = 0;
-  std::vector<int32_t> inputs_, targets_;     // (N)
-  std::vector<std::vector<float>> residual_;  // layers + 1 of (N, C)
-  std::vector<BlockActivations<float>> blocks_;
-  std::vector<float> final_norm_;               // (N, C)
-  std::vector<float> final_mean_, final_rstd_;  // (N)
-  std::vector<float> logits_, probs_;           // (N, V)
-  BlockScratch<float> scratch_;
-  std::vector<float> dresidual_, dfinal_;  // (N, C)
-  std::vector<float> dlogits_;             // (N, V)
 };
 
 }  // namespace shardsim::runtime
