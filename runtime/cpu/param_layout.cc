@@ -97,4 +97,12 @@ int64_t ParamLayout::OffsetOf(std::string_view name) const {
   return t ? t->offset : -1;
 }
 
+ParamLayout ParamLayout::Select(const std::function<bool(const ParamTensor&)>& keep) const {
+  ParamLayout out;
+  for (const ParamTensor& t : tensors_) {
+    if (keep(t)) out.Add(t.name, t.rows, t.cols, t.init, t.init_std, t.weight_decay);
+  }
+  return out;
+}
+
 }  // namespace shardsim::runtime

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,10 @@ class ParamLayout {
   const ParamTensor& Get(std::string_view name) const;
   // The offset of `name`, or -1 when absent.
   int64_t OffsetOf(std::string_view name) const;
+
+  // The tensors `keep` accepts, in the same order, packed into a new flat buffer (a pipeline
+  // stage's share of the model).
+  ParamLayout Select(const std::function<bool(const ParamTensor&)>& keep) const;
 
  private:
   void Add(std::string name, int64_t rows, int64_t cols, ParamInit init, double std, bool decay);

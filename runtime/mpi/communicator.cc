@@ -107,6 +107,24 @@ Status Communicator::AllGather(const float* in, float* out, size_t n) const {
   return Wait(&r, "all-gather");
 }
 
+Status Communicator::AllGather(const double* in, double* out, size_t n) const {
+  if (size_ == 1) {
+    std::copy(in, in + n, out);
+    return Status::Ok();
+  }
+  MPI_Request r;
+  const int rc = MPI_Iallgather(in, static_cast<int>(n), MPI_DOUBLE, out, static_cast<int>(n), MPI_DOUBLE, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "all-gather");
+  return Wait(&r, "all-gather");
+}
+
+StatusOr<MPI_Request> Communicator::Isend(const float* data, size_t n, int to, int tag) const {
+  MPI_Request r;
+  const int rc = MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, to, tag, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "send");
+  return r;
+}
+
 Status Communicator::Send(const float* data, size_t n, int to, int tag) const {
   MPI_Request r;
   const int rc = MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, to, tag, comm_, &r);

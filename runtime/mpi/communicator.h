@@ -36,9 +36,16 @@ class Communicator {
   Status ReduceScatterSum(const float* in, float* out, size_t n) const;
   // Each rank's `n` floats, concatenated in rank order into `out` (size() x n).
   Status AllGather(const float* in, float* out, size_t n) const;
+  Status AllGather(const double* in, double* out, size_t n) const;
   Status Send(const float* data, size_t n, int to, int tag) const;
   Status Recv(float* data, size_t n, int from, int tag) const;
   Status Barrier() const;
+
+  // A non-blocking send of `n` floats to `to`: `data` must stay unchanged until WaitRequest
+  // on the returned request succeeds.
+  StatusOr<MPI_Request> Isend(const float* data, size_t n, int to, int tag) const;
+  // Waits for `request` until the timeout; the error names the rank, this group and `op`.
+  Status WaitRequest(MPI_Request* request, const char* op) const { return Wait(request, op); }
 
  private:
   // Waits for `request` until the timeout; the error names the operation and the ranks.

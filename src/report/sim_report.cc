@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "src/report/trace_events.h"
 #include "src/util/json_writer.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
@@ -121,15 +122,7 @@ std::string SimulationJson(const ModelSpec& m, const HardwareSpec& hw, const Sim
 std::string ChromeTrace(const SimResult& r) {
   JsonWriter w;
   w.BeginObject().Field("displayTimeUnit", "ms").Key("traceEvents").BeginArray();
-  for (const RankResult& rr : r.ranks) {
-    w.BeginObject().Field("ph", "M").Field("name", "process_name").Field("pid", rr.rank);
-    w.Key("args").BeginObject().Field("name", "rank " + std::to_string(rr.rank) + " (stage " +
-                                                  std::to_string(rr.stage) + ")").EndObject().EndObject();
-    for (int s = 0; s < kStreamCount; ++s) {
-      w.BeginObject().Field("ph", "M").Field("name", "thread_name").Field("pid", rr.rank).Field("tid", s);
-      w.Key("args").BeginObject().Field("name", StreamName(static_cast<Stream>(s))).EndObject().EndObject();
-    }
-  }
+  for (const RankResult& rr : r.ranks) WriteRankTraceMetadata(w, rr.rank, rr.stage);
   for (const TraceSpan& t : r.trace) {
     w.BeginObject().Field("ph", "X").Field("name", r.names[t.stage][t.name]);
     w.Field("pid", static_cast<int64_t>(t.rank)).Field("tid", static_cast<int64_t>(t.stream));

@@ -100,71 +100,6 @@ LayerCost CostLayer(const ModelSpec& m, const GpuSpec& gpu, const Layout& l, boo
   return c;
 }
 
-struct Step {
-  Pass pass;
-  int32_t mb, chunk;
-};
-
-// The order of passes on `stage` (Megatron-LM's schedules; the B/W split for zero-bubble).
-std::vector<Step> ScheduleOrder(const Layout& l, int32_t stage) {
-  const int32_t p = static_cast<int32_t>(l.pp), v = static_cast<int32_t>(l.vpp);
-  const int32_t m = static_cast<int32_t>(l.microbatches());
-  std::vector<Step> out;
-  switch (l.schedule) {
-    case Schedule::kGpipe:
-      for (int32_t i = 0; i < m; ++i) out.push_back({Pass::kForward, i, 0});
-      for (int32_t i = 0; i < m; ++i) out.push_back({Pass::kBackward, i, 0});
-      break;
-    case Schedule::k1F1B: {
-      const int32_t warm = std::min(p - stage - 1, m);
-      for (int32_t i = 0; i < warm; ++i) out.push_back({Pass::kForward, i, 0});
-      for (int32_t i = 0; i < m - warm; ++i) {
-        out.push_back({Pass::kForward, warm + i, 0});
-        out.push_back({Pass::kBackward, i, 0});
-      }
-      for (int32_t i = m - warm; i < m; ++i) out.push_back({Pass::kBackward, i, 0});
-      break;
-    }
-    case Schedule::kInterleaved: {
-      // Megatron-LM: unit k of m*v runs chunk (k / p) % v of micro-batch (k / (p v)) p + k % p
-      // forward; backward chunks in reverse. Warm-up (p - stage - 1) * 2 + (v - 1) * p units.
-      const int32_t total = m * v;
-      const int32_t warm = std::min((p - stage - 1) * 2 + (v - 1) * p, total);
-      auto unit = [&](int32_t k, bool forward) {
-        const int32_t chunk = (k / p) % v;
-        return Step{forward ? Pass::kForward : Pass::kBackward, (k / (p * v)) * p + k % p,
-                    forward ? chunk : v - 1 - chunk};
-      };
-      for (int32_t k = 0; k < warm; ++k) out.push_back(unit(k, true));
-      for (int32_t k = 0; k < total - warm; ++k) {
-        out.push_back(unit(warm + k, true));
-        out.push_back(unit(k, false));
-      }
-      for (int32_t k = total - warm; k < total; ++k) out.push_back(unit(k, false));
-      break;
-    }
-    case Schedule::kZeroBubble: {
-      // 1F1B with the backward split into B (input gradient, sent upstream at once) and W
-      // (weight gradient, run right after B), the split of Qi et al. 2023. Their ZB-H1
-      // additionally moves W passes into the cool-down; that placement is not modelled, so
-      // the bubble is (p-1)(T_F + T_B), not their (p-1)(T_F + T_B - T_W).
-      const int32_t warm = std::min(p - stage - 1, m);
-      for (int32_t i = 0; i < warm; ++i) out.push_back({Pass::kForward, i, 0});
-      for (int32_t i = 0; i < m - warm; ++i) {
-        out.push_back({Pass::kForward, warm + i, 0});
-        out.push_back({Pass::kBackward, i, 0});
-        out.push_back({Pass::kWeightGrad, i, 0});
-      }
-      for (int32_t i = m - warm; i < m; ++i) {
-        out.push_back({Pass::kBackward, i, 0});
-        out.push_back({Pass::kWeightGrad, i, 0});
-      }
-      break;
-    }
-  }
-  return out;
-}
-
 class StageBuilder {
  public:
   StageBuilder(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int32_t stage,
@@ -199,14 +134,14 @@ class StageBuilder {
              std::map<std::tuple<int, int, int>, int32_t>* receives) {
     sends_ = sends;
     receives_ = receives;
-    const std::vector<Step> order = ScheduleOrder(l_, stage_);
+    const std::vector<PipelineStep> order = ScheduleOrder(l_, stage_);
     // The micro-batch whose backward (W for zero-bubble) ends each chunk's gradients.
     std::vector<int32_t> last_mb(l_.vpp, -1);
     const Pass grad_pass = l_.schedule == Schedule::kZeroBubble ? Pass::kWeightGrad : Pass::kBackward;
-    for (const Step& s : order) {
+    for (const PipelineStep& s : order) {
       if (s.pass == grad_pass) last_mb[s.chunk] = s.mb;
     }
-    for (const Step& s : order) {
+    for (const PipelineStep& s : order) {
       const bool last = s.mb == last_mb[s.chunk];
       if (s.pass == Pass::kForward) Forward(s.mb, s.chunk);
       if (s.pass == Pass::kBackward) Backward(s.mb, s.chunk, last && grad_pass == Pass::kBackward);

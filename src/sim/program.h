@@ -14,6 +14,7 @@
 #include "src/hardware/hardware_spec.h"
 #include "src/layout/layout.h"
 #include "src/model/model_spec.h"
+#include "src/sim/schedule.h"
 
 namespace shardsim {
 
@@ -33,7 +34,6 @@ const char* CategoryName(Category c);
 // Communicating groups: the layout's dimensions plus the expert-data-parallel group.
 enum class GroupKind : uint8_t { kTp, kCp, kEp, kDp, kEdp };
 
-enum class Pass : uint8_t { kForward, kBackward, kWeightGrad, kRecompute, kStep };
 
 struct TaskSpec {
   TaskKind kind = TaskKind::kCompute;

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "runtime/mpi/communicator.h"
+#include "runtime/mpi/mpi_collectives.h"
 
 namespace {
 
@@ -83,6 +85,42 @@ int main(int argc, char** argv) {
            "timeout error", me);
   }
   Expect(g->world.Barrier().ok(), "barrier", me);
+
+  // MpiCollectives (backend.h's Collectives) over a copy of the same groups.
+  {
+    using runtime::Group;
+    runtime::MpiCollectives mc(*g);
+    Expect(mc.size(Group::kTp) == 2 && mc.rank(Group::kDp) == me / 2 &&
+               mc.size(Group::kWorld) == 4 && mc.size(Group::kPp) == 1,
+           "MpiCollectives groups", me);
+    // All-reduce over TP of 10 (rank + 1): {0,1} -> 10 + 20 = 30, {2,3} -> 30 + 40 = 70.
+    float y[2] = {10.0f * (me + 1), 10.0f * (me + 1)};
+    Expect(mc.AllReduceSum(Group::kTp, y, 2).ok(), "MpiCollectives all-reduce ok", me);
+    Expect(y[1] == (me < 2 ? 30.0f : 70.0f), "MpiCollectives all-reduce value", me);
+    // Ring on the world: every rank posts its send (2.5 r to r + 1) before receiving, so no
+    // rank blocks; the receive from r - 1 holds 2.5 (r - 1).
+    const float ring_send = 2.5f * me;
+    float ring_recv = -1;
+    StatusOr<int64_t> h = mc.Isend(Group::kWorld, &ring_send, 1, next, 11);
+    Expect(h.ok(), "MpiCollectives isend", me);
+    Expect(mc.Recv(Group::kWorld, &ring_recv, 1, prev, 11).ok(), "MpiCollectives recv", me);
+    if (h.ok()) Expect(mc.WaitSend(*h).ok(), "MpiCollectives wait-send", me);
+    Expect(ring_recv == 2.5f * prev, "MpiCollectives ring value", me);
+    // All-gather of host doubles over DP of rank + 0.5: both members see [a + 0.5, b + 0.5].
+    const double mine_d = me + 0.5;
+    double all_d[2] = {-1, -1};
+    Expect(mc.AllGatherHost(Group::kDp, &mine_d, all_d, 1).ok(), "MpiCollectives all-gather ok",
+           me);
+    Expect(all_d[0] == a + 0.5 && all_d[1] == b + 0.5, "MpiCollectives all-gather value", me);
+    // A receive on the one-rank PP group that nobody sends times out after 0.2 s, the error
+    // naming this rank, the group and the operation.
+    runtime::MpiCollectives quick_mc(*runtime::ProcessGroups::Create(l, 0.2));
+    const Status st = quick_mc.Recv(Group::kPp, &never, 1, 0, 98);
+    const std::string want_rank = "rank " + std::to_string(me) + ": MPI recv on the pp group";
+    Expect(!st.ok() && st.message().find(want_rank) != std::string::npos &&
+               st.message().find("did not complete within") != std::string::npos,
+           "MpiCollectives timeout error", me);
+  }
 
   // A layout whose world size differs from mpirun's is rejected before any split.
   StatusOr<runtime::ProcessGroups> wrong = runtime::ProcessGroups::Create(*ResolveLayout(*ParseLayout("tp=2,dp=4"), 8), 5);

@@ -1,0 +1,241 @@
+// Backend: what the executor (runtime/exec) needs from the hardware, behind one interface, so
+// the same executor trains on CPUs (Eigen + MPI, runtime/cpu + runtime/mpi) and on GPUs (CUDA +
+// cuBLAS + NCCL, issue 6). Four parts:
+//   Memory      allocation with the runtime's own accounting (current and peak bytes by the
+//               simulator's categories), and copies between host and device;
+//   Kernels     the math, on device pointers, fp32 storage;
+//   Collectives the layout's process groups: all-reduce, reduce-scatter, all-gather, and
+//               non-blocking sends with blocking receives on the pipeline group;
+//   Clock       wall time once the work issued so far has finished.
+// Every pointer a Kernels or Collectives call takes is device memory from Memory::Allocate,
+// except the `double* host` arguments (small host-side reductions: losses, norms).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "src/model/model_spec.h"
+#include "src/util/status.h"
+
+namespace shardsim::runtime {
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+// The simulator's memory categories (src/cost/memory.h MemoryBreakdown), so measured and
+// predicted breakdowns line up key by key.
+enum class MemoryKind : uint8_t { kWeights, kGradients, kOptimizer, kActivations, kOther };
+inline constexpr int kMemoryKindCount = 5;
+const char* MemoryKindName(MemoryKind kind);  // "weights", "gradients", ... as in simulate --json
+
+struct MemoryUsage {
+  std::array<int64_t, kMemoryKindCount> bytes{};
+  int64_t total() const;
+  int64_t operator[](MemoryKind k) const { return bytes[static_cast<int>(k)]; }
+};
+
+class Memory;
+
+// One allocation, owned: returned to its Memory when destroyed, so it must not outlive that
+// Memory. Move-only. A zero-byte allocation is an empty buffer.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return data_; }
+  float* f() const { return static_cast<float*>(data_); }
+  int32_t* i32() const { return static_cast<int32_t*>(data_); }
+  int64_t bytes() const { return bytes_; }
+  int64_t floats() const { return bytes_ / static_cast<int64_t>(sizeof(float)); }
+  MemoryKind kind() const { return kind_; }
+  bool empty() const { return data_ == nullptr; }
+  void Reset();  // frees now
+
+ private:
+  friend class Memory;
+  Memory* owner_ = nullptr;
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+  MemoryKind kind_ = MemoryKind::kOther;
+};
+
+class Memory {
+ public:
+  virtual ~Memory() = default;
+
+  // `bytes` of device memory counted under `kind`; an error naming `what` and the sizes when
+  // the device cannot provide it. Contents are unspecified (Zero them if needed).
+  StatusOr<DeviceBuffer> Allocate(MemoryKind kind, int64_t bytes, std::string_view what);
+  StatusOr<DeviceBuffer> AllocateFloats(MemoryKind kind, int64_t n, std::string_view what) {
+    return Allocate(kind, n * static_cast<int64_t>(sizeof(float)), what);
+  }
+
+  // Bytes held now, and the breakdown at the moment the total was highest since ResetPeak.
+  const MemoryUsage& current() const { return current_; }
+  const MemoryUsage& at_peak() const { return at_peak_; }
+  int64_t peak_bytes() const { return at_peak_.total(); }
+  void ResetPeak() { at_peak_ = current_; }
+
+  virtual void CopyToDevice(void* dst, const void* host_src, int64_t bytes) = 0;
+  virtual void CopyToHost(void* host_dst, const void* src, int64_t bytes) = 0;
+  virtual void Copy(void* dst, const void* src, int64_t bytes) = 0;  // device to device
+  virtual void Zero(void* dst, int64_t bytes) = 0;
+
+ protected:
+  virtual void* RawAllocate(int64_t bytes) = 0;  // nullptr when out of memory
+  virtual void RawFree(void* p) = 0;
+
+ private:
+  friend class DeviceBuffer;
+  void Release(DeviceBuffer& b);
+  MemoryUsage current_;
+  MemoryUsage at_peak_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Kernels. Shapes: n rows (tokens), row-major. Backward functions ADD into weight gradients and,
+// where stated, into input gradients (llm.c's convention), so micro-batches accumulate.
+
+struct AttentionDims {
+  int64_t batch = 0;     // B
+  int64_t seq = 0;       // T
+  int64_t heads = 0;     // query heads on this rank
+  int64_t kv_heads = 0;  // KV heads on this rank, divides heads
+  int64_t head_dim = 0;  // d
+};
+
+// One AdamW update of a contiguous range whose tensors share one weight-decay setting
+// (runtime/cpu/adamw.h has the formula). Factors computed by the caller.
+struct AdamWArgs {
+  float lr = 0, beta1 = 0, beta2 = 0, eps = 0;
+  float weight_decay = 0;       // 0 for norms and biases
+  float bias_correction1 = 1;   // 1 / (1 - beta1^t)
+  float bias_correction2 = 1;   // 1 / (1 - beta2^t)
+};
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+
+  // Vocab-parallel embedding (Megatron's VocabParallelEmbedding): wte holds rows
+  // [vocab_begin, vocab_begin + vocab) of the table. out (n, c) = wte[tokens[i] - vocab_begin]
+  // for tokens in that range, else 0; plus wpe[(row0 + i) % seq] when wpe is given (learned
+  // positions). Rows are tokens of (B, seq) sequences; row0 is the first row's index there.
+  // Backward adds into the rows of dwte this rank holds, and into dwpe when given.
+  virtual void EmbeddingForward(const int32_t* tokens, const float* wte, int64_t vocab_begin,
+                                int64_t vocab, const float* wpe, float* out, int64_t n,
+                                int64_t row0, int64_t seq, int64_t c) = 0;
+  virtual void EmbeddingBackward(const float* dout, const int32_t* tokens, float* dwte,
+                                 int64_t vocab_begin, int64_t vocab, float* dwpe, int64_t n,
+                                 int64_t row0, int64_t seq, int64_t c) = 0;
+  // LayerNorm (bias non-null) or RMSNorm per `kind`; mean is unused by RMSNorm. dx += .
+  virtual void NormForward(Norm kind, const float* x, const float* gain, const float* bias,
+                           float* out, float* mean, float* rstd, int64_t n, int64_t c) = 0;
+  virtual void NormBackward(Norm kind, const float* dout, const float* x, const float* gain,
+                            const float* mean, const float* rstd, float* dx, float* dgain,
+                            float* dbias, int64_t n, int64_t c) = 0;
+  // out (n, m) = in (n, k) w^T + bias; w is (m, k). Backward: din += dout w (din may be null),
+  // dw += dout^T in, db += column sums of dout (db may be null).
+  virtual void LinearForward(const float* in, const float* w, const float* bias, float* out,
+                             int64_t n, int64_t k, int64_t m) = 0;
+  virtual void LinearBackward(const float* dout, const float* in, const float* w, float* din,
+                              float* dw, float* db, int64_t n, int64_t k, int64_t m) = 0;
+  // x (B, T, heads, d) rotated in place by RoPE (base 10000, positions 0..T-1); backward
+  // applies the inverse rotation to a gradient in place.
+  virtual void RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d) = 0;
+  virtual void RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d) = 0;
+  // Causal GQA attention; probs (B, H, T, T) saved. Backward adds into dq, dk, dv.
+  virtual void AttentionForward(const float* q, const float* k, const float* v, float* probs,
+                                float* out, const AttentionDims& dims) = 0;
+  virtual void AttentionBackward(const float* dout, const float* q, const float* k,
+                                 const float* v, const float* probs, float* dq, float* dk,
+                                 float* dv, const AttentionDims& dims) = 0;
+  virtual void GeluForward(const float* in, float* out, int64_t n) = 0;
+  virtual void GeluBackward(const float* dout, const float* in, float* din, int64_t n) = 0;
+  virtual void SwigluForward(const float* gate, const float* up, float* out, int64_t n) = 0;
+  virtual void SwigluBackward(const float* dout, const float* gate, const float* up,
+                              float* dgate, float* dup, int64_t n) = 0;
+  // Row softmax of logits into probs (may be the same buffer); returns sum_i -log p[i, t_i]
+  // in nats, accumulated in double.
+  virtual double SoftmaxCrossEntropy(const float* logits, const int32_t* targets, float* probs,
+                                     int64_t n, int64_t v) = 0;
+  // dlogits = (scale / mean_over) (probs - onehot(targets - vocab_begin)), overwriting
+  // (dlogits may be probs); v columns, the vocabulary [vocab_begin, vocab_begin + v).
+  virtual void CrossEntropyBackward(const float* probs, const int32_t* targets, float scale,
+                                    int64_t mean_over, float* dlogits, int64_t n, int64_t v,
+                                    int64_t vocab_begin) = 0;
+  // Vocab-parallel softmax cross-entropy (Megatron's vocab_parallel_cross_entropy), in three
+  // steps around an all-gather of the statistics over the TP group:
+  //   stats (n, 3) per row of this rank's logits (n, v): (max m_r, sum exp(z - m_r), the
+  //     target's logit if vocab_begin <= target < vocab_begin + v, else 0);
+  //   from all ranks' stats (tp, n, 3): lse (n) = M + log sum_r s_r exp(m_r - M), M = max m_r;
+  //     returns sum_i (lse_i - z_target_i) in nats, accumulated in double;
+  //   probs = exp(logits - lse) in place.
+  virtual void VocabParallelStats(const float* logits, const int32_t* targets,
+                                  int64_t vocab_begin, float* stats, int64_t n, int64_t v) = 0;
+  virtual double VocabParallelLogSumExp(const float* all_stats, int64_t tp, float* lse,
+                                        int64_t n) = 0;
+  virtual void SoftmaxFromLogSumExp(float* logits, const float* lse, int64_t n, int64_t v) = 0;
+  virtual void Add(float* dst, const float* src, int64_t n) = 0;  // dst += src
+  virtual void AddRowBias(float* out, const float* bias, int64_t n, int64_t c) = 0;
+  // out (c) += column sums of x (n, c): a bias's gradient.
+  virtual void AddColumnSums(const float* x, float* out, int64_t n, int64_t c) = 0;
+  virtual void Scale(float* x, float s, int64_t n) = 0;
+  virtual double SumSquares(const float* x, int64_t n) = 0;  // in double
+  // m, v, p updated from g (g * grad_scale is the clipped gradient).
+  virtual void AdamW(float* p, const float* g, float* m, float* v, int64_t n, float grad_scale,
+                     const AdamWArgs& args) = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Collectives
+
+enum class Group : uint8_t { kWorld, kTp, kCp, kDp, kPp };
+const char* GroupName(Group g);
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual int rank(Group g) const = 0;
+  virtual int size(Group g) const = 0;
+
+  virtual Status AllReduceSum(Group g, float* data, int64_t n) = 0;
+  virtual Status AllReduceSumHost(Group g, double* host, int64_t n) = 0;
+  virtual Status AllReduceMaxHost(Group g, double* host, int64_t n) = 0;
+  // in: size(g) blocks of n; block i summed over the group lands in rank i's out (n).
+  virtual Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) = 0;
+  // Each rank's n floats, concatenated in rank order into out (size(g) * n).
+  virtual Status AllGather(Group g, const float* in, float* out, int64_t n) = 0;
+  // The same on host doubles (timelines, per-rank figures gathered for the report).
+  virtual Status AllGatherHost(Group g, const double* in, double* out, int64_t n) = 0;
+
+  // Non-blocking send of n floats to rank `peer` of `g`; `data` must stay alive and unchanged
+  // until WaitSend returns for the handle.
+  virtual StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) = 0;
+  virtual Status WaitSend(int64_t handle) = 0;
+  virtual Status Recv(Group g, float* data, int64_t n, int peer, int tag) = 0;
+  virtual Status Barrier(Group g) = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;  // "cpu", "cuda"
+  virtual Memory& memory() = 0;
+  virtual Kernels& kernels() = 0;
+  virtual Collectives& comm() = 0;
+  // Seconds on a monotonic clock, read after the work issued so far has finished.
+  virtual double Now() = 0;
+};
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,60 @@
+// See local_collectives.h.
+#include "runtime/backend/local_collectives.h"
+
+#include <cstring>
+#include <string>
+
+#include "src/util/check.h"
+
+namespace shardsim::runtime {
+namespace {
+
+void CopyBlock(void* out, const void* in, int64_t n, size_t element) {
+  CHECK(n >= 0) << n;
+  if (n > 0 && out != in) std::memcpy(out, in, static_cast<size_t>(n) * element);
+}
+
+Status NoPeer(const char* op, Group g, int peer) {
+  return Status::Error(std::string(op) + " to/from rank " + std::to_string(peer) + " of the " +
+                       GroupName(g) +
+                       " group: no peer in a one-rank group (LocalCollectives is a single "
+                       "process; run under mpirun with MPI collectives for more ranks)");
+}
+
+}  // namespace
+
+Status LocalCollectives::AllReduceSum(Group, float*, int64_t) { return Status::Ok(); }
+Status LocalCollectives::AllReduceSumHost(Group, double*, int64_t) { return Status::Ok(); }
+Status LocalCollectives::AllReduceMaxHost(Group, double*, int64_t) { return Status::Ok(); }
+
+Status LocalCollectives::ReduceScatterSum(Group, const float* in, float* out, int64_t n) {
+  CopyBlock(out, in, n, sizeof(float));
+  return Status::Ok();
+}
+
+Status LocalCollectives::AllGather(Group, const float* in, float* out, int64_t n) {
+  CopyBlock(out, in, n, sizeof(float));
+  return Status::Ok();
+}
+
+Status LocalCollectives::AllGatherHost(Group, const double* in, double* out, int64_t n) {
+  CopyBlock(out, in, n, sizeof(double));
+  return Status::Ok();
+}
+
+StatusOr<int64_t> LocalCollectives::Isend(Group g, const float*, int64_t, int peer, int) {
+  return NoPeer("send", g, peer);
+}
+
+Status LocalCollectives::WaitSend(int64_t handle) {
+  CHECK(false) << "WaitSend(" << handle << "): LocalCollectives never issues a send handle";
+  return Status::Ok();
+}
+
+Status LocalCollectives::Recv(Group g, float*, int64_t, int peer, int) {
+  return NoPeer("recv", g, peer);
+}
+
+Status LocalCollectives::Barrier(Group) { return Status::Ok(); }
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,33 @@
+// LocalCollectives: the Collectives of a single process, where every group is this one rank.
+// Lets a host-memory backend (the CPU backend) run the executor without MPI: sums over one
+// rank are the identity, gathers and scatters are copies, and there is no peer to send to.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/backend/backend.h"
+
+namespace shardsim::runtime {
+
+// For host-memory backends only: the copies are std::memcpy on the pointers given.
+class LocalCollectives : public Collectives {
+ public:
+  int rank(Group) const override { return 0; }
+  int size(Group) const override { return 1; }
+
+  Status AllReduceSum(Group g, float* data, int64_t n) override;                      // no-op
+  Status AllReduceSumHost(Group g, double* host, int64_t n) override;                 // no-op
+  Status AllReduceMaxHost(Group g, double* host, int64_t n) override;                 // no-op
+  Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) override;  // copy
+  Status AllGather(Group g, const float* in, float* out, int64_t n) override;         // copy
+  Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;   // copy
+
+  // Errors: a one-rank group has no peer. WaitSend therefore never has a valid handle and
+  // CHECK-fails.
+  StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
+  Status WaitSend(int64_t handle) override;
+  Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
+  Status Barrier(Group g) override;  // ok
+};
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,51 @@
+// One decoder block on a Backend, as one tensor-parallel rank runs it (the same math as
+// runtime/cpu/transformer_block.h, the single-process reference, which it is tested against):
+//   mid = x + g(Out(Attention(Rope(Q f(Norm1 x)), Rope(K f(Norm1 x)), V f(Norm1 x))))
+//   out = mid + g(Down(Act(f(Norm2 mid))))
+// f and g are the TP group's operators (exec_context.h): identity / all-reduce, or with SP
+// all-gather / reduce-scatter, in which case x, mid and out hold this rank's rows only.
+// Activation recomputation (Korthikanti et al. 2022): selective drops the attention
+// probabilities and recomputes them in backward; full keeps only x (the caller re-runs
+// BlockForward before BlockBackward).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/backend/backend.h"
+#include "runtime/cpu/transformer_block.h"
+#include "runtime/exec/exec_context.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim::runtime {
+
+// Shapes of one micro-batch on one rank; `m` is the TP-local model (rank_shard.local_model()).
+struct BlockDims {
+  const ModelSpec* m = nullptr;
+  int64_t b = 0, t = 0;   // sequences, tokens per sequence
+  int64_t n = 0;          // b * t rows
+  int64_t n_local = 0;    // rows this rank holds outside the parallel regions (n / tp with SP)
+};
+
+// What the forward pass keeps for the backward pass, for one layer and micro-batch.
+struct BlockSaved {
+  DeviceBuffer norm1, norm1_mean, norm1_rstd;  // (n_local, C), (n_local), (n_local)
+  DeviceBuffer q, k, v;                        // (n, H*d), (n, KV*d) x2, local heads, roped
+  DeviceBuffer probs;                          // (B, H, T, T); empty under selective recompute
+  DeviceBuffer attn;                           // (n, H*d)
+  DeviceBuffer mid;                            // (n_local, C)
+  DeviceBuffer norm2, norm2_mean, norm2_rstd;
+  DeviceBuffer hidden, up, act;                // (n, F) local; up for SwiGLU only
+  void Clear() { *this = BlockSaved(); }
+};
+
+// x, out (n_local, C). Allocates `saved` as `kind` (activations; the caller decides what a
+// recomputed copy counts as). keep_probs false: selective recompute.
+Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<float>& w,
+                    const float* x, float* out, BlockSaved& saved, bool keep_probs);
+
+// dresid (n_local, C): on entry d(out), on return d(x). Adds into dw. Frees `saved` as it goes.
+Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<float>& w,
+                     const BlockWeights<float>& dw, const float* x, BlockSaved& saved,
+                     float* dresid);
+
+}  // namespace shardsim::runtime

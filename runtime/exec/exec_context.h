@@ -1,0 +1,70 @@
+// ExecContext: what the executor's layers share on one rank: the backend, the tensor-parallel
+// group's f/g operators, and the measured timeline, with time split into non-overlapping
+// segments (compute is paused while a collective runs, so phases sum to the step time).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "runtime/backend/backend.h"
+#include "runtime/exec/timeline.h"
+#include "src/util/status.h"
+
+namespace shardsim::runtime {
+
+class ExecContext {
+ public:
+  ExecContext(Backend* backend, int64_t tp, bool sp, Timeline* timeline)
+      : backend_(backend), tp_(tp), sp_(sp), timeline_(timeline) {}
+
+  Backend& backend() { return *backend_; }
+  Kernels& k() { return backend_->kernels(); }
+  Memory& mem() { return backend_->memory(); }
+  Collectives& comm() { return backend_->comm(); }
+  int64_t tp() const { return tp_; }
+  bool sp() const { return sp_; }
+
+  StatusOr<DeviceBuffer> Alloc(MemoryKind kind, int64_t floats, const char* what);
+  // Allocated and zeroed.
+  StatusOr<DeviceBuffer> Zeros(MemoryKind kind, int64_t floats, const char* what);
+
+  // --- Tensor parallelism: Megatron's f and g (Shoeybi et al. 2019, Fig. 3) and their
+  // sequence-parallel forms (Korthikanti et al. 2022, Sec. 4.2.2). Under SP a rank holds
+  // rows [r n_local, (r+1) n_local) of every (n, c) tensor outside the parallel regions.
+  //
+  // Gather: rows (n_local, c) -> all rows (n, c): `x` itself without SP; all-gathered into
+  // `tmp` with SP (the input of a column-parallel layer, and the backward of Reduce).
+  StatusOr<const float*> Gather(const float* x, DeviceBuffer& tmp, int64_t n_local, int64_t c);
+  // Where a row-parallel product (n, c) goes before Reduce: `out` itself, or `tmp` with SP.
+  StatusOr<float*> PartialTarget(float* out, DeviceBuffer& tmp, int64_t n_local, int64_t c);
+  // Reduce: a partial sum (n, c) over the TP group -> this rank's rows of the sum: all-reduce
+  // in place (`out` == `partial`) or reduce-scatter into `out` (n_local, c) with SP (the
+  // output of a row-parallel layer, and the backward of Gather). Nothing when tp = 1.
+  Status Reduce(float* partial, float* out, int64_t n_local, int64_t c);
+
+  // --- Timeline. Compute runs in the current phase (forward, backward or recompute) between
+  // the calls below; Comm pauses it for the duration of `fn`.
+  void SetPass(Phase compute, int32_t microbatch, int32_t chunk);
+  void SetLayer(int32_t layer) { layer_ = layer; }
+  // Continues the open pass as another compute phase (recompute inside a backward pass).
+  void SwitchCompute(Phase compute);
+  void EndPass();  // closes the open compute segment
+  Status Comm(Phase phase, double bytes, const std::function<Status()>& fn);
+  // Records [start, now) as `phase` with the current micro-batch and chunk.
+  void Record(Phase phase, double start_s, double bytes = 0);
+  double Now() { return backend_->Now(); }
+
+ private:
+  void CloseSegment();
+
+  Backend* backend_;
+  int64_t tp_;
+  bool sp_;
+  Timeline* timeline_;
+  bool in_pass_ = false;
+  Phase compute_ = Phase::kForward;
+  int32_t microbatch_ = -1, chunk_ = -1, layer_ = -1;
+  double segment_start_ = 0;
+};
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,450 @@
+// See executor.h. One iteration: the schedule's passes in order (forward: receive or embed,
+// blocks, send or loss; backward: the reverse), then the optimizer: SP's replicated-gradient
+// all-reduce, the DP all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1), the global gradient
+// norm, AdamW on this rank's range, and (ZeRO >= 1) the parameter all-gather.
+#include "runtime/exec/executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "src/sim/schedule.h"
+
+namespace shardsim::runtime {
+namespace {
+
+constexpr MemoryKind kAct = MemoryKind::kActivations;
+constexpr MemoryKind kWork = MemoryKind::kOther;
+
+}  // namespace
+
+std::vector<std::string> UnsupportedLayout(const Layout& l) {
+  std::vector<std::string> why;
+  auto no = [&](bool bad, const std::string& what) {
+    if (bad) why.push_back(what);
+  };
+  no(l.cp > 1, "cp=" + std::to_string(l.cp) + " (context parallelism is not implemented in the runtime)");
+  no(l.ep > 1, "ep=" + std::to_string(l.ep) + " (expert parallelism is not implemented in the runtime)");
+  no(l.schedule == Schedule::kZeroBubble,
+     "schedule=zero-bubble (the runtime runs gpipe, 1f1b and interleaved; the B/W split is not implemented)");
+  no(l.offload != Offload::kNone, "offload=" + OffloadName(l.offload) + " (not implemented)");
+  no(l.dtype != DType::kFp32, "dtype=" + DTypeName(l.dtype) + " (the CPU runtime trains in fp32)");
+  no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
+  return why;
+}
+
+Executor::Executor(const ModelSpec& m, const Layout& l, Backend* backend, RankShard shard,
+                   const AdamWConfig& opt, Timeline* timeline)
+    : model_(m),
+      layout_(l),
+      backend_(backend),
+      shard_(std::move(shard)),
+      opt_(opt),
+      ctx_(backend, l.tp, l.sp && l.tp > 1, timeline) {
+  dims_.m = &shard_.local_model();
+  dims_.b = l.mbs;
+  dims_.t = m.seq_len;
+  dims_.n = l.mbs * m.seq_len;
+  dims_.n_local = ctx_.sp() ? dims_.n / l.tp : dims_.n;
+}
+
+StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const Layout& l,
+                                                     Backend* backend, const AdamWConfig& opt,
+                                                     uint64_t seed, Timeline* timeline) {
+  const std::vector<std::string> why = UnsupportedLayout(l);
+  if (!why.empty()) {
+    std::string msg = "the runtime cannot run this layout:";
+    for (const std::string& w : why) msg += "\n  - " + w;
+    return Status::Error(msg);
+  }
+  Collectives& comm = backend->comm();
+  if (comm.size(Group::kTp) != l.tp || comm.size(Group::kPp) != l.pp || comm.size(Group::kDp) != l.dp) {
+    return Status::Error("the backend's process groups (tp " + std::to_string(comm.size(Group::kTp)) +
+                         ", pp " + std::to_string(comm.size(Group::kPp)) + ", dp " +
+                         std::to_string(comm.size(Group::kDp)) + ") are not the layout's");
+  }
+  if (l.sp && l.tp > 1 && (l.mbs * m.seq_len) % l.tp != 0) {
+    return Status::Error("sequence parallelism needs tp=" + std::to_string(l.tp) +
+                         " to divide the micro-batch's mbs x seq_len = " +
+                         std::to_string(l.mbs * m.seq_len) + " tokens");
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(RankShard shard,
+                            RankShard::Create(m, l, comm.rank(Group::kTp), comm.rank(Group::kPp)));
+  std::unique_ptr<Executor> e(new Executor(m, l, backend, std::move(shard), opt, timeline));
+  SHARDSIM_RETURN_IF_ERROR(e->Allocate(seed));
+  return e;
+}
+
+Status Executor::Allocate(uint64_t seed) {
+  Memory& mem = backend_->memory();
+  total_ = shard_.layout().total_size();
+  const int64_t dp = layout_.dp;
+  padded_ = (total_ + dp - 1) / dp * dp;
+  const int64_t per = padded_ / dp;
+  const int64_t r = backend_->comm().rank(Group::kDp);
+  shard_begin_ = layout_.zero >= 1 ? std::min(r * per, total_) : 0;
+  shard_end_ = layout_.zero >= 1 ? std::min((r + 1) * per, total_) : total_;
+  const int64_t states = layout_.zero >= 1 ? per : total_;
+  SHARDSIM_ASSIGN_OR_RETURN(params_, mem.AllocateFloats(MemoryKind::kWeights, padded_, "parameters"));
+  SHARDSIM_ASSIGN_OR_RETURN(grads_, mem.AllocateFloats(MemoryKind::kGradients, padded_, "gradients"));
+  SHARDSIM_ASSIGN_OR_RETURN(moment1_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW first moment"));
+  SHARDSIM_ASSIGN_OR_RETURN(moment2_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW second moment"));
+  for (DeviceBuffer* b : {&params_, &grads_, &moment1_, &moment2_}) mem.Zero(b->data(), b->bytes());
+  const std::vector<float> init = shard_.InitialParams(seed);
+  mem.CopyToDevice(params_.data(), init.data(), static_cast<int64_t>(init.size() * sizeof(float)));
+  return Status::Ok();
+}
+
+const float* Executor::Param(const char* name) const {
+  const int64_t at = shard_.layout().OffsetOf(name);
+  return at < 0 ? nullptr : params_.f() + at;
+}
+
+float* Executor::Grad(const char* name) {
+  const int64_t at = shard_.layout().OffsetOf(name);
+  return at < 0 ? nullptr : grads_.f() + at;
+}
+
+BlockWeights<float> Executor::Weights(int64_t layer, float* base) const {
+  return BlockWeightsAt(shard_.layout(), shard_.local_model(), layer, base);
+}
+
+int64_t Executor::SequenceIndex(int64_t step, int32_t mb) const {
+  // DP rank d takes rows [d gbs/dp, (d+1) gbs/dp) of the global batch, in micro-batches.
+  const int64_t d = backend_->comm().rank(Group::kDp);
+  return step * layout_.gbs + d * (layout_.gbs / layout_.dp) + mb * layout_.mbs;
+}
+
+int Executor::Tag(int32_t mb, int64_t model_chunk, bool backward) const {
+  // Unique within an iteration: the receiving model chunk, the micro-batch, the direction.
+  return static_cast<int>(((mb * layout_.pp * layout_.vpp) + model_chunk) * 2 + (backward ? 1 : 0));
+}
+
+StatusOr<double> Executor::Step(const MarkovStream& data, int64_t step) {
+  phase_ = "forward";
+  backend_->memory().Zero(grads_.data(), grads_.bytes());
+  loss_sum_ = 0;
+  const int32_t stage = backend_->comm().rank(Group::kPp);
+  for (const PipelineStep& s : ScheduleOrder(layout_, stage)) {
+    if (s.pass == Pass::kForward) {
+      phase_ = "forward";
+      SHARDSIM_RETURN_IF_ERROR(Forward(data, step, s.mb, s.chunk));
+    } else {
+      phase_ = "backward";
+      SHARDSIM_RETURN_IF_ERROR(Backward(s.mb, s.chunk));
+    }
+  }
+  phase_ = "pipeline send";
+  SHARDSIM_RETURN_IF_ERROR(WaitSends());
+  phase_ = "optimizer";
+  SHARDSIM_RETURN_IF_ERROR(OptimizerStep());
+  // The loss: the head stage's TP rank 0 of every DP rank holds its rows' sum.
+  phase_ = "loss";
+  double loss = shard_.chunks().back().has_head && shard_.tp_rank() == 0 ? loss_sum_ : 0.0;
+  SHARDSIM_RETURN_IF_ERROR(backend_->comm().AllReduceSumHost(Group::kWorld, &loss, 1));
+  return loss / static_cast<double>(layout_.gbs * model_.seq_len);
+}
+
+Status Executor::WaitSends() {
+  for (auto& [handle, buffer] : sends_) {
+    SHARDSIM_RETURN_IF_ERROR(backend_->comm().WaitSend(handle));
+  }
+  sends_.clear();
+  return Status::Ok();
+}
+
+Status Executor::Forward(const MarkovStream& data, int64_t step, int32_t mb, int32_t chunk) {
+  const ChunkInfo& info = shard_.chunks()[chunk];
+  ChunkState& s = live_[{chunk, mb}];
+  const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;
+  Collectives& comm = backend_->comm();
+  Memory& mem = backend_->memory();
+  s.residual.resize(info.layers + 1);
+  s.saved.resize(info.layers);
+  if (info.has_embedding || info.has_head) {
+    const TokenBatch batch = data.Batch(SequenceIndex(step, mb), layout_.mbs, model_.seq_len);
+    const int64_t bytes = n * static_cast<int64_t>(sizeof(int32_t));
+    DeviceBuffer& ids = info.has_embedding ? s.tokens : s.targets;
+    SHARDSIM_ASSIGN_OR_RETURN(ids, mem.Allocate(kWork, bytes, "token ids"));
+    mem.CopyToDevice(ids.data(), info.has_embedding ? batch.inputs.data() : batch.targets.data(), bytes);
+    if (info.has_embedding && info.has_head) {
+      SHARDSIM_ASSIGN_OR_RETURN(s.targets, mem.Allocate(kWork, bytes, "target ids"));
+      mem.CopyToDevice(s.targets.data(), batch.targets.data(), bytes);
+    }
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(s.residual[0], ctx_.Alloc(kAct, nl * c, "layer input"));
+  if (info.has_embedding) {
+    ctx_.SetPass(Phase::kForward, mb, chunk);
+    // Vocab-parallel embedding: this rank's rows of the table, zero elsewhere, summed over TP
+    // (Megatron's VocabParallelEmbedding); positions added once, by TP rank 0.
+    DeviceBuffer tmp;
+    SHARDSIM_ASSIGN_OR_RETURN(float* partial, ctx_.PartialTarget(s.residual[0].f(), tmp, nl, c));
+    const float* wpe = shard_.tp_rank() == 0 ? Param("embed.positions") : nullptr;
+    ctx_.k().EmbeddingForward(s.tokens.i32(), Param("embed.tokens"), shard_.vocab_begin(),
+                              shard_.local_model().vocab, wpe, partial, n, 0, model_.seq_len, c);
+    SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(partial, s.residual[0].f(), nl, c));
+  } else {
+    const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);
+    const double start = ctx_.Now();
+    SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, s.residual[0].f(), nl * c, peer,
+                                       Tag(mb, info.model_chunk, false)));
+    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(float));
+    ctx_.SetPass(Phase::kForward, mb, chunk);
+  }
+  const bool full = layout_.recompute == Recompute::kFull;
+  for (int64_t i = 0; i < info.layers; ++i) {
+    ctx_.SetLayer(static_cast<int32_t>(info.first_layer + i));
+    SHARDSIM_ASSIGN_OR_RETURN(s.residual[i + 1], ctx_.Alloc(kAct, nl * c, "layer input"));
+    SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, Weights(info.first_layer + i, params_.f()),
+                                          s.residual[i].f(), s.residual[i + 1].f(), s.saved[i],
+                                          layout_.recompute != Recompute::kSelective));
+    if (full) s.saved[i].Clear();  // only the layer's input is kept
+  }
+  if (info.has_head) {
+    double loss = 0;
+    SHARDSIM_RETURN_IF_ERROR(HeadForward(s, info, &loss));
+    loss_sum_ += loss;
+    ctx_.EndPass();
+    return Status::Ok();
+  }
+  ctx_.EndPass();
+  // The chunk's output goes to the next model chunk's stage; its buffer lives until sent.
+  const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
+  const double start = ctx_.Now();
+  DeviceBuffer out = std::move(s.residual[info.layers]);
+  SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, out.f(), nl * c, peer,
+                                                       Tag(mb, info.model_chunk + 1, false)));
+  ctx_.Record(Phase::kPpSendForward, start, static_cast<double>(nl * c) * sizeof(float));
+  sends_.emplace_back(handle, std::move(out));
+  return Status::Ok();
+}
+
+Status Executor::HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_sum) {
+  const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;
+  const int64_t v = shard_.local_model().vocab;
+  Kernels& k = ctx_.k();
+  SHARDSIM_ASSIGN_OR_RETURN(s.final_out, ctx_.Alloc(kAct, nl * c, "final norm output"));
+  SHARDSIM_ASSIGN_OR_RETURN(s.final_rstd, ctx_.Alloc(kAct, nl, "final norm statistics"));
+  if (model_.norm == Norm::kLayerNorm) {
+    SHARDSIM_ASSIGN_OR_RETURN(s.final_mean, ctx_.Alloc(kAct, nl, "final norm statistics"));
+  }
+  k.NormForward(model_.norm, s.residual[info.layers].f(), Param("final_norm.gain"),
+                Param("final_norm.bias"), s.final_out.f(), s.final_mean.f(), s.final_rstd.f(), nl, c);
+  DeviceBuffer gathered;
+  SHARDSIM_ASSIGN_OR_RETURN(const float* in, ctx_.Gather(s.final_out.f(), gathered, nl, c));
+  // The simulator counts the logits under "other" (src/cost/memory.cc); so does this.
+  SHARDSIM_ASSIGN_OR_RETURN(s.logits, ctx_.Alloc(kWork, n * v, "logits"));
+  const float* head = Param(model_.tied_embeddings ? "embed.tokens" : "lm_head.weight");
+  k.LinearForward(in, head, nullptr, s.logits.f(), n, c, v);
+  if (ctx_.tp() == 1) {
+    *loss_sum = k.SoftmaxCrossEntropy(s.logits.f(), s.targets.i32(), s.logits.f(), n, v);
+    return Status::Ok();
+  }
+  // Vocab-parallel cross-entropy (Megatron's vocab_parallel_cross_entropy): each rank's
+  // (max, sum of exp, target logit) per row, all-gathered, combined into log-sum-exp.
+  DeviceBuffer stats, all, lse;
+  SHARDSIM_ASSIGN_OR_RETURN(stats, ctx_.Alloc(kWork, n * 3, "softmax statistics"));
+  SHARDSIM_ASSIGN_OR_RETURN(all, ctx_.Alloc(kWork, ctx_.tp() * n * 3, "softmax statistics"));
+  SHARDSIM_ASSIGN_OR_RETURN(lse, ctx_.Alloc(kWork, n, "log-sum-exp"));
+  k.VocabParallelStats(s.logits.f(), s.targets.i32(), shard_.vocab_begin(), stats.f(), n, v);
+  SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kTpComm, static_cast<double>(ctx_.tp() * n * 3) * sizeof(float), [&] {
+    return backend_->comm().AllGather(Group::kTp, stats.f(), all.f(), n * 3);
+  }));
+  *loss_sum = k.VocabParallelLogSumExp(all.f(), ctx_.tp(), lse.f(), n);
+  k.SoftmaxFromLogSumExp(s.logits.f(), lse.f(), n, v);
+  return Status::Ok();
+}
+
+Status Executor::HeadBackward(ChunkState& s, float* dres) {
+  const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;
+  const int64_t v = shard_.local_model().vocab;
+  const int64_t last = static_cast<int64_t>(s.residual.size()) - 1;
+  Kernels& k = ctx_.k();
+  // d(mean loss over the global batch's tokens) / d(logits), in place of the probabilities.
+  k.CrossEntropyBackward(s.logits.f(), s.targets.i32(), 1.0f, layout_.gbs * model_.seq_len,
+                         s.logits.f(), n, v, shard_.vocab_begin());
+  DeviceBuffer gathered, dfull, dlocal;
+  SHARDSIM_ASSIGN_OR_RETURN(const float* in, ctx_.Gather(s.final_out.f(), gathered, nl, c));
+  SHARDSIM_ASSIGN_OR_RETURN(dfull, ctx_.Zeros(kWork, n * c, "final norm gradient"));
+  const char* head = model_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
+  k.LinearBackward(s.logits.f(), in, Param(head), dfull.f(), Grad(head), nullptr, n, c, v);
+  s.logits.Reset();
+  gathered.Reset();
+  float* dn = dfull.f();
+  if (ctx_.sp()) {
+    SHARDSIM_ASSIGN_OR_RETURN(dlocal, ctx_.Alloc(kWork, nl * c, "final norm gradient rows"));
+    dn = dlocal.f();
+  }
+  SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(dfull.f(), dn, nl, c));
+  k.NormBackward(model_.norm, dn, s.residual[last].f(), Param("final_norm.gain"), s.final_mean.f(),
+                 s.final_rstd.f(), dres, Grad("final_norm.gain"), Grad("final_norm.bias"), nl, c);
+  s.final_out.Reset();
+  s.final_mean.Reset();
+  s.final_rstd.Reset();
+  s.residual[last].Reset();
+  return Status::Ok();
+}
+
+Status Executor::Backward(int32_t mb, int32_t chunk) {
+  const ChunkInfo& info = shard_.chunks()[chunk];
+  auto it = live_.find({chunk, mb});
+  if (it == live_.end()) {
+    return Status::Error("backward of micro-batch " + std::to_string(mb) + " chunk " +
+                         std::to_string(chunk) + " before its forward");
+  }
+  ChunkState& s = it->second;
+  const int64_t nl = dims_.n_local, c = model_.hidden;
+  Collectives& comm = backend_->comm();
+  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer dres, ctx_.Zeros(kWork, nl * c, "residual gradient"));
+  if (info.has_head) {
+    ctx_.SetPass(Phase::kBackward, mb, chunk);
+    SHARDSIM_RETURN_IF_ERROR(HeadBackward(s, dres.f()));
+  } else {
+    const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
+    const double start = ctx_.Now();
+    SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, dres.f(), nl * c, peer,
+                                       Tag(mb, info.model_chunk, true)));
+    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(float));
+    ctx_.SetPass(Phase::kBackward, mb, chunk);
+  }
+  for (int64_t i = info.layers - 1; i >= 0; --i) {
+    const int64_t layer = info.first_layer + i;
+    ctx_.SetLayer(static_cast<int32_t>(layer));
+    const BlockWeights<float> w = Weights(layer, params_.f());
+    if (layout_.recompute == Recompute::kFull) {
+      // Re-run the layer's forward from its saved input (its TP collectives included).
+      ctx_.SwitchCompute(Phase::kRecompute);
+      SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer out, ctx_.Alloc(kWork, nl * c, "recomputed layer output"));
+      SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, w, s.residual[i].f(), out.f(), s.saved[i], true));
+      ctx_.SwitchCompute(Phase::kBackward);
+    }
+    SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, Weights(layer, grads_.f()),
+                                           s.residual[i].f(), s.saved[i], dres.f()));
+    s.residual[i + 1].Reset();
+  }
+  if (info.has_embedding) {
+    DeviceBuffer gathered;
+    SHARDSIM_ASSIGN_OR_RETURN(const float* dfull, ctx_.Gather(dres.f(), gathered, nl, c));
+    ctx_.k().EmbeddingBackward(dfull, s.tokens.i32(), Grad("embed.tokens"), shard_.vocab_begin(),
+                               shard_.local_model().vocab, Grad("embed.positions"), dims_.n, 0,
+                               model_.seq_len, c);
+    ctx_.EndPass();
+    live_.erase(it);
+    return Status::Ok();
+  }
+  ctx_.EndPass();
+  live_.erase(it);
+  const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);
+  const double start = ctx_.Now();
+  SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, dres.f(), nl * c, peer,
+                                                       Tag(mb, info.model_chunk - 1, true)));
+  ctx_.Record(Phase::kPpSendBackward, start, static_cast<double>(nl * c) * sizeof(float));
+  sends_.emplace_back(handle, std::move(dres));
+  return Status::Ok();
+}
+
+Status Executor::ReduceGradients() {
+  Collectives& comm = backend_->comm();
+  // SP: replicated tensors saw only this rank's rows; sum them over the TP group.
+  const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!shard_.PartialOverTp(i)) continue;
+    float* g = grads_.f() + tensors[i].offset;
+    SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kTpComm, static_cast<double>(tensors[i].size()) * sizeof(float),
+                                       [&] { return comm.AllReduceSum(Group::kTp, g, tensors[i].size()); }));
+  }
+  if (layout_.dp == 1) return Status::Ok();
+  if (layout_.zero == 0) {
+    return ctx_.Comm(Phase::kDpComm, static_cast<double>(total_) * sizeof(float),
+                     [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), total_); });
+  }
+  // ZeRO >= 1: this rank's range of the summed gradients, written back in place.
+  const int64_t per = padded_ / layout_.dp;
+  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer shard, ctx_.Alloc(kWork, per, "gradient shard"));
+  SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(padded_) * sizeof(float), [&] {
+    return comm.ReduceScatterSum(Group::kDp, grads_.f(), shard.f(), per);
+  }));
+  backend_->memory().Copy(grads_.f() + shard_begin_, shard.f(),
+                          (shard_end_ - shard_begin_) * static_cast<int64_t>(sizeof(float)));
+  return Status::Ok();
+}
+
+StatusOr<double> Executor::GradSquaredNorm(int64_t begin, int64_t end) {
+  // Each parameter counted once in the world: a replicated tensor by TP rank 0 only, and
+  // without ZeRO (every DP rank holds the same sums) by DP rank 0 only.
+  Collectives& comm = backend_->comm();
+  double sum = 0;
+  const bool counts = layout_.zero >= 1 || comm.rank(Group::kDp) == 0;
+  const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
+  for (size_t i = 0; i < tensors.size() && counts; ++i) {
+    if (shard_.split(i) == TensorSplit::kReplicated && shard_.tp_rank() != 0) continue;
+    const int64_t from = std::max(begin, tensors[i].offset);
+    const int64_t to = std::min(end, tensors[i].offset + tensors[i].size());
+    if (from < to) sum += ctx_.k().SumSquares(grads_.f() + from, to - from);
+  }
+  // A world-wide sync point: the wait for the slowest rank is recorded as communication.
+  SHARDSIM_RETURN_IF_ERROR(
+      ctx_.Comm(Phase::kDpComm, sizeof(double), [&] { return comm.AllReduceSumHost(Group::kWorld, &sum, 1); }));
+  return sum;
+}
+
+Status Executor::OptimizerStep() {
+  SHARDSIM_RETURN_IF_ERROR(ReduceGradients());
+  SHARDSIM_ASSIGN_OR_RETURN(const double sq, GradSquaredNorm(shard_begin_, shard_end_));
+  const double start = ctx_.Now();
+  const double norm = std::sqrt(sq);
+  // As runtime/cpu/adamw.cc: clip by max_norm / norm (in fp32) when the norm exceeds it.
+  const float clip = opt_.max_grad_norm > 0 && norm > opt_.max_grad_norm
+                         ? static_cast<float>(opt_.max_grad_norm / norm)
+                         : 1.0f;
+  ++adam_step_;
+  AdamWArgs a;
+  a.lr = static_cast<float>(opt_.lr);
+  a.beta1 = static_cast<float>(opt_.beta1);
+  a.beta2 = static_cast<float>(opt_.beta2);
+  a.eps = static_cast<float>(opt_.eps);
+  a.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(opt_.beta1, adam_step_)));
+  a.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(opt_.beta2, adam_step_)));
+  const int64_t state0 = layout_.zero >= 1 ? shard_begin_ : 0;
+  for (const ParamTensor& t : shard_.layout().tensors()) {
+    const int64_t from = std::max(shard_begin_, t.offset);
+    const int64_t to = std::min(shard_end_, t.offset + t.size());
+    if (from >= to) continue;
+    a.weight_decay = t.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
+    ctx_.k().AdamW(params_.f() + from, grads_.f() + from, moment1_.f() + (from - state0),
+                   moment2_.f() + (from - state0), to - from, clip, a);
+  }
+  ctx_.Record(Phase::kOptimizer, start);
+  if (layout_.zero == 0 || layout_.dp == 1) return Status::Ok();
+  // Every rank's updated range back to all: all-gather into a whole buffer, then copy.
+  const int64_t per = padded_ / layout_.dp;
+  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer all, ctx_.Alloc(kWork, padded_, "parameter all-gather"));
+  SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(padded_) * sizeof(float), [&] {
+    return backend_->comm().AllGather(Group::kDp, params_.f() + backend_->comm().rank(Group::kDp) * per,
+                                      all.f(), per);
+  }));
+  backend_->memory().Copy(params_.f(), all.f(), padded_ * static_cast<int64_t>(sizeof(float)));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<float>> Executor::FullParams() {
+  std::vector<float> local(total_);
+  backend_->memory().CopyToHost(local.data(), params_.data(), total_ * static_cast<int64_t>(sizeof(float)));
+  std::vector<float> full(shard_.full_layout().total_size(), 0.0f);
+  Collectives& comm = backend_->comm();
+  // One contributor per element: DP rank 0, and for replicated tensors TP rank 0.
+  if (comm.rank(Group::kDp) == 0) {
+    const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
+    for (size_t i = 0; i < tensors.size() && shard_.tp_rank() != 0; ++i) {
+      if (shard_.split(i) != TensorSplit::kReplicated) continue;
+      std::fill_n(local.begin() + tensors[i].offset, tensors[i].size(), 0.0f);
+    }
+    shard_.Place(local.data(), full.data());
+  }
+  std::vector<double> sum(full.begin(), full.end());
+  SHARDSIM_RETURN_IF_ERROR(comm.AllReduceSumHost(Group::kWorld, sum.data(), static_cast<int64_t>(sum.size())));
+  for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(sum[i]);
+  return full;
+}
+
+}  // namespace shardsim::runtime

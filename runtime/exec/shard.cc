@@ -1,0 +1,130 @@
+// See shard.h.
+#include "runtime/exec/shard.h"
+
+#include <algorithm>
+#include <string>
+
+#include "runtime/cpu/param_init.h"
+
+namespace shardsim::runtime {
+namespace {
+
+// The global layer a tensor belongs to, or -1 (embeddings, final norm, head).
+int64_t LayerOf(const std::string& name) {
+  if (name.rfind("blocks.", 0) != 0) return -1;
+  return std::stoll(name.substr(7, name.find('.', 7) - 7));
+}
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64_t tp_rank,
+                                      int64_t pp_rank) {
+  const int64_t tp = l.tp;
+  auto divides = [&](int64_t what, const char* name) -> Status {
+    if (what % tp == 0) return Status::Ok();
+    return Status::Error("tensor parallelism tp=" + std::to_string(tp) + " must divide the model '" +
+                         m.name + "''s " + name + " (" + std::to_string(what) + ")");
+  };
+  SHARDSIM_RETURN_IF_ERROR(divides(m.heads, "heads"));
+  SHARDSIM_RETURN_IF_ERROR(divides(m.kv_heads, "kv_heads"));
+  SHARDSIM_RETURN_IF_ERROR(divides(m.ffn_hidden, "ffn_hidden"));
+  SHARDSIM_RETURN_IF_ERROR(divides(m.vocab, "vocab (the vocab-parallel embedding and LM head)"));
+  if (m.layers % (l.pp * l.vpp) != 0) {
+    return Status::Error("pp x vpp = " + std::to_string(l.pp * l.vpp) + " must divide the model '" +
+                         m.name + "''s " + std::to_string(m.layers) + " layers");
+  }
+  if (m.tied_embeddings && l.pp > 1) {
+    return Status::Error("model '" + m.name +
+                         "' ties its embeddings: the runtime does not yet keep the LM head's copy "
+                         "on the last pipeline stage (use pp=1 or an untied model)");
+  }
+  RankShard s;
+  s.full_spec_ = m;
+  s.local_spec_ = m;
+  s.local_spec_.heads /= tp;
+  s.local_spec_.kv_heads /= tp;
+  s.local_spec_.ffn_hidden /= tp;
+  s.local_spec_.vocab /= tp;
+  s.tp_rank_ = tp_rank;
+  SHARDSIM_ASSIGN_OR_RETURN(s.full_, ParamLayout::ForModel(m));
+  SHARDSIM_ASSIGN_OR_RETURN(ParamLayout local_all, ParamLayout::ForModel(s.local_spec_));
+
+  const int64_t per_chunk = m.layers / (l.pp * l.vpp);
+  const int64_t last_chunk = l.pp * l.vpp - 1;
+  for (int64_t c = 0; c < l.vpp; ++c) {
+    ChunkInfo info;
+    info.model_chunk = c * l.pp + pp_rank;
+    info.first_layer = info.model_chunk * per_chunk;
+    info.layers = per_chunk;
+    info.has_embedding = info.model_chunk == 0;
+    info.has_head = info.model_chunk == last_chunk;
+    s.chunks_.push_back(info);
+  }
+  const bool first = s.chunks_.front().has_embedding;
+  const bool last = s.chunks_.back().has_head;
+  s.local_ = local_all.Select([&](const ParamTensor& t) {
+    const int64_t layer = LayerOf(t.name);
+    if (layer >= 0) {
+      return std::any_of(s.chunks_.begin(), s.chunks_.end(), [&](const ChunkInfo& c) {
+        return layer >= c.first_layer && layer < c.first_layer + c.layers;
+      });
+    }
+    if (t.name.rfind("embed.", 0) == 0) return first || (last && m.tied_embeddings);
+    return last;  // final_norm.*, lm_head.weight
+  });
+  for (const ParamTensor& t : s.local_.tensors()) {
+    const ParamTensor& f = s.full_.Get(t.name);
+    const TensorSplit split = t.rows < f.rows   ? TensorSplit::kRows
+                              : t.cols < f.cols ? TensorSplit::kCols
+                                                : TensorSplit::kReplicated;
+    s.splits_.push_back(split);
+    // Under SP every replicated tensor but the learned positions sees only this rank's rows
+    // (the positions' gradient comes from the all-gathered embedding gradient).
+    s.partial_.push_back(l.sp && split == TensorSplit::kReplicated && t.name != "embed.positions");
+  }
+  return s;
+}
+
+void RankShard::ForEachRow(
+    const std::function<void(const ParamTensor& f, int64_t index, int64_t local, int64_t cols)>& fn)
+    const {
+  const std::vector<ParamTensor>& tensors = local_.tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const ParamTensor& t = tensors[i];
+    const ParamTensor& f = full_.Get(t.name);
+    // Rank r's block of rows [r rows, (r+1) rows) or of columns [r cols, (r+1) cols).
+    const int64_t row0 = splits_[i] == TensorSplit::kRows ? tp_rank_ * t.rows : 0;
+    const int64_t col0 = splits_[i] == TensorSplit::kCols ? tp_rank_ * t.cols : 0;
+    for (int64_t row = 0; row < t.rows; ++row) {
+      fn(f, (row0 + row) * f.cols + col0, t.offset + row * t.cols, t.cols);
+    }
+  }
+}
+
+void RankShard::Slice(const float* full, float* local) const {
+  ForEachRow([&](const ParamTensor& f, int64_t index, int64_t at, int64_t cols) {
+    std::copy_n(full + f.offset + index, cols, local + at);
+  });
+}
+
+void RankShard::Place(const float* local, float* full) const {
+  ForEachRow([&](const ParamTensor& f, int64_t index, int64_t at, int64_t cols) {
+    std::copy_n(local + at, cols, full + f.offset + index);
+  });
+}
+
+std::vector<float> RankShard::InitialParams(uint64_t seed) const {
+  std::vector<float> local(local_.total_size());
+  ForEachRow([&](const ParamTensor& f, int64_t index, int64_t at, int64_t cols) {
+    for (int64_t j = 0; j < cols; ++j) {
+      local[at + j] = static_cast<float>(InitialValue(seed, f, index + j));
+    }
+  });
+  return local;
+}
+
+}  // namespace shardsim::runtime

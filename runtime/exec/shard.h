@@ -1,0 +1,79 @@
+// RankShard: the parameters one rank holds under a layout, and how each maps onto the whole
+// model's tensor. Megatron-LM's placement (Shoeybi et al. 2019; Narayanan et al. 2021):
+//   pipeline  stage s holds model chunks c * pp + s for c < vpp, each layers/(pp vpp) layers;
+//             model chunk 0 adds the embeddings, the last one the final norm and the LM head;
+//   tensor    Q/K/V, the MLP's first projection(s) and the embedding / LM head are split by
+//             rows (heads, ffn_hidden, vocabulary: column-parallel and vocab-parallel), the
+//             attention output and MLP down projections by columns (row-parallel); norms,
+//             row-parallel biases and learned positions are replicated.
+// A tensor's names are the single-process model's (param_layout.h), so a shard can be cut
+// from, and gathered back into, the single-process layout.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "runtime/cpu/param_layout.h"
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+#include "src/util/status.h"
+
+namespace shardsim::runtime {
+
+enum class TensorSplit : uint8_t { kReplicated, kRows, kCols };
+
+// A model chunk held by this rank: global layers [first_layer, first_layer + layers).
+struct ChunkInfo {
+  int64_t model_chunk = 0;  // c * pp + stage
+  int64_t first_layer = 0;
+  int64_t layers = 0;
+  bool has_embedding = false;  // model chunk 0
+  bool has_head = false;       // the last model chunk
+};
+
+class RankShard {
+ public:
+  // Checks what the runtime needs of the layout (tp divides heads, kv_heads, ffn_hidden and
+  // vocab; pp * vpp divides layers; no tied embeddings across pipeline stages).
+  static StatusOr<RankShard> Create(const ModelSpec& m, const Layout& l, int64_t tp_rank,
+                                    int64_t pp_rank);
+
+  const ModelSpec& model() const { return full_spec_; }
+  // The model as one TP rank sees it: heads, kv_heads, ffn_hidden and vocab divided by tp.
+  const ModelSpec& local_model() const { return local_spec_; }
+  const ParamLayout& layout() const { return local_; }        // this rank's tensors
+  const ParamLayout& full_layout() const { return full_; }    // the single-process model's
+  const std::vector<ChunkInfo>& chunks() const { return chunks_; }
+  TensorSplit split(size_t i) const { return splits_[i]; }  // of layout().tensors()[i]
+  int64_t tp_rank() const { return tp_rank_; }
+  int64_t vocab_begin() const { return tp_rank_ * local_spec_.vocab; }
+
+  // Replicated over TP but computed from this rank's rows only under sequence parallelism,
+  // so its gradient must be summed over the TP group (Megatron's allreduce of the layer-norm
+  // gradients under SP): norms and row-parallel biases.
+  bool PartialOverTp(size_t i) const { return partial_[i]; }
+
+  // This rank's initial parameters (param_init.h): each element the value the single-process
+  // model gives it, so every layout starts from the same model.
+  std::vector<float> InitialParams(uint64_t seed) const;
+
+  // Copies this rank's slice of every tensor it holds out of / into a single-process buffer.
+  void Slice(const float* full, float* local) const;
+  void Place(const float* local, float* full) const;
+
+ private:
+  // fn(whole tensor, first element's index in it, offset in this rank's buffer, elements) for
+  // each row of each tensor this rank holds.
+  void ForEachRow(const std::function<void(const ParamTensor& f, int64_t index, int64_t local,
+                                           int64_t cols)>& fn) const;
+
+  ModelSpec full_spec_, local_spec_;
+  ParamLayout full_, local_;
+  std::vector<ChunkInfo> chunks_;
+  std::vector<TensorSplit> splits_;
+  std::vector<bool> partial_;
+  int64_t tp_rank_ = 0;
+};
+
+}  // namespace shardsim::runtime

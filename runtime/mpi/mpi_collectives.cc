@@ -1,0 +1,102 @@
+// See mpi_collectives.h. Each call checks that its count fits MPI's int, then forwards to
+// the group's Communicator.
+#include "runtime/mpi/mpi_collectives.h"
+
+#include <climits>
+#include <string>
+
+#include "src/util/check.h"
+
+namespace shardsim::runtime {
+namespace {
+
+// MPI counts are ints: a larger message is an error the user can act on (a smaller shard).
+Status CheckCount(const Communicator& c, int64_t n, const char* op) {
+  CHECK(n >= 0) << op << " of " << n << " elements";
+  if (n > INT_MAX) {
+    return Status::Error("rank " + std::to_string(c.rank()) + " of the " + c.name() +
+                         " group: " + op + " of " + std::to_string(n) +
+                         " elements exceeds MPI's int count (2^31 - 1)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+MpiCollectives::~MpiCollectives() {
+  for (auto& [handle, send] : pending_) MPI_Request_free(&send.request);
+}
+
+const Communicator& MpiCollectives::comm(Group g) const {
+  switch (g) {
+    case Group::kWorld:
+      return groups_.world;
+    case Group::kTp:
+      return groups_.tp;
+    case Group::kCp:
+      return groups_.cp;
+    case Group::kDp:
+      return groups_.dp;
+    case Group::kPp:
+      return groups_.pp;
+  }
+  CHECK(false) << "unknown Group " << static_cast<int>(g);
+  return groups_.world;
+}
+
+Status MpiCollectives::AllReduceSum(Group g, float* data, int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-reduce"));
+  return comm(g).AllReduceSum(data, static_cast<size_t>(n));
+}
+
+Status MpiCollectives::AllReduceSumHost(Group g, double* host, int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-reduce"));
+  return comm(g).AllReduceSum(host, static_cast<size_t>(n));
+}
+
+Status MpiCollectives::AllReduceMaxHost(Group g, double* host, int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-reduce (max)"));
+  return comm(g).AllReduceMax(host, static_cast<size_t>(n));
+}
+
+Status MpiCollectives::ReduceScatterSum(Group g, const float* in, float* out, int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "reduce-scatter"));
+  return comm(g).ReduceScatterSum(in, out, static_cast<size_t>(n));
+}
+
+Status MpiCollectives::AllGather(Group g, const float* in, float* out, int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-gather"));
+  return comm(g).AllGather(in, out, static_cast<size_t>(n));
+}
+
+Status MpiCollectives::AllGatherHost(Group g, const double* in, double* out, int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-gather"));
+  return comm(g).AllGather(in, out, static_cast<size_t>(n));
+}
+
+StatusOr<int64_t> MpiCollectives::Isend(Group g, const float* data, int64_t n, int peer, int tag) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "send"));
+  SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request,
+                            comm(g).Isend(data, static_cast<size_t>(n), peer, tag));
+  const int64_t handle = next_handle_++;
+  pending_.emplace(handle, PendingSend{request, g});
+  return handle;
+}
+
+Status MpiCollectives::WaitSend(int64_t handle) {
+  auto it = pending_.find(handle);
+  CHECK(it != pending_.end()) << "WaitSend(" << handle << "): no pending send with this handle";
+  PendingSend send = it->second;
+  pending_.erase(it);
+  // On a timeout, Wait has already freed the request.
+  return comm(send.group).WaitRequest(&send.request, "send");
+}
+
+Status MpiCollectives::Recv(Group g, float* data, int64_t n, int peer, int tag) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "recv"));
+  return comm(g).Recv(data, static_cast<size_t>(n), peer, tag);
+}
+
+Status MpiCollectives::Barrier(Group g) { return comm(g).Barrier(); }
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,56 @@
+// MpiCollectives: the Collectives of backend.h over the layout's MPI process groups, for
+// host-memory backends (the CPU backend): every float pointer is a host pointer handed to MPI.
+// Each wait is bounded by the communicators' timeout; errors name the rank, group and operation.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "runtime/backend/backend.h"
+#include "runtime/mpi/communicator.h"
+
+namespace shardsim::runtime {
+
+class MpiCollectives : public Collectives {
+ public:
+  explicit MpiCollectives(ProcessGroups groups) : groups_(std::move(groups)) {}
+  MpiCollectives(const MpiCollectives&) = delete;
+  MpiCollectives& operator=(const MpiCollectives&) = delete;
+  // Sends never waited for are released to complete on their own (MPI_Request_free): the
+  // caller is ending on an error; their buffers must outlive the MPI job.
+  ~MpiCollectives() override;
+
+  const ProcessGroups& groups() const { return groups_; }
+  int rank(Group g) const override { return comm(g).rank(); }
+  int size(Group g) const override { return comm(g).size(); }
+
+  Status AllReduceSum(Group g, float* data, int64_t n) override;
+  Status AllReduceSumHost(Group g, double* host, int64_t n) override;
+  Status AllReduceMaxHost(Group g, double* host, int64_t n) override;
+  Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
+  Status AllGather(Group g, const float* in, float* out, int64_t n) override;
+  Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;
+
+  // Handles are 1, 2, 3, ... in issue order; each is waited for once (an unknown handle is a
+  // caller bug and CHECK-fails).
+  StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
+  Status WaitSend(int64_t handle) override;
+  Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
+  Status Barrier(Group g) override;
+
+ private:
+  const Communicator& comm(Group g) const;
+
+  struct PendingSend {
+    MPI_Request request;
+    Group group;
+  };
+
+  ProcessGroups groups_;
+  std::unordered_map<int64_t, PendingSend> pending_;
+  int64_t next_handle_ = 1;
+};
+
+}  // namespace shardsim::runtime

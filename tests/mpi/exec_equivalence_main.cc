@@ -1,0 +1,223 @@
+// MPI test program: the executor (runtime/exec) under a layout reproduces the single-process
+// reference (runtime/cpu Transformer + TrainStep). Arguments: a model ("tiny" or "gpt") and one
+// or more layout specs, each run in turn on the same ranks (ctest groups the layouts that need
+// the same world size). For each layout: 10 steps of a global batch of 8 sequences x 32 tokens,
+// micro-batches of 2, AdamW lr 3e-3, seed 1234, MarkovStream seed 7.
+//
+// Criteria (the issue's): every step's loss within 1e-5 relative of the reference, and every
+// parameter tensor after 10 steps within 1e-5 relative L2. 1e-5 is ~100 fp32 ulps: far above
+// summation-order noise, far below a real error (a missing all-reduce drops half of every
+// attention and MLP output and moves the first loss at the 1e-3 level). One exception, measured
+// and explained: under tensor parallelism the row-parallel products are summed in another order,
+// and Adam divides each element's update by its gradient's magnitude, so elements whose
+// gradient is at the rounding level move by noise-sized fractions of lr. The fp32 reference is
+// itself ~6e-5 (worst tensor) away from the same run in fp64. For such layouts the parameters
+// must instead be no further from the fp64 run than 2x the fp32 reference is, and within 2e-4
+// of the fp32 reference; the losses keep the 1e-5 bound.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/markov_stream.h"
+#include "runtime/cpu/train_step.h"
+#include "runtime/exec/executor.h"
+#include "runtime/mpi/communicator.h"
+#include "runtime/mpi/mpi_collectives.h"
+#include "src/util/check.h"
+
+namespace {
+
+using namespace shardsim;
+using namespace shardsim::runtime;
+
+int failures = 0;
+
+void Expect(bool ok, const std::string& what, int rank) {
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "rank %d: FAILED %s\n", rank, what.c_str());
+  }
+}
+
+double Relative(double a, double b) {
+  return std::fabs(a - b) / std::max(1e-30, std::max(std::fabs(a), std::fabs(b)));
+}
+
+// The tiny Llama-style model of models/tiny.yaml (GQA 4/2 heads, SwiGLU, RMSNorm, RoPE,
+// untied), with 32-token sequences.
+ModelSpec Tiny() {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.head_dim = 16;
+  m.ffn_hidden = 256;
+  m.vocab = 512;
+  m.seq_len = 32;
+  m.activation = Activation::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.bias = false;
+  m.dropout = false;
+  m.tied_embeddings = false;
+  return m;
+}
+
+// GPT-2 style: GELU, LayerNorm, learned positions, biases, tied embeddings.
+ModelSpec Gpt() {
+  ModelSpec m = Tiny();
+  m.name = "test-gpt";
+  m.layers = 2;
+  m.kv_heads = 4;
+  m.vocab = 256;
+  m.activation = Activation::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kLearned;
+  m.bias = true;
+  m.tied_embeddings = true;
+  return m;
+}
+
+// attn.k.bias has a zero gradient in exact arithmetic (adding b to every key adds q.b to all of
+// a query's scores, which softmax ignores): its fp32 gradient is rounding noise that Adam turns
+// into lr-sized steps, so no relative comparison of it means anything; it is skipped.
+bool NoiseOnly(const std::string& name) { return name.ends_with("attn.k.bias"); }
+
+// Relative L2 error ||a - b|| / ||b|| of every tensor (a, b whole flat buffers).
+template <typename A, typename B>
+std::vector<double> TensorErrors(const ParamLayout& layout, std::span<const A> a,
+                                 std::span<const B> b) {
+  std::vector<double> errors;
+  for (const ParamTensor& t : layout.tensors()) {
+    double d2 = 0, r2 = 0;
+    for (int64_t i = t.offset; i < t.offset + t.size(); ++i) {
+      const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+      d2 += d * d;
+      r2 += static_cast<double>(b[i]) * static_cast<double>(b[i]);
+    }
+    errors.push_back(NoiseOnly(t.name) ? 0.0 : std::sqrt(d2 / std::max(r2, 1e-30)));
+  }
+  return errors;
+}
+
+std::pair<double, std::string> Worst(const ParamLayout& layout, const std::vector<double>& e) {
+  const size_t i = std::max_element(e.begin(), e.end()) - e.begin();
+  return {e[i], layout.tensors()[i].name};
+}
+
+constexpr int kSteps = 10;
+constexpr int64_t kBatch = 8, kMbs = 2;
+const AdamWConfig kAdam{.lr = 3e-3};
+
+struct Reference {
+  std::vector<float> losses;
+  std::vector<float> params;
+  std::vector<double> params64;
+  ParamLayout layout;
+};
+
+Reference RunReference(const ModelSpec& spec, const MarkovStream& data) {
+  Transformer<float> ref = *Transformer<float>::Create(spec);
+  ref.Init(1234);
+  AdamW<float> opt(ref.layout(), kAdam);
+  Reference r{.layout = ref.layout()};
+  for (int s = 0; s < kSteps; ++s) {
+    r.losses.push_back(TrainStep(ref, opt, data.Batch(s * kBatch, kBatch, spec.seq_len), kMbs));
+  }
+  r.params.assign(ref.params().begin(), ref.params().end());
+  Transformer<double> ref64 = *Transformer<double>::Create(spec);
+  ref64.Init(1234);
+  AdamW<double> opt64(ref64.layout(), kAdam);
+  for (int s = 0; s < kSteps; ++s) {
+    (void)TrainStep(ref64, opt64, data.Batch(s * kBatch, kBatch, spec.seq_len), kMbs);
+  }
+  r.params64.assign(ref64.params().begin(), ref64.params().end());
+  return r;
+}
+
+void RunCase(const ModelSpec& spec, const std::string& spec_text, const Reference& ref,
+             const MarkovStream& data, int world) {
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const std::string label = spec.name + " " + spec_text;
+  StatusOr<Layout> parsed = ParseLayout(spec_text + ",mbs=2,gbs=8,attention=unfused,dtype=fp32");
+  Expect(parsed.ok(), label + " parse", me);
+  if (!parsed.ok()) return;
+  StatusOr<Layout> layout = ResolveLayout(*parsed, world);
+  Expect(layout.ok(), label + " resolve: " + (layout.ok() ? "" : layout.status().message()), me);
+  if (!layout.ok()) return;
+  StatusOr<ProcessGroups> groups = ProcessGroups::Create(*layout, 60);
+  Expect(groups.ok(), label + " groups", me);
+  if (!groups.ok()) return;
+  CpuBackend backend(std::make_unique<MpiCollectives>(std::move(groups).value()));
+  StatusOr<std::unique_ptr<Executor>> exec =
+      Executor::Create(spec, *layout, &backend, kAdam, 1234, nullptr);
+  Expect(exec.ok(), label + " create: " + (exec.ok() ? "" : exec.status().message()), me);
+  if (!exec.ok()) return;
+  double worst_loss = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    StatusOr<double> loss = (*exec)->Step(data, s);
+    Expect(loss.ok(), label + " step " + std::to_string(s) + ": " +
+                          (loss.ok() ? "" : loss.status().message()), me);
+    if (!loss.ok()) return;
+    worst_loss = std::max(worst_loss, Relative(*loss, ref.losses[s]));
+  }
+  StatusOr<std::vector<float>> full = (*exec)->FullParams();
+  Expect(full.ok(), label + " gather", me);
+  if (!full.ok()) return;
+  const ParamLayout& pl = ref.layout;
+  const auto vs_ref = Worst(pl, TensorErrors<float, float>(pl, *full, ref.params));
+  const auto vs_exact = Worst(pl, TensorErrors<float, double>(pl, *full, ref.params64));
+  const auto ref_vs_exact = Worst(pl, TensorErrors<float, double>(pl, ref.params, ref.params64));
+  Expect(worst_loss <= 1e-5, label + " loss within 1e-5 (" + std::to_string(worst_loss) + ")", me);
+  const bool reordered = layout->tp > 1;  // see the file comment
+  if (!reordered) {
+    Expect(vs_ref.first <= 1e-5, label + " params within 1e-5 per tensor (" +
+                                     std::to_string(vs_ref.first) + " at " + vs_ref.second + ")", me);
+  } else {
+    Expect(vs_exact.first <= 2 * ref_vs_exact.first,
+           label + " params as close to fp64 as the fp32 reference (" +
+               std::to_string(vs_exact.first) + " at " + vs_exact.second + " vs " +
+               std::to_string(ref_vs_exact.first) + ")", me);
+    Expect(vs_ref.first <= 2e-4, label + " params within 2e-4 per tensor (" +
+                                     std::to_string(vs_ref.first) + " at " + vs_ref.second + ")", me);
+  }
+  if (me == 0) {
+    std::printf("%-40s loss %.1e  params vs fp32 %.1e (%s)  vs fp64 %.1e (fp32 ref vs fp64 %.1e)\n",
+                label.c_str(), worst_loss, vs_ref.first, vs_ref.second.c_str(), vs_exact.first,
+                ref_vs_exact.first);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int me = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (argc < 3) {
+    if (me == 0) std::fprintf(stderr, "usage: %s tiny|gpt LAYOUT...\n", argv[0]);
+    MPI_Finalize();
+    return 2;
+  }
+  const ModelSpec spec = std::string(argv[1]) == "gpt" ? Gpt() : Tiny();
+  const MarkovStream data({.vocab = spec.vocab, .seed = 7});
+  const Reference ref = RunReference(spec, data);
+  for (int i = 2; i < argc; ++i) RunCase(spec, argv[i], ref, data, world);
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (me == 0) std::printf(total == 0 ? "PASS\n" : "FAIL (%d)\n", total);
+  MPI_Finalize();
+  return total == 0 ? 0 : 1;
+}
