@@ -246,6 +246,7 @@ class FakeWorld : public Collectives {
   Status AllGather(Group, const float*, float*, int64_t) override { return Unused(); }
   StatusOr<int64_t> Isend(Group, const float*, int64_t, int, int) override { return Unused(); }
   Status WaitSend(int64_t) override { return Unused(); }
+  StatusOr<bool> TestSend(int64_t) override { return Unused(); }
   Status Recv(Group, float*, int64_t, int, int) override { return Unused(); }
   Status Barrier(Group) override { return Unused(); }
 

@@ -221,6 +221,9 @@ class Collectives {
   // until WaitSend returns for the handle.
   virtual StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) = 0;
   virtual Status WaitSend(int64_t handle) = 0;
+  // Whether the send has completed, without waiting; a completed handle is released (do not
+  // WaitSend it).
+  virtual StatusOr<bool> TestSend(int64_t handle) = 0;
   virtual Status Recv(Group g, float* data, int64_t n, int peer, int tag) = 0;
   virtual Status Barrier(Group g) = 0;
 };

@@ -46,6 +46,11 @@ StatusOr<int64_t> LocalCollectives::Isend(Group g, const float*, int64_t, int pe
   return NoPeer("send", g, peer);
 }
 
+StatusOr<bool> LocalCollectives::TestSend(int64_t handle) {
+  CHECK(false) << "TestSend(" << handle << "): LocalCollectives never issues a send handle";
+  return false;
+}
+
 Status LocalCollectives::WaitSend(int64_t handle) {
   CHECK(false) << "WaitSend(" << handle << "): LocalCollectives never issues a send handle";
   return Status::Ok();

@@ -26,6 +26,7 @@ class LocalCollectives : public Collectives {
   // CHECK-fails.
   StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
   Status WaitSend(int64_t handle) override;
+  StatusOr<bool> TestSend(int64_t handle) override;
   Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
   Status Barrier(Group g) override;  // ok
 };

@@ -133,6 +133,7 @@ StatusOr<double> Executor::Step(const MarkovStream& data, int64_t step) {
       phase_ = "backward";
       SHARDSIM_RETURN_IF_ERROR(Backward(s.mb, s.chunk));
     }
+    SHARDSIM_RETURN_IF_ERROR(ReleaseCompletedSends());  // their buffers are free to go
   }
   phase_ = "pipeline send";
   SHARDSIM_RETURN_IF_ERROR(WaitSends());
@@ -143,6 +144,18 @@ StatusOr<double> Executor::Step(const MarkovStream& data, int64_t step) {
   double loss = shard_.chunks().back().has_head && shard_.tp_rank() == 0 ? loss_sum_ : 0.0;
   SHARDSIM_RETURN_IF_ERROR(backend_->comm().AllReduceSumHost(Group::kWorld, &loss, 1));
   return loss / static_cast<double>(layout_.gbs * model_.seq_len);
+}
+
+Status Executor::ReleaseCompletedSends() {
+  for (size_t i = 0; i < sends_.size();) {
+    SHARDSIM_ASSIGN_OR_RETURN(const bool done, backend_->comm().TestSend(sends_[i].first));
+    if (done) {
+      sends_.erase(sends_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  return Status::Ok();
 }
 
 Status Executor::WaitSends() {

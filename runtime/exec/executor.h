@@ -71,6 +71,7 @@ class Executor {
   Status ReduceGradients();
   StatusOr<double> GradSquaredNorm(int64_t begin, int64_t end);
   Status WaitSends();
+  Status ReleaseCompletedSends();
   BlockWeights<float> Weights(int64_t layer, float* base) const;
   const float* Param(const char* name) const;
   float* Grad(const char* name);

@@ -125,6 +125,12 @@ StatusOr<MPI_Request> Communicator::Isend(const float* data, size_t n, int to, i
   return r;
 }
 
+Status Communicator::TestRequest(MPI_Request* request, int* done, const char* op) const {
+  MPI_Status st;
+  const int rc = MPI_Test(request, done, &st);
+  return rc == MPI_SUCCESS ? Status::Ok() : Error(rc, op);
+}
+
 Status Communicator::Send(const float* data, size_t n, int to, int tag) const {
   MPI_Request r;
   const int rc = MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, to, tag, comm_, &r);

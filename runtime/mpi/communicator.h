@@ -46,6 +46,8 @@ class Communicator {
   StatusOr<MPI_Request> Isend(const float* data, size_t n, int to, int tag) const;
   // Waits for `request` until the timeout; the error names the rank, this group and `op`.
   Status WaitRequest(MPI_Request* request, const char* op) const { return Wait(request, op); }
+  // MPI_Test: *done set when the request completed (and was freed by MPI).
+  Status TestRequest(MPI_Request* request, int* done, const char* op) const;
 
  private:
   // Waits for `request` until the timeout; the error names the operation and the ranks.

@@ -92,6 +92,15 @@ Status MpiCollectives::WaitSend(int64_t handle) {
   return comm(send.group).WaitRequest(&send.request, "send");
 }
 
+StatusOr<bool> MpiCollectives::TestSend(int64_t handle) {
+  auto it = pending_.find(handle);
+  CHECK(it != pending_.end()) << "TestSend(" << handle << "): no pending send with this handle";
+  int done = 0;
+  SHARDSIM_RETURN_IF_ERROR(comm(it->second.group).TestRequest(&it->second.request, &done, "send"));
+  if (done) pending_.erase(it);
+  return done != 0;
+}
+
 Status MpiCollectives::Recv(Group g, float* data, int64_t n, int peer, int tag) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "recv"));
   return comm(g).Recv(data, static_cast<size_t>(n), peer, tag);

@@ -37,6 +37,7 @@ class MpiCollectives : public Collectives {
   // caller bug and CHECK-fails).
   StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
   Status WaitSend(int64_t handle) override;
+  StatusOr<bool> TestSend(int64_t handle) override;
   Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
   Status Barrier(Group g) override;
 

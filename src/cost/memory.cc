@@ -96,6 +96,25 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   return rep + split / t + quadratic / t;
 }
 
+double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l) {
+  const double e = l.dtype == DType::kFp32 ? 4 : 2;
+  const double sb = static_cast<double>(l.mbs) * m.seq_len / l.cp;  // tokens per rank
+  const double h = static_cast<double>(m.hidden);
+  const double t = static_cast<double>(l.tp);
+  const double q = static_cast<double>(m.q_dim());
+  const double kv = std::max(static_cast<double>(m.kv_dim()), t * m.head_dim);
+  double ffn = static_cast<double>(m.ffn_hidden);
+  if (m.moe) ffn = static_cast<double>(m.moe->ffn_hidden) * m.moe->top_k;
+  // MLP branch: gradients of the activation, the first projection(s) (gate and up for SwiGLU).
+  const double mlp = (m.activation == Activation::kSwiglu ? 3 : 2) * ffn / t;
+  // Attention branch: gradients of the attention output, Q, K and V.
+  const double attn = (2 * q + 2 * kv) / t;
+  // Either branch also holds the gradient of the norm output (all rows, before f's
+  // reduction), under SP the re-gathered norm output, and the residual stream's gradient.
+  const double rows = h + (l.sp ? h : 0) + h / (l.sp ? t : 1);
+  return e * sb * (std::max(mlp, attn) + rows);
+}
+
 double InFlightMicrobatches(const Layout& l, int64_t stage) {
   const double m = static_cast<double>(l.microbatches());
   const double p = static_cast<double>(l.pp);
@@ -164,12 +183,24 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   // Full recompute rematerializes one layer's activations during its backward.
   if (l.recompute == Recompute::kFull) mem.activations += largest_layer;
 
-  // Other: reserved (context, workspace), the last stage's fp32 logits for the loss, and
-  // ZeRO-3's gathered full parameters of two layers (the current one and the prefetched one).
+  // Other: reserved (context, workspace), the last stage's fp32 logits for the loss, the
+  // transient gradient buffers of the backward pass, and ZeRO-3's gathered full parameters of
+  // two layers (the current one and the prefetched one).
   mem.other = hw.gpu.reserved_memory_bytes;
+  const double workspace = BackwardWorkspaceBytes(m, l);
   if (stage == l.pp - 1) {
+    // The loss keeps each in-flight micro-batch's logits (as probabilities) for its backward
+    // (Megatron's vocab-parallel cross-entropy saves them): every micro-batch under GPipe, one
+    // under the 1F1B family. The head's backward adds the gradient of its input (all rows) and
+    // of the residual stream; a layer's backward runs after the newest logits are freed.
     const double tokens = static_cast<double>(l.mbs) * m.seq_len / l.cp;
-    mem.other += 4.0 * tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp);
+    const double logits = 4.0 * tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp);
+    const double k = l.schedule == Schedule::kGpipe ? static_cast<double>(l.microbatches()) : 1.0;
+    const double e = l.dtype == DType::kFp32 ? 4 : 2;
+    const double head = e * tokens * m.hidden * (1.0 + 1.0 / (l.sp ? l.tp : 1));
+    mem.other += std::max(k * logits + head, (k - 1) * logits + workspace);
+  } else {
+    mem.other += workspace;
   }
   if (l.zero == 3 && l.dp > 1) {
     const double layer = static_cast<double>(m.DenseLayerParams()) / static_cast<double>(l.tp);

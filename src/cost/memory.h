@@ -48,6 +48,14 @@ MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l);
 // (Korthikanti et al. 2022, Sec. 4: s*b*h*(34 + 5*a*s/h) for GPT-3-style layers).
 double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer);
 
+// The transient gradient buffers of one layer's backward pass on one rank, at its largest
+// (shardsim's derivation from the backward pass's data flow, which PyTorch autograd and the
+// shardsim runtime share: each buffer lives from the op that produces it to the op that
+// consumes it): for SwiGLU the gradients of the MLP's activation, gate and up outputs
+// (3 s b F / t), plus the norm output's gradient over all rows (s b h), the re-gathered norm
+// output under SP (s b h) and the residual stream's gradient (s b h, / t with SP).
+double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l);
+
 // Layer-activation sets alive at the peak on `stage` (1F1B: min(pp - stage, m) micro-batches;
 // GPipe: m; interleaved: Megatron's warm-up count of chunks, in units of whole stages).
 double InFlightMicrobatches(const Layout& l, int64_t stage);
