@@ -68,19 +68,6 @@ void Transformer<S>::Resize(int64_t b, int64_t t) {
 
 template <typename S>
 S Transformer<S>::Forward(const TokenBatch& batch) {
-  StatusOr<S> loss = ForwardWith(batch, nullptr);
-  CHECK(loss.ok()) << loss.status().message();  // a whole model has no reduction that could fail
-  return *loss;
-}
-
-template <typename S>
-void Transformer<S>::Backward(S loss_scale) {
-  const Status st = BackwardWith(loss_scale, nullptr);
-  CHECK(st.ok()) << st.message();
-}
-
-template <typename S>
-StatusOr<S> Transformer<S>::ForwardWith(const TokenBatch& batch, const PartialSum<S>& reduce) {
   CHECK(batch.batch > 0 && batch.seq > 0 && batch.seq <= spec_.seq_len)
       << "batch (" << batch.batch << ", " << batch.seq << ") vs seq_len " << spec_.seq_len;
   CHECK(static_cast<int64_t>(batch.inputs.size()) == batch.tokens() &&
@@ -96,9 +83,8 @@ StatusOr<S> Transformer<S>::ForwardWith(const TokenBatch& batch, const PartialSu
   EmbeddingForward(inputs_.data(), p + layout_.Get("embed.tokens").offset, wpe, residual_[0].data(),
                    b_, t_, c, v);
   for (int64_t l = 0; l < spec_.layers; ++l) {
-    SHARDSIM_RETURN_IF_ERROR(BlockForward(spec_, BlockWeightsAt(layout_, spec_, l, p), rope_,
-                                          residual_[l].data(), residual_[l + 1].data(), blocks_[l],
-                                          b_, t_, reduce));
+    BlockForward(spec_, BlockWeightsAt(layout_, spec_, l, p), rope_, residual_[l].data(),
+                 residual_[l + 1].data(), blocks_[l], b_, t_);
   }
   const int64_t bias = layout_.OffsetOf("final_norm.bias");
   NormForward(spec_.norm, residual_[spec_.layers].data(), p + layout_.Get("final_norm.gain").offset,
@@ -109,7 +95,7 @@ StatusOr<S> Transformer<S>::ForwardWith(const TokenBatch& batch, const PartialSu
 }
 
 template <typename S>
-Status Transformer<S>::BackwardWith(S loss_scale, const PartialSum<S>& reduce) {
+void Transformer<S>::Backward(S loss_scale) {
   CHECK(b_ > 0) << "Backward before Forward";
   const int64_t n = b_ * t_, c = spec_.hidden, v = spec_.vocab;
   S* p = params_.data();
@@ -127,34 +113,15 @@ Status Transformer<S>::BackwardWith(S loss_scale, const PartialSum<S>& reduce) {
                final_mean_.data(), final_rstd_.data(), dresidual_.data(), g + gain,
                bias < 0 ? nullptr : g + bias, n, c);
   for (int64_t l = spec_.layers - 1; l >= 0; --l) {
-    SHARDSIM_RETURN_IF_ERROR(BlockBackward(
-        spec_, BlockWeightsAt(layout_, spec_, l, p), BlockWeightsAt(layout_, spec_, l, g), rope_,
-        residual_[l].data(), blocks_[l], dresidual_.data(), scratch_, b_, t_, reduce));
+    BlockBackward(spec_, BlockWeightsAt(layout_, spec_, l, p), BlockWeightsAt(layout_, spec_, l, g),
+                  rope_, residual_[l].data(), blocks_[l], dresidual_.data(), scratch_, b_, t_);
   }
   const int64_t wpe = layout_.OffsetOf("embed.positions");
   EmbeddingBackward(dresidual_.data(), inputs_.data(), g + layout_.Get("embed.tokens").offset,
                     wpe < 0 ? nullptr : g + wpe, b_, t_, c, v);
-  return Status::Ok();
 }
 
 template class Transformer<float>;
-template <typename S>
-int64_t Transformer<S>::ActivationBytes() const {
-  size_t n = inputs_.size() + targets_.size();  // int32, counted as 4 bytes below
-  size_t elements =
-      final_norm_.size() + final_mean_.size() + final_rstd_.size() + logits_.size() + probs_.size();
-  for (const std::vector<S>& r : residual_) elements += r.size();
-  for (const BlockActivations<S>& b : blocks_) elements += b.Elements();
-  return static_cast<int64_t>(elements * sizeof(S) + n * sizeof(int32_t));
-}
-
-template <typename S>
-int64_t Transformer<S>::WorkspaceBytes() const {
-  const size_t elements =
-      scratch_.Elements() + dresidual_.size() + dfinal_.size() + dlogits_.size();
-  return static_cast<int64_t>(elements * sizeof(S));
-}
-
 template class Transformer<double>;
 
 }  // namespace shardsim::runtime

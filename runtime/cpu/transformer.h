@@ -36,17 +36,7 @@ class Transformer {
   // Adds the gradient of loss_scale * (the last Forward's loss) into grads().
   void Backward(S loss_scale = S(1));
 
-  // The same two passes where this model is one tensor-parallel rank's shard: `reduce` sums
-  // the blocks' partial results over the group (transformer_block.h). Errors come only from it.
-  StatusOr<S> ForwardWith(const TokenBatch& batch, const PartialSum<S>& reduce);
-  Status BackwardWith(S loss_scale, const PartialSum<S>& reduce);
-
   void ZeroGrad();
-
-  // Bytes of the activations the last Forward saved for Backward, and of Backward's scratch
-  // (the runtime's own allocation tracking; parameters and gradients are params()/grads()).
-  int64_t ActivationBytes() const;
-  int64_t WorkspaceBytes() const;
 
   const ModelSpec& spec() const { return spec_; }
   const ParamLayout& layout() const { return layout_; }

@@ -82,31 +82,19 @@ void AddInto(S* dst, const S* src, int64_t size) {
       Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, 1>>(src, size);
 }
 
-// out = in (N, k) x wt^T + bias, then + residual (N, c). With `reduce` (a row-parallel
-// shard), the product is a partial sum: reduce it first, then add the bias once.
+// out = in (N, k) x wt^T + bias, then + residual (N, c).
 template <typename S>
-Status RowParallelOut(const PartialSum<S>& reduce, const S* in, const S* wt, const S* bias, S* out,
-                      int64_t n, int64_t k, int64_t c, const S* residual) {
-  if (!reduce) {
-    LinearForward(in, wt, bias, out, n, k, c);
-  } else {
-    LinearForward<S>(in, wt, nullptr, out, n, k, c);
-    SHARDSIM_RETURN_IF_ERROR(reduce(out, static_cast<size_t>(n * c)));
-    if (bias != nullptr) {
-      Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(out, n, c)
-          .rowwise() += Eigen::Map<const Eigen::Matrix<S, 1, Eigen::Dynamic>>(bias, c);
-    }
-  }
-  AddInto(out, residual, n * c);  // residual
-  return Status::Ok();
+void ProjectAndAdd(const S* in, const S* wt, const S* bias, S* out, int64_t n, int64_t k,
+                   int64_t c, const S* residual) {
+  LinearForward(in, wt, bias, out, n, k, c);
+  AddInto(out, residual, n * c);
 }
 
 }  // namespace
 
 template <typename S>
-Status BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<S>& rope,
-                    const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t,
-                    const PartialSum<S>& reduce) {
+void BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<S>& rope,
+                  const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t) {
   const int64_t n = b * t, c = m.hidden, f = m.ffn_hidden;
   const int64_t qd = m.q_dim(), kvd = m.kv_dim();
   // Attention branch.
@@ -121,8 +109,7 @@ Status BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTabl
   }
   const AttentionShape shape{b, t, m.heads, m.kv_heads, m.head_dim};
   AttentionForward(a.q.data(), a.k.data(), a.v.data(), a.probs.data(), a.attn.data(), shape);
-  SHARDSIM_RETURN_IF_ERROR(
-      RowParallelOut(reduce, a.attn.data(), w.wo, w.bo, a.mid.data(), n, qd, c, x));
+  ProjectAndAdd(a.attn.data(), w.wo, w.bo, a.mid.data(), n, qd, c, x);
   // MLP branch.
   NormForward(m.norm, a.mid.data(), w.mlp_norm_gain, w.mlp_norm_bias, a.norm2.data(),
               a.norm2_mean.data(), a.norm2_rstd.data(), n, c);
@@ -133,13 +120,13 @@ Status BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTabl
   } else {
     GeluForward(a.hidden.data(), a.act.data(), n * f);
   }
-  return RowParallelOut(reduce, a.act.data(), w.w_out, w.b_out, out, n, f, c, a.mid.data());
+  ProjectAndAdd(a.act.data(), w.w_out, w.b_out, out, n, f, c, a.mid.data());
 }
 
 template <typename S>
-Status BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeights<S>& dw,
-                     const RopeTable<S>& rope, const S* x, const BlockActivations<S>& a, S* dresid,
-                     BlockScratch<S>& s, int64_t b, int64_t t, const PartialSum<S>& reduce) {
+void BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeights<S>& dw,
+                   const RopeTable<S>& rope, const S* x, const BlockActivations<S>& a, S* dresid,
+                   BlockScratch<S>& s, int64_t b, int64_t t) {
   const int64_t n = b * t, c = m.hidden, f = m.ffn_hidden;
   const int64_t qd = m.q_dim(), kvd = m.kv_dim();
   // MLP branch; dresid already holds the residual path's share of d(mid).
@@ -157,7 +144,6 @@ Status BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWe
   }
   LinearBackward(s.dhidden.data(), a.norm2.data(), w.w_in, s.dnorm.data(), dw.w_in, dw.b_in, n, c,
                  f);
-  if (reduce) SHARDSIM_RETURN_IF_ERROR(reduce(s.dnorm.data(), s.dnorm.size()));
   NormBackward(m.norm, s.dnorm.data(), a.mid.data(), w.mlp_norm_gain, a.norm2_mean.data(),
                a.norm2_rstd.data(), dresid, dw.mlp_norm_gain, dw.mlp_norm_bias, n, c);
   // dresid is now d(mid). Attention branch.
@@ -177,24 +163,21 @@ Status BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWe
   LinearBackward(s.dq.data(), a.norm1.data(), w.wq, s.dnorm.data(), dw.wq, dw.bq, n, c, qd);
   LinearBackward(s.dk.data(), a.norm1.data(), w.wk, s.dnorm.data(), dw.wk, dw.bk, n, c, kvd);
   LinearBackward(s.dv.data(), a.norm1.data(), w.wv, s.dnorm.data(), dw.wv, dw.bv, n, c, kvd);
-  if (reduce) SHARDSIM_RETURN_IF_ERROR(reduce(s.dnorm.data(), s.dnorm.size()));
   NormBackward(m.norm, s.dnorm.data(), x, w.attn_norm_gain, a.norm1_mean.data(),
                a.norm1_rstd.data(), dresid, dw.attn_norm_gain, dw.attn_norm_bias, n, c);
   // dresid is now d(x).
-  return Status::Ok();
 }
 
 #define SHARDSIM_INSTANTIATE_BLOCK(S)                                                            \
   template BlockWeights<S> BlockWeightsAt<S>(const ParamLayout&, const ModelSpec&, int64_t, S*); \
   template struct BlockActivations<S>;                                                           \
   template struct BlockScratch<S>;                                                               \
-  template Status BlockForward<S>(const ModelSpec&, const BlockWeights<S>&, const RopeTable<S>&, \
-                                  const S*, S*, BlockActivations<S>&, int64_t, int64_t,          \
-                                  const PartialSum<S>&);                                         \
-  template Status BlockBackward<S>(const ModelSpec&, const BlockWeights<S>&,                     \
-                                   const BlockWeights<S>&, const RopeTable<S>&, const S*,        \
-                                   const BlockActivations<S>&, S*, BlockScratch<S>&, int64_t,    \
-                                   int64_t, const PartialSum<S>&);
+  template void BlockForward<S>(const ModelSpec&, const BlockWeights<S>&, const RopeTable<S>&,   \
+                                const S*, S*, BlockActivations<S>&, int64_t, int64_t);           \
+  template void BlockBackward<S>(const ModelSpec&, const BlockWeights<S>&,                       \
+                                 const BlockWeights<S>&, const RopeTable<S>&, const S*,          \
+                                 const BlockActivations<S>&, S*, BlockScratch<S>&, int64_t,      \
+                                 int64_t);
 SHARDSIM_INSTANTIATE_BLOCK(float)
 SHARDSIM_INSTANTIATE_BLOCK(double)
 #undef SHARDSIM_INSTANTIATE_BLOCK

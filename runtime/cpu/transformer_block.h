@@ -5,13 +5,11 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "runtime/cpu/param_layout.h"
 #include "runtime/cpu/rope.h"
 #include "src/model/model_spec.h"
-#include "src/util/status.h"
 
 namespace shardsim::runtime {
 
@@ -65,12 +63,6 @@ struct BlockActivations {
 
   void Resize(const ModelSpec& m, int64_t b, int64_t t);
 
-  // Elements held, for the runtime's memory accounting.
-  size_t Elements() const {
-    return norm1.size() + norm1_mean.size() + norm1_rstd.size() + q.size() + k.size() + v.size() +
-           probs.size() + attn.size() + mid.size() + norm2.size() + norm2_mean.size() +
-           norm2_rstd.size() + hidden.size() + up.size() + act.size();
-  }
 };
 
 // Gradients of one block's activations; reused by every layer in turn.
@@ -87,35 +79,18 @@ struct BlockScratch {
 
   void Resize(const ModelSpec& m, int64_t b, int64_t t);
 
-  // Elements held, for the runtime's memory accounting.
-  size_t Elements() const {
-    return dnorm.size() + dattn.size() + dq.size() + dk.size() + dv.size() + dhidden.size() +
-           dup.size() + dact.size();
-  }
 };
 
 // x, out (B, T, C). `rope` is used when m.position is kRope.
-//
-// `reduce`, when given, sums a partial result over a tensor-parallel group in place: the
-// block is then one rank's shard (tensor_parallel_block.h) and the two row-parallel
-// projections' outputs are reduced before their bias and the residual are added (Megatron's
-// g operator). Null for a whole block. Errors come only from `reduce`.
 template <typename S>
-using PartialSum = std::function<Status(S*, size_t)>;
-
-template <typename S>
-Status BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<S>& rope,
-                    const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t,
-                    const PartialSum<S>& reduce = nullptr);
+void BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<S>& rope,
+                  const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t);
 
 // dresid (B, T, C): on entry the gradient w.r.t. the block's output, on return w.r.t. its
-// input x (the residual connections make this an in-place update). Adds into `dw`. With
-// `reduce`, the gradient w.r.t. each norm's output (the column-parallel inputs) is summed over
-// the group before the norm's backward (the f operator's backward).
+// input x (the residual connections make this an in-place update). Adds into `dw`.
 template <typename S>
-Status BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeights<S>& dw,
-                     const RopeTable<S>& rope, const S* x, const BlockActivations<S>& a, S* dresid,
-                     BlockScratch<S>& s, int64_t b, int64_t t,
-                     const PartialSum<S>& reduce = nullptr);
+void BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeights<S>& dw,
+                   const RopeTable<S>& rope, const S* x, const BlockActivations<S>& a, S* dresid,
+                   BlockScratch<S>& s, int64_t b, int64_t t);
 
 }  // namespace shardsim::runtime
