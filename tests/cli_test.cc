@@ -339,6 +339,19 @@ TEST(Cli, PlanWritesAPlanThatSimulateReproduces) {
   EXPECT_TRUE(Contains(both.err, "drop --gpus"));
 }
 
+// A hardware description without reserved memory (cpu-host) survives the plan file's round
+// trip: the embedded description omits the optional key rather than writing "0 B".
+TEST(Cli, PlanFileOfAHostWithoutReservedMemoryLoads) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "shardsim_plan_cpu_test";
+  fs::create_directories(dir);
+  const fs::path file = dir / "plan.yaml";
+  const CommandResult plan = RunShardsim("plan --model tiny --hardware cpu-host --gpus 2 "
+                                         "--global-batch 8 --top 1 --out '" + file.string() + "'");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const CommandResult sim = RunShardsim("simulate --json --plan '" + file.string() + "'");
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
+}
+
 TEST(Cli, PlanBadInput) {
   struct Case {
     std::string args, message;

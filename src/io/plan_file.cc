@@ -51,7 +51,9 @@ std::string HardwareYaml(const HardwareSpec& hw) {
   o << "gpu:\n  name: \"" << g.name << "\"\n  peak:\n";
   for (const auto& [d, rate] : g.peak_flops) o << "    " << DTypeName(d) << ": " << Q(rate, "FLOP/s") << "\n";
   o << "  memory: " << Q(g.memory_bytes, "B") << "\n  memory_bandwidth: " << Q(g.memory_bandwidth, "B/s")
-    << "\n  sm_count: " << g.sm_count << "\n  reserved_memory: " << Q(g.reserved_memory_bytes, "B") << "\n";
+    << "\n  sm_count: " << g.sm_count << "\n";
+  // Optional in hardware files and positive when given: absent means none reserved.
+  if (g.reserved_memory_bytes > 0) o << "  reserved_memory: " << Q(g.reserved_memory_bytes, "B") << "\n";
   o << "  efficiency:\n    matmul: " << Num(g.efficiency.matmul) << "\n    attention: "
     << Num(g.efficiency.attention) << "\n    memory: " << Num(g.efficiency.memory)
     << "\n    kernel_latency: " << Q(g.efficiency.kernel_latency_s, "s") << "\n    matmul_tile: ["
