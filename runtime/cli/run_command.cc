@@ -44,7 +44,6 @@ std::vector<std::string> NotHonoured(const Layout& l) {
   }
   if (l.overlap_dp && l.dp > 1) out.push_back("overlap_dp=on: gradients are reduced after the backward, not overlapped");
   if (l.overlap_tp && l.tp > 1) out.push_back("overlap_tp=on: TP all-reduces are blocking, not overlapped with GEMMs");
-  if (l.zero >= 2) out.push_back("zero=" + std::to_string(l.zero) + ": only the optimizer states are sharded; gradient and parameter buffers stay whole (ZeRO-1 memory)");
   if (l.overlap_pp && l.pp > 1) out.push_back("overlap_pp=on: pipeline sends are non-blocking, receives block");
   return out;
 }

@@ -1,7 +1,9 @@
 // See executor.h. One iteration: the schedule's passes in order (forward: receive or embed,
 // blocks, send or loss; backward: the reverse), then the optimizer: SP's replicated-gradient
-// all-reduce, the DP all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1), the global gradient
-// norm, AdamW on this rank's range, and (ZeRO >= 1) the parameter all-gather.
+// all-reduce, the DP all-reduce (ZeRO 0) or reduce-scatter (ZeRO 1), the global gradient
+// norm, AdamW on this rank's range, and (ZeRO 1, 2) the parameter all-gather.
+// ZeRO-2/3 (zero_buckets.h) instead reduce each bucket's gradients as its backward ends, and
+// ZeRO-3 gathers each bucket's parameters around the passes that use them.
 #include "runtime/exec/executor.h"
 
 #include <algorithm>
@@ -85,28 +87,32 @@ Status Executor::Allocate(uint64_t seed) {
   shard_begin_ = layout_.zero >= 1 ? std::min(r * per, total_) : 0;
   shard_end_ = layout_.zero >= 1 ? std::min((r + 1) * per, total_) : total_;
   const int64_t states = layout_.zero >= 1 ? per : total_;
-  SHARDSIM_ASSIGN_OR_RETURN(params_, mem.AllocateFloats(MemoryKind::kWeights, padded_, "parameters"));
-  SHARDSIM_ASSIGN_OR_RETURN(grads_, mem.AllocateFloats(MemoryKind::kGradients, padded_, "gradients"));
+  const bool shard_grads = layout_.zero >= 2 && dp > 1;  // ZeRO-2's P_g
+  const bool shard_params = layout_.zero >= 3 && dp > 1;  // ZeRO-3's P_p
+  SHARDSIM_ASSIGN_OR_RETURN(
+      params_, mem.AllocateFloats(MemoryKind::kWeights, shard_params ? per : padded_, "parameters"));
+  SHARDSIM_ASSIGN_OR_RETURN(grads_, mem.AllocateFloats(MemoryKind::kGradients,
+                                                       shard_grads ? per : padded_, "gradients"));
   SHARDSIM_ASSIGN_OR_RETURN(moment1_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW first moment"));
   SHARDSIM_ASSIGN_OR_RETURN(moment2_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW second moment"));
   for (DeviceBuffer* b : {&params_, &grads_, &moment1_, &moment2_}) mem.Zero(b->data(), b->bytes());
   const std::vector<float> init = shard_.InitialParams(seed);
-  mem.CopyToDevice(params_.data(), init.data(), static_cast<int64_t>(init.size() * sizeof(float)));
+  const int64_t first = shard_params ? shard_begin_ : 0, last = shard_params ? shard_end_ : total_;
+  mem.CopyToDevice(params_.data(), init.data() + first,
+                   (last - first) * static_cast<int64_t>(sizeof(float)));
+  zero_ = std::make_unique<ZeroBuckets>(&ctx_, &shard_, layout_.zero, dp, shard_begin_, shard_end_,
+                                        params_.f(), grads_.f());
   return Status::Ok();
 }
 
 const float* Executor::Param(const char* name) const {
   const int64_t at = shard_.layout().OffsetOf(name);
-  return at < 0 ? nullptr : params_.f() + at;
+  return at < 0 ? nullptr : zero_->Param(at);
 }
 
 float* Executor::Grad(const char* name) {
   const int64_t at = shard_.layout().OffsetOf(name);
-  return at < 0 ? nullptr : grads_.f() + at;
-}
-
-BlockWeights<float> Executor::Weights(int64_t layer, float* base) const {
-  return BlockWeightsAt(shard_.layout(), shard_.local_model(), layer, base);
+  return at < 0 ? nullptr : zero_->Grad(at);
 }
 
 int64_t Executor::SequenceIndex(int64_t step, int32_t mb) const {
@@ -191,10 +197,12 @@ Status Executor::Forward(const MarkovStream& data, int64_t step, int32_t mb, int
     // Vocab-parallel embedding: this rank's rows of the table, zero elsewhere, summed over TP
     // (Megatron's VocabParallelEmbedding); positions added once, by TP rank 0.
     DeviceBuffer tmp;
+    SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->embedding()));
     SHARDSIM_ASSIGN_OR_RETURN(float* partial, ctx_.PartialTarget(s.residual[0].f(), tmp, nl, c));
     const float* wpe = shard_.tp_rank() == 0 ? Param("embed.positions") : nullptr;
     ctx_.k().EmbeddingForward(s.tokens.i32(), Param("embed.tokens"), shard_.vocab_begin(),
                               shard_.local_model().vocab, wpe, partial, n, 0, model_.seq_len, c);
+    zero_->Release(zero_->embedding());
     SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(partial, s.residual[0].f(), nl, c));
   } else {
     const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);
@@ -206,11 +214,16 @@ Status Executor::Forward(const MarkovStream& data, int64_t step, int32_t mb, int
   }
   const bool full = layout_.recompute == Recompute::kFull;
   for (int64_t i = 0; i < info.layers; ++i) {
-    ctx_.SetLayer(static_cast<int32_t>(info.first_layer + i));
+    const int64_t layer = info.first_layer + i;
+    ctx_.SetLayer(static_cast<int32_t>(layer));
+    const bool prefetch = layout_.prefetch && i + 1 < info.layers;  // the chunk's next layer
+    SHARDSIM_RETURN_IF_ERROR(
+        zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer + 1) : -1));
     SHARDSIM_ASSIGN_OR_RETURN(s.residual[i + 1], ctx_.Alloc(kAct, nl * c, "layer input"));
-    SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, Weights(info.first_layer + i, params_.f()),
-                                          s.residual[i].f(), s.residual[i + 1].f(), s.saved[i],
+    SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, zero_->LayerParams(layer), s.residual[i].f(),
+                                          s.residual[i + 1].f(), s.saved[i],
                                           layout_.recompute != Recompute::kSelective));
+    zero_->Release(zero_->layer(layer));
     if (full) s.saved[i].Clear();  // only the layer's input is kept
   }
   if (info.has_head) {
@@ -241,14 +254,19 @@ Status Executor::HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_
   if (model_.norm == Norm::kLayerNorm) {
     SHARDSIM_ASSIGN_OR_RETURN(s.final_mean, ctx_.Alloc(kAct, nl, "final norm statistics"));
   }
+  // The head's weight: lm_head, or with tied embeddings the embedding bucket's table.
+  const char* head = model_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
+  const int head_bucket = zero_->BucketOf(shard_.layout().OffsetOf(head));
+  SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->head(), head_bucket));
   k.NormForward(model_.norm, s.residual[info.layers].f(), Param("final_norm.gain"),
                 Param("final_norm.bias"), s.final_out.f(), s.final_mean.f(), s.final_rstd.f(), nl, c);
   DeviceBuffer gathered;
   SHARDSIM_ASSIGN_OR_RETURN(const float* in, ctx_.Gather(s.final_out.f(), gathered, nl, c));
   // The simulator counts the logits under "other" (src/cost/memory.cc); so does this.
   SHARDSIM_ASSIGN_OR_RETURN(s.logits, ctx_.Alloc(kWork, n * v, "logits"));
-  const float* head = Param(model_.tied_embeddings ? "embed.tokens" : "lm_head.weight");
-  k.LinearForward(in, head, nullptr, s.logits.f(), n, c, v);
+  k.LinearForward(in, Param(head), nullptr, s.logits.f(), n, c, v);
+  zero_->Release(zero_->head());
+  zero_->Release(head_bucket);
   if (ctx_.tp() == 1) {
     *loss_sum = k.SoftmaxCrossEntropy(s.logits.f(), s.targets.i32(), s.logits.f(), n, v);
     return Status::Ok();
@@ -280,6 +298,12 @@ Status Executor::HeadBackward(ChunkState& s, float* dres) {
   SHARDSIM_ASSIGN_OR_RETURN(const float* in, ctx_.Gather(s.final_out.f(), gathered, nl, c));
   SHARDSIM_ASSIGN_OR_RETURN(dfull, ctx_.Zeros(kWork, n * c, "final norm gradient"));
   const char* head = model_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
+  // ZeRO-2/3: the head's gradients go to its bucket; with tied embeddings the table's go to
+  // the embedding bucket, which stays open until the embedding's backward adds its part.
+  const int head_bucket = zero_->BucketOf(shard_.layout().OffsetOf(head));
+  SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->head(), head_bucket));
+  SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->head()));
+  SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(head_bucket));
   k.LinearBackward(s.logits.f(), in, Param(head), dfull.f(), Grad(head), nullptr, n, c, v);
   s.logits.Reset();
   gathered.Reset();
@@ -291,6 +315,9 @@ Status Executor::HeadBackward(ChunkState& s, float* dres) {
   SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(dfull.f(), dn, nl, c));
   k.NormBackward(model_.norm, dn, s.residual[last].f(), Param("final_norm.gain"), s.final_mean.f(),
                  s.final_rstd.f(), dres, Grad("final_norm.gain"), Grad("final_norm.bias"), nl, c);
+  zero_->Release(zero_->head());
+  zero_->Release(head_bucket);
+  SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->head()));
   s.final_out.Reset();
   s.final_mean.Reset();
   s.final_rstd.Reset();
@@ -323,7 +350,12 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
   for (int64_t i = info.layers - 1; i >= 0; --i) {
     const int64_t layer = info.first_layer + i;
     ctx_.SetLayer(static_cast<int32_t>(layer));
-    const BlockWeights<float> w = Weights(layer, params_.f());
+    // ZeRO-3: one gather serves the recomputed forward and the backward.
+    const bool prefetch = layout_.prefetch && i > 0;  // the next layer backward: layer - 1
+    SHARDSIM_RETURN_IF_ERROR(
+        zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer - 1) : -1));
+    SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
+    const BlockWeights<float> w = zero_->LayerParams(layer);
     if (layout_.recompute == Recompute::kFull) {
       // Re-run the layer's forward from its saved input (its TP collectives included).
       ctx_.SwitchCompute(Phase::kRecompute);
@@ -331,16 +363,20 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
       SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, w, s.residual[i].f(), out.f(), s.saved[i], true));
       ctx_.SwitchCompute(Phase::kBackward);
     }
-    SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, Weights(layer, grads_.f()),
+    SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, zero_->LayerGrads(layer),
                                            s.residual[i].f(), s.saved[i], dres.f()));
+    zero_->Release(zero_->layer(layer));
+    SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer)));
     s.residual[i + 1].Reset();
   }
   if (info.has_embedding) {
     DeviceBuffer gathered;
     SHARDSIM_ASSIGN_OR_RETURN(const float* dfull, ctx_.Gather(dres.f(), gathered, nl, c));
+    SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->embedding()));
     ctx_.k().EmbeddingBackward(dfull, s.tokens.i32(), Grad("embed.tokens"), shard_.vocab_begin(),
                                shard_.local_model().vocab, Grad("embed.positions"), dims_.n, 0,
                                model_.seq_len, c);
+    SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->embedding()));
     ctx_.EndPass();
     live_.erase(it);
     return Status::Ok();
@@ -357,6 +393,7 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
 }
 
 Status Executor::ReduceGradients() {
+  if (zero_->shards_grads()) return Status::Ok();  // ZeRO-2/3: reduced bucket by bucket
   Collectives& comm = backend_->comm();
   // SP: replicated tensors saw only this rank's rows; sum them over the TP group.
   const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
@@ -393,7 +430,7 @@ StatusOr<double> Executor::GradSquaredNorm(int64_t begin, int64_t end) {
     if (shard_.split(i) == TensorSplit::kReplicated && shard_.tp_rank() != 0) continue;
     const int64_t from = std::max(begin, tensors[i].offset);
     const int64_t to = std::min(end, tensors[i].offset + tensors[i].size());
-    if (from < to) sum += ctx_.k().SumSquares(grads_.f() + from, to - from);
+    if (from < to) sum += ctx_.k().SumSquares(zero_->GradState(from), to - from);
   }
   // A world-wide sync point: the wait for the slowest rank is recorded as communication.
   SHARDSIM_RETURN_IF_ERROR(
@@ -424,11 +461,14 @@ Status Executor::OptimizerStep() {
     const int64_t to = std::min(shard_end_, t.offset + t.size());
     if (from >= to) continue;
     a.weight_decay = t.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
-    ctx_.k().AdamW(params_.f() + from, grads_.f() + from, moment1_.f() + (from - state0),
-                   moment2_.f() + (from - state0), to - from, clip, a);
+    ctx_.k().AdamW(zero_->ParamState(from), zero_->GradState(from),
+                   moment1_.f() + (from - state0), moment2_.f() + (from - state0), to - from, clip,
+                   a);
   }
   ctx_.Record(Phase::kOptimizer, start);
-  if (layout_.zero == 0 || layout_.dp == 1) return Status::Ok();
+  // ZeRO-3 keeps only its updated range; the next pass gathers what it needs.
+  if (layout_.zero == 0 || layout_.dp == 1 || zero_->shards_params()) return Status::Ok();
+  if (zero_->shards_grads()) return zero_->AllGatherParams(padded_ / layout_.dp);
   // Every rank's updated range back to all: all-gather into a whole buffer, then copy.
   const int64_t per = padded_ / layout_.dp;
   SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer all, ctx_.Alloc(kWork, padded_, "parameter all-gather"));
@@ -441,10 +481,18 @@ Status Executor::OptimizerStep() {
 }
 
 StatusOr<std::vector<float>> Executor::FullParams() {
-  std::vector<float> local(total_);
-  backend_->memory().CopyToHost(local.data(), params_.data(), total_ * static_cast<int64_t>(sizeof(float)));
-  std::vector<float> full(shard_.full_layout().total_size(), 0.0f);
   Collectives& comm = backend_->comm();
+  std::vector<float> local(total_);
+  const float* whole = params_.f();
+  DeviceBuffer all;
+  if (zero_->shards_params()) {  // every DP rank's range, in rank order: the padded buffer
+    SHARDSIM_ASSIGN_OR_RETURN(all, ctx_.Alloc(kWork, padded_, "parameter all-gather"));
+    const int64_t per = padded_ / layout_.dp;
+    SHARDSIM_RETURN_IF_ERROR(comm.AllGather(Group::kDp, params_.f(), all.f(), per));
+    whole = all.f();
+  }
+  backend_->memory().CopyToHost(local.data(), whole, total_ * static_cast<int64_t>(sizeof(float)));
+  std::vector<float> full(shard_.full_layout().total_size(), 0.0f);
   // One contributor per element: DP rank 0, and for replicated tensors TP rank 0.
   if (comm.rank(Group::kDp) == 0) {
     const std::vector<ParamTensor>& tensors = shard_.layout().tensors();

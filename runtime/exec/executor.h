@@ -19,6 +19,7 @@
 #include "runtime/exec/exec_context.h"
 #include "runtime/exec/shard.h"
 #include "runtime/exec/timeline.h"
+#include "runtime/exec/zero_buckets.h"
 #include "src/layout/layout.h"
 #include "src/model/model_spec.h"
 
@@ -72,7 +73,6 @@ class Executor {
   StatusOr<double> GradSquaredNorm(int64_t begin, int64_t end);
   Status WaitSends();
   Status ReleaseCompletedSends();
-  BlockWeights<float> Weights(int64_t layer, float* base) const;
   const float* Param(const char* name) const;
   float* Grad(const char* name);
   int64_t SequenceIndex(int64_t step, int32_t mb) const;
@@ -90,7 +90,10 @@ class Executor {
   int64_t total_ = 0;   // this rank's parameter count
   int64_t padded_ = 0;  // rounded up to a multiple of dp (ZeRO shards)
   int64_t shard_begin_ = 0, shard_end_ = 0;  // this rank's optimizer range
+  // Persistent model states: whole (padded_ floats) or this rank's range (padded_ / dp):
+  // moments under ZeRO >= 1, gradients >= 2, parameters 3 (zero_buckets.h).
   DeviceBuffer params_, grads_, moment1_, moment2_;
+  std::unique_ptr<ZeroBuckets> zero_;  // where parameters and gradients are; ZeRO-2/3 buckets
   int64_t adam_step_ = 0;
 
   std::map<std::pair<int32_t, int32_t>, ChunkState> live_;  // (chunk, micro-batch)

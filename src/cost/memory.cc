@@ -157,10 +157,49 @@ MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
   return mem;
 }
 
+ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
+  ZeroTransients z;
+  if (l.zero < 2 || l.dp == 1) return z;
+  const StateBytes sb = StateBytesPerParam(l.dtype);
+  const double t = static_cast<double>(l.tp);
+  // One rank's share of a unit (as ParamsOnStage): a dense layer, the embeddings (vocabulary
+  // split over TP, positions replicated), the final norm + LM head.
+  const double layer = static_cast<double>(m.AttentionParams() + m.MlpParams(m.ffn_hidden)) / t +
+                       2.0 * m.NormParams();
+  const double positions =
+      m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0;
+  const double embed = static_cast<double>(m.vocab * m.hidden) / t + positions;
+  const bool tied = m.tied_embeddings && l.pp == 1;  // the head's table is the embedding's
+  const double head = m.NormParams() + (tied ? 0 : static_cast<double>(m.vocab * m.hidden) / t);
+  // Gradients: a unit's bucket lives from its backward to its reduction, so one at a time;
+  // with tied embeddings the table's bucket stays open from the head's backward to the
+  // embedding's, i.e. through every layer's.
+  const double open_table = tied ? embed * sb.gradients : 0;
+  z.layer_grads = layer * sb.gradients + open_table;
+  z.head_grads = head * sb.gradients + open_table;
+  if (stage == 0) {
+    z.embed_grads = embed * sb.gradients;
+    // With the bucket: the residual stream's gradient (its rows) and, under SP, all rows
+    // gathered for the table's gradient.
+    const double e = l.dtype == DType::kFp32 ? 4 : 2;
+    const double rows = static_cast<double>(l.mbs) * m.seq_len / l.cp * m.hidden * e;
+    z.embed_other = rows / (l.sp ? t : 1) + (l.sp ? rows : 0);
+  }
+  if (l.zero < 3) return z;
+  // ZeRO-3 parameters: the running layer's, plus with prefetch the next one's (the runtime
+  // prefetches within a model chunk, so a one-layer chunk holds one); the head's weights
+  // (with the tied table) around the head's passes.
+  const int64_t chunk = m.layers / (l.pp * l.vpp);
+  const double resident = std::min<double>(l.prefetch ? 2 : 1, static_cast<double>(chunk));
+  z.layer_params = resident * layer * sb.weights;
+  z.head_params = (head + (tied ? embed : 0)) * sb.weights;
+  if (stage == 0) z.embed_params = embed * sb.weights;
+  return z;
+}
+
 MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
                             int64_t stage) {
   const StageParams params = ParamsOnStage(m, l, stage);
-  const StateBytes sb = StateBytesPerParam(l.dtype);
   MemoryBreakdown mem = ModelStateMemory(params, l);
 
   // Activations of the stage's layers for every micro-batch in flight.
@@ -184,10 +223,17 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   if (l.recompute == Recompute::kFull) mem.activations += largest_layer;
 
   // Other: reserved (context, workspace), the last stage's fp32 logits for the loss, the
-  // transient gradient buffers of the backward pass, and ZeRO-3's gathered full parameters of
-  // two layers (the current one and the prefetched one).
+  // transient gradient buffers of the backward pass, and ZeRO-3's gathered parameters.
   mem.other = hw.gpu.reserved_memory_bytes;
-  const double workspace = BackwardWorkspaceBytes(m, l);
+  const ZeroTransients z = ZeroTransientBytes(m, l, stage);
+  // The transient peak is one of: a layer's backward (every stage), the head's (last stage),
+  // the embedding's backward and ZeRO-3 forward (first stage, ZeRO >= 2); each adds its own
+  // buffers to the activations, and the largest is taken, its gradient bucket counted under
+  // gradients and the rest under other.
+  struct Moment {
+    double other, gradients;
+  };
+  std::vector<Moment> moments = {{BackwardWorkspaceBytes(m, l) + z.layer_params, z.layer_grads}};
   if (stage == l.pp - 1) {
     // The loss keeps each in-flight micro-batch's logits (as probabilities) for its backward
     // (Megatron's vocab-parallel cross-entropy saves them): every micro-batch under GPipe, one
@@ -198,14 +244,18 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     const double k = l.schedule == Schedule::kGpipe ? static_cast<double>(l.microbatches()) : 1.0;
     const double e = l.dtype == DType::kFp32 ? 4 : 2;
     const double head = e * tokens * m.hidden * (1.0 + 1.0 / (l.sp ? l.tp : 1));
-    mem.other += std::max(k * logits + head, (k - 1) * logits + workspace);
-  } else {
-    mem.other += workspace;
+    moments[0].other += (k - 1) * logits;
+    moments.push_back({k * logits + head + z.head_params, z.head_grads});
   }
-  if (l.zero == 3 && l.dp > 1) {
-    const double layer = static_cast<double>(m.DenseLayerParams()) / static_cast<double>(l.tp);
-    mem.other += (l.prefetch ? 2 : 1) * layer * sb.weights;
-  }
+  if (stage == 0 && z.embed_grads > 0) moments.push_back({z.embed_other, z.embed_grads});
+  if (stage == 0 && z.embed_params > 0) moments.push_back({z.embed_params, 0});  // its forward
+  const Moment peak = *std::max_element(
+      moments.begin(), moments.end(),
+      [](const Moment& a, const Moment& b) {
+        return a.other + a.gradients < b.other + b.gradients;
+      });
+  mem.other += peak.other;
+  mem.gradients += peak.gradients;
   return mem;
 }
 

@@ -1,7 +1,8 @@
-// Memory per rank: weights, gradients, optimizer states (ZeRO stage, offload), activations
-// (Korthikanti et al. 2022, with SP / recompute variants) times the micro-batches the
-// pipeline schedule keeps in flight, and other (reserved context/workspace, ZeRO-3 gathered
-// parameters, logits). All in bytes, for one pipeline stage's ranks.
+// Memory per rank: weights, gradients, optimizer states (ZeRO stage, offload; ZeRO-2/3 add
+// one unit's transient gradient bucket), activations (Korthikanti et al. 2022, with SP /
+// recompute variants) times the micro-batches the pipeline schedule keeps in flight, and other
+// (reserved context/workspace, ZeRO-3 gathered parameters, logits). All in bytes, for one
+// pipeline stage's ranks.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,24 @@ double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l);
 // Layer-activation sets alive at the peak on `stage` (1F1B: min(pp - stage, m) micro-batches;
 // GPipe: m; interleaved: Megatron's warm-up count of chunks, in units of whole stages).
 double InFlightMicrobatches(const Layout& l, int64_t stage);
+
+// ZeRO-2/3's transient buffers on one rank of `stage` (what runtime/exec/zero_buckets.h does,
+// as DeepSpeed's ZeRO and PyTorch FSDP do per unit; Rajbhandari et al. 2020, Sec. 5.2-5.3),
+// in bytes, at each moment of the backward pass StageMemory compares. Under ZeRO-2 a unit's
+// gradients (a layer, the embeddings, the final norm + head) are produced into a bucket and
+// reduced over DP as soon as its backward ends, so the persistent gradients are only 1/dp;
+// under ZeRO-3 a unit's parameters are also gathered around each pass that uses it. All zero
+// below ZeRO-2 or with dp = 1.
+struct ZeroTransients {
+  double layer_grads = 0;   // during a layer's backward: its bucket (+ the tied table's)
+  double layer_params = 0;  // ... its gathered parameters (+ the prefetched next layer's)
+  double head_grads = 0;    // during the head's backward (last stage)
+  double head_params = 0;
+  double embed_grads = 0;   // during the embedding's backward (first stage)
+  double embed_other = 0;   // ... the residual stream's gradient (and SP's gathered rows)
+  double embed_params = 0;  // during the embedding's forward: its gathered table
+};
+ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage);
 
 MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
                             int64_t stage);

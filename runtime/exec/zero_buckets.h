@@ -1,0 +1,97 @@
+// ZeroBuckets: where one rank's parameters and gradients live under ZeRO, and ZeRO-2/3's
+// per-bucket transients (Rajbhandari et al. 2020, Sec. 5.2 P_g and 5.3 P_p).
+//
+// A bucket is a contiguous range of the rank's flat parameter buffer (ParamLayout order) that
+// moves as one unit: the embeddings, one transformer layer, or the final norm + LM head.
+//   ZeRO-2 (P_os+g): the persistent gradients are this rank's 1/dp range [shard_begin,
+//     shard_end) of the flat buffer. A bucket's backward writes into a transient buffer
+//     (OpenGrads); ReduceGrads then sums it over TP (SP's partial tensors) and DP, adds this
+//     rank's part (the bucket's range intersected with the shard) into the shard, and frees it.
+//   ZeRO-3 (P_os+g+p): the persistent parameters are also only the shard; Gather assembles a
+//     bucket's parameters from every DP rank's shard into a transient buffer for a pass, and
+//     Release frees it.
+// Memory kinds, matched by src/cost/memory.cc StageMemory: gradient buckets are counted as
+// kGradients (they are gradients, only short-lived), gathered parameters as kOther (the
+// simulator's "ZeRO-3 gathered parameters", next to the other transient buffers).
+// Under ZeRO 0/1 (or dp = 1) nothing is bucketed: the accessors point into the whole buffers
+// and the bucket operations do nothing, so the executor calls them unconditionally.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/cpu/param_layout.h"
+#include "runtime/cpu/transformer_block.h"
+#include "runtime/exec/exec_context.h"
+#include "runtime/exec/shard.h"
+#include "src/util/status.h"
+
+namespace shardsim::runtime {
+
+class ZeroBuckets {
+ public:
+  // `params` and `grads`: the executor's persistent buffers, each either the whole padded
+  // flat buffer or, where this stage shards it, the (padded_ / dp) floats of
+  // [shard_begin, shard_end). All pointers must outlive this object.
+  ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp, int64_t shard_begin,
+              int64_t shard_end, float* params, float* grads);
+
+  bool shards_grads() const { return shards_grads_; }    // ZeRO >= 2 with dp > 1
+  bool shards_params() const { return shards_params_; }  // ZeRO 3 with dp > 1
+
+  // Bucket indices; -1 when this rank holds no such tensors.
+  int embedding() const { return embedding_; }
+  int head() const { return head_; }
+  int layer(int64_t global_layer) const;
+  int BucketOf(int64_t offset) const;  // the bucket holding flat-buffer element `offset`
+
+  // Pointers to element `offset` of the rank's flat buffer: the whole buffer, or the bucket's
+  // gathered parameters / open gradients (CHECK-fails when not gathered / open).
+  const float* Param(int64_t offset) const;
+  float* Grad(int64_t offset) const;
+  BlockWeights<float> LayerParams(int64_t global_layer) const;
+  BlockWeights<float> LayerGrads(int64_t global_layer) const;
+  // Element `offset` (in [shard_begin, shard_end)) of the persistent, possibly sharded, buffers.
+  float* ParamState(int64_t offset) const;
+  float* GradState(int64_t offset) const;
+
+  // ZeRO-3: bucket b's parameters, and bucket `also`'s (the next layer when prefetching, the
+  // tied embedding table for the head), gathered over DP; -1 skips, a gathered one is kept.
+  Status Gather(int b, int also = -1);
+  void Release(int b);  // frees the gathered parameters, if any
+
+  // ZeRO-2/3: bucket b's transient gradients, zeroed (kept if already open).
+  Status OpenGrads(int b);
+  // Sums bucket b's gradients over TP (tensors SP leaves partial) and DP, adds this rank's part
+  // into the gradient shard, and frees the bucket.
+  Status ReduceGrads(int b);
+
+  // ZeRO-2, after the optimizer: every DP rank's updated range of the whole parameter buffer
+  // ((dp * per) floats, rank r's range at r * per) all-gathered into place, in slices whose
+  // scratch is at most one layer bucket (not a second copy of the model).
+  Status AllGatherParams(int64_t per);
+
+ private:
+  struct Bucket {
+    int64_t begin = 0, end = 0;   // range of the rank's flat buffer
+    ParamLayout layout;           // its tensors, offsets from `begin`
+    std::vector<size_t> tensors;  // their indices in the rank's layout
+    DeviceBuffer params;          // gathered (end - begin) floats, kOther; ZeRO-3
+    DeviceBuffer grads;           // open (end - begin) floats, kGradients; ZeRO-2/3
+    int64_t size() const { return end - begin; }
+  };
+
+  ExecContext* ctx_;
+  const RankShard* shard_;
+  bool shards_grads_ = false, shards_params_ = false;
+  int64_t dp_ = 1;
+  int64_t shard_begin_ = 0, shard_end_ = 0;
+  float* params_;
+  float* grads_;
+  std::vector<Bucket> buckets_;    // in flat-buffer order
+  std::vector<int64_t> layer_of_;  // per bucket: global layer, or -1 (embeddings), -2 (head)
+  int embedding_ = -1, head_ = -1;
+};
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,113 @@
+// The simulator's ZeRO-2/3 transients (src/cost/memory.h ZeroTransientBytes, StageMemory)
+// against the numbers worked out by hand for models/tiny.yaml's shape, fp32, dp = 2: what the
+// runtime's buckets (runtime/exec/zero_buckets.h) hold, and nothing for ZeRO 0/1.
+#include <gtest/gtest.h>
+
+#include "src/cost/memory.h"
+
+namespace shardsim {
+namespace {
+
+// models/tiny.yaml: 4 layers, h 64, 4 heads of 16 (2 KV heads), SwiGLU 256, RMSNorm, RoPE,
+// untied, vocab 512, 32 tokens. Per layer: attention 64 (64 + 2 x 32) + 64 x 64 = 12,288, MLP
+// 3 x 64 x 256 = 49,152, two norms 128: 61,568 parameters, 246,272 B in fp32. Embedding
+// 512 x 64 = 32,768 (131,072 B); final norm + head 64 + 32,768 = 32,832 (131,328 B). The
+// stage (pp = 1) holds 4 x 61,568 + 32,768 + 32,832 = 311,872 parameters (1,247,488 B).
+ModelSpec Tiny() {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.head_dim = 16;
+  m.ffn_hidden = 256;
+  m.vocab = 512;
+  m.seq_len = 32;
+  m.activation = Activation::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.bias = false;
+  m.dropout = false;
+  m.tied_embeddings = false;
+  return m;
+}
+
+Layout Dp2(int zero) {
+  Layout l;
+  l.dp = 2;
+  l.mbs = 2;
+  l.gbs = 8;
+  l.zero = zero;
+  l.dtype = DType::kFp32;
+  l.attention = AttentionImpl::kUnfused;
+  return l;
+}
+
+constexpr double kLayerBytes = 246272, kEmbedBytes = 131072, kHeadBytes = 131328;
+constexpr double kStageBytes = 1247488;
+
+TEST(ZeroMemoryModelTest, NoTransientsBelowZero2OrWithoutDp) {
+  for (int zero : {0, 1}) {
+    const ZeroTransients z = ZeroTransientBytes(Tiny(), Dp2(zero), 0);
+    EXPECT_EQ(z.layer_grads + z.layer_params + z.head_grads + z.head_params + z.embed_grads, 0);
+  }
+  Layout one = Dp2(3);
+  one.dp = 1;
+  one.gbs = 4;
+  EXPECT_EQ(ZeroTransientBytes(Tiny(), one, 0).layer_params, 0);
+}
+
+// ZeRO-2: one layer's bucket during its backward, the head's during the head's, the
+// embedding's during the embedding's; no parameters gathered.
+TEST(ZeroMemoryModelTest, Zero2BucketsAreOneUnitsGradients) {
+  const ZeroTransients z = ZeroTransientBytes(Tiny(), Dp2(2), 0);
+  EXPECT_DOUBLE_EQ(z.layer_grads, kLayerBytes);
+  EXPECT_DOUBLE_EQ(z.head_grads, kHeadBytes);
+  EXPECT_DOUBLE_EQ(z.embed_grads, kEmbedBytes);
+  EXPECT_DOUBLE_EQ(z.layer_params + z.head_params, 0);
+}
+
+// StageMemory, ZeRO-2 against ZeRO-1 on the same layout: weights and optimizer states equal;
+// gradients 1,247,488 / 2 = 623,744 persistent plus the layer bucket 246,272 (a layer's
+// backward is the peak moment: its workspace + bucket exceeds the head's logits + bucket) =
+// 870,016 B, which is what the runtime measures (shardsim run --json, gradients); other equal.
+TEST(ZeroMemoryModelTest, Zero2StageMemoryShardsGradientsPlusOneBucket) {
+  const HardwareSpec hw;
+  const MemoryBreakdown z1 = StageMemory(Tiny(), hw, Dp2(1), 0);
+  const MemoryBreakdown z2 = StageMemory(Tiny(), hw, Dp2(2), 0);
+  EXPECT_DOUBLE_EQ(z1.gradients, kStageBytes);
+  EXPECT_DOUBLE_EQ(z2.gradients, kStageBytes / 2 + kLayerBytes);
+  EXPECT_DOUBLE_EQ(z2.weights, z1.weights);
+  EXPECT_DOUBLE_EQ(z2.optimizer, z1.optimizer);
+  EXPECT_DOUBLE_EQ(z2.other, z1.other);
+  EXPECT_DOUBLE_EQ(z2.activations, z1.activations);
+}
+
+// ZeRO-3 adds sharded weights (623,744 B) and, under other, the running layer's gathered
+// parameters plus the prefetched next layer's: 2 x 246,272; one without prefetch.
+TEST(ZeroMemoryModelTest, Zero3GathersOneOrTwoLayers) {
+  const HardwareSpec hw;
+  const MemoryBreakdown z2 = StageMemory(Tiny(), hw, Dp2(2), 0);
+  const MemoryBreakdown z3 = StageMemory(Tiny(), hw, Dp2(3), 0);
+  EXPECT_DOUBLE_EQ(z3.weights, kStageBytes / 2);
+  EXPECT_DOUBLE_EQ(z3.gradients, z2.gradients);
+  EXPECT_DOUBLE_EQ(z3.other, z2.other + 2 * kLayerBytes);
+  Layout no_prefetch = Dp2(3);
+  no_prefetch.prefetch = false;
+  EXPECT_DOUBLE_EQ(StageMemory(Tiny(), hw, no_prefetch, 0).other, z2.other + kLayerBytes);
+}
+
+// Tied embeddings (pp = 1): the head's gradient lands in the embedding table's bucket, which
+// stays open until the embedding's backward, so every layer's moment holds it too:
+// 246,272 + 131,072 B.
+TEST(ZeroMemoryModelTest, TiedTableBucketStaysOpenThroughTheLayers) {
+  ModelSpec m = Tiny();
+  m.tied_embeddings = true;
+  const ZeroTransients z = ZeroTransientBytes(m, Dp2(2), 0);
+  EXPECT_DOUBLE_EQ(z.layer_grads, kLayerBytes + kEmbedBytes);
+  EXPECT_DOUBLE_EQ(z.head_grads, 64 * 4 + kEmbedBytes);  // the final norm's gain + the table
+}
+
+}  // namespace
+}  // namespace shardsim
