@@ -130,7 +130,8 @@ Reference RunReference(const ModelSpec& spec, const MarkovStream& data) {
   Transformer<float> ref = *Transformer<float>::Create(spec);
   ref.Init(1234);
   AdamW<float> opt(ref.layout(), kAdam);
-  Reference r{.layout = ref.layout()};
+  Reference r;
+  r.layout = ref.layout();
   for (int s = 0; s < kSteps; ++s) {
     r.losses.push_back(TrainStep(ref, opt, data.Batch(s * kBatch, kBatch, spec.seq_len), kMbs));
   }
