@@ -1,0 +1,64 @@
+// See cuda_backend.h.
+#include "runtime/cuda/cuda_backend.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_local_collectives.h"
+#include "src/util/check.h"
+
+namespace shardsim::runtime {
+
+int CudaBackend::CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // e.g. cudaErrorNoDevice, cudaErrorInsufficientDriver
+    return 0;
+  }
+  return count;
+}
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
+                                                           const CollectivesFactory& make_comm) {
+  const int count = CudaDeviceCount();
+  if (device < 0 || device >= count) {
+    return Status::Error("CUDA device " + std::to_string(device) + " requested, " +
+                         std::to_string(count) + " visible");
+  }
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  b->device_ = device;
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
+  SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasCreate(&b->cublas_));
+  SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasSetStream(b->cublas_, b->stream_));
+  // Plain fp32 GEMMs (no TF32 tensor-op rounding), so results compare with the CPU's at fp32
+  // tolerance; bf16 and TF32 are later increments.
+  SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(b->cublas_, CUBLAS_PEDANTIC_MATH));
+  b->memory_ = std::make_unique<CudaMemory>(b->stream_);
+  b->kernels_ = std::make_unique<CudaKernels>(b->stream_, b->cublas_);
+  if (make_comm) {
+    SHARDSIM_ASSIGN_OR_RETURN(b->comm_, make_comm(b->stream_));
+    CHECK(b->comm_ != nullptr) << "the collectives factory returned null";
+  } else {
+    b->comm_ = std::make_unique<CudaLocalCollectives>(b->stream_);
+  }
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  comm_.reset();
+  kernels_.reset();
+  memory_.reset();
+  if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+double CudaBackend::Now() {
+  SHARDSIM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,291 @@
+// See nccl_collectives.h.
+#include "runtime/cuda/nccl_collectives.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/nccl_check.h"
+#include "src/util/check.h"
+
+namespace shardsim::runtime {
+namespace {
+
+// ncclUniqueId is 128 opaque bytes; Communicator exchanges doubles, so the id travels as 16 of
+// them, bytes copied in and out (MPI moves them without arithmetic).
+constexpr int kIdDoubles = sizeof(ncclUniqueId) / sizeof(double);
+static_assert(sizeof(ncclUniqueId) % sizeof(double) == 0);
+
+// Each member of `comm` gets the id made by its rank 0 (an all-gather of one id per rank of
+// which all but rank 0's are zero: Communicator offers no broadcast).
+StatusOr<ncclUniqueId> ShareId(const Communicator& comm) {
+  std::vector<double> mine(kIdDoubles, 0.0), all(static_cast<size_t>(kIdDoubles) * comm.size());
+  if (comm.rank() == 0) {
+    ncclUniqueId id;
+    SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+    std::memcpy(mine.data(), &id, sizeof(id));
+  }
+  SHARDSIM_RETURN_IF_ERROR(comm.AllGather(mine.data(), all.data(), kIdDoubles));
+  ncclUniqueId id;
+  std::memcpy(&id, all.data(), sizeof(id));
+  return id;
+}
+
+StatusOr<cudaStream_t> NewStream() {
+  cudaStream_t s = nullptr;
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<NcclCollectives>> NcclCollectives::Create(ProcessGroups groups,
+                                                                   cudaStream_t compute,
+                                                                   double timeout_s) {
+  std::unique_ptr<NcclCollectives> c(new NcclCollectives(std::move(groups), compute, timeout_s));
+  SHARDSIM_RETURN_IF_ERROR(c->Init());
+  return c;
+}
+
+Status NcclCollectives::Init() {
+  for (int g = 0; g < 5; ++g) {
+    const Communicator& comm = mpi(static_cast<Group>(g));
+    SHARDSIM_ASSIGN_OR_RETURN(ncclUniqueId id, ShareId(comm));
+    Channel& ch = groups_nccl_[g];
+    SHARDSIM_ASSIGN_OR_RETURN(ch.stream, NewStream());
+    SHARDSIM_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&ch.comm, comm.size(), id, comm.rank()));
+  }
+  // Pipeline pairs: rank a makes the ids of its outgoing pairs, (a -> next) in slot 0 and
+  // (a -> prev) in slot 1, and the pp group all-gathers them.
+  const Communicator& pp = groups_.pp;
+  const int p = pp.size(), me = pp.rank();
+  if (p == 1) return Status::Ok();
+  auto next = [p](int a) { return (a + 1) % p; };
+  auto prev = [p](int a) { return (a + p - 1) % p; };
+  std::vector<double> mine(2 * kIdDoubles, 0.0), all(static_cast<size_t>(2 * kIdDoubles) * p);
+  for (int slot = 0; slot < 2; ++slot) {
+    ncclUniqueId id;
+    SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+    std::memcpy(mine.data() + slot * kIdDoubles, &id, sizeof(id));
+  }
+  SHARDSIM_RETURN_IF_ERROR(pp.AllGather(mine.data(), all.data(), 2 * kIdDoubles));
+  // Directed pairs in lexicographic order (a, b): every rank initializes its own pairs in that
+  // order, so the smallest pair not yet built is always the next one for both its members and
+  // the blocking inits cannot deadlock. In a pair, the sender is rank 0.
+  for (int a = 0; a < p; ++a) {
+    std::vector<std::pair<int, int>> outgoing = {{next(a), 0}};  // (b, slot)
+    if (prev(a) != next(a)) outgoing.push_back({prev(a), 1});
+    if (outgoing.size() == 2 && outgoing[1].first < outgoing[0].first) {
+      std::swap(outgoing[0], outgoing[1]);
+    }
+    for (const auto& [b, slot] : outgoing) {
+      if (me != a && me != b) continue;
+      ncclUniqueId id;
+      std::memcpy(&id, all.data() + (static_cast<size_t>(a) * 2 + slot) * kIdDoubles, sizeof(id));
+      Channel ch;
+      SHARDSIM_ASSIGN_OR_RETURN(ch.stream, NewStream());
+      SHARDSIM_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&ch.comm, 2, id, me == a ? 0 : 1));
+      (me == a ? send_to_[b] : recv_from_[a]) = ch;
+    }
+  }
+  return Status::Ok();
+}
+
+NcclCollectives::~NcclCollectives() {
+  // Unwaited sends mean the caller is ending on an error: abort rather than block on them.
+  const bool abort = !pending_.empty();
+  for (auto& [handle, send] : pending_) (void)cudaEventDestroy(send.done);
+  auto close = [abort](Channel& ch) {
+    if (ch.comm != nullptr) (void)(abort ? ncclCommAbort(ch.comm) : ncclCommDestroy(ch.comm));
+    if (ch.stream != nullptr) (void)cudaStreamDestroy(ch.stream);
+  };
+  for (auto& [peer, ch] : send_to_) close(ch);
+  for (auto& [peer, ch] : recv_from_) close(ch);
+  for (Channel& ch : groups_nccl_) close(ch);
+}
+
+const Communicator& NcclCollectives::mpi(Group g) const {
+  switch (g) {
+    case Group::kWorld:
+      return groups_.world;
+    case Group::kTp:
+      return groups_.tp;
+    case Group::kCp:
+      return groups_.cp;
+    case Group::kDp:
+      return groups_.dp;
+    case Group::kPp:
+      return groups_.pp;
+  }
+  CHECK(false) << "unknown Group " << static_cast<int>(g);
+  return groups_.world;
+}
+
+Status NcclCollectives::Error(Group g, const char* op, int64_t n, const std::string& what) const {
+  return Status::Error("rank " + std::to_string(groups_.world.rank()) + " (rank " +
+                       std::to_string(mpi(g).rank()) + " of the " + GroupName(g) +
+                       " group): NCCL " + op + " of " + std::to_string(n) + " floats " + what);
+}
+
+Status NcclCollectives::After(const Channel& ch) {
+  cudaEvent_t ready;
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaEventRecord(ready, compute_));
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(ch.stream, ready, 0));
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaEventDestroy(ready));  // released once the wait is done
+  return Status::Ok();
+}
+
+Status NcclCollectives::WaitEvent(cudaEvent_t event, ncclComm_t comm, Group g, const char* op,
+                                  int64_t n) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  while (true) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return Status::Ok();
+    if (e != cudaErrorNotReady) {
+      return Error(g, op, n, std::string("failed on the device: ") + cudaGetErrorString(e));
+    }
+    ncclResult_t async = ncclSuccess;
+    SHARDSIM_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess && async != ncclInProgress) {
+      (void)ncclCommAbort(comm);
+      return Error(g, op, n, std::string("failed: ") + ncclGetErrorString(async));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      (void)ncclCommAbort(comm);  // frees the stuck kernel; the job is ending with this error
+      return Error(
+          g, op, n,
+          "did not complete within " + std::to_string(timeout_s_) + " s (a peer died or is stuck)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+Status NcclCollectives::Finish(const Channel& ch, Group g, const char* op, int64_t n, bool wait,
+                               cudaEvent_t* done_out) {
+  cudaEvent_t done;
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaEventRecord(done, ch.stream));
+  if (done_out != nullptr) {
+    *done_out = done;
+    return Status::Ok();
+  }
+  Status st = cudaStreamWaitEvent(compute_, done, 0) == cudaSuccess
+                  ? Status::Ok()
+                  : Error(g, op, n, "could not be ordered before the compute stream");
+  if (st.ok() && wait) st = WaitEvent(done, ch.comm, g, op, n);
+  (void)cudaEventDestroy(done);
+  return st;
+}
+
+Status NcclCollectives::AllReduceSum(Group g, float* data, int64_t n) {
+  if (n == 0) return Status::Ok();
+  const Channel& ch = groups_nccl_[static_cast<int>(g)];
+  SHARDSIM_RETURN_IF_ERROR(After(ch));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(
+      ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat, ncclSum, ch.comm, ch.stream));
+  return Finish(ch, g, "all-reduce", n, /*wait=*/true);
+}
+
+Status NcclCollectives::ReduceScatterSum(Group g, const float* in, float* out, int64_t n) {
+  if (n == 0) return Status::Ok();
+  const Channel& ch = groups_nccl_[static_cast<int>(g)];
+  SHARDSIM_RETURN_IF_ERROR(After(ch));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(
+      ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat, ncclSum, ch.comm, ch.stream));
+  return Finish(ch, g, "reduce-scatter", n, /*wait=*/true);
+}
+
+Status NcclCollectives::AllGather(Group g, const float* in, float* out, int64_t n) {
+  if (n == 0) return Status::Ok();
+  const Channel& ch = groups_nccl_[static_cast<int>(g)];
+  SHARDSIM_RETURN_IF_ERROR(After(ch));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(
+      ncclAllGather(in, out, static_cast<size_t>(n), ncclFloat, ch.comm, ch.stream));
+  return Finish(ch, g, "all-gather", n, /*wait=*/true);
+}
+
+Status NcclCollectives::AllReduceSumHost(Group g, double* host, int64_t n) {
+  return mpi(g).AllReduceSum(host, static_cast<size_t>(n));
+}
+
+Status NcclCollectives::AllReduceMaxHost(Group g, double* host, int64_t n) {
+  return mpi(g).AllReduceMax(host, static_cast<size_t>(n));
+}
+
+Status NcclCollectives::AllGatherHost(Group g, const double* in, double* out, int64_t n) {
+  return mpi(g).AllGather(in, out, static_cast<size_t>(n));
+}
+
+StatusOr<int64_t> NcclCollectives::Isend(Group g, const float* data, int64_t n, int peer,
+                                         int /*tag*/) {
+  auto it = send_to_.find(peer);
+  if (g != Group::kPp || it == send_to_.end()) {
+    return Error(
+        g, "send", n,
+        "to rank " + std::to_string(peer) + ": the CUDA backend sends only to pp-ring neighbours");
+  }
+  const Channel& ch = it->second;
+  SHARDSIM_RETURN_IF_ERROR(After(ch));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+  SHARDSIM_NCCL_RETURN_IF_ERROR(
+      ncclSend(data, static_cast<size_t>(n), ncclFloat, /*peer=*/1, ch.comm, ch.stream));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
+  cudaEvent_t done = nullptr;
+  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "send", n, /*wait=*/false, &done));
+  const int64_t handle = next_handle_++;
+  pending_.emplace(handle, PendingSend{done, peer, n});
+  return handle;
+}
+
+Status NcclCollectives::WaitSend(int64_t handle) {
+  auto it = pending_.find(handle);
+  CHECK(it != pending_.end()) << "WaitSend(" << handle << "): no pending send with this handle";
+  const PendingSend send = it->second;
+  pending_.erase(it);
+  Status st = WaitEvent(send.done, send_to_.at(send.peer).comm, Group::kPp, "send", send.n);
+  (void)cudaEventDestroy(send.done);
+  return st;
+}
+
+StatusOr<bool> NcclCollectives::TestSend(int64_t handle) {
+  auto it = pending_.find(handle);
+  CHECK(it != pending_.end()) << "TestSend(" << handle << "): no pending send with this handle";
+  const cudaError_t e = cudaEventQuery(it->second.done);
+  if (e == cudaErrorNotReady) return false;
+  const PendingSend send = it->second;
+  pending_.erase(it);
+  (void)cudaEventDestroy(send.done);
+  if (e != cudaSuccess) {
+    return Error(Group::kPp, "send", send.n,
+                 std::string("failed on the device: ") + cudaGetErrorString(e));
+  }
+  return true;
+}
+
+Status NcclCollectives::Recv(Group g, float* data, int64_t n, int peer, int /*tag*/) {
+  auto it = recv_from_.find(peer);
+  if (g != Group::kPp || it == recv_from_.end()) {
+    return Error(g, "recv", n,
+                 "from rank " + std::to_string(peer) +
+                     ": the CUDA backend receives only from pp-ring neighbours");
+  }
+  const Channel& ch = it->second;
+  SHARDSIM_RETURN_IF_ERROR(After(ch));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+  SHARDSIM_NCCL_RETURN_IF_ERROR(
+      ncclRecv(data, static_cast<size_t>(n), ncclFloat, /*peer=*/0, ch.comm, ch.stream));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
+  return Finish(ch, g, "recv", n, /*wait=*/true);
+}
+
+Status NcclCollectives::Barrier(Group g) {
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
+  return mpi(g).Barrier();
+}
+
+}  // namespace shardsim::runtime

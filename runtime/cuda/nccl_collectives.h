@@ -1,0 +1,96 @@
+// NcclCollectives: the Collectives of backend.h for the CUDA backend: device buffers reduced,
+// gathered and sent with NCCL, one communicator per layout group, bootstrapped over the MPI
+// ProcessGroups of runtime/mpi (which also carry the small host-double reductions).
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include "runtime/backend/backend.h"
+#include "runtime/mpi/communicator.h"
+
+namespace shardsim::runtime {
+
+// Ordering and waiting:
+//  - Every operation is enqueued behind the work issued so far on the compute stream (an event
+//    recorded there, waited on by the communication stream), and later compute waits for it.
+//  - Collectives and Recv return once the operation has finished (as MpiCollectives' do), by
+//    polling its completion event and ncclCommGetAsyncError; past `timeout_s` the communicator
+//    is aborted and the error names the rank, group and operation. Overlap is future work.
+//  - Sends go on the pp group only, to its ring neighbours (the executor's pipeline), each
+//    directed pair (me -> peer) on a two-rank communicator and stream of its own, so a send
+//    never queues behind a receive (MPI's Isend semantics; one NCCL stream would deadlock
+//    1F1B). NCCL has no tags: messages between two ranks are matched in issue order, and the
+//    `tag` argument is not checked.
+class NcclCollectives : public Collectives {
+ public:
+  // Binds to the current CUDA device. Group communicators are created in a fixed order on all
+  // ranks (world, tp, cp, dp, pp, then the pp pairs), each from a unique id made by the group's
+  // rank 0 and shared over the group's MPI communicator. NCCL's own initialization is not
+  // bounded by the timeout; the MPI exchange before it is.
+  static StatusOr<std::unique_ptr<NcclCollectives>> Create(ProcessGroups groups,
+                                                           cudaStream_t compute, double timeout_s);
+  NcclCollectives(const NcclCollectives&) = delete;
+  NcclCollectives& operator=(const NcclCollectives&) = delete;
+  ~NcclCollectives() override;
+
+  int rank(Group g) const override { return mpi(g).rank(); }
+  int size(Group g) const override { return mpi(g).size(); }
+
+  Status AllReduceSum(Group g, float* data, int64_t n) override;
+  Status AllReduceSumHost(Group g, double* host, int64_t n) override;  // MPI
+  Status AllReduceMaxHost(Group g, double* host, int64_t n) override;  // MPI
+  Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
+  Status AllGather(Group g, const float* in, float* out, int64_t n) override;
+  Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;  // MPI
+
+  StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
+  Status WaitSend(int64_t handle) override;
+  StatusOr<bool> TestSend(int64_t handle) override;
+  Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
+  // Finishes this rank's GPU work, then an MPI barrier.
+  Status Barrier(Group g) override;
+
+ private:
+  struct Channel {  // one communicator and the stream its operations run on
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+  struct PendingSend {
+    cudaEvent_t done;
+    int peer;
+    int64_t n;
+  };
+
+  NcclCollectives(ProcessGroups groups, cudaStream_t compute, double timeout_s)
+      : groups_(std::move(groups)), compute_(compute), timeout_s_(timeout_s) {}
+  Status Init();
+  const Communicator& mpi(Group g) const;
+  // Orders `channel`'s stream after the compute stream's work so far.
+  Status After(const Channel& channel);
+  // Records completion on `channel`, makes the compute stream wait for it, and (when `wait`)
+  // polls it until done, an NCCL error, or the timeout. `done` receives the event if non-null
+  // (then the caller owns it and `wait` is false).
+  Status Finish(const Channel& channel, Group g, const char* op, int64_t n, bool wait,
+                cudaEvent_t* done = nullptr);
+  Status WaitEvent(cudaEvent_t event, ncclComm_t comm, Group g, const char* op, int64_t n);
+  Status Error(Group g, const char* op, int64_t n, const std::string& what) const;
+
+  ProcessGroups groups_;
+  cudaStream_t compute_;
+  double timeout_s_;
+  std::array<Channel, 5> groups_nccl_{};  // by Group
+  std::map<int, Channel> send_to_;        // pp peer -> me-to-peer pair
+  std::map<int, Channel> recv_from_;      // pp peer -> peer-to-me pair
+  std::unordered_map<int64_t, PendingSend> pending_;
+  int64_t next_handle_ = 1;
+};
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,360 @@
+// CudaKernels against CpuKernels: every Kernels call on the same random inputs, on the GPU and
+// on the CPU, compared element by element. Each test skips when no GPU is visible.
+//
+// Tolerances (|gpu - cpu| <= tol * (1 + |cpu|), so relative for large values and absolute near
+// zero), chosen from how each GPU kernel orders its float operations (cuda_kernels.h):
+//   kExact  0     copies, single adds, and per-address accumulations in the CPU's row order
+//                 (embedding, cross-entropy backward, Add, Scale, AddRowBias);
+//   kUlp    1e-6  the CPU's float operations in its order, where only the device's expf/tanhf/
+//                 logf/sqrtf may differ from glibc's by an ulp or two (GELU, SwiGLU, RoPE whose
+//                 angles are rounded from double, AdamW, softmax from the log-sum-exp);
+//   kSum    1e-4  sums in another order: row reductions (norms, softmax), cuBLAS GEMMs (k <= 300
+//                 terms, fp32 rounding ~ k * 6e-8 = 2e-5 worst case, then a softmax or a norm),
+//                 column sums; the fp32 tolerance.
+// Losses and SumSquares are doubles summed in another tree: relative 1e-6 (losses, whose rows
+// are floats) and 1e-12 (SumSquares, whose terms are exact in double).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cuda/cuda_backend.h"
+
+namespace shardsim::runtime {
+namespace {
+
+constexpr float kExact = 0.0f;
+constexpr float kUlp = 1e-6f;
+constexpr float kSum = 1e-4f;
+
+std::vector<float> Random(int64_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+std::vector<int32_t> Tokens(int64_t n, int32_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> u(0, vocab - 1);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int32_t& x : v) x = u(rng);
+  return v;
+}
+
+void ExpectClose(const std::vector<float>& gpu, const std::vector<float>& cpu, float tol,
+                 const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const float bound = tol * (1.0f + std::fabs(cpu[i]));
+    if (!(std::fabs(gpu[i] - cpu[i]) <= bound) && reported++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "]: gpu " << gpu[i] << ", cpu " << cpu[i]
+                    << ", tolerance " << bound;
+    }
+  }
+}
+
+class CudaKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaBackend::CudaDeviceCount() == 0) {
+      GTEST_SKIP() << "no CUDA device: CudaKernels are compared with CpuKernels only on a GPU";
+    }
+    auto backend = CudaBackend::Create(0);
+    ASSERT_TRUE(backend.ok()) << backend.status().message();
+    backend_ = std::move(backend).value();
+  }
+
+  Kernels& gpu() { return backend_->kernels(); }
+
+  // A device copy of `host`, freed with the test.
+  template <typename T>
+  T* Up(const std::vector<T>& host) {
+    auto b = backend_->memory().Allocate(MemoryKind::kOther,
+                                         static_cast<int64_t>(host.size() * sizeof(T)), "test");
+    CHECK(b.ok()) << b.status().message();
+    buffers_.push_back(std::move(b).value());
+    backend_->memory().CopyToDevice(buffers_.back().data(), host.data(),
+                                    static_cast<int64_t>(host.size() * sizeof(T)));
+    return static_cast<T*>(buffers_.back().data());
+  }
+  std::vector<float> Down(const float* device, int64_t n) {
+    std::vector<float> host(static_cast<size_t>(n));
+    backend_->memory().CopyToHost(host.data(), device, n * static_cast<int64_t>(sizeof(float)));
+    return host;
+  }
+
+  CpuKernels cpu_;
+  std::unique_ptr<CudaBackend> backend_;
+  std::vector<DeviceBuffer> buffers_;  // destroyed before backend_
+};
+
+// Vocab-parallel shard [10, 30) of a 50-token vocabulary, rows 8.. of sequences of 8, with and
+// without learned positions: 1 of 2.5 tokens is this shard's. Copies and one add: exact.
+TEST_F(CudaKernelsTest, Embedding) {
+  const int64_t n = 24, c = 33, seq = 8, row0 = 8, vocab_begin = 10, vocab = 20;
+  const auto tokens = Tokens(n, 50, 1);
+  const auto wte = Random(vocab * c, 2), wpe = Random(seq * c, 3), dout = Random(n * c, 4);
+  for (const bool positions : {true, false}) {
+    std::vector<float> out(n * c), dwte = Random(vocab * c, 5), dwpe = Random(seq * c, 6);
+    const float* wpe_d = positions ? Up(wpe) : nullptr;
+    float* out_d = Up(out);
+    float* dwte_d = Up(dwte);
+    float* dwpe_d = positions ? Up(dwpe) : nullptr;
+    gpu().EmbeddingForward(Up(tokens), Up(wte), vocab_begin, vocab, wpe_d, out_d, n, row0, seq, c);
+    gpu().EmbeddingBackward(Up(dout), Up(tokens), dwte_d, vocab_begin, vocab, dwpe_d, n, row0, seq,
+                            c);
+    cpu_.EmbeddingForward(tokens.data(), wte.data(), vocab_begin, vocab,
+                          positions ? wpe.data() : nullptr, out.data(), n, row0, seq, c);
+    cpu_.EmbeddingBackward(dout.data(), tokens.data(), dwte.data(), vocab_begin, vocab,
+                           positions ? dwpe.data() : nullptr, n, row0, seq, c);
+    ExpectClose(Down(out_d, n * c), out, kExact, "out");
+    ExpectClose(Down(dwte_d, vocab * c), dwte, kExact, "dwte");
+    if (positions) ExpectClose(Down(dwpe_d, seq * c), dwpe, kExact, "dwpe");
+  }
+}
+
+// c = 300 is not a multiple of the 256-thread block, so each row's reduction has a ragged tail.
+TEST_F(CudaKernelsTest, Norms) {
+  const int64_t n = 16, c = 300;
+  const auto x = Random(n * c, 10, -2.0f, 3.0f), gain = Random(c, 11), bias = Random(c, 12);
+  const auto dout = Random(n * c, 13);
+  for (const Norm kind : {Norm::kLayerNorm, Norm::kRmsNorm}) {
+    const bool ln = kind == Norm::kLayerNorm;
+    std::vector<float> out(n * c), mean(n), rstd(n), dx = Random(n * c, 14);
+    std::vector<float> dgain = Random(c, 15), dbias = Random(c, 16);
+    float *out_d = Up(out), *mean_d = Up(mean), *rstd_d = Up(rstd), *dx_d = Up(dx);
+    float *dgain_d = Up(dgain), *dbias_d = Up(dbias);
+    const float* x_d = Up(x);
+    const float* gain_d = Up(gain);
+    gpu().NormForward(kind, x_d, gain_d, ln ? Up(bias) : nullptr, out_d, mean_d, rstd_d, n, c);
+    gpu().NormBackward(kind, Up(dout), x_d, gain_d, mean_d, rstd_d, dx_d, dgain_d,
+                       ln ? dbias_d : nullptr, n, c);
+    cpu_.NormForward(kind, x.data(), gain.data(), ln ? bias.data() : nullptr, out.data(),
+                     mean.data(), rstd.data(), n, c);
+    cpu_.NormBackward(kind, dout.data(), x.data(), gain.data(), mean.data(), rstd.data(), dx.data(),
+                      dgain.data(), ln ? dbias.data() : nullptr, n, c);
+    const std::string name = ln ? "layernorm " : "rmsnorm ";
+    ExpectClose(Down(out_d, n * c), out, kSum, name + "out");
+    if (ln) ExpectClose(Down(mean_d, n), mean, kSum, name + "mean");
+    ExpectClose(Down(rstd_d, n), rstd, kSum, name + "rstd");
+    ExpectClose(Down(dx_d, n * c), dx, kSum, name + "dx");
+    ExpectClose(Down(dgain_d, c), dgain, kSum, name + "dgain");
+    if (ln) ExpectClose(Down(dbias_d, c), dbias, kSum, name + "dbias");
+  }
+}
+
+// Odd sizes, so no dimension is a multiple of cuBLAS's tiles; gradients accumulate into
+// non-zero buffers (backend.h's += contract).
+TEST_F(CudaKernelsTest, Linear) {
+  const int64_t n = 37, k = 64, m = 45;
+  const auto in = Random(n * k, 20), w = Random(m * k, 21), bias = Random(m, 22);
+  const auto dout = Random(n * m, 23);
+  std::vector<float> out(n * m), din = Random(n * k, 24), dw = Random(m * k, 25);
+  std::vector<float> db = Random(m, 26);
+  float *out_d = Up(out), *din_d = Up(din), *dw_d = Up(dw), *db_d = Up(db);
+  const float* in_d = Up(in);
+  const float* w_d = Up(w);
+  gpu().LinearForward(in_d, w_d, Up(bias), out_d, n, k, m);
+  gpu().LinearBackward(Up(dout), in_d, w_d, din_d, dw_d, db_d, n, k, m);
+  cpu_.LinearForward(in.data(), w.data(), bias.data(), out.data(), n, k, m);
+  cpu_.LinearBackward(dout.data(), in.data(), w.data(), din.data(), dw.data(), db.data(), n, k, m);
+  ExpectClose(Down(out_d, n * m), out, kSum, "out");
+  ExpectClose(Down(din_d, n * k), din, kSum, "din");
+  ExpectClose(Down(dw_d, m * k), dw, kSum, "dw");
+  ExpectClose(Down(db_d, m), db, kSum, "db");
+}
+
+// Forward then backward on one buffer each; the angles reach 6 rad at t = 6, i = 0.
+TEST_F(CudaKernelsTest, Rope) {
+  const int64_t b = 2, t = 7, heads = 3, d = 16, n = b * t * heads * d;
+  std::vector<float> x = Random(n, 30), dx = Random(n, 31);
+  float *x_d = Up(x), *dx_d = Up(dx);
+  gpu().RopeForward(x_d, b, t, heads, d);
+  gpu().RopeBackward(dx_d, b, t, heads, d);
+  cpu_.RopeForward(x.data(), b, t, heads, d);
+  cpu_.RopeBackward(dx.data(), b, t, heads, d);
+  ExpectClose(Down(x_d, n), x, kUlp, "x");
+  ExpectClose(Down(dx_d, n), dx, kUlp, "dx");
+}
+
+// GQA (4 query heads on 2 KV heads) and plain multi-head attention, T = 9.
+TEST_F(CudaKernelsTest, Attention) {
+  for (const int64_t kv_heads : {2, 4}) {
+    const AttentionDims dims{.batch = 2, .seq = 9, .heads = 4, .kv_heads = kv_heads, .head_dim = 8};
+    const int64_t rows = dims.batch * dims.seq;
+    const int64_t nq = rows * dims.heads * dims.head_dim, nk = rows * kv_heads * dims.head_dim;
+    const int64_t np = dims.batch * dims.heads * dims.seq * dims.seq;
+    const auto q = Random(nq, 40, -2, 2), k = Random(nk, 41, -2, 2), v = Random(nk, 42);
+    const auto dout = Random(nq, 43);
+    std::vector<float> probs(np), out(nq), dq = Random(nq, 44), dk = Random(nk, 45);
+    std::vector<float> dv = Random(nk, 46);
+    float *probs_d = Up(probs), *out_d = Up(out), *dq_d = Up(dq), *dk_d = Up(dk), *dv_d = Up(dv);
+    const float *q_d = Up(q), *k_d = Up(k), *v_d = Up(v);
+    gpu().AttentionForward(q_d, k_d, v_d, probs_d, out_d, dims);
+    gpu().AttentionBackward(Up(dout), q_d, k_d, v_d, probs_d, dq_d, dk_d, dv_d, dims);
+    cpu_.AttentionForward(q.data(), k.data(), v.data(), probs.data(), out.data(), dims);
+    cpu_.AttentionBackward(dout.data(), q.data(), k.data(), v.data(), probs.data(), dq.data(),
+                           dk.data(), dv.data(), dims);
+    const std::string name = "kv_heads " + std::to_string(kv_heads) + " ";
+    ExpectClose(Down(probs_d, np), probs, kSum, name + "probs");
+    ExpectClose(Down(out_d, nq), out, kSum, name + "out");
+    ExpectClose(Down(dq_d, nq), dq, kSum, name + "dq");
+    ExpectClose(Down(dk_d, nk), dk, kSum, name + "dk");
+    ExpectClose(Down(dv_d, nk), dv, kSum, name + "dv");
+  }
+}
+
+TEST_F(CudaKernelsTest, GeluAndSwiglu) {
+  const int64_t n = 1000;
+  const auto a = Random(n, 50, -5, 5), b = Random(n, 51, -3, 3), dout = Random(n, 52);
+  std::vector<float> gelu(n), dgelu = Random(n, 53), swiglu(n), dgate = Random(n, 54);
+  std::vector<float> dup = Random(n, 55);
+  float *gelu_d = Up(gelu), *dgelu_d = Up(dgelu), *swiglu_d = Up(swiglu);
+  float *dgate_d = Up(dgate), *dup_d = Up(dup);
+  const float *a_d = Up(a), *b_d = Up(b), *dout_d = Up(dout);
+  gpu().GeluForward(a_d, gelu_d, n);
+  gpu().GeluBackward(dout_d, a_d, dgelu_d, n);
+  gpu().SwigluForward(a_d, b_d, swiglu_d, n);
+  gpu().SwigluBackward(dout_d, a_d, b_d, dgate_d, dup_d, n);
+  cpu_.GeluForward(a.data(), gelu.data(), n);
+  cpu_.GeluBackward(dout.data(), a.data(), dgelu.data(), n);
+  cpu_.SwigluForward(a.data(), b.data(), swiglu.data(), n);
+  cpu_.SwigluBackward(dout.data(), a.data(), b.data(), dgate.data(), dup.data(), n);
+  ExpectClose(Down(gelu_d, n), gelu, kUlp, "gelu");
+  ExpectClose(Down(dgelu_d, n), dgelu, kUlp, "dgelu");
+  ExpectClose(Down(swiglu_d, n), swiglu, kUlp, "swiglu");
+  ExpectClose(Down(dgate_d, n), dgate, kUlp, "dgate");
+  ExpectClose(Down(dup_d, n), dup, kUlp, "dup");
+}
+
+// Whole-vocabulary loss, in place (probs == logits, as the executor calls it), then the
+// backward pass of a shard [100, 100 + v) of a larger vocabulary with mean over 2n tokens.
+TEST_F(CudaKernelsTest, SoftmaxCrossEntropy) {
+  const int64_t n = 12, v = 257;
+  const auto logits = Random(n * v, 60, -4, 4);
+  const auto targets = Tokens(n, static_cast<int32_t>(v), 61);
+  std::vector<float> probs = logits;
+  float* probs_d = Up(probs);
+  const double gpu_loss = gpu().SoftmaxCrossEntropy(probs_d, Up(targets), probs_d, n, v);
+  const double cpu_loss =
+      cpu_.SoftmaxCrossEntropy(probs.data(), targets.data(), probs.data(), n, v);
+  EXPECT_NEAR(gpu_loss, cpu_loss, 1e-6 * std::fabs(cpu_loss));
+  ExpectClose(Down(probs_d, n * v), probs, kSum, "probs");
+
+  const auto shard_targets = Tokens(n, 400, 62);  // some in [100, 357), some not
+  const auto p = Random(n * v, 63, 0, 1);
+  std::vector<float> dlogits(n * v);
+  float* dlogits_d = Up(dlogits);
+  gpu().CrossEntropyBackward(Up(p), Up(shard_targets), 0.5f, 2 * n, dlogits_d, n, v, 100);
+  cpu_.CrossEntropyBackward(p.data(), shard_targets.data(), 0.5f, 2 * n, dlogits.data(), n, v, 100);
+  ExpectClose(Down(dlogits_d, n * v), dlogits, kExact, "dlogits");
+}
+
+// Three vocabulary shards of 100: each shard's stats, the combined log-sum-exp and loss, and
+// the probabilities from it, against the CPU on the same shards.
+TEST_F(CudaKernelsTest, VocabParallelCrossEntropy) {
+  const int64_t n = 10, v = 100, tp = 3;
+  const auto targets = Tokens(n, static_cast<int32_t>(tp * v), 70);
+  std::vector<float> all_stats_cpu(tp * n * 3);
+  std::vector<float> all_stats_gpu(tp * n * 3);
+  std::vector<std::vector<float>> shards;
+  for (int64_t r = 0; r < tp; ++r) {
+    shards.push_back(Random(n * v, 71 + r, -4, 4));
+    std::vector<float> stats(n * 3);
+    float* stats_d = Up(stats);
+    gpu().VocabParallelStats(Up(shards[r]), Up(targets), r * v, stats_d, n, v);
+    cpu_.VocabParallelStats(shards[r].data(), targets.data(), r * v, stats.data(), n, v);
+    const auto got = Down(stats_d, n * 3);
+    ExpectClose(got, stats, kSum, "stats of shard " + std::to_string(r));
+    std::copy(stats.begin(), stats.end(), all_stats_cpu.begin() + r * n * 3);
+    std::copy(got.begin(), got.end(), all_stats_gpu.begin() + r * n * 3);
+  }
+  // The same (CPU) statistics into both, so the log-sum-exp step is compared on its own.
+  std::vector<float> lse(n);
+  float* lse_d = Up(lse);
+  const double gpu_loss = gpu().VocabParallelLogSumExp(Up(all_stats_cpu), tp, lse_d, n);
+  const double cpu_loss = cpu_.VocabParallelLogSumExp(all_stats_cpu.data(), tp, lse.data(), n);
+  EXPECT_NEAR(gpu_loss, cpu_loss, 1e-6 * std::fabs(cpu_loss));
+  ExpectClose(Down(lse_d, n), lse, kUlp, "lse");
+  std::vector<float> z = shards[1];
+  float* z_d = Up(z);
+  gpu().SoftmaxFromLogSumExp(z_d, Up(lse), n, v);
+  cpu_.SoftmaxFromLogSumExp(z.data(), lse.data(), n, v);
+  ExpectClose(Down(z_d, n * v), z, kUlp, "probs");
+}
+
+TEST_F(CudaKernelsTest, ElementwiseHelpers) {
+  const int64_t n = 13, c = 300;
+  const auto src = Random(n * c, 80), bias = Random(c, 81);
+  std::vector<float> dst = Random(n * c, 82), sums = Random(c, 83);
+  float *dst_d = Up(dst), *sums_d = Up(sums);
+  gpu().Add(dst_d, Up(src), n * c);
+  gpu().AddRowBias(dst_d, Up(bias), n, c);
+  gpu().Scale(dst_d, 0.75f, n * c);
+  gpu().AddColumnSums(dst_d, sums_d, n, c);
+  cpu_.Add(dst.data(), src.data(), n * c);
+  cpu_.AddRowBias(dst.data(), bias.data(), n, c);
+  cpu_.Scale(dst.data(), 0.75f, n * c);
+  cpu_.AddColumnSums(dst.data(), sums.data(), n, c);
+  ExpectClose(Down(dst_d, n * c), dst, kExact, "dst");
+  ExpectClose(Down(sums_d, c), sums, kSum, "column sums");
+}
+
+// 10^6 + 3 elements: many blocks and a ragged tail; terms are exact in double, so only the
+// order of ~10^6 double additions differs (relative error ~ 1e-16 * log2(10^6)).
+TEST_F(CudaKernelsTest, SumSquares) {
+  const int64_t n = 1000003;
+  const auto x = Random(n, 90, -3, 3);
+  EXPECT_NEAR(gpu().SumSquares(Up(x), n), cpu_.SumSquares(x.data(), n),
+              1e-12 * cpu_.SumSquares(x.data(), n));
+  EXPECT_EQ(gpu().SumSquares(Up(x), 0), 0.0);
+}
+
+// Step 3 of a clipped AdamW with weight decay: only multiplications, additions, one sqrt and
+// one division per element, in adamw.cc's order, so the results should agree to the ulp.
+TEST_F(CudaKernelsTest, AdamW) {
+  const int64_t n = 1000;
+  const AdamWArgs args{.lr = 1e-3f,
+                       .beta1 = 0.9f,
+                       .beta2 = 0.95f,
+                       .eps = 1e-8f,
+                       .weight_decay = 0.1f,
+                       .bias_correction1 = 1.0f / (1.0f - 0.9f * 0.9f * 0.9f),
+                       .bias_correction2 = 1.0f / (1.0f - 0.95f * 0.95f * 0.95f)};
+  std::vector<float> p = Random(n, 100), m = Random(n, 101, -0.1f, 0.1f);
+  std::vector<float> v = Random(n, 102, 0, 0.01f);
+  const auto g = Random(n, 103);
+  float *p_d = Up(p), *m_d = Up(m), *v_d = Up(v);
+  gpu().AdamW(p_d, Up(g), m_d, v_d, n, 0.5f, args);
+  cpu_.AdamW(p.data(), g.data(), m.data(), v.data(), n, 0.5f, args);
+  ExpectClose(Down(p_d, n), p, kUlp, "p");
+  ExpectClose(Down(m_d, n), m, kUlp, "m");
+  ExpectClose(Down(v_d, n), v, kUlp, "v");
+}
+
+// An impossible allocation is an error naming what was asked for, not an abort; the counters
+// are unchanged, and memory still works afterwards.
+TEST_F(CudaKernelsTest, MemoryOutOfMemoryIsAnError) {
+  Memory& mem = backend_->memory();
+  const int64_t before = mem.current().total();
+  auto huge = mem.Allocate(MemoryKind::kActivations, int64_t{1} << 52, "a 4 PiB tensor");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("a 4 PiB tensor"), std::string::npos);
+  EXPECT_EQ(mem.current().total(), before);
+  std::vector<float> x = Random(100, 110);
+  float* x_d = Up(x);
+  mem.Zero(x_d, 40 * sizeof(float));
+  const auto back = Down(x_d, 100);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(back[i], i < 40 ? 0.0f : x[i]) << i;
+}
+
+}  // namespace
+}  // namespace shardsim::runtime
