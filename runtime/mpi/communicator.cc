@@ -15,7 +15,8 @@ Status Communicator::Error(int code, const char* op) const {
 }
 
 Status Communicator::Wait(MPI_Request* request, const char* op) const {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s_);
   int done = 0;
   while (true) {
     MPI_Status st;
@@ -30,7 +31,13 @@ Status Communicator::Wait(MPI_Request* request, const char* op) const {
                            " group did not complete within " + std::to_string(timeout_s_) +
                            " s (a peer died or is stuck)");
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    // Poll (yielding the core) for the first 2 ms, the range of a collective between ranks
+    // that arrive together; then sleep between polls so a long wait does not burn the core.
+    if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
 }
 
