@@ -245,8 +245,9 @@ class FakeWorld : public Collectives {
   Status ReduceScatterSum(Group, const float*, float*, int64_t) override { return Unused(); }
   Status AllGather(Group, const float*, float*, int64_t) override { return Unused(); }
   StatusOr<int64_t> Isend(Group, const float*, int64_t, int, int) override { return Unused(); }
-  Status WaitSend(int64_t) override { return Unused(); }
-  StatusOr<bool> TestSend(int64_t) override { return Unused(); }
+  StatusOr<int64_t> IallReduceSum(Group, float*, int64_t) override { return Unused(); }
+  Status Wait(int64_t) override { return Unused(); }
+  StatusOr<bool> Test(int64_t) override { return Unused(); }
   Status Recv(Group, float*, int64_t, int, int) override { return Unused(); }
   Status Barrier(Group) override { return Unused(); }
 

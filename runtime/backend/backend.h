@@ -218,12 +218,17 @@ class Collectives {
   virtual Status AllGatherHost(Group g, const double* in, double* out, int64_t n) = 0;
 
   // Non-blocking send of n floats to rank `peer` of `g`; `data` must stay alive and unchanged
-  // until WaitSend returns for the handle.
+  // until the handle completes (Wait, or Test returning true). Messages are matched by tag
+  // (MPI); a backend without tags (NCCL) matches them in issue order within each class
+  // tag % 2, so a caller issues each class in the same order on both sides.
   virtual StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) = 0;
-  virtual Status WaitSend(int64_t handle) = 0;
-  // Whether the send has completed, without waiting; a completed handle is released (do not
-  // WaitSend it).
-  virtual StatusOr<bool> TestSend(int64_t handle) = 0;
+  // Non-blocking all-reduce (sum) in place, for overlapping it with computation (the layout's
+  // overlap_dp); `data` must stay alive and untouched until the handle completes.
+  virtual StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) = 0;
+  // Completes a handle of Isend or IallReduceSum: Wait blocks (bounded by the timeout); Test
+  // returns whether it is done without waiting. A completed handle is released.
+  virtual Status Wait(int64_t handle) = 0;
+  virtual StatusOr<bool> Test(int64_t handle) = 0;
   virtual Status Recv(Group g, float* data, int64_t n, int peer, int tag) = 0;
   virtual Status Barrier(Group g) = 0;
 };

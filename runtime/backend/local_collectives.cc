@@ -46,14 +46,16 @@ StatusOr<int64_t> LocalCollectives::Isend(Group g, const float*, int64_t, int pe
   return NoPeer("send", g, peer);
 }
 
-StatusOr<bool> LocalCollectives::TestSend(int64_t handle) {
-  CHECK(false) << "TestSend(" << handle << "): LocalCollectives never issues a send handle";
-  return false;
+StatusOr<int64_t> LocalCollectives::IallReduceSum(Group, float*, int64_t) { return ++issued_; }
+
+Status LocalCollectives::Wait(int64_t handle) {
+  CHECK(handle >= 1 && handle <= issued_) << "Wait(" << handle << "): not an IallReduceSum handle";
+  return Status::Ok();
 }
 
-Status LocalCollectives::WaitSend(int64_t handle) {
-  CHECK(false) << "WaitSend(" << handle << "): LocalCollectives never issues a send handle";
-  return Status::Ok();
+StatusOr<bool> LocalCollectives::Test(int64_t handle) {
+  CHECK(handle >= 1 && handle <= issued_) << "Test(" << handle << "): not an IallReduceSum handle";
+  return true;
 }
 
 Status LocalCollectives::Recv(Group g, float*, int64_t, int peer, int) {

@@ -22,13 +22,18 @@ class LocalCollectives : public Collectives {
   Status AllGather(Group g, const float* in, float* out, int64_t n) override;         // copy
   Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;   // copy
 
-  // Errors: a one-rank group has no peer. WaitSend therefore never has a valid handle and
+  // Errors: a one-rank group has no peer. Wait and Test accept only IallReduceSum handles and
   // CHECK-fails.
   StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
-  Status WaitSend(int64_t handle) override;
-  StatusOr<bool> TestSend(int64_t handle) override;
+  // A one-rank all-reduce is done when issued: its handle completes at once.
+  StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
+  Status Wait(int64_t handle) override;
+  StatusOr<bool> Test(int64_t handle) override;
   Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
   Status Barrier(Group g) override;  // ok
+
+ private:
+  int64_t issued_ = 0;  // IallReduceSum handles are 1..issued_
 };
 
 }  // namespace shardsim::runtime

@@ -42,7 +42,10 @@ std::vector<std::string> NotHonoured(const Layout& l) {
     out.push_back("attention=flash: the CPU runtime's attention is unfused (it stores the softmax); "
                   "give attention=unfused to compare with the simulator");
   }
-  if (l.overlap_dp && l.dp > 1) out.push_back("overlap_dp=on: gradients are reduced after the backward, not overlapped");
+  if (l.overlap_dp && l.dp > 1 && l.zero >= 1) {
+    out.push_back("overlap_dp=on with zero>=1: gradients are reduce-scattered (or, ZeRO-2/3, reduced per "
+                  "bucket) blocking, not overlapped; only ZeRO 0's all-reduce is overlapped");
+  }
   if (l.overlap_tp && l.tp > 1) out.push_back("overlap_tp=on: TP all-reduces are blocking, not overlapped with GEMMs");
   if (l.overlap_pp && l.pp > 1) out.push_back("overlap_pp=on: pipeline sends are non-blocking, receives block");
   return out;

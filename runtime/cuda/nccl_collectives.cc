@@ -59,22 +59,24 @@ Status NcclCollectives::Init() {
     SHARDSIM_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&ch.comm, comm.size(), id, comm.rank()));
   }
   // Pipeline pairs: rank a makes the ids of its outgoing pairs, (a -> next) in slot 0 and
-  // (a -> prev) in slot 1, and the pp group all-gathers them.
+  // (a -> prev) in slot 1, one per message class (kClasses), and the pp group all-gathers them.
   const Communicator& pp = groups_.pp;
   const int p = pp.size(), me = pp.rank();
   if (p == 1) return Status::Ok();
   auto next = [p](int a) { return (a + 1) % p; };
   auto prev = [p](int a) { return (a + p - 1) % p; };
-  std::vector<double> mine(2 * kIdDoubles, 0.0), all(static_cast<size_t>(2 * kIdDoubles) * p);
-  for (int slot = 0; slot < 2; ++slot) {
+  constexpr int kIds = 2 * kClasses;  // per rank
+  std::vector<double> mine(kIds * kIdDoubles, 0.0), all(static_cast<size_t>(kIds * kIdDoubles) * p);
+  for (int i = 0; i < kIds; ++i) {
     ncclUniqueId id;
     SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
-    std::memcpy(mine.data() + slot * kIdDoubles, &id, sizeof(id));
+    std::memcpy(mine.data() + i * kIdDoubles, &id, sizeof(id));
   }
-  SHARDSIM_RETURN_IF_ERROR(pp.AllGather(mine.data(), all.data(), 2 * kIdDoubles));
-  // Directed pairs in lexicographic order (a, b): every rank initializes its own pairs in that
-  // order, so the smallest pair not yet built is always the next one for both its members and
-  // the blocking inits cannot deadlock. In a pair, the sender is rank 0.
+  SHARDSIM_RETURN_IF_ERROR(pp.AllGather(mine.data(), all.data(), kIds * kIdDoubles));
+  // Directed pairs in lexicographic order (a, b), classes in order within a pair: every rank
+  // initializes its own pairs in that order, so the smallest pair not yet built is always the
+  // next one for both its members and the blocking inits cannot deadlock. In a pair, the
+  // sender is rank 0.
   for (int a = 0; a < p; ++a) {
     std::vector<std::pair<int, int>> outgoing = {{next(a), 0}};  // (b, slot)
     if (prev(a) != next(a)) outgoing.push_back({prev(a), 1});
@@ -83,12 +85,15 @@ Status NcclCollectives::Init() {
     }
     for (const auto& [b, slot] : outgoing) {
       if (me != a && me != b) continue;
-      ncclUniqueId id;
-      std::memcpy(&id, all.data() + (static_cast<size_t>(a) * 2 + slot) * kIdDoubles, sizeof(id));
-      Channel ch;
-      SHARDSIM_ASSIGN_OR_RETURN(ch.stream, NewStream());
-      SHARDSIM_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&ch.comm, 2, id, me == a ? 0 : 1));
-      (me == a ? send_to_[b] : recv_from_[a]) = ch;
+      for (int kind = 0; kind < kClasses; ++kind) {
+        ncclUniqueId id;
+        const size_t at = static_cast<size_t>(a) * kIds + slot * kClasses + kind;
+        std::memcpy(&id, all.data() + at * kIdDoubles, sizeof(id));
+        Channel ch;
+        SHARDSIM_ASSIGN_OR_RETURN(ch.stream, NewStream());
+        SHARDSIM_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&ch.comm, 2, id, me == a ? 0 : 1));
+        (me == a ? send_to_[{b, kind}] : recv_from_[{a, kind}]) = ch;
+      }
     }
   }
   return Status::Ok();
@@ -222,8 +227,8 @@ Status NcclCollectives::AllGatherHost(Group g, const double* in, double* out, in
 }
 
 StatusOr<int64_t> NcclCollectives::Isend(Group g, const float* data, int64_t n, int peer,
-                                         int /*tag*/) {
-  auto it = send_to_.find(peer);
+                                         int tag) {
+  auto it = send_to_.find({peer, tag % kClasses});
   if (g != Group::kPp || it == send_to_.end()) {
     return Error(
         g, "send", n,
@@ -238,37 +243,48 @@ StatusOr<int64_t> NcclCollectives::Isend(Group g, const float* data, int64_t n, 
   cudaEvent_t done = nullptr;
   SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "send", n, /*wait=*/false, &done));
   const int64_t handle = next_handle_++;
-  pending_.emplace(handle, PendingSend{done, peer, n});
+  pending_.emplace(handle, Pending{done, ch.comm, Group::kPp, "send", n});
   return handle;
 }
 
-Status NcclCollectives::WaitSend(int64_t handle) {
+StatusOr<int64_t> NcclCollectives::IallReduceSum(Group g, float* data, int64_t n) {
+  const Channel& ch = groups_nccl_[static_cast<int>(g)];
+  SHARDSIM_RETURN_IF_ERROR(After(ch));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(
+      ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat, ncclSum, ch.comm, ch.stream));
+  cudaEvent_t done = nullptr;
+  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "all-reduce", n, /*wait=*/false, &done));
+  const int64_t handle = next_handle_++;
+  pending_.emplace(handle, Pending{done, ch.comm, g, "all-reduce", n});
+  return handle;
+}
+
+Status NcclCollectives::Wait(int64_t handle) {
   auto it = pending_.find(handle);
-  CHECK(it != pending_.end()) << "WaitSend(" << handle << "): no pending send with this handle";
-  const PendingSend send = it->second;
+  CHECK(it != pending_.end()) << "Wait(" << handle << "): no pending request with this handle";
+  const Pending p = it->second;
   pending_.erase(it);
-  Status st = WaitEvent(send.done, send_to_.at(send.peer).comm, Group::kPp, "send", send.n);
-  (void)cudaEventDestroy(send.done);
+  Status st = WaitEvent(p.done, p.comm, p.group, p.op, p.n);
+  (void)cudaEventDestroy(p.done);
   return st;
 }
 
-StatusOr<bool> NcclCollectives::TestSend(int64_t handle) {
+StatusOr<bool> NcclCollectives::Test(int64_t handle) {
   auto it = pending_.find(handle);
-  CHECK(it != pending_.end()) << "TestSend(" << handle << "): no pending send with this handle";
+  CHECK(it != pending_.end()) << "Test(" << handle << "): no pending request with this handle";
   const cudaError_t e = cudaEventQuery(it->second.done);
   if (e == cudaErrorNotReady) return false;
-  const PendingSend send = it->second;
+  const Pending p = it->second;
   pending_.erase(it);
-  (void)cudaEventDestroy(send.done);
+  (void)cudaEventDestroy(p.done);
   if (e != cudaSuccess) {
-    return Error(Group::kPp, "send", send.n,
-                 std::string("failed on the device: ") + cudaGetErrorString(e));
+    return Error(p.group, p.op, p.n, std::string("failed on the device: ") + cudaGetErrorString(e));
   }
   return true;
 }
 
-Status NcclCollectives::Recv(Group g, float* data, int64_t n, int peer, int /*tag*/) {
-  auto it = recv_from_.find(peer);
+Status NcclCollectives::Recv(Group g, float* data, int64_t n, int peer, int tag) {
+  auto it = recv_from_.find({peer, tag % kClasses});
   if (g != Group::kPp || it == recv_from_.end()) {
     return Error(g, "recv", n,
                  "from rank " + std::to_string(peer) +

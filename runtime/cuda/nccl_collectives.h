@@ -27,8 +27,11 @@ namespace shardsim::runtime {
 //  - Sends go on the pp group only, to its ring neighbours (the executor's pipeline), each
 //    directed pair (me -> peer) on a two-rank communicator and stream of its own, so a send
 //    never queues behind a receive (MPI's Isend semantics; one NCCL stream would deadlock
-//    1F1B). NCCL has no tags: messages between two ranks are matched in issue order, and the
-//    `tag` argument is not checked.
+//    1F1B). NCCL has no tags: messages are matched in issue order per channel, so each
+//    directed pair has one channel per message class, tag % kClasses (the executor puts
+//    activations on even tags and gradients on odd ones, and issues each class in the same
+//    order on both sides; mixing the two on one FIFO could swap equal-sized messages under
+//    the interleaved schedule).
 class NcclCollectives : public Collectives {
  public:
   // Binds to the current CUDA device. Group communicators are created in a fixed order on all
@@ -52,8 +55,10 @@ class NcclCollectives : public Collectives {
   Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;  // MPI
 
   StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
-  Status WaitSend(int64_t handle) override;
-  StatusOr<bool> TestSend(int64_t handle) override;
+  // On the group's communication stream, not waited for: the overlap the layout asks for.
+  StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
+  Status Wait(int64_t handle) override;
+  StatusOr<bool> Test(int64_t handle) override;
   Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
   // Finishes this rank's GPU work, then an MPI barrier.
   Status Barrier(Group g) override;
@@ -63,9 +68,13 @@ class NcclCollectives : public Collectives {
     ncclComm_t comm = nullptr;
     cudaStream_t stream = nullptr;
   };
-  struct PendingSend {
+  static constexpr int kClasses = 2;  // message classes per directed pair (tag % kClasses)
+  using ChannelKey = std::pair<int, int>;  // (pp peer, class)
+  struct Pending {  // an issued Isend or IallReduceSum
     cudaEvent_t done;
-    int peer;
+    ncclComm_t comm;  // polled for asynchronous errors
+    Group group;
+    const char* op;
     int64_t n;
   };
 
@@ -87,9 +96,9 @@ class NcclCollectives : public Collectives {
   cudaStream_t compute_;
   double timeout_s_;
   std::array<Channel, 5> groups_nccl_{};  // by Group
-  std::map<int, Channel> send_to_;        // pp peer -> me-to-peer pair
-  std::map<int, Channel> recv_from_;      // pp peer -> peer-to-me pair
-  std::unordered_map<int64_t, PendingSend> pending_;
+  std::map<ChannelKey, Channel> send_to_;    // me-to-peer pair, per class
+  std::map<ChannelKey, Channel> recv_from_;  // peer-to-me pair, per class
+  std::unordered_map<int64_t, Pending> pending_;
   int64_t next_handle_ = 1;
 };
 

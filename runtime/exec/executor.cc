@@ -102,6 +102,8 @@ Status Executor::Allocate(uint64_t seed) {
                    (last - first) * static_cast<int64_t>(sizeof(float)));
   zero_ = std::make_unique<ZeroBuckets>(&ctx_, &shard_, layout_.zero, dp, shard_begin_, shard_end_,
                                         params_.f(), grads_.f());
+  overlap_ = std::make_unique<DpOverlap>(&ctx_, shard_, grads_.f(),
+                                         layout_.overlap_dp && layout_.zero == 0 && dp > 1);
   return Status::Ok();
 }
 
@@ -154,7 +156,7 @@ StatusOr<double> Executor::Step(const MarkovStream& data, int64_t step) {
 
 Status Executor::ReleaseCompletedSends() {
   for (size_t i = 0; i < sends_.size();) {
-    SHARDSIM_ASSIGN_OR_RETURN(const bool done, backend_->comm().TestSend(sends_[i].first));
+    SHARDSIM_ASSIGN_OR_RETURN(const bool done, backend_->comm().Test(sends_[i].first));
     if (done) {
       sends_.erase(sends_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
@@ -166,7 +168,7 @@ Status Executor::ReleaseCompletedSends() {
 
 Status Executor::WaitSends() {
   for (auto& [handle, buffer] : sends_) {
-    SHARDSIM_RETURN_IF_ERROR(backend_->comm().WaitSend(handle));
+    SHARDSIM_RETURN_IF_ERROR(backend_->comm().Wait(handle));
   }
   sends_.clear();
   return Status::Ok();
@@ -335,10 +337,13 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
   ChunkState& s = it->second;
   const int64_t nl = dims_.n_local, c = model_.hidden;
   Collectives& comm = backend_->comm();
+  // The chunk's last micro-batch: its gradients are final part by part (overlap_dp).
+  const bool last_mb = mb == layout_.microbatches() - 1;
   SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer dres, ctx_.Zeros(kWork, nl * c, "residual gradient"));
   if (info.has_head) {
     ctx_.SetPass(Phase::kBackward, mb, chunk);
     SHARDSIM_RETURN_IF_ERROR(HeadBackward(s, dres.f()));
+    if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kHead));
   } else {
     const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
     const double start = ctx_.Now();
@@ -367,6 +372,7 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
                                            s.residual[i].f(), s.saved[i], dres.f()));
     zero_->Release(zero_->layer(layer));
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer)));
+    if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
     s.residual[i + 1].Reset();
   }
   if (info.has_embedding) {
@@ -377,6 +383,7 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
                                shard_.local_model().vocab, Grad("embed.positions"), dims_.n, 0,
                                model_.seq_len, c);
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->embedding()));
+    if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kEmbedding));
     ctx_.EndPass();
     live_.erase(it);
     return Status::Ok();
@@ -395,6 +402,9 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
 Status Executor::ReduceGradients() {
   if (zero_->shards_grads()) return Status::Ok();  // ZeRO-2/3: reduced bucket by bucket
   Collectives& comm = backend_->comm();
+  // overlap_dp: the DP sums were issued during the backward pass; they finish first (the SP
+  // sums below touch the same buffer).
+  SHARDSIM_RETURN_IF_ERROR(overlap_->WaitAll());
   // SP: replicated tensors saw only this rank's rows; sum them over the TP group.
   const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -405,6 +415,7 @@ Status Executor::ReduceGradients() {
   }
   if (layout_.dp == 1) return Status::Ok();
   if (layout_.zero == 0) {
+    if (overlap_->active()) return Status::Ok();
     return ctx_.Comm(Phase::kDpComm, static_cast<double>(total_) * sizeof(float),
                      [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), total_); });
   }

@@ -16,6 +16,7 @@
 #include "runtime/cpu/adamw.h"
 #include "runtime/cpu/markov_stream.h"
 #include "runtime/exec/block.h"
+#include "runtime/exec/dp_overlap.h"
 #include "runtime/exec/exec_context.h"
 #include "runtime/exec/shard.h"
 #include "runtime/exec/timeline.h"
@@ -93,7 +94,8 @@ class Executor {
   // Persistent model states: whole (padded_ floats) or this rank's range (padded_ / dp):
   // moments under ZeRO >= 1, gradients >= 2, parameters 3 (zero_buckets.h).
   DeviceBuffer params_, grads_, moment1_, moment2_;
-  std::unique_ptr<ZeroBuckets> zero_;  // where parameters and gradients are; ZeRO-2/3 buckets
+  std::unique_ptr<ZeroBuckets> zero_;
+  std::unique_ptr<DpOverlap> overlap_;  // overlap_dp under ZeRO 0  // where parameters and gradients are; ZeRO-2/3 buckets
   int64_t adam_step_ = 0;
 
   std::map<std::pair<int32_t, int32_t>, ChunkState> live_;  // (chunk, micro-batch)

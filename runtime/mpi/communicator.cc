@@ -132,6 +132,14 @@ StatusOr<MPI_Request> Communicator::Isend(const float* data, size_t n, int to, i
   return r;
 }
 
+StatusOr<MPI_Request> Communicator::IallReduceSum(float* data, size_t n) const {
+  MPI_Request r;
+  const int rc =
+      MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "all-reduce");
+  return r;
+}
+
 Status Communicator::TestRequest(MPI_Request* request, int* done, const char* op) const {
   MPI_Status st;
   const int rc = MPI_Test(request, done, &st);

@@ -44,6 +44,9 @@ class Communicator {
   // A non-blocking send of `n` floats to `to`: `data` must stay unchanged until WaitRequest
   // on the returned request succeeds.
   StatusOr<MPI_Request> Isend(const float* data, size_t n, int to, int tag) const;
+  // A non-blocking in-place sum over the group (MPI_Iallreduce); complete it with WaitRequest
+  // or TestRequest, leaving `data` untouched until then.
+  StatusOr<MPI_Request> IallReduceSum(float* data, size_t n) const;
   // Waits for `request` until the timeout; the error names the rank, this group and `op`.
   Status WaitRequest(MPI_Request* request, const char* op) const { return Wait(request, op); }
   // MPI_Test: *done set when the request completed (and was freed by MPI).

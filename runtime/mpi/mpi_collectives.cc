@@ -79,24 +79,33 @@ StatusOr<int64_t> MpiCollectives::Isend(Group g, const float* data, int64_t n, i
   SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request,
                             comm(g).Isend(data, static_cast<size_t>(n), peer, tag));
   const int64_t handle = next_handle_++;
-  pending_.emplace(handle, PendingSend{request, g});
+  pending_.emplace(handle, PendingSend{request, g, "send"});
   return handle;
 }
 
-Status MpiCollectives::WaitSend(int64_t handle) {
+StatusOr<int64_t> MpiCollectives::IallReduceSum(Group g, float* data, int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-reduce"));
+  SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request, comm(g).IallReduceSum(data, static_cast<size_t>(n)));
+  const int64_t handle = next_handle_++;
+  pending_.emplace(handle, PendingSend{request, g, "all-reduce"});
+  return handle;
+}
+
+Status MpiCollectives::Wait(int64_t handle) {
   auto it = pending_.find(handle);
-  CHECK(it != pending_.end()) << "WaitSend(" << handle << "): no pending send with this handle";
+  CHECK(it != pending_.end()) << "Wait(" << handle << "): no pending request with this handle";
   PendingSend send = it->second;
   pending_.erase(it);
   // On a timeout, Wait has already freed the request.
-  return comm(send.group).WaitRequest(&send.request, "send");
+  return comm(send.group).WaitRequest(&send.request, send.op);
 }
 
-StatusOr<bool> MpiCollectives::TestSend(int64_t handle) {
+StatusOr<bool> MpiCollectives::Test(int64_t handle) {
   auto it = pending_.find(handle);
-  CHECK(it != pending_.end()) << "TestSend(" << handle << "): no pending send with this handle";
+  CHECK(it != pending_.end()) << "Test(" << handle << "): no pending request with this handle";
   int done = 0;
-  SHARDSIM_RETURN_IF_ERROR(comm(it->second.group).TestRequest(&it->second.request, &done, "send"));
+  SHARDSIM_RETURN_IF_ERROR(
+      comm(it->second.group).TestRequest(&it->second.request, &done, it->second.op));
   if (done) pending_.erase(it);
   return done != 0;
 }

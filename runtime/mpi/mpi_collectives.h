@@ -18,7 +18,7 @@ class MpiCollectives : public Collectives {
   explicit MpiCollectives(ProcessGroups groups) : groups_(std::move(groups)) {}
   MpiCollectives(const MpiCollectives&) = delete;
   MpiCollectives& operator=(const MpiCollectives&) = delete;
-  // Sends never waited for are released to complete on their own (MPI_Request_free): the
+  // Requests never waited for are released to complete on their own (MPI_Request_free): the
   // caller is ending on an error; their buffers must outlive the MPI job.
   ~MpiCollectives() override;
 
@@ -33,11 +33,12 @@ class MpiCollectives : public Collectives {
   Status AllGather(Group g, const float* in, float* out, int64_t n) override;
   Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;
 
-  // Handles are 1, 2, 3, ... in issue order; each is waited for once (an unknown handle is a
+  // Handles are 1, 2, 3, ... in issue order; each completes once (an unknown handle is a
   // caller bug and CHECK-fails).
   StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
-  Status WaitSend(int64_t handle) override;
-  StatusOr<bool> TestSend(int64_t handle) override;
+  StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;  // MPI_Iallreduce
+  Status Wait(int64_t handle) override;
+  StatusOr<bool> Test(int64_t handle) override;
   Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
   Status Barrier(Group g) override;
 
@@ -47,6 +48,7 @@ class MpiCollectives : public Collectives {
   struct PendingSend {
     MPI_Request request;
     Group group;
+    const char* op;  // "send", "all-reduce": for errors
   };
 
   ProcessGroups groups_;

@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     StatusOr<int64_t> h = mc.Isend(Group::kWorld, &ring_send, 1, next, 11);
     Expect(h.ok(), "MpiCollectives isend", me);
     Expect(mc.Recv(Group::kWorld, &ring_recv, 1, prev, 11).ok(), "MpiCollectives recv", me);
-    if (h.ok()) Expect(mc.WaitSend(*h).ok(), "MpiCollectives wait-send", me);
+    if (h.ok()) Expect(mc.Wait(*h).ok(), "MpiCollectives wait-send", me);
     Expect(ring_recv == 2.5f * prev, "MpiCollectives ring value", me);
     // All-gather of host doubles over DP of rank + 0.5: both members see [a + 0.5, b + 0.5].
     const double mine_d = me + 0.5;
