@@ -33,6 +33,28 @@ inline ModelSpec GptModel(int64_t layers, int64_t hidden, int64_t heads, int64_t
   return m;
 }
 
+// models/tiny.yaml's shape (4 layers, h 64, 4 heads of 16 with 2 KV heads, SwiGLU 256,
+// RMSNorm, RoPE, untied, vocab 512) with `seq`-token sequences: the runtime's test model.
+inline ModelSpec TinyModel(int64_t seq) {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.head_dim = 16;
+  m.ffn_hidden = 256;
+  m.vocab = 512;
+  m.seq_len = seq;
+  m.activation = Activation::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.bias = false;
+  m.dropout = false;
+  m.tied_embeddings = false;
+  return m;
+}
+
 // A cluster of `nodes` x `gpus` GPUs from YAML text; every figure is given here.
 inline HardwareSpec TestCluster(int64_t nodes, int64_t gpus, const std::string& fabric_bw,
                                 const std::string& fabric_latency, const std::string& nic_bw,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "src/cost/memory.h"
+#include "tests/test_models.h"
 
 namespace shardsim {
 namespace {
@@ -13,25 +14,7 @@ namespace {
 // 3 x 64 x 256 = 49,152, two norms 128: 61,568 parameters, 246,272 B in fp32. Embedding
 // 512 x 64 = 32,768 (131,072 B); final norm + head 64 + 32,768 = 32,832 (131,328 B). The
 // stage (pp = 1) holds 4 x 61,568 + 32,768 + 32,832 = 311,872 parameters (1,247,488 B).
-ModelSpec Tiny() {
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = 4;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.head_dim = 16;
-  m.ffn_hidden = 256;
-  m.vocab = 512;
-  m.seq_len = 32;
-  m.activation = Activation::kSwiglu;
-  m.norm = Norm::kRmsNorm;
-  m.position = Position::kRope;
-  m.bias = false;
-  m.dropout = false;
-  m.tied_embeddings = false;
-  return m;
-}
+ModelSpec Tiny() { return testing::TinyModel(32); }
 
 Layout Dp2(int zero) {
   Layout l;

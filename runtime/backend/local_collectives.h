@@ -1,17 +1,22 @@
 // LocalCollectives: the Collectives of a single process, where every group is this one rank.
-// Lets a host-memory backend (the CPU backend) run the executor without MPI: sums over one
-// rank are the identity, gathers and scatters are copies, and there is no peer to send to.
+// Lets a backend run the executor without MPI or NCCL: sums over one rank are the identity,
+// gathers and scatters are copies of device memory, and there is no peer to send to.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "runtime/backend/backend.h"
 
 namespace shardsim::runtime {
 
-// For host-memory backends only: the copies are std::memcpy on the pointers given.
 class LocalCollectives : public Collectives {
  public:
+  // Copies `bytes` between two device buffers (the backend's Memory::Copy).
+  using DeviceCopy = std::function<void(void* dst, const void* src, int64_t bytes)>;
+  // Without `copy`, device memory is host memory and copies are std::memcpy.
+  explicit LocalCollectives(DeviceCopy copy = nullptr);
+
   int rank(Group) const override { return 0; }
   int size(Group) const override { return 1; }
 
@@ -33,6 +38,7 @@ class LocalCollectives : public Collectives {
   Status Barrier(Group g) override;  // ok
 
  private:
+  DeviceCopy copy_;
   int64_t issued_ = 0;  // IallReduceSum handles are 1..issued_
 };
 

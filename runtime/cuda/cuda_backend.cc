@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/cuda_local_collectives.h"
+#include "runtime/backend/local_collectives.h"
 #include "src/util/check.h"
 
 namespace shardsim::runtime {
@@ -42,7 +42,9 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
     SHARDSIM_ASSIGN_OR_RETURN(b->comm_, make_comm(b->stream_));
     CHECK(b->comm_ != nullptr) << "the collectives factory returned null";
   } else {
-    b->comm_ = std::make_unique<CudaLocalCollectives>(b->stream_);
+    CudaMemory* memory = b->memory_.get();
+    b->comm_ = std::make_unique<LocalCollectives>(
+        [memory](void* dst, const void* src, int64_t bytes) { memory->Copy(dst, src, bytes); });
   }
   return b;
 }

@@ -1,6 +1,6 @@
 // CudaBackend: the Backend of backend.h on one NVIDIA GPU: CudaMemory, CudaKernels (cuBLAS and
 // CUDA kernels) on one compute stream, and the collectives given (NcclCollectives under mpirun,
-// CudaLocalCollectives for one process).
+// LocalCollectives over device copies for one process).
 #pragma once
 
 #include <cublas_v2.h>
@@ -28,7 +28,7 @@ class CudaBackend : public Backend {
 
   // Makes `device` current for this thread and creates the stream, the cuBLAS handle (fp32
   // math, no TF32), memory and kernels, then the collectives from `make_comm`
-  // (CudaLocalCollectives when empty). Errors name the failing CUDA/cuBLAS call.
+  // (LocalCollectives when empty). Errors name the failing CUDA/cuBLAS call.
   static StatusOr<std::unique_ptr<CudaBackend>> Create(int device,
                                                        const CollectivesFactory& make_comm = {});
   CudaBackend(const CudaBackend&) = delete;

@@ -113,20 +113,7 @@ NcclCollectives::~NcclCollectives() {
 }
 
 const Communicator& NcclCollectives::mpi(Group g) const {
-  switch (g) {
-    case Group::kWorld:
-      return groups_.world;
-    case Group::kTp:
-      return groups_.tp;
-    case Group::kCp:
-      return groups_.cp;
-    case Group::kDp:
-      return groups_.dp;
-    case Group::kPp:
-      return groups_.pp;
-  }
-  CHECK(false) << "unknown Group " << static_cast<int>(g);
-  return groups_.world;
+  return groups_.Of(g);
 }
 
 Status NcclCollectives::Error(Group g, const char* op, int64_t n, const std::string& what) const {

@@ -1,6 +1,8 @@
 // See communicator.h.
 #include "runtime/mpi/communicator.h"
 
+#include "src/util/check.h"
+
 #include <chrono>
 #include <thread>
 
@@ -165,6 +167,23 @@ Status Communicator::Barrier() const {
   const int rc = MPI_Ibarrier(comm_, &r);
   if (rc != MPI_SUCCESS) return Error(rc, "barrier");
   return Wait(&r, "barrier");
+}
+
+const Communicator& ProcessGroups::Of(Group g) const {
+  switch (g) {
+    case Group::kWorld:
+      return world;
+    case Group::kTp:
+      return tp;
+    case Group::kCp:
+      return cp;
+    case Group::kDp:
+      return dp;
+    case Group::kPp:
+      return pp;
+  }
+  CHECK(false) << "unknown Group " << static_cast<int>(g);
+  return world;
 }
 
 StatusOr<ProcessGroups> ProcessGroups::Create(const Layout& l, double timeout_s) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <string>
 
+#include "runtime/backend/backend.h"
 #include "src/layout/layout.h"
 #include "src/layout/placement.h"
 #include "src/util/status.h"
@@ -68,6 +69,7 @@ class Communicator {
 struct ProcessGroups {
   Communicator world, tp, cp, dp, pp;
   RankCoord coord;
+  const Communicator& Of(Group g) const;
   // The world size must equal the layout's tp x pp x dp x cp (checked before any split).
   static StatusOr<ProcessGroups> Create(const Layout& l, double timeout_s);
 };

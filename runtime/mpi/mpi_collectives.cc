@@ -28,20 +28,7 @@ MpiCollectives::~MpiCollectives() {
 }
 
 const Communicator& MpiCollectives::comm(Group g) const {
-  switch (g) {
-    case Group::kWorld:
-      return groups_.world;
-    case Group::kTp:
-      return groups_.tp;
-    case Group::kCp:
-      return groups_.cp;
-    case Group::kDp:
-      return groups_.dp;
-    case Group::kPp:
-      return groups_.pp;
-  }
-  CHECK(false) << "unknown Group " << static_cast<int>(g);
-  return groups_.world;
+  return groups_.Of(g);
 }
 
 Status MpiCollectives::AllReduceSum(Group g, float* data, int64_t n) {

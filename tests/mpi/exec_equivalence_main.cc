@@ -32,6 +32,7 @@
 #include "runtime/mpi/communicator.h"
 #include "runtime/mpi/mpi_collectives.h"
 #include "src/util/check.h"
+#include "tests/test_models.h"
 
 namespace {
 
@@ -51,27 +52,8 @@ double Relative(double a, double b) {
   return std::fabs(a - b) / std::max(1e-30, std::max(std::fabs(a), std::fabs(b)));
 }
 
-// The tiny Llama-style model of models/tiny.yaml (GQA 4/2 heads, SwiGLU, RMSNorm, RoPE,
-// untied), with 32-token sequences.
-ModelSpec Tiny() {
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = 4;
-  m.hidden = 64;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.head_dim = 16;
-  m.ffn_hidden = 256;
-  m.vocab = 512;
-  m.seq_len = 32;
-  m.activation = Activation::kSwiglu;
-  m.norm = Norm::kRmsNorm;
-  m.position = Position::kRope;
-  m.bias = false;
-  m.dropout = false;
-  m.tied_embeddings = false;
-  return m;
-}
+// The tiny Llama-style model of models/tiny.yaml with 32-token sequences.
+ModelSpec Tiny() { return testing::TinyModel(32); }
 
 // GPT-2 style: GELU, LayerNorm, learned positions, biases, tied embeddings.
 ModelSpec Gpt() {
