@@ -52,7 +52,8 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : owner_(std::exchange(other.owner_, nullptr)),
       data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
-      kind_(other.kind_) {}
+      kind_(other.kind_),
+      counted_(other.counted_) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
@@ -61,6 +62,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     kind_ = other.kind_;
+    counted_ = other.counted_;
   }
   return *this;
 }
@@ -110,7 +112,28 @@ StatusOr<DeviceBuffer> Memory::Allocate(MemoryKind kind, int64_t bytes, std::str
   return b;
 }
 
+StatusOr<DeviceBuffer> Memory::AllocateUncounted(int64_t bytes, std::string_view what) {
+  CHECK(bytes >= 0) << "negative allocation of " << bytes << " bytes for " << what;
+  DeviceBuffer b;
+  b.counted_ = false;
+  if (bytes == 0) return b;
+  void* p = RawAllocate(bytes);
+  if (p == nullptr) {
+    return Status::Error("out of memory allocating " + std::string(what) + ": " +
+                         std::to_string(bytes) + " bytes (not counted) requested with " +
+                         std::to_string(current_.total()) + " bytes held");
+  }
+  b.owner_ = this;
+  b.data_ = p;
+  b.bytes_ = bytes;
+  return b;
+}
+
 void Memory::Release(DeviceBuffer& b) {
+  if (!b.counted_) {
+    RawFree(b.data_);
+    return;
+  }
   int64_t& held = current_.bytes[static_cast<int>(b.kind_)];
   CHECK(b.owner_ == this && b.data_ != nullptr && held >= b.bytes_)
       << "releasing " << b.bytes_ << " bytes of " << MemoryKindName(b.kind_) << " with " << held

@@ -65,6 +65,7 @@ class DeviceBuffer {
   void* data_ = nullptr;
   int64_t bytes_ = 0;
   MemoryKind kind_ = MemoryKind::kOther;
+  bool counted_ = true;
 };
 
 class Memory {
@@ -77,6 +78,9 @@ class Memory {
   StatusOr<DeviceBuffer> AllocateFloats(MemoryKind kind, int64_t n, std::string_view what) {
     return Allocate(kind, n * static_cast<int64_t>(sizeof(float)), what);
   }
+  // Device memory that is not the training's own and is left out of the accounting: the
+  // scratch that stands in for other ranks when one rank is emulated alone.
+  StatusOr<DeviceBuffer> AllocateUncounted(int64_t bytes, std::string_view what);
 
   // Bytes held now, and the breakdown at the moment the total was highest since ResetPeak.
   const MemoryUsage& current() const { return current_; }

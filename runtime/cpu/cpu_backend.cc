@@ -12,6 +12,10 @@ CpuBackend::CpuBackend(std::unique_ptr<Collectives> comm) : comm_(std::move(comm
   CHECK(comm_ != nullptr) << "CpuBackend needs collectives (LocalCollectives for one process)";
 }
 
+CpuBackend::CpuBackend(const CollectivesFactory& make) : comm_(make(memory_)) {
+  CHECK(comm_ != nullptr) << "the collectives factory returned null";
+}
+
 double CpuBackend::Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

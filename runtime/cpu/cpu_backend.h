@@ -1,8 +1,9 @@
 // CpuBackend: the Backend of backend.h on CPUs: host memory, the Eigen kernels of
 // runtime/cpu, and the collectives given (LocalCollectives for one process, MpiCollectives
-// under mpirun).
+// under mpirun, EmulatedCollectives for one rank of a larger layout).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -16,6 +17,9 @@ class CpuBackend : public Backend {
  public:
   // `comm` must be non-null and work on host pointers.
   explicit CpuBackend(std::unique_ptr<Collectives> comm);
+  // Collectives that need the backend's memory (EmulatedCollectives): made by `make`.
+  using CollectivesFactory = std::function<std::unique_ptr<Collectives>(Memory&)>;
+  explicit CpuBackend(const CollectivesFactory& make);
 
   std::string_view name() const override { return "cpu"; }
   Memory& memory() override { return memory_; }

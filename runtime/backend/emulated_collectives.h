@@ -1,0 +1,54 @@
+// EmulatedCollectives: the collectives of one rank of a larger layout, run alone (`run
+// --emulate-rank R`; issue 6's "one GPU checks a 1024-GPU plan"). Every group has the layout's
+// size and rank R's place in it, so the executor builds exactly rank R's shard, schedule and
+// buffers. Each collective is replaced by a device copy of the bytes it delivers to this rank
+// (all-reduce: n floats; reduce-scatter: n; all-gather: size x n; send and receive: n), so the
+// memory traffic is real and the timeline times it as communication, apart from compute.
+// Values that would come from other ranks are whatever the scratch holds: losses and
+// parameters of an emulated run mean nothing; its time and memory are the point. Host
+// reductions leave this rank's value as it is (an all-gather repeats it).
+// The scratch that stands in for the other ranks is left out of the memory accounting.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/backend/backend.h"
+#include "src/layout/layout.h"
+#include "src/layout/placement.h"
+
+namespace shardsim::runtime {
+
+class EmulatedCollectives : public Collectives {
+ public:
+  // `memory` (the backend's) makes the copies and holds the scratch; it must outlive this.
+  EmulatedCollectives(const Layout& l, int64_t world_rank, Memory* memory);
+
+  int rank(Group g) const override;
+  int size(Group g) const override;
+
+  Status AllReduceSum(Group g, float* data, int64_t n) override;
+  Status AllReduceSumHost(Group g, double* host, int64_t n) override;
+  Status AllReduceMaxHost(Group g, double* host, int64_t n) override;
+  Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
+  Status AllGather(Group g, const float* in, float* out, int64_t n) override;
+  Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;
+  StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
+  StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
+  Status Wait(int64_t handle) override;  // every handle is complete when issued
+  StatusOr<bool> Test(int64_t handle) override;
+  Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
+  Status Barrier(Group g) override;
+
+ private:
+  // A scratch buffer of at least n floats (grown as needed, zero-filled when grown).
+  StatusOr<float*> Scratch(int64_t n);
+
+  Layout layout_;
+  int64_t world_rank_;
+  RankCoord coord_;
+  Memory* memory_;
+  DeviceBuffer scratch_;
+  int64_t issued_ = 0;
+};
+
+}  // namespace shardsim::runtime
