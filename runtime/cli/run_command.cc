@@ -1,10 +1,9 @@
-// `shardsim run`: trains the model for real with the layout, under mpirun, and measures it
-// (run.json with the key names of `simulate --json` where they mean the same thing).
-// The CPU backend (Eigen + MPI) runs the executor of runtime/exec: DP with ZeRO 0-3, TP (+SP),
-// PP (gpipe, 1f1b, interleaved), gradient accumulation, recompute, fp32. Everything else the
-// layout may name is rejected before any work (UnsupportedLayout), never ignored.
-#include <mpi.h>
-
+// `shardsim run`: trains the model for real with the layout (under mpirun for several ranks,
+// or one rank of a larger layout alone with --emulate-rank) and measures it (run.json with the
+// key names of `simulate --json` where they mean the same thing). The executor of
+// runtime/exec runs on the CPU backend (Eigen + MPI) or the CUDA backend (cuBLAS + NCCL): DP
+// with ZeRO 0-3, TP (+SP), PP (gpipe, 1f1b, interleaved), gradient accumulation, recompute,
+// fp32. Everything else the layout may name is rejected before any work (UnsupportedLayout).
 #include <algorithm>
 #include <csignal>
 #include <chrono>
@@ -14,12 +13,10 @@
 #include <iostream>
 #include <memory>
 
-#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cli/run_backend.h"
 #include "runtime/cpu/markov_stream.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/timeline.h"
-#include "runtime/mpi/communicator.h"
-#include "runtime/mpi/mpi_collectives.h"
 #include "src/cli/args.h"
 #include "src/cli/commands.h"
 #include "src/cli/inputs.h"
@@ -68,9 +65,11 @@ int Run(int argc, char** argv) {
     if (f.name == "hardware") f.default_value = "cpu-host";
     if (f.name == "model") f.default_value = "tiny";
     if (f.name == "layout") f.default_value = "mbs=1";
-    if (f.name == "gpus") f.help = "ranks (default: the MPI world size)";
+    if (f.name == "gpus") f.help = "ranks of the layout (default: the MPI world size)";
   }
-  flags.push_back({"backend", "B", "cpu (the CUDA backend is issue 6)", "cpu"});
+  flags.push_back({"backend", "B", "cpu or cuda", "cpu"});
+  flags.push_back({"emulate-rank", "R", "run only rank R of the layout, alone: its shards, schedule and "
+                                        "memory, collectives replaced by copies (give --gpus or --plan)", ""});
   flags.push_back({"steps", "N", "training steps", "20"});
   flags.push_back({"seed", "S", "initialization and data seed", "1234"});
   flags.push_back({"lr", "X", "AdamW learning rate", "0.003"});
@@ -83,7 +82,8 @@ int Run(int argc, char** argv) {
   StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
   if (!args.ok()) return Fail("run", args.status().message(), 2);
   if (args->Has("help")) {
-    std::cout << "Usage: shardsim run [flags]   (under mpirun -np N for N ranks)\n\n"
+    std::cout << "Usage: shardsim run [flags]   (under mpirun -np N for N ranks)\n"
+                 "       shardsim run --emulate-rank R --gpus N [flags]   (rank R of N, alone)\n\n"
                  "Trains the model for real with the layout and measures each step: data\n"
                  "parallelism with ZeRO 0-3, tensor parallelism (+ sequence parallelism),\n"
                  "pipeline parallelism (gpipe, 1f1b, interleaved), gradient accumulation and\n"
@@ -92,19 +92,22 @@ int Run(int argc, char** argv) {
               << cli::FlagHelp(flags);
     return 0;
   }
-  if (*args->Get("backend") != "cpu") {
-    return Fail("run", "--backend " + *args->Get("backend") + ": only the cpu backend is built (CUDA is issue 6)", 1);
+  int64_t emulate = -1;
+  if (args->Get("emulate-rank")) {
+    StatusOr<int64_t> r = args->GetInt("emulate-rank");
+    if (!r.ok() || *r < 0) return Fail("run", "--emulate-rank: expected a rank >= 0", 2);
+    emulate = *r;
   }
-  MPI_Init(&argc, &argv);
-  int world = 1, me = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const RunProcess process = StartRunProcess(&argc, &argv);
+  const int me = process.me;
   auto fail = [&](const std::string& message) {
-    std::cerr << "shardsim run: error: rank " << me << ": " << message << "\n";
-    MPI_Abort(MPI_COMM_WORLD, 1);  // ends every rank: never a hang
+    std::cerr << "shardsim run: error: rank " << (emulate >= 0 ? emulate : me) << ": " << message << "\n";
+    AbortRun(1);  // ends every rank: never a hang
     return 1;
   };
-  StatusOr<cli::Inputs> in = cli::LoadInputs(*args, world);
+  // The ranks this report covers: every process, or the one emulated rank.
+  const int world = emulate >= 0 ? 1 : process.world;
+  StatusOr<cli::Inputs> in = cli::LoadInputs(*args, process.world);
   if (!in.ok()) return fail(in.status().message());
   const std::vector<std::string> unsupported = UnsupportedLayout(in->layout);
   if (!unsupported.empty()) {
@@ -138,11 +141,20 @@ int Run(int argc, char** argv) {
       return fail("--kill-rank-at-step: expected R:S, found '" + *k + "'");
     }
   }
-  StatusOr<ProcessGroups> groups = ProcessGroups::Create(in->layout, static_cast<double>(*timeout));
-  if (!groups.ok()) return fail(groups.status().message());
-  const int32_t stage = static_cast<int32_t>(groups->coord.pp);
-  CpuBackend backend(std::make_unique<MpiCollectives>(std::move(groups).value()));
+  StatusOr<std::unique_ptr<Backend>> made = MakeRunBackend(
+      *args->Get("backend"), in->layout, process, emulate, static_cast<double>(*timeout));
+  if (!made.ok()) return fail(made.status().message());
+  Backend& backend = **made;
+  const int32_t stage = static_cast<int32_t>(StageOf(in->layout, process, emulate));
   Collectives& comm = backend.comm();
+  // Gathers this process's figures from every process (just its own when emulating).
+  auto gather = [&](const double* mine, double* all, int64_t n) -> Status {
+    if (emulate >= 0) {
+      std::copy(mine, mine + n, all);
+      return Status::Ok();
+    }
+    return comm.AllGatherHost(Group::kWorld, mine, all, n);
+  };
   Timeline timeline;
   StatusOr<std::unique_ptr<Executor>> created = Executor::Create(
       in->model, in->layout, &backend, config, static_cast<uint64_t>(*seed), &timeline);
@@ -195,7 +207,7 @@ int Run(int argc, char** argv) {
   mine.push_back(static_cast<double>(stage));
   const int64_t width = static_cast<int64_t>(mine.size());
   std::vector<double> all(width * world);
-  if (Status st = comm.AllGatherHost(Group::kWorld, mine.data(), all.data(), width); !st.ok()) {
+  if (Status st = gather(mine.data(), all.data(), width); !st.ok()) {
     return fail("gathering the figures: " + st.message());
   }
   std::string trace;
@@ -203,7 +215,10 @@ int Run(int argc, char** argv) {
     // Every rank's last step on one clock origin: the earliest start over the ranks.
     double origin = -last_step_start;
     if (Status st = comm.AllReduceMaxHost(Group::kWorld, &origin, 1); !st.ok()) return fail("trace: " + st.message());
-    StatusOr<std::vector<std::vector<TimelineEvent>>> gathered = GatherTimelines(comm, last_step);
+    StatusOr<std::vector<std::vector<TimelineEvent>>> gathered =
+        emulate >= 0 ? StatusOr<std::vector<std::vector<TimelineEvent>>>(
+                           std::vector<std::vector<TimelineEvent>>{last_step})
+                     : GatherTimelines(comm, last_step);
     if (!gathered.ok()) return fail("trace: " + gathered.status().message());
     std::vector<int32_t> stages;
     for (int r = 0; r < world; ++r) stages.push_back(static_cast<int32_t>(all[(r + 1) * width - 1]));
@@ -218,7 +233,8 @@ int Run(int argc, char** argv) {
   const double median = Median(step_s);
   JsonWriter w;
   w.BeginObject().Field("model", in->model.name).Field("hardware", in->hardware.name);
-  w.Field("backend", "cpu").Field("world_size", static_cast<int64_t>(world));
+  w.Field("backend", std::string(backend.name())).Field("world_size", in->layout.world());
+  if (emulate >= 0) w.Field("emulated_rank", emulate);
   w.Field("layout", FormatLayout(in->layout)).Field("steps", *steps);
   w.Field("iteration_time_s", median).Field("tokens_per_s", static_cast<double>(gbs * seq) / median);
   w.Key("step_times_s").BeginArray();
@@ -241,7 +257,7 @@ int Run(int argc, char** argv) {
   w.EndObject();
   w.Key("ranks").BeginArray();
   for (int r = 0; r < world; ++r) {
-    w.BeginObject().Field("rank", static_cast<int64_t>(r)).Field("stage", static_cast<int64_t>(at(r, width - 1)));
+    w.BeginObject().Field("rank", emulate >= 0 ? emulate : static_cast<int64_t>(r)).Field("stage", static_cast<int64_t>(at(r, width - 1)));
     w.Field("peak_memory_bytes", at(r, width - 2));
     w.Key("memory_breakdown").BeginObject();
     for (int k = 0; k < kMemoryKindCount; ++k) w.Field(MemoryKindName(static_cast<MemoryKind>(k)), at(r, ncat + 2 + k));
@@ -274,12 +290,12 @@ int Run(int argc, char** argv) {
                   at(worst, width - 2) / 1048576.0, worst);
     }
   }
-  MPI_Finalize();
+  EndRunProcess();
   return code;
 }
 
 const cli::CommandRegistrar kRegister(
-    {"run", "train for real with a layout under mpirun and measure it (CPU backend)", Run, 30});
+    {"run", "train for real with a layout (mpirun, or one emulated rank) and measure it", Run, 30});
 
 }  // namespace
 }  // namespace shardsim::runtime

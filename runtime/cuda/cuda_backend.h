@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <utility>
 
 #include "runtime/backend/backend.h"
 #include "runtime/cuda/cuda_kernels.h"
@@ -43,6 +44,9 @@ class CudaBackend : public Backend {
   // steady_clock in seconds, after cudaStreamSynchronize on the compute stream (the
   // collectives' streams are joined into it). A device error here is fatal (CHECK).
   double Now() override;
+
+  // Replaces the collectives: for ones that need the backend's memory (EmulatedCollectives).
+  void SetCollectives(std::unique_ptr<Collectives> comm) { comm_ = std::move(comm); }
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
