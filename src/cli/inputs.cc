@@ -15,6 +15,7 @@ std::vector<FlagSpec> InputFlags() {
        "gpt3-175b"},
       {"hardware", "H", "cluster: bundled name (hardware/H.yaml) or a YAML file", "dgx-a100-80gb"},
       {"nodes", "N", "what-if: override the cluster's node count", ""},
+      {"seq-len", "T", "what-if: override the model's training sequence length", ""},
       {"gpus", "N", "GPUs the job uses (default: every GPU of the cluster)", ""},
       {"layout", "SPEC", "layout spec 'tp=8,pp=8,...' or a YAML file (docs/layout.md)",
        "tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"},
@@ -24,7 +25,7 @@ std::vector<FlagSpec> InputFlags() {
 StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpus) {
   Inputs in;
   if (std::optional<std::string> plan_path = args.Get("plan")) {
-    for (const char* flag : {"model", "hardware", "gpus", "layout", "nodes"}) {
+    for (const char* flag : {"model", "hardware", "gpus", "layout", "nodes", "seq-len"}) {
       if (args.Has(flag)) {
         return Status::Error(std::string("--plan gives the model, hardware, GPUs and layout; drop --") + flag);
       }
@@ -41,6 +42,10 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
   }
   SHARDSIM_ASSIGN_OR_RETURN(in.model, LoadModel(*args.Get("model")));
   SHARDSIM_ASSIGN_OR_RETURN(in.hardware, LoadHardware(*args.Get("hardware")));
+  if (args.Get("seq-len")) {
+    SHARDSIM_ASSIGN_OR_RETURN(in.model.seq_len, args.GetInt("seq-len"));
+    if (in.model.seq_len < 1) return Status::Error("--seq-len must be at least 1");
+  }
   if (args.Get("nodes")) {
     SHARDSIM_ASSIGN_OR_RETURN(in.hardware.nodes, args.GetInt("nodes"));
     if (in.hardware.nodes < 1) return Status::Error("--nodes must be at least 1");

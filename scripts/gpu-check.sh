@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The GPU check (issue 6), one script for one call on a machine with an NVIDIA GPU:
+#   1. the CUDA kernel tests (each kernel against the CPU backend);
+#   2. the tiny model trained on the GPU and on the CPU, losses compared step by step;
+#   3. plans trained for a few steps and simulated, one table: plan, predicted vs measured step
+#      (or, for an emulated rank, compute) time, TFLOP/s, MFU, peak memory, error %:
+#        tiny on 1 GPU; Llama 3.2 1B (2048-token sequences) on 1 GPU;
+#        rank 0 of an 8-GPU plan of Llama 3.2 1B and of a 1024-GPU plan of Llama 3 70B, each
+#        run alone with --emulate-rank (its shards, schedule and memory; collectives as copies).
+# Everything goes under $OUT if set, else ./gpu-results/. Meant to finish within 8 minutes.
+#
+# Binaries: gpu-carry/ (scripts/package-gpu.sh, run on a CPU machine with the same CUDA: the
+# GPU machine has CUDA but no yaml-cpp, Eigen, Boost or MPI), else build/ (a CUDA build made
+# where the dependencies exist). With the device tool: package here, then
+#   run(command="bash scripts/gpu-check.sh", carry=["gpu-carry"], timeout_s=600)
+# and commit $OUT's table under docs/validation/.
+#
+# BACKEND=cpu runs the same steps on the CPU backend with tiny plans only: a dry run of this
+# script's logic where there is no GPU (the test suite does not run it; it is slow).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-results}
+mkdir -p "$out"
+backend=${BACKEND:-cuda}
+log="$out/gpu-check.log"
+: > "$log"
+: > "$out/plans.txt"
+say() { echo "$*" | tee -a "$log"; }
+
+# --- binaries and libraries ---------------------------------------------------------------------
+if [[ -x gpu-carry/bin/shardsim ]]; then
+  bin=gpu-carry/bin/shardsim
+  tests=gpu-carry/bin/shardsim_cuda_tests
+  libs="$PWD/gpu-carry/lib"
+else
+  bin=${SHARDSIM_BIN:-build/shardsim}
+  tests=build/tests/cuda/shardsim_cuda_tests
+  libs=""
+fi
+# cuBLAS and cudart: the toolkit's, else PyTorch's nvidia wheels.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [[ -d $d ]] && libs="$libs:$d"; done
+py_nvidia=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null || true)
+if [[ -n $py_nvidia ]]; then
+  for d in "$py_nvidia"/nvidia/*/lib "$py_nvidia"/nvidia/cu*/lib; do [[ -d $d ]] && libs="$libs:$d"; done
+fi
+export LD_LIBRARY_PATH="${libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+say "shardsim: $bin; backend $backend; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+if ! "$bin" --help > /dev/null 2>>"$log"; then
+  say "cannot start $bin:"; ldd "$bin" | grep "not found" | tee -a "$log"; exit 1
+fi
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$log"
+
+# --- 1. kernel tests -----------------------------------------------------------------------------
+if [[ $backend == cuda ]]; then
+  say "== CUDA kernel tests"
+  "$tests" 2>&1 | tee "$out/cuda-tests.log" | tail -3 | tee -a "$log"
+fi
+
+# --- 2 and 3. runs and simulations ---------------------------------------------------------------
+# name | model | hardware for the prediction | gpus | emulated rank (- for none) | layout | steps | extra flags
+if [[ $backend == cuda ]]; then
+  plans=(
+    "tiny-1gpu|tiny|h200|1|-|mbs=8,gbs=32|20|"
+    "llama1b-1gpu|llama3.2-1b|h200|1|-|mbs=1,gbs=4|4|--seq-len 2048"
+    "llama1b-8gpu-rank0|llama3.2-1b|dgx-h200|8|0|tp=4,dp=2,sp=on,mbs=1,gbs=8|3|--seq-len 2048"
+    "llama70b-1024gpu-rank0|llama3-70b|dgx-h200|1024|0|tp=8,pp=8,dp=16,mbs=1,gbs=128|2|--seq-len 2048 --nodes 128"
+  )
+else
+  plans=(
+    "tiny-1rank|tiny|cpu-host|1|-|mbs=2,gbs=8|5|"
+    "tiny-8rank-rank5|tiny|dgx-h200|8|5|tp=2,pp=2,dp=2,mbs=1,gbs=8|3|"
+  )
+fi
+common="dtype=fp32,attention=unfused"
+for row in "${plans[@]}"; do
+  IFS='|' read -r name model hw gpus rank layout steps extra <<< "$row"
+  say "== $name: $model, $layout on $gpus GPUs$( [[ $rank != - ]] && echo ", rank $rank emulated")"
+  emulate=()
+  [[ $rank != - ]] && emulate=(--emulate-rank "$rank")
+  # shellcheck disable=SC2086
+  timeout 240 "$bin" run --backend "$backend" --model "$model" --hardware "$hw" --gpus "$gpus" \
+    --layout "$layout,$common" --steps "$steps" "${emulate[@]}" $extra \
+    --out "$out/$name.run.json" >> "$log" 2>&1 || say "   run failed (exit $?)"
+  # shellcheck disable=SC2086
+  "$bin" simulate --model "$model" --hardware "$hw" --gpus "$gpus" --layout "$layout,$common" \
+    $extra --json > "$out/$name.sim.json" 2>> "$log" || say "   simulate failed"
+  echo "$name|$rank" >> "$out/plans.txt"
+done
+if [[ $backend == cuda ]]; then
+  say "== tiny on the CPU backend, for the loss comparison"
+  timeout 240 "$bin" run --backend cpu --model tiny --hardware h200 --gpus 1 \
+    --layout "mbs=8,gbs=32,$common" --steps 20 --out "$out/tiny-cpu.run.json" >> "$log" 2>&1 ||
+    say "   run failed"
+fi
+
+# --- the table -----------------------------------------------------------------------------------
+python3 - "$out" "$backend" <<'PY' | tee "$out/gpu-check.md"
+import json, os, sys
+out, backend = sys.argv[1], sys.argv[2]
+def load(path):
+    try:
+        return json.load(open(path))
+    except Exception:
+        return None
+print(f"# GPU check ({backend} backend)\n")
+print("| plan | measured | predicted | error | TFLOP/s | MFU | peak memory | predicted | error |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+seen = set()
+for line in open(os.path.join(out, "plans.txt")):
+    name, rank = line.strip().split("|")
+    if name in seen:
+        continue
+    seen.add(name)
+    r, s = load(f"{out}/{name}.run.json"), load(f"{out}/{name}.sim.json")
+    if r is None or s is None:
+        print(f"| {name} | failed | | | | | | | |")
+        continue
+    emulated = rank != "-"
+    me = r["ranks"][0]
+    stage = me["stage"]
+    sim_rank = next((x for x in s["ranks"] if x["stage"] == stage), s["ranks"][0])
+    if emulated:  # an emulated rank's step has no real communication or bubble: compare compute
+        keys = ("compute", "recompute", "optimizer")
+        t_meas = sum(me["time_breakdown"][k] for k in keys)
+        t_pred = sum(sim_rank["time_breakdown"][k] for k in keys)
+        what = "compute"
+    else:
+        t_meas, t_pred, what = r["iteration_time_s"], s["iteration_time_s"], "step"
+    tflops = s["model_tflops_per_gpu"] * s["iteration_time_s"] / r["iteration_time_s"]
+    mfu = s["mfu"] * s["iteration_time_s"] / r["iteration_time_s"]
+    m_meas, m_pred = me["peak_memory_bytes"], sim_rank["peak_memory_bytes"]
+    print(f"| {name} ({what}) | {t_meas * 1e3:.1f} ms | {t_pred * 1e3:.1f} ms | "
+          f"{100 * (t_pred - t_meas) / t_meas:+.0f} % | {tflops:.1f} | {100 * mfu:.1f} % | "
+          f"{m_meas / 2**30:.2f} GiB | {m_pred / 2**30:.2f} GiB | {100 * (m_pred - m_meas) / m_meas:+.1f} % |")
+gpu, cpu = load(f"{out}/tiny-1gpu.run.json"), load(f"{out}/tiny-cpu.run.json")
+if gpu and cpu:
+    worst = max(abs(a - b) / abs(b) for a, b in zip(gpu["losses"], cpu["losses"]))
+    print(f"\nTiny model, GPU vs CPU backend over {len(cpu['losses'])} steps: worst relative loss "
+          f"difference {worst:.1e} (fp32 on both).")
+PY
+say "wrote $out/gpu-check.md"
