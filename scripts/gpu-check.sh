@@ -44,6 +44,7 @@ if [[ -n $py_nvidia ]]; then
   for d in "$py_nvidia"/nvidia/*/lib "$py_nvidia"/nvidia/cu*/lib; do [[ -d $d ]] && libs="$libs:$d"; done
 fi
 export LD_LIBRARY_PATH="${libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export SHARDSIM_DATA_DIR="$PWD"  # models/ and hardware/ of this tree, not the build machine's path
 say "shardsim: $bin; backend $backend; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 if ! "$bin" --help > /dev/null 2>>"$log"; then
   say "cannot start $bin:"; ldd "$bin" | grep "not found" | tee -a "$log"; exit 1

@@ -353,6 +353,22 @@ TEST(Cli, PlanFileOfAHostWithoutReservedMemoryLoads) {
   EXPECT_EQ(sim.exit_code, 0) << sim.err;
 }
 
+// SHARDSIM_DATA_DIR points a binary carried to another machine at that machine's models/ and
+// hardware/: a folder without them finds no bundled model; the source tree finds tiny.
+TEST(Cli, DataDirLocatesBundledDescriptions) {
+  const std::string empty = (fs::path(::testing::TempDir()) / "shardsim_empty_data").string();
+  fs::create_directories(empty);
+  setenv("SHARDSIM_DATA_DIR", empty.c_str(), 1);
+  const CommandResult missing = RunShardsim("describe --model tiny --hardware cpu-host --gpus 1 --layout mbs=1");
+  setenv("SHARDSIM_DATA_DIR", kSource.c_str(), 1);
+  const CommandResult found = RunShardsim("describe --model tiny --hardware cpu-host --gpus 1 --layout mbs=1");
+  unsetenv("SHARDSIM_DATA_DIR");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(Contains(missing.err, "no bundled models description")) << missing.err;
+  EXPECT_EQ(found.exit_code, 0) << found.err;
+  EXPECT_TRUE(Contains(found.out, "parameters: 311872 total"));  // docs/models.md: tiny
+}
+
 TEST(Cli, PlanBadInput) {
   struct Case {
     std::string args, message;

@@ -2,6 +2,7 @@
 #include "src/io/bundled.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "src/util/strings.h"
@@ -10,9 +11,23 @@ namespace shardsim {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Where models/ and hardware/ are: $SHARDSIM_DATA_DIR when set (a binary carried to another
+// machine, with the tree elsewhere), else the source tree it was built from, else the current
+// directory.
+fs::path DataRoot() {
+  if (const char* dir = std::getenv("SHARDSIM_DATA_DIR"); dir != nullptr && *dir != '\0') return dir;
+  std::error_code ec;
+  if (fs::is_directory(SHARDSIM_SOURCE_DIR, ec)) return SHARDSIM_SOURCE_DIR;
+  return fs::current_path(ec);
+}
+
+}  // namespace
+
 std::vector<std::string> BundledNames(const std::string& folder) {
   std::vector<std::string> names;
-  const fs::path dir = fs::path(SHARDSIM_SOURCE_DIR) / folder;
+  const fs::path dir = DataRoot() / folder;
   std::error_code ec;
   if (fs::is_directory(dir, ec)) {
     for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -27,7 +42,7 @@ StatusOr<std::string> ResolveBundled(const std::string& path_or_name, const std:
   std::error_code ec;
   if (fs::exists(path_or_name, ec)) return path_or_name;
   if (path_or_name.find('/') == std::string::npos) {
-    const fs::path bundled = fs::path(SHARDSIM_SOURCE_DIR) / folder / (path_or_name + ".yaml");
+    const fs::path bundled = DataRoot() / folder / (path_or_name + ".yaml");
     if (fs::exists(bundled, ec)) return bundled.string();
   }
   const std::vector<std::string> names = BundledNames(folder);

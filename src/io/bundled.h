@@ -8,7 +8,7 @@
 
 namespace shardsim {
 
-// `folder` is "models" or "hardware" under the source tree. An existing path is returned as is;
+// `folder` is "models" or "hardware" under the source tree ($SHARDSIM_DATA_DIR overrides it). An existing path is returned as is;
 // a bare name is looked up as <folder>/<name>.yaml; otherwise an error with "did you mean".
 StatusOr<std::string> ResolveBundled(const std::string& path_or_name, const std::string& folder);
 
