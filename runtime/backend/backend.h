@@ -248,6 +248,10 @@ class Backend {
   virtual Collectives& comm() = 0;
   // Seconds on a monotonic clock, read after the work issued so far has finished.
   virtual double Now() = 0;
+  // Bytes the device reports in use by everything (this process's allocations, the driver's
+  // context, library workspaces: cudaMemGetInfo), or -1 where the device has no such figure
+  // (a CPU host). Shows what the allocation tracking does not see.
+  virtual int64_t DeviceBytesInUse() { return -1; }
 };
 
 }  // namespace shardsim::runtime

@@ -194,6 +194,7 @@ int Run(int argc, char** argv) {
     last_step = timeline.events();
     last_step_start = t0;
   }
+  const int64_t device_in_use = backend.DeviceBytesInUse();
   // This rank's figures: the step-median of each phase, then its memory at its peak.
   std::vector<double> mine;
   for (size_t j = 0; j < per_step.front().size(); ++j) {
@@ -235,6 +236,9 @@ int Run(int argc, char** argv) {
   w.BeginObject().Field("model", in->model.name).Field("hardware", in->hardware.name);
   w.Field("backend", std::string(backend.name())).Field("world_size", in->layout.world());
   if (emulate >= 0) w.Field("emulated_rank", emulate);
+  // What the device reports in use after the run (this process's rank; -1 on a CPU host):
+  // the tracked allocations' peak plus what no allocator tracks (CUDA context, cuBLAS).
+  w.Field("device_memory_in_use_bytes", device_in_use);
   w.Field("layout", FormatLayout(in->layout)).Field("steps", *steps);
   w.Field("iteration_time_s", median).Field("tokens_per_s", static_cast<double>(gbs * seq) / median);
   w.Key("step_times_s").BeginArray();

@@ -63,4 +63,10 @@ double CudaBackend::Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+int64_t CudaBackend::DeviceBytesInUse() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return -1;
+  return static_cast<int64_t>(total - free);
+}
+
 }  // namespace shardsim::runtime

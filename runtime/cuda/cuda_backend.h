@@ -44,6 +44,7 @@ class CudaBackend : public Backend {
   // steady_clock in seconds, after cudaStreamSynchronize on the compute stream (the
   // collectives' streams are joined into it). A device error here is fatal (CHECK).
   double Now() override;
+  int64_t DeviceBytesInUse() override;  // cudaMemGetInfo: total - free
 
   // Replaces the collectives: for ones that need the backend's memory (EmulatedCollectives).
   void SetCollectives(std::unique_ptr<Collectives> comm) { comm_ = std::move(comm); }
