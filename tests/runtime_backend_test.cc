@@ -16,6 +16,7 @@
 #include "runtime/backend/local_collectives.h"
 #include "runtime/cpu/adamw.h"
 #include "runtime/cpu/attention.h"
+#include "runtime/calibrate/calibrate.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cross_entropy.h"
@@ -583,6 +584,31 @@ TEST(RuntimeBackendCpu, OwnsItsParts) {
   // A monotonic clock: never goes backwards.
   const double t0 = backend.Now();
   EXPECT_GE(backend.Now(), t0);
+}
+
+// ------------------------------------------------------------------------------------------
+// Calibration's fit (runtime/calibrate/calibrate.h)
+
+// Times made exactly by t = 2e-6 + flops / 5e10 + bytes / 2e10: the weighted least squares
+// recovers the three parameters (to rounding) and a perfect R^2.
+TEST(RuntimeCalibration, RelativeLeastSquaresRecoversAnExactModel) {
+  std::vector<std::vector<double>> x;
+  std::vector<double> t;
+  for (double flops : {1e5, 1e6, 1e7, 1e8}) {
+    x.push_back({1.0, flops, 0.0});
+    t.push_back(2e-6 + flops / 5e10);
+  }
+  for (double bytes : {1e4, 1e5, 1e6, 1e7}) {
+    x.push_back({1.0, 0.0, bytes});
+    t.push_back(2e-6 + bytes / 2e10);
+  }
+  double r2 = 0;
+  const std::vector<double> theta = RelativeLeastSquares(x, t, &r2);
+  ASSERT_EQ(theta.size(), 3u);
+  EXPECT_NEAR(theta[0], 2e-6, 1e-12);
+  EXPECT_NEAR(1.0 / theta[1], 5e10, 5e10 * 1e-6);
+  EXPECT_NEAR(1.0 / theta[2], 2e10, 2e10 * 1e-6);
+  EXPECT_NEAR(r2, 1.0, 1e-9);
 }
 
 }  // namespace

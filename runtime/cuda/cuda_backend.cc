@@ -30,6 +30,13 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   b->device_ = device;
   SHARDSIM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  int pools = 0;  // CudaMemory allocates with cudaMallocAsync (cuda_memory.h says why)
+  SHARDSIM_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
+  if (pools == 0) {
+    return Status::Error("CUDA device " + std::to_string(device) +
+                         " does not support stream-ordered allocation (cudaMallocAsync)");
+  }
   SHARDSIM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
   SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasCreate(&b->cublas_));
   SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasSetStream(b->cublas_, b->stream_));

@@ -338,20 +338,24 @@ CudaKernels::CudaKernels(cudaStream_t stream, cublasHandle_t cublas)
 }
 
 CudaKernels::~CudaKernels() {
-  // Pending work may still use the scratch: wait for it (errors here are ignored; the
-  // process is ending or the device is already lost).
+  // The scratch is freed in stream order, after the pending work that may still use it, and the
+  // stream drained before the pinned result goes (errors here are ignored; the process is
+  // ending or the device is already lost).
+  for (Scratch* s : {&rows_, &partials_, &attention_}) {
+    if (s->data != nullptr) (void)cudaFreeAsync(s->data, stream_);
+  }
   (void)cudaStreamSynchronize(stream_);
-  for (Scratch* s : {&rows_, &partials_, &attention_}) (void)cudaFree(s->data);
   (void)cudaFreeHost(host_result_);
 }
 
 void* CudaKernels::Grow(Scratch& s, int64_t bytes) {
   if (bytes > s.bytes) {
-    SHARDSIM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old block may be in use
-    SHARDSIM_CUDA_CHECK(cudaFree(s.data));
+    // Stream-ordered, as CudaMemory: the old block is reused only after the kernels enqueued so
+    // far, and no device-wide synchronisation waits on NCCL kernels (cuda_memory.h).
+    if (s.data != nullptr) SHARDSIM_CUDA_CHECK(cudaFreeAsync(s.data, stream_));
     s.data = nullptr;
     s.bytes = 0;
-    SHARDSIM_CUDA_CHECK(cudaMalloc(&s.data, static_cast<size_t>(bytes)));
+    SHARDSIM_CUDA_CHECK(cudaMallocAsync(&s.data, static_cast<size_t>(bytes), stream_));
     s.bytes = bytes;
   }
   return s.data;

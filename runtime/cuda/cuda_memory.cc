@@ -14,14 +14,14 @@ CudaMemory::~CudaMemory() {
 void* CudaMemory::RawAllocate(int64_t bytes) {
   if (bytes <= 0) return nullptr;
   void* p = nullptr;
-  if (cudaMalloc(&p, static_cast<size_t>(bytes)) != cudaSuccess) {
+  if (cudaMallocAsync(&p, static_cast<size_t>(bytes), stream_) != cudaSuccess) {
     (void)cudaGetLastError();  // out of memory is not sticky: clear it for the next call
     return nullptr;
   }
   return p;
 }
 
-void CudaMemory::RawFree(void* p) { SHARDSIM_CUDA_CHECK(cudaFree(p)); }
+void CudaMemory::RawFree(void* p) { SHARDSIM_CUDA_CHECK(cudaFreeAsync(p, stream_)); }
 
 void CudaMemory::CopyToDevice(void* dst, const void* host_src, int64_t bytes) {
   CHECK(bytes >= 0) << bytes;

@@ -1,5 +1,6 @@
-// CudaMemory: the CUDA backend's Memory: cudaMalloc'd device memory, and copies and memsets
-// issued on the backend's compute stream, so they are ordered with the kernels.
+// CudaMemory: the CUDA backend's Memory: device memory from the stream-ordered allocator
+// (cudaMallocAsync), and copies and memsets issued on the backend's compute stream, so they are
+// ordered with the kernels.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -27,10 +28,16 @@ class CudaMemory : public Memory {
   void Zero(void* dst, int64_t bytes) override;
 
  protected:
-  // nullptr when cudaMalloc refuses (out of memory, no device); the sticky-free error state is
-  // cleared so the next call is not blamed for it. Never throws or aborts.
+  // cudaMallocAsync on the compute stream; nullptr when it refuses (out of memory, no device),
+  // the error cleared so the next call is not blamed for it. Never throws or aborts.
   void* RawAllocate(int64_t bytes) override;
-  // cudaFree synchronises the device: a buffer is never freed under a kernel still using it.
+  // cudaFreeAsync on the compute stream: the memory is reused only after the work enqueued
+  // there so far, so a buffer is never freed under a kernel still using it. Not cudaFree, which
+  // synchronises the whole device and so waits on NCCL kernels of other streams: a pending
+  // pipeline send, complete only once the peer posts its receive, would stall this rank (and,
+  // with the peer doing the same, deadlock both; NCCL's guide, "Using multiple NCCL
+  // communicators concurrently"). Buffers used by a communication stream are the caller's to
+  // keep alive until the operation completes (backend.h's Isend / IallReduceSum contract).
   void RawFree(void* p) override;
 
  private:

@@ -100,8 +100,9 @@ Status NcclCollectives::Init() {
 }
 
 NcclCollectives::~NcclCollectives() {
-  // Unwaited sends mean the caller is ending on an error: abort rather than block on them.
-  const bool abort = !pending_.empty();
+  // Unwaited sends, or a communicator already aborted, mean the caller is ending on an error:
+  // abort rather than block on operations a failed peer will never complete.
+  const bool abort = aborted_ || !pending_.empty();
   for (auto& [handle, send] : pending_) (void)cudaEventDestroy(send.done);
   auto close = [abort](Channel& ch) {
     if (ch.comm != nullptr) (void)(abort ? ncclCommAbort(ch.comm) : ncclCommDestroy(ch.comm));
@@ -131,6 +132,21 @@ Status NcclCollectives::After(const Channel& ch) {
   return Status::Ok();
 }
 
+void NcclCollectives::Abort(ncclComm_t comm) {
+  if (comm == nullptr) return;
+  (void)ncclCommAbort(comm);
+  aborted_ = true;
+  auto forget = [comm](Channel& ch) {
+    if (ch.comm == comm) ch.comm = nullptr;
+  };
+  for (auto& [key, ch] : send_to_) forget(ch);
+  for (auto& [key, ch] : recv_from_) forget(ch);
+  for (Channel& ch : groups_nccl_) forget(ch);
+  for (auto& [handle, p] : pending_) {
+    if (p.comm == comm) p.comm = nullptr;
+  }
+}
+
 Status NcclCollectives::WaitEvent(cudaEvent_t event, ncclComm_t comm, Group g, const char* op,
                                   int64_t n) {
   const auto deadline =
@@ -141,14 +157,15 @@ Status NcclCollectives::WaitEvent(cudaEvent_t event, ncclComm_t comm, Group g, c
     if (e != cudaErrorNotReady) {
       return Error(g, op, n, std::string("failed on the device: ") + cudaGetErrorString(e));
     }
+    if (comm == nullptr) return Error(g, op, n, "failed: its communicator was aborted earlier");
     ncclResult_t async = ncclSuccess;
     SHARDSIM_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(comm, &async));
     if (async != ncclSuccess && async != ncclInProgress) {
-      (void)ncclCommAbort(comm);
+      Abort(comm);
       return Error(g, op, n, std::string("failed: ") + ncclGetErrorString(async));
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      (void)ncclCommAbort(comm);  // frees the stuck kernel; the job is ending with this error
+      Abort(comm);  // frees the stuck kernel; the job is ending with this error
       return Error(
           g, op, n,
           "did not complete within " + std::to_string(timeout_s_) + " s (a peer died or is stuck)");

@@ -90,6 +90,9 @@ class NcclCollectives : public Collectives {
   Status Finish(const Channel& channel, Group g, const char* op, int64_t n, bool wait,
                 cudaEvent_t* done = nullptr);
   Status WaitEvent(cudaEvent_t event, ncclComm_t comm, Group g, const char* op, int64_t n);
+  // ncclCommAbort frees `comm`: every Channel and Pending holding it forgets it (nullptr), so
+  // neither a later operation nor the destructor touches the freed communicator.
+  void Abort(ncclComm_t comm);
   Status Error(Group g, const char* op, int64_t n, const std::string& what) const;
 
   ProcessGroups groups_;
@@ -100,6 +103,7 @@ class NcclCollectives : public Collectives {
   std::map<ChannelKey, Channel> recv_from_;  // peer-to-me pair, per class
   std::unordered_map<int64_t, Pending> pending_;
   int64_t next_handle_ = 1;
+  bool aborted_ = false;  // a communicator failed: the others are aborted too, not destroyed
 };
 
 }  // namespace shardsim::runtime

@@ -15,9 +15,6 @@ int64_t LayerOf(const std::string& name) {
   return std::stoll(name.substr(7, name.find('.', 7) - 7));
 }
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 // are floats) and 1e-12 (SumSquares, whose terms are exact in double).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -121,6 +122,29 @@ TEST_F(CudaKernelsTest, Embedding) {
   }
 }
 
+// The vocabulary-parallel boundaries and repeated tokens: ids 9 and 30 sit just outside the
+// shard [10, 30) (zero rows, no gradient), 10 and 29 just inside; 12 appears five times, so its
+// dwte row receives five additions, which must all land (a racy scatter would lose some) and, in
+// the CPU's row order, agree exactly.
+TEST_F(CudaKernelsTest, EmbeddingRepeatedTokensAndShardEdges) {
+  const int64_t c = 300, seq = 4, row0 = 2, vocab_begin = 10, vocab = 20;
+  const std::vector<int32_t> tokens = {12, 9, 12, 30, 10, 12, 29, 12, 0, 12, 49, 29};
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const auto wte = Random(vocab * c, 7), wpe = Random(seq * c, 8), dout = Random(n * c, 9);
+  std::vector<float> out(n * c), dwte = Random(vocab * c, 10), dwpe = Random(seq * c, 11);
+  float *out_d = Up(out), *dwte_d = Up(dwte), *dwpe_d = Up(dwpe);
+  const int32_t* tokens_d = Up(tokens);
+  gpu().EmbeddingForward(tokens_d, Up(wte), vocab_begin, vocab, Up(wpe), out_d, n, row0, seq, c);
+  gpu().EmbeddingBackward(Up(dout), tokens_d, dwte_d, vocab_begin, vocab, dwpe_d, n, row0, seq, c);
+  cpu_.EmbeddingForward(tokens.data(), wte.data(), vocab_begin, vocab, wpe.data(), out.data(), n,
+                        row0, seq, c);
+  cpu_.EmbeddingBackward(dout.data(), tokens.data(), dwte.data(), vocab_begin, vocab, dwpe.data(),
+                         n, row0, seq, c);
+  ExpectClose(Down(out_d, n * c), out, kExact, "out");
+  ExpectClose(Down(dwte_d, vocab * c), dwte, kExact, "dwte");
+  ExpectClose(Down(dwpe_d, seq * c), dwpe, kExact, "dwpe");
+}
+
 // c = 300 is not a multiple of the 256-thread block, so each row's reduction has a ragged tail.
 TEST_F(CudaKernelsTest, Norms) {
   const int64_t n = 16, c = 300;
@@ -172,6 +196,23 @@ TEST_F(CudaKernelsTest, Linear) {
   ExpectClose(Down(db_d, m), db, kSum, "db");
 }
 
+// The first layer's backward has no input gradient and a bias-free layer no db (both null):
+// dw alone accumulates.
+TEST_F(CudaKernelsTest, LinearBackwardWithoutDinOrBias) {
+  const int64_t n = 19, k = 33, m = 70;
+  const auto in = Random(n * k, 27), w = Random(m * k, 28), dout = Random(n * m, 29);
+  std::vector<float> out(n * m), dw = Random(m * k, 30);
+  float *out_d = Up(out), *dw_d = Up(dw);
+  const float* in_d = Up(in);
+  const float* w_d = Up(w);
+  gpu().LinearForward(in_d, w_d, nullptr, out_d, n, k, m);
+  gpu().LinearBackward(Up(dout), in_d, w_d, nullptr, dw_d, nullptr, n, k, m);
+  cpu_.LinearForward(in.data(), w.data(), nullptr, out.data(), n, k, m);
+  cpu_.LinearBackward(dout.data(), in.data(), w.data(), nullptr, dw.data(), nullptr, n, k, m);
+  ExpectClose(Down(out_d, n * m), out, kSum, "out");
+  ExpectClose(Down(dw_d, m * k), dw, kSum, "dw");
+}
+
 // Forward then backward on one buffer each; the angles reach 6 rad at t = 6, i = 0.
 TEST_F(CudaKernelsTest, Rope) {
   const int64_t b = 2, t = 7, heads = 3, d = 16, n = b * t * heads * d;
@@ -185,10 +226,13 @@ TEST_F(CudaKernelsTest, Rope) {
   ExpectClose(Down(dx_d, n), dx, kUlp, "dx");
 }
 
-// GQA (4 query heads on 2 KV heads) and plain multi-head attention, T = 9.
+// GQA with groups of 4 and 2 query heads per KV head, multi-query (one KV head for all 8) and
+// plain multi-head attention, T = 9. The query heads of a group are batched in one cuBLAS call
+// whose A and C operands step d floats apart inside rows of H*d, and dk/dv take one addition per
+// query head of the group: every case checks both.
 TEST_F(CudaKernelsTest, Attention) {
-  for (const int64_t kv_heads : {2, 4}) {
-    const AttentionDims dims{.batch = 2, .seq = 9, .heads = 4, .kv_heads = kv_heads, .head_dim = 8};
+  for (const int64_t kv_heads : {1, 2, 4, 8}) {
+    const AttentionDims dims{.batch = 2, .seq = 9, .heads = 8, .kv_heads = kv_heads, .head_dim = 8};
     const int64_t rows = dims.batch * dims.seq;
     const int64_t nq = rows * dims.heads * dims.head_dim, nk = rows * kv_heads * dims.head_dim;
     const int64_t np = dims.batch * dims.heads * dims.seq * dims.seq;
@@ -204,7 +248,15 @@ TEST_F(CudaKernelsTest, Attention) {
     cpu_.AttentionBackward(dout.data(), q.data(), k.data(), v.data(), probs.data(), dq.data(),
                            dk.data(), dv.data(), dims);
     const std::string name = "kv_heads " + std::to_string(kv_heads) + " ";
-    ExpectClose(Down(probs_d, np), probs, kSum, name + "probs");
+    const auto gpu_probs = Down(probs_d, np);
+    // Causal mask: entry (t, s) of each (T, T) matrix with s > t is exactly 0.
+    for (int64_t i = 0; i < np; ++i) {
+      const int64_t t = (i / dims.seq) % dims.seq, col = i % dims.seq;
+      if (col > t) {
+        ASSERT_EQ(gpu_probs[i], 0.0f) << name << "probs[" << i << "] is masked";
+      }
+    }
+    ExpectClose(gpu_probs, probs, kSum, name + "probs");
     ExpectClose(Down(out_d, nq), out, kSum, name + "out");
     ExpectClose(Down(dq_d, nq), dq, kSum, name + "dq");
     ExpectClose(Down(dk_d, nk), dk, kSum, name + "dk");
@@ -316,6 +368,12 @@ TEST_F(CudaKernelsTest, SumSquares) {
   EXPECT_NEAR(gpu().SumSquares(Up(x), n), cpu_.SumSquares(x.data(), n),
               1e-12 * cpu_.SumSquares(x.data(), n));
   EXPECT_EQ(gpu().SumSquares(Up(x), 0), 0.0);
+  // Fewer elements than one block, and just past a whole number of blocks and of the grid.
+  for (const int64_t m : {int64_t{1}, int64_t{31}, int64_t{257}, int64_t{256 * 256 + 1}}) {
+    EXPECT_NEAR(gpu().SumSquares(Up(x), m), cpu_.SumSquares(x.data(), m),
+                1e-12 * cpu_.SumSquares(x.data(), m))
+        << m << " elements";
+  }
 }
 
 // Step 3 of a clipped AdamW with weight decay: only multiplications, additions, one sqrt and
@@ -354,6 +412,38 @@ TEST_F(CudaKernelsTest, MemoryOutOfMemoryIsAnError) {
   mem.Zero(x_d, 40 * sizeof(float));
   const auto back = Down(x_d, 100);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(back[i], i < 40 ? 0.0f : x[i]) << i;
+}
+
+// Buffers are freed and reallocated in stream order (cudaFreeAsync / cudaMallocAsync): a kernel
+// enqueued on a buffer that is then freed, and the memory handed out again and overwritten,
+// still produces its result first. Also: Copy is ordered after the kernels before it, the
+// accounting returns to where it was, the clock advances and the device reports memory in use.
+TEST_F(CudaKernelsTest, MemoryStreamOrderedReuse) {
+  Memory& mem = backend_->memory();
+  const int64_t before = mem.current().total();
+  const int64_t n = 1 << 20;
+  const auto x = Random(n, 120);
+  std::vector<float> result(n);
+  float* result_d = Up(result);
+  {
+    auto a_or = mem.AllocateFloats(MemoryKind::kActivations, n, "a");
+    ASSERT_TRUE(a_or.ok());
+    DeviceBuffer a = std::move(a_or).value();
+    mem.CopyToDevice(a.data(), x.data(), n * static_cast<int64_t>(sizeof(float)));
+    gpu().Scale(a.f(), 2.0f, n);
+    mem.Copy(result_d, a.data(), n * static_cast<int64_t>(sizeof(float)));
+    a.Reset();
+    auto b_or = mem.AllocateFloats(MemoryKind::kActivations, n, "b");  // likely a's memory
+    ASSERT_TRUE(b_or.ok());
+    DeviceBuffer b = std::move(b_or).value();
+    mem.Zero(b.data(), n * static_cast<int64_t>(sizeof(float)));
+  }
+  const auto got = Down(result_d, n);
+  for (int64_t i = 0; i < n; i += 4099) EXPECT_EQ(got[i], 2.0f * x[i]) << i;
+  EXPECT_EQ(mem.current().total(), before + n * static_cast<int64_t>(sizeof(float)));
+  const double t0 = backend_->Now();
+  EXPECT_GE(backend_->Now(), t0);
+  EXPECT_GT(backend_->DeviceBytesInUse(), 0);
 }
 
 }  // namespace

@@ -1,0 +1,256 @@
+// See calibrate.h.
+#include "runtime/calibrate/calibrate.h"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "src/cost/ops.h"
+#include "src/io/plan_file.h"
+
+namespace shardsim::runtime {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// Calls per timed repetition so one repetition lasts at least min_sample_s. For a collective,
+// `agree` makes every rank see the slowest rank's time, so all make the same calls.
+StatusOr<int> CallsFor(Backend& b, const std::function<void()>& op, double min_sample_s,
+                       const std::function<Status(double*)>& agree = nullptr) {
+  int calls = 1;
+  while (calls < (1 << 20)) {
+    const double t0 = b.Now();
+    for (int i = 0; i < calls; ++i) op();
+    double elapsed = b.Now() - t0;
+    if (agree) SHARDSIM_RETURN_IF_ERROR(agree(&elapsed));
+    if (elapsed >= min_sample_s) break;
+    calls *= 2;
+  }
+  return calls;
+}
+
+// Median seconds per call over the repetitions, `calls` calls each.
+double TimePerCall(Backend& b, const std::function<void()>& op, int calls, int repetitions) {
+  std::vector<double> per_call;
+  for (int r = 0; r < repetitions; ++r) {
+    const double t0 = b.Now();
+    for (int i = 0; i < calls; ++i) op();
+    per_call.push_back((b.Now() - t0) / calls);
+  }
+  return Median(per_call);
+}
+
+std::string Fmt(const char* format, double a, double b = 0, double c = 0) {
+  char text[160];
+  std::snprintf(text, sizeof(text), format, a, b, c);
+  return text;
+}
+
+}  // namespace
+
+std::vector<double> RelativeLeastSquares(const std::vector<std::vector<double>>& x,
+                                         const std::vector<double>& t, double* r2) {
+  const Eigen::Index rows = static_cast<Eigen::Index>(x.size());
+  const Eigen::Index cols = rows == 0 ? 0 : static_cast<Eigen::Index>(x[0].size());
+  Eigen::MatrixXd a(rows, cols);
+  Eigen::VectorXd y(rows);
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    for (Eigen::Index j = 0; j < cols; ++j) a(i, j) = x[i][j] / t[i];
+    y(i) = 1.0;  // t_i / t_i
+  }
+  const Eigen::VectorXd theta = a.colPivHouseholderQr().solve(y);
+  if (r2 != nullptr) {
+    // Coefficient of determination of the times themselves: 1 - SS_res / SS_tot.
+    double mean = 0;
+    for (double v : t) mean += v / static_cast<double>(t.size());
+    double res = 0, tot = 0;
+    for (Eigen::Index i = 0; i < rows; ++i) {
+      const double fitted = a.row(i).dot(theta) * t[i];  // rows of `a` are x_i / t_i
+      res += (t[i] - fitted) * (t[i] - fitted);
+      tot += (t[i] - mean) * (t[i] - mean);
+    }
+    *r2 = tot > 0 ? 1.0 - res / tot : 1.0;
+  }
+  return std::vector<double>(theta.data(), theta.data() + theta.size());
+}
+
+void AddWorkloadCases(const ModelSpec& m, const Layout& l, CalibrationOptions* o) {
+  std::vector<Op> ops = LayerOps(m, l, false);
+  for (const Op& op : HeadOps(m, l)) ops.push_back(op);
+  for (const Op& op : ops) {
+    if (op.kind == OpKind::kMatmul && op.name != "attn_scores" && op.name != "attn_context") {
+      o->gemms.push_back({op.m, op.k, op.n});  // forward: tokens x in -> out
+      o->gemms.push_back({op.m, op.n, op.k});  // input gradient: dY W
+      o->gemms.push_back({op.n, op.m, op.k});  // weight gradient: dY^T X
+    } else if (op.kind == OpKind::kMemory) {
+      o->streams.push_back(std::max<int64_t>(256, static_cast<int64_t>(op.bytes / 12)));
+    }
+  }
+  o->attention.push_back({l.mbs, m.seq_len, m.heads / l.tp, std::max<int64_t>(1, m.kv_heads / l.tp), m.head_dim});
+}
+
+StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base,
+                                      const CalibrationOptions& o) {
+  auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  CalibrationResult r;
+  r.hardware = base;
+  Kernels& k = backend.kernels();
+  Memory& mem = backend.memory();
+  // Buffers for the largest case, filled with small values (denormal-free arithmetic).
+  constexpr int64_t kMaxFloats = 1 << 22;
+  std::vector<float> host(kMaxFloats);
+  for (int64_t i = 0; i < kMaxFloats; ++i) host[i] = 0.001f * static_cast<float>((i * 7919) % 1000 - 500);
+  DeviceBuffer a, w, out;
+  for (DeviceBuffer* b : {&a, &w, &out}) {
+    SHARDSIM_ASSIGN_OR_RETURN(*b, mem.AllocateUncounted(kMaxFloats * sizeof(float), "calibration"));
+    mem.CopyToDevice(b->data(), host.data(), kMaxFloats * static_cast<int64_t>(sizeof(float)));
+  }
+  std::vector<std::vector<double>> rows;
+  std::vector<double> times;
+  auto measure = [&](const std::string& what, double flops, double bytes,
+                     const std::function<void()>& op) {
+    const int calls = *CallsFor(backend, op, o.min_sample_s);  // no collective: cannot fail
+    const double t = TimePerCall(backend, op, calls, o.repetitions);
+    r.samples.push_back({what, flops, bytes, t, 0});
+    rows.push_back({1.0, flops, bytes});
+    times.push_back(t);
+    say(what + Fmt(": %.3g s", t));
+  };
+  std::vector<GemmShape> gemms = o.gemms;
+  std::vector<int64_t> streams = o.streams;
+  if (gemms.empty()) {  // tokens by weight shapes
+    for (int64_t n : {64, 128, 256, 512, 1024}) {
+      for (const auto& [kk, m] : std::vector<std::pair<int64_t, int64_t>>{
+               {64, 64}, {64, 256}, {256, 64}, {128, 128}, {64, 512}, {512, 64}, {256, 256},
+               {512, 512}, {1024, 1024}}) {
+        gemms.push_back({n, kk, m});
+      }
+    }
+  }
+  if (streams.empty()) {
+    for (int64_t n = 1 << 10; n <= kMaxFloats; n *= 4) streams.push_back(n);
+  }
+  for (const GemmShape& g : gemms) {
+    if (g.rows * g.inner > kMaxFloats || g.inner * g.cols > kMaxFloats || g.rows * g.cols > kMaxFloats) {
+      continue;  // beyond the scratch; the grid's cases suffice for the fit
+    }
+    measure("gemm " + std::to_string(g.rows) + "x" + std::to_string(g.inner) + "x" + std::to_string(g.cols),
+            2.0 * g.rows * g.inner * g.cols, 0.0,
+            [&, g] { k.LinearForward(a.f(), w.f(), nullptr, out.f(), g.rows, g.inner, g.cols); });
+  }
+  for (const CalibrationOptions::Attention& at : o.attention) {
+    const AttentionDims dims{at.batch, at.seq, at.heads, at.kv_heads, at.head_dim};
+    const int64_t probs = at.batch * at.heads * at.seq * at.seq;
+    if (probs > kMaxFloats || at.batch * at.seq * at.heads * at.head_dim > kMaxFloats) continue;
+    // Q K^T and P V per head: 4 b h T^2 d FLOPs, as the simulator's unfused attention GEMMs.
+    measure("attention " + std::to_string(at.batch) + "x" + std::to_string(at.seq) + "x" +
+                std::to_string(at.heads) + "x" + std::to_string(at.head_dim),
+            4.0 * at.batch * at.heads * at.seq * at.seq * at.head_dim, 0.0,
+            [&, dims] { k.AttentionForward(a.f(), w.f(), w.f(), out.f(), a.f(), dims); });
+  }
+  // Streams dst += src: 12 bytes per element (two reads, one write).
+  for (int64_t n : streams) {
+    n = std::min(n, kMaxFloats);
+    measure("stream " + std::to_string(n), 0.0, 12.0 * n, [&, n] { k.Add(out.f(), a.f(), n); });
+  }
+  double r2 = 0;
+  const std::vector<double> theta = RelativeLeastSquares(rows, times, &r2);
+  if (theta[1] <= 0 || theta[2] <= 0) {
+    return Status::Error("calibration: the fit has a non-positive rate (1/R " + std::to_string(theta[1]) +
+                         ", 1/B " + std::to_string(theta[2]) + "); the machine was too noisy, run again");
+  }
+  r.compute = {std::max(theta[0], 0.0), 1.0 / theta[1], 1.0 / theta[2], r2, 0};
+  for (CalibrationSample& s : r.samples) {
+    s.predicted_s = r.compute.latency_s + s.flops / r.compute.flop_rate + s.bytes / r.compute.byte_rate;
+    r.compute.max_rel_error = std::max(r.compute.max_rel_error, std::fabs(s.predicted_s - s.time_s) / s.time_s);
+  }
+  // Into the description: the backend computes in fp32.
+  GpuSpec& gpu = r.hardware.gpu;
+  double& peak = gpu.peak_flops[DType::kFp32];
+  if (peak < r.compute.flop_rate) peak = r.compute.flop_rate;  // a nominal peak below a measured rate
+  gpu.efficiency.matmul = r.compute.flop_rate / peak;
+  if (gpu.memory_bandwidth < r.compute.byte_rate) gpu.memory_bandwidth = r.compute.byte_rate;
+  gpu.efficiency.memory = r.compute.byte_rate / gpu.memory_bandwidth;
+  gpu.efficiency.kernel_latency_s = r.compute.latency_s;
+
+  Collectives& comm = backend.comm();
+  const int ranks = comm.size(Group::kWorld);
+  if (ranks > 1) {
+    std::vector<std::vector<double>> crows;
+    std::vector<double> ctimes;
+    for (int64_t n = 1; n <= kMaxFloats; n *= 8) {
+      auto op = [&, n = n] { (void)comm.AllReduceSum(Group::kWorld, out.f(), n); };
+      auto agree = [&](double* t) { return comm.AllReduceMaxHost(Group::kWorld, t, 1); };
+      SHARDSIM_ASSIGN_OR_RETURN(const int calls, CallsFor(backend, op, o.min_sample_s, agree));
+      double t = TimePerCall(backend, op, calls, o.repetitions);
+      SHARDSIM_RETURN_IF_ERROR(comm.AllReduceMaxHost(Group::kWorld, &t, 1));  // the slowest rank
+      const double bytes = 4.0 * n;
+      const double algbw = bytes / t, busbw = algbw * 2.0 * (ranks - 1) / ranks;
+      r.collective_samples.push_back({"all-reduce " + std::to_string(static_cast<int64_t>(bytes)) + " B", 0, bytes, t, 0});
+      crows.push_back({2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks * bytes});
+      ctimes.push_back(t);
+      say("all-reduce" + Fmt(" %.0f B: %.3g s, algbw %.3g GB/s", bytes, t, algbw / 1e9) +
+          Fmt(", busbw %.3g GB/s", busbw / 1e9));
+    }
+    const std::vector<double> c = RelativeLeastSquares(crows, ctimes, nullptr);
+    if (c[1] <= 0) return Status::Error("calibration: the all-reduce fit has no positive bandwidth; run again");
+    r.have_collectives = true;
+    r.collectives = {ranks, std::max(c[0], 0.0), 1.0 / c[1], 0};
+    for (CalibrationSample& s : r.collective_samples) {
+      s.predicted_s = 2.0 * (ranks - 1) * r.collectives.latency_s +
+                      2.0 * (ranks - 1) / ranks * s.bytes / r.collectives.bandwidth;
+      r.collectives.max_rel_error = std::max(r.collectives.max_rel_error, std::fabs(s.predicted_s - s.time_s) / s.time_s);
+    }
+    FabricSpec& fabric = r.hardware.node.fabric;
+    if (fabric.bandwidth < r.collectives.bandwidth) fabric.bandwidth = r.collectives.bandwidth;
+    fabric.efficiency = r.collectives.bandwidth / fabric.bandwidth;
+    fabric.latency_s = r.collectives.latency_s;
+    r.hardware.collective_base_latency_s = 0;
+  }
+  return r;
+}
+
+std::string CalibratedHardwareYaml(const CalibrationResult& r, const std::string& name,
+                                   const std::string& base_name) {
+  HardwareSpec hw = r.hardware;
+  hw.name = name;
+  hw.source = "shardsim calibrate from " + base_name;
+  std::ostringstream o;
+  o << "# Written by `shardsim calibrate` from " << base_name << ": the figures below marked\n"
+    << "# [C] are least-squares fits to micro-benchmarks of this machine's backend kernels\n"
+    << "# (runtime/calibrate/calibrate.h); the rest are the base description's.\n";
+  o << "# [C] op time t = a + flops / R + bytes / B over " << r.samples.size()
+    << " GEMM and stream samples (weighted by 1/t):\n";
+  o << Fmt("#     a = %.3g s (kernel_latency), R = %.4g GFLOP/s", r.compute.latency_s, r.compute.flop_rate / 1e9)
+    << Fmt(" (matmul efficiency %.4f of the fp32 peak), B = %.4g GB/s", hw.gpu.efficiency.matmul, r.compute.byte_rate / 1e9)
+    << Fmt(" (memory efficiency %.4f)\n", hw.gpu.efficiency.memory);
+  o << Fmt("#     R^2 %.4f; largest sample error %.1f %%\n", r.compute.r2, 100 * r.compute.max_rel_error);
+  if (r.have_collectives) {
+    o << "# [C] ring all-reduce t = 2 (n - 1) latency + 2 (n - 1) / n S / B over " << r.collective_samples.size()
+      << " sizes on " << r.collectives.ranks << " ranks:\n";
+    o << Fmt("#     latency %.3g s, B = %.4g GB/s", r.collectives.latency_s, r.collectives.bandwidth / 1e9)
+      << Fmt(" (fabric efficiency %.4f); largest sample error %.1f %%\n", hw.node.fabric.efficiency,
+             100 * r.collectives.max_rel_error);
+    o << "#     size_bytes time_s algbw_GB/s busbw_GB/s (nccl-tests columns)\n";
+    const double n = r.collectives.ranks;
+    for (const CalibrationSample& s : r.collective_samples) {
+      const double algbw = s.bytes / s.time_s;
+      o << Fmt("#     %.0f %.4g", s.bytes, s.time_s) << Fmt(" %.4g %.4g\n", algbw / 1e9, algbw * 2 * (n - 1) / n / 1e9);
+    }
+  } else {
+    o << "# The fabric and collective figures are the base's: calibrate ran on one rank.\n";
+  }
+  o << HardwareYaml(hw);
+  return o.str();
+}
+
+}  // namespace shardsim::runtime

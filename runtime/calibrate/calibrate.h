@@ -1,0 +1,102 @@
+// Calibration (issue 7): micro-benchmarks of the local machine through a Backend, fitted by
+// least squares to the cost model's own parameters, so the simulator prices ops the way this
+// machine runs them. Every op time in src/cost/op_time.cc is
+//     t = kernel_latency + max(flops / (peak x matmul_efficiency), bytes / (bandwidth x memory_efficiency))
+// so the samples (GEMMs over a grid of shapes and element-wise streams over a range of sizes)
+// are fitted jointly to  t = a + flops / R + bytes / B  (a GEMM's bytes term and a stream's
+// flops term are 0): a = kernel_latency, R / peak = matmul efficiency, B / bandwidth = memory
+// efficiency. The fit is weighted by 1 / t (relative errors: small ops count as much as large
+// ones). Collectives, when the backend has several ranks, are fitted to the ring all-reduce
+// t = 2 (n - 1) latency + 2 (n - 1) / n x S / B_fabric (the simulator's model, Patarasuk and
+// Yuan 2009), as nccl-tests reports them (size, time, algbw, busbw).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "src/hardware/hardware_spec.h"
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+#include "src/util/status.h"
+
+namespace shardsim::runtime {
+
+struct CalibrationSample {
+  std::string what;  // "gemm 128x64x256", "stream 1000000", "all-reduce 4096 B"
+  double flops = 0, bytes = 0;
+  double time_s = 0;        // median over repetitions
+  double predicted_s = 0;   // by the fitted model
+};
+
+struct CalibrationFit {
+  double latency_s = 0;       // a
+  double flop_rate = 0;       // R, FLOP/s
+  double byte_rate = 0;       // B, bytes/s
+  double r2 = 0;              // coefficient of determination of the times
+  double max_rel_error = 0;   // over the samples, |predicted - measured| / measured
+};
+
+struct CollectiveFit {
+  int ranks = 0;
+  double latency_s = 0;       // per ring step
+  double bandwidth = 0;       // bytes/s per link
+  double max_rel_error = 0;
+};
+
+struct CalibrationResult {
+  HardwareSpec hardware;  // `base` with the fitted figures in place
+  CalibrationFit compute;
+  std::vector<CalibrationSample> samples;
+  bool have_collectives = false;
+  CollectiveFit collectives;
+  std::vector<CalibrationSample> collective_samples;
+};
+
+// A GEMM out (rows, cols) = in (rows, inner) x w^T, as LinearForward runs it.
+struct GemmShape {
+  int64_t rows = 0, inner = 0, cols = 0;
+};
+
+struct CalibrationOptions {
+  // The cases benchmarked; empty: a generic grid (tokens 64-1024 by weights 64-1024) and
+  // streams of 1K-4M floats. WorkloadCases fills them with one model's shapes instead.
+  std::vector<GemmShape> gemms;
+  std::vector<int64_t> streams;  // element counts of dst += src
+  struct Attention {
+    int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  };
+  std::vector<Attention> attention;  // unfused attention forward, timed as GEMM FLOPs
+  double min_sample_s = 2e-3;  // repeat each case until it runs this long, then take medians
+  int repetitions = 5;         // timed medians per case
+  std::function<void(const std::string&)> progress;  // one line per case; may be empty
+};
+
+// The shapes one model runs under `l` on a rank: each linear layer's forward GEMM and its two
+// backward GEMMs (input and weight gradients), the attention, and a stream per element-wise
+// op of the simulator's op list (src/cost/ops.h) moving the same bytes. Calibrating on them
+// fits the figures where that model's predictions need them.
+void AddWorkloadCases(const ModelSpec& m, const Layout& l, CalibrationOptions* o);
+
+// Benchmarks `backend` (its kernels; its collectives when its world has several ranks, a
+// collective call that every rank must make) and fits `base`'s figures: gpu.efficiency.matmul,
+// .memory and .kernel_latency for the backend's fp32 kernels (attention stays as it is: the
+// runtime's attention is unfused, which the simulator prices as GEMMs and streams), and
+// node.fabric.efficiency and .latency (with collectives.base_latency 0) from the all-reduce.
+StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base,
+                                      const CalibrationOptions& options);
+
+// The calibrated description as YAML (the schema of hardware/*.yaml) with a header of comments
+// recording how each figure was measured and how well it fits.
+std::string CalibratedHardwareYaml(const CalibrationResult& r, const std::string& name,
+                                   const std::string& base_name);
+
+// Weighted least squares of t = x . theta over rows of x (one column per parameter), each row
+// weighted by 1 / t: the minimizer of sum ((x_i . theta - t_i) / t_i)^2; *r2 (if given) is the
+// coefficient of determination of the fitted times. Exposed for tests.
+std::vector<double> RelativeLeastSquares(const std::vector<std::vector<double>>& x,
+                                         const std::vector<double>& t, double* r2);
+
+}  // namespace shardsim::runtime

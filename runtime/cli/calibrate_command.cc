@@ -1,0 +1,109 @@
+// `shardsim calibrate`: measures this machine through a runtime backend and writes a hardware
+// description whose efficiencies, latencies and fabric figures are fitted to the measurements
+// (runtime/calibrate/calibrate.h). Under `mpirun -np N` it also fits the all-reduce over N
+// ranks. Progress on stderr; the file is written whole or not at all (rank 0).
+#include <cstdio>
+#include <iostream>
+
+#include "runtime/calibrate/calibrate.h"
+#include "runtime/cli/run_backend.h"
+#include "src/cli/args.h"
+#include "src/cli/commands.h"
+#include "src/io/bundled.h"
+#include "src/layout/layout.h"
+#include "src/util/atomic_file.h"
+#include "src/util/json_writer.h"
+
+namespace shardsim::runtime {
+namespace {
+
+int Calibrate(int argc, char** argv) {
+  const std::vector<cli::FlagSpec> flags = {
+      {"backend", "B", "cpu or cuda", "cpu"},
+      {"base", "H", "the description to start from (bundled name or file)", "cpu-host"},
+      {"out", "FILE", "where to write the calibrated description (required)", ""},
+      {"name", "NAME", "the description's name", "local"},
+      {"model", "M", "fit on this model's op shapes (with --layout) instead of a generic grid", ""},
+      {"layout", "SPEC", "the layout whose per-rank shapes --model uses", "mbs=1"},
+      {"min-sample", "SECONDS", "each case repeats until it runs this long", "0.002"},
+      {"json", "", "print the fits as JSON", ""},
+      {"help", "", "show this help", ""},
+  };
+  StatusOr<cli::Args> args = cli::Args::Parse(argc, argv, 2, flags);
+  if (!args.ok()) return cli::Fail("calibrate", args.status().message(), 2);
+  if (args->Has("help")) {
+    std::cout << "Usage: shardsim calibrate --out hardware/local.yaml [flags]   (mpirun -np N for "
+                 "collectives)\n\nBenchmarks GEMMs, memory streams and (with several ranks) "
+                 "all-reduce on this machine and fits the\ncost model's efficiencies and latencies "
+                 "to them (docs/cli.md).\n\n"
+              << cli::FlagHelp(flags);
+    return 0;
+  }
+  const std::optional<std::string> out = args->Get("out");
+  if (!out) return cli::Fail("calibrate", "--out FILE is required", 2);
+  StatusOr<HardwareSpec> base = LoadHardware(*args->Get("base"));
+  if (!base.ok()) return cli::Fail("calibrate", base.status().message(), 1);
+  const RunProcess process = StartRunProcess(&argc, &argv);
+  auto fail = [&](const std::string& message) {
+    std::cerr << "shardsim calibrate: error: rank " << process.me << ": " << message << "\n";
+    AbortRun(1);
+    return 1;
+  };
+  Layout layout;
+  layout.dp = process.world;
+  layout.gbs = process.world;
+  StatusOr<std::unique_ptr<Backend>> backend =
+      MakeRunBackend(*args->Get("backend"), layout, process, -1, 60);
+  if (!backend.ok()) return fail(backend.status().message());
+  CalibrationOptions options;
+  if (std::optional<std::string> model_name = args->Get("model")) {
+    StatusOr<ModelSpec> model = LoadModel(*model_name);
+    if (!model.ok()) return fail(model.status().message());
+    StatusOr<Layout> parsed = ParseLayout(*args->Get("layout"));
+    if (!parsed.ok()) return fail(parsed.status().message());
+    StatusOr<Layout> resolved =
+        ResolveLayout(*parsed, parsed->tp * parsed->pp * parsed->cp * std::max<int64_t>(parsed->dp, 1));
+    if (!resolved.ok()) return fail(resolved.status().message());
+    AddWorkloadCases(*model, *resolved, &options);
+  }
+  options.min_sample_s = std::atof(args->Get("min-sample")->c_str());
+  if (!(options.min_sample_s > 0)) return fail("--min-sample must be a positive number of seconds");
+  if (process.me == 0) options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << "\n"; };
+  StatusOr<CalibrationResult> r = runtime::Calibrate(**backend, *base, options);
+  if (!r.ok()) return fail(r.status().message());
+  int code = 0;
+  if (process.me == 0) {
+    const std::string yaml = CalibratedHardwareYaml(*r, *args->Get("name"), base->name);
+    if (Status st = WriteFileAtomically(*out, yaml); !st.ok()) {
+      std::cerr << "shardsim calibrate: error: " << st.message() << "\n";
+      code = 1;
+    }
+    if (args->Has("json")) {
+      JsonWriter w;
+      w.BeginObject().Field("out", *out).Field("kernel_latency_s", r->compute.latency_s);
+      w.Field("matmul_flops_per_s", r->compute.flop_rate).Field("memory_bytes_per_s", r->compute.byte_rate);
+      w.Field("fit_r2", r->compute.r2).Field("max_sample_error", r->compute.max_rel_error);
+      w.Field("matmul_efficiency", r->hardware.gpu.efficiency.matmul);
+      w.Field("memory_efficiency", r->hardware.gpu.efficiency.memory);
+      if (r->have_collectives) {
+        w.Field("ranks", static_cast<int64_t>(r->collectives.ranks));
+        w.Field("fabric_latency_s", r->collectives.latency_s).Field("fabric_bytes_per_s", r->collectives.bandwidth);
+        w.Field("collective_max_sample_error", r->collectives.max_rel_error);
+      }
+      w.EndObject();
+      std::cout << w.str();
+    } else {
+      std::printf("wrote %s: kernel latency %.3g s, GEMM %.4g GFLOP/s, memory %.4g GB/s (R^2 %.4f, worst sample %.0f %%)\n",
+                  out->c_str(), r->compute.latency_s, r->compute.flop_rate / 1e9, r->compute.byte_rate / 1e9,
+                  r->compute.r2, 100 * r->compute.max_rel_error);
+    }
+  }
+  EndRunProcess();
+  return code;
+}
+
+const cli::CommandRegistrar kRegister(
+    {"calibrate", "measure this machine and fit a hardware description to it", Calibrate, 35});
+
+}  // namespace
+}  // namespace shardsim::runtime
