@@ -595,7 +595,7 @@ TEST(RuntimeCalibration, RelativeLeastSquaresRecoversAnExactModel) {
   std::vector<std::vector<double>> x;
   std::vector<double> t;
   for (double flops : {1e5, 1e6, 1e7, 1e8}) {
-    x.push_back({1.0, flops, 0.0});
+    x.push_back({1.0, flops, 0.0});  // GEMMs
     t.push_back(2e-6 + flops / 5e10);
   }
   for (double bytes : {1e4, 1e5, 1e6, 1e7}) {

@@ -60,37 +60,60 @@ std::vector<double> RelativeLeastSquares(const std::vector<std::vector<double>>&
   const Eigen::Index rows = static_cast<Eigen::Index>(x.size());
   const Eigen::Index cols = rows == 0 ? 0 : static_cast<Eigen::Index>(x[0].size());
   Eigen::MatrixXd a(rows, cols);
-  Eigen::VectorXd y(rows);
+  const Eigen::VectorXd y = Eigen::VectorXd::Ones(rows);  // t_i / t_i
   for (Eigen::Index i = 0; i < rows; ++i) {
     for (Eigen::Index j = 0; j < cols; ++j) a(i, j) = x[i][j] / t[i];
-    y(i) = 1.0;  // t_i / t_i
   }
-  const Eigen::VectorXd theta = a.colPivHouseholderQr().solve(y);
+  // Non-negative least squares by enumeration: every subset of free parameters (the others
+  // 0), solved by QR; the best fit with no negative parameter wins. 2^cols solves, cols <= 4.
+  Eigen::VectorXd best = Eigen::VectorXd::Zero(cols);
+  double best_residual = y.squaredNorm();
+  for (unsigned mask = 1; mask < (1u << cols); ++mask) {
+    std::vector<Eigen::Index> free;
+    for (Eigen::Index j = 0; j < cols; ++j) {
+      if (mask & (1u << j)) free.push_back(j);
+    }
+    Eigen::MatrixXd sub(rows, static_cast<Eigen::Index>(free.size()));
+    for (size_t f = 0; f < free.size(); ++f) sub.col(static_cast<Eigen::Index>(f)) = a.col(free[f]);
+    const Eigen::VectorXd part = sub.colPivHouseholderQr().solve(y);
+    if ((part.array() < 0).any()) continue;
+    const double residual = (sub * part - y).squaredNorm();
+    if (residual < best_residual) {
+      best_residual = residual;
+      best.setZero();
+      for (size_t f = 0; f < free.size(); ++f) best(free[f]) = part(static_cast<Eigen::Index>(f));
+    }
+  }
   if (r2 != nullptr) {
     // Coefficient of determination of the times themselves: 1 - SS_res / SS_tot.
     double mean = 0;
     for (double v : t) mean += v / static_cast<double>(t.size());
     double res = 0, tot = 0;
     for (Eigen::Index i = 0; i < rows; ++i) {
-      const double fitted = a.row(i).dot(theta) * t[i];  // rows of `a` are x_i / t_i
+      const double fitted = a.row(i).dot(best) * t[i];  // rows of `a` are x_i / t_i
       res += (t[i] - fitted) * (t[i] - fitted);
       tot += (t[i] - mean) * (t[i] - mean);
     }
     *r2 = tot > 0 ? 1.0 - res / tot : 1.0;
   }
-  return std::vector<double>(theta.data(), theta.data() + theta.size());
+  return std::vector<double>(best.data(), best.data() + best.size());
 }
 
 void AddWorkloadCases(const ModelSpec& m, const Layout& l, CalibrationOptions* o) {
   std::vector<Op> ops = LayerOps(m, l, false);
   for (const Op& op : HeadOps(m, l)) ops.push_back(op);
+  for (const Op& op : EmbeddingOps(m, l)) ops.push_back(op);
+  const int64_t tokens = l.mbs * m.seq_len / l.cp;
   for (const Op& op : ops) {
     if (op.kind == OpKind::kMatmul && op.name != "attn_scores" && op.name != "attn_context") {
       o->gemms.push_back({op.m, op.k, op.n});  // forward: tokens x in -> out
       o->gemms.push_back({op.m, op.n, op.k});  // input gradient: dY W
       o->gemms.push_back({op.n, op.m, op.k});  // weight gradient: dY^T X
-    } else if (op.kind == OpKind::kMemory) {
-      o->streams.push_back(std::max<int64_t>(256, static_cast<int64_t>(op.bytes / 12)));
+    } else if (op.kind == OpKind::kMemory && op.name != "softmax" && op.name != "attn_dropout") {
+      // The softmax runs inside the attention kernel, timed above.
+      const bool mlp = op.name.find("swiglu") != std::string::npos || op.name.find("gelu") != std::string::npos;
+      const int64_t cols = op.name == "cross_entropy" ? m.vocab / l.tp : mlp ? m.ffn_hidden / l.tp : m.hidden;
+      o->elementwise.push_back({op.name, tokens, cols, op.bytes, m.norm});
     }
   }
   o->attention.push_back({l.mbs, m.seq_len, m.heads / l.tp, std::max<int64_t>(1, m.kv_heads / l.tp), m.head_dim});
@@ -116,12 +139,12 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
   }
   std::vector<std::vector<double>> rows;
   std::vector<double> times;
-  auto measure = [&](const std::string& what, double flops, double bytes,
+  auto measure = [&](const std::string& what, double flops, double bytes, double specials,
                      const std::function<void()>& op) {
     const int calls = *CallsFor(backend, op, o.min_sample_s);  // no collective: cannot fail
     const double t = TimePerCall(backend, op, calls, o.repetitions);
-    r.samples.push_back({what, flops, bytes, t, 0});
-    rows.push_back({1.0, flops, bytes});
+    r.samples.push_back({what, flops, bytes, specials, t, 0});
+    rows.push_back({1.0, flops, bytes, specials});
     times.push_back(t);
     say(what + Fmt(": %.3g s", t));
   };
@@ -136,7 +159,7 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
       }
     }
   }
-  if (streams.empty()) {
+  if (streams.empty() && o.elementwise.empty()) {
     for (int64_t n = 1 << 10; n <= kMaxFloats; n *= 4) streams.push_back(n);
   }
   for (const GemmShape& g : gemms) {
@@ -144,7 +167,7 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
       continue;  // beyond the scratch; the grid's cases suffice for the fit
     }
     measure("gemm " + std::to_string(g.rows) + "x" + std::to_string(g.inner) + "x" + std::to_string(g.cols),
-            2.0 * g.rows * g.inner * g.cols, 0.0,
+            2.0 * g.rows * g.inner * g.cols, 0.0, 0.0,
             [&, g] { k.LinearForward(a.f(), w.f(), nullptr, out.f(), g.rows, g.inner, g.cols); });
   }
   for (const CalibrationOptions::Attention& at : o.attention) {
@@ -155,22 +178,63 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
     measure("attention " + std::to_string(at.batch) + "x" + std::to_string(at.seq) + "x" +
                 std::to_string(at.heads) + "x" + std::to_string(at.head_dim),
             4.0 * at.batch * at.heads * at.seq * at.seq * at.head_dim, 0.0,
+            static_cast<double>(at.batch) * at.heads * at.seq * at.seq,  // the softmax's exp
             [&, dims] { k.AttentionForward(a.f(), w.f(), w.f(), out.f(), a.f(), dims); });
+  }
+  // A model's element-wise ops on their own kernels, with the simulator's bytes.
+  std::vector<int32_t> ids(kMaxFloats / 4, 1);
+  DeviceBuffer tokens_buf;
+  SHARDSIM_ASSIGN_OR_RETURN(tokens_buf, mem.AllocateUncounted(static_cast<int64_t>(ids.size() * sizeof(int32_t)), "calibration ids"));
+  mem.CopyToDevice(tokens_buf.data(), ids.data(), static_cast<int64_t>(ids.size() * sizeof(int32_t)));
+  for (const CalibrationOptions::ElementwiseOp& e : o.elementwise) {
+    const int64_t n = e.rows, c = e.cols;
+    if (n * c * 3 > kMaxFloats) continue;
+    std::function<void()> op;
+    double specials = 0;  // as src/cost/ops.cc counts them
+    if (e.name.find("swiglu") != std::string::npos || e.name.find("gelu") != std::string::npos ||
+        e.name == "cross_entropy") {
+      specials = static_cast<double>(n) * c;
+    }
+    if (e.name.find("norm") != std::string::npos) {
+      op = [&, e] { k.NormForward(e.norm, a.f(), w.f(), e.norm == Norm::kLayerNorm ? w.f() : nullptr, out.f(),
+                                  out.f() + e.rows * e.cols, out.f() + e.rows * e.cols + e.rows, e.rows, e.cols); };
+    } else if (e.name.find("swiglu") != std::string::npos) {
+      op = [&, n, c] { k.SwigluForward(a.f(), w.f(), out.f(), n * c); };
+    } else if (e.name.find("gelu") != std::string::npos) {
+      op = [&, n, c] { k.GeluForward(a.f(), out.f(), n * c); };
+    } else if (e.name == "cross_entropy") {
+      op = [&, n, c] { (void)k.SoftmaxCrossEntropy(a.f(), tokens_buf.i32(), out.f(), n, c); };
+    } else if (e.name == "embedding") {
+      op = [&, n, c] { k.EmbeddingForward(tokens_buf.i32(), w.f(), 0, 2, nullptr, out.f(), n, 0, n, c); };
+    } else {  // residual adds
+      op = [&, n, c] { k.Add(out.f(), a.f(), n * c); };
+    }
+    measure(e.name + " " + std::to_string(n) + "x" + std::to_string(c), 0.0, e.bytes, specials, op);
   }
   // Streams dst += src: 12 bytes per element (two reads, one write).
   for (int64_t n : streams) {
     n = std::min(n, kMaxFloats);
-    measure("stream " + std::to_string(n), 0.0, 12.0 * n, [&, n] { k.Add(out.f(), a.f(), n); });
+    measure("stream " + std::to_string(n), 0.0, 12.0 * n, 0.0, [&, n] { k.Add(out.f(), a.f(), n); });
+  }
+  // Without transcendental samples that column is all zero: fit the other three.
+  const bool specials = std::any_of(r.samples.begin(), r.samples.end(),
+                                    [](const CalibrationSample& s) { return s.transcendentals > 0; });
+  if (!specials) {
+    for (std::vector<double>& row : rows) row.pop_back();
   }
   double r2 = 0;
-  const std::vector<double> theta = RelativeLeastSquares(rows, times, &r2);
-  if (theta[1] <= 0 || theta[2] <= 0) {
-    return Status::Error("calibration: the fit has a non-positive rate (1/R " + std::to_string(theta[1]) +
-                         ", 1/B " + std::to_string(theta[2]) + "); the machine was too noisy, run again");
+  std::vector<double> theta = RelativeLeastSquares(rows, times, &r2);
+  if (!specials) theta.push_back(0.0);
+  if (theta[1] <= 0) {
+    return Status::Error("calibration: the GEMM samples fit no positive FLOP rate; the machine was "
+                         "too noisy, run again");
   }
-  r.compute = {std::max(theta[0], 0.0), 1.0 / theta[1], 1.0 / theta[2], r2, 0};
+  // A zero inverse rate: that term explains nothing the others do not (the figure stays the
+  // base's for bytes; no transcendental rate).
+  r.compute = {theta[0], 1.0 / theta[1], theta[2] > 0 ? 1.0 / theta[2] : 0.0,
+               theta[3] > 0 ? 1.0 / theta[3] : 0.0, r2, 0};
   for (CalibrationSample& s : r.samples) {
-    s.predicted_s = r.compute.latency_s + s.flops / r.compute.flop_rate + s.bytes / r.compute.byte_rate;
+    s.predicted_s = theta[0] + s.flops * theta[1] + s.bytes * theta[2] + s.transcendentals * theta[3];
     r.compute.max_rel_error = std::max(r.compute.max_rel_error, std::fabs(s.predicted_s - s.time_s) / s.time_s);
   }
   // Into the description: the backend computes in fp32.
@@ -178,9 +242,12 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
   double& peak = gpu.peak_flops[DType::kFp32];
   if (peak < r.compute.flop_rate) peak = r.compute.flop_rate;  // a nominal peak below a measured rate
   gpu.efficiency.matmul = r.compute.flop_rate / peak;
-  if (gpu.memory_bandwidth < r.compute.byte_rate) gpu.memory_bandwidth = r.compute.byte_rate;
-  gpu.efficiency.memory = r.compute.byte_rate / gpu.memory_bandwidth;
+  if (r.compute.byte_rate > 0) {
+    if (gpu.memory_bandwidth < r.compute.byte_rate) gpu.memory_bandwidth = r.compute.byte_rate;
+    gpu.efficiency.memory = r.compute.byte_rate / gpu.memory_bandwidth;
+  }
   gpu.efficiency.kernel_latency_s = r.compute.latency_s;
+  if (r.compute.transcendental_rate > 0) gpu.transcendental_rate = r.compute.transcendental_rate;
 
   Collectives& comm = backend.comm();
   const int ranks = comm.size(Group::kWorld);
@@ -195,7 +262,7 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
       SHARDSIM_RETURN_IF_ERROR(comm.AllReduceMaxHost(Group::kWorld, &t, 1));  // the slowest rank
       const double bytes = 4.0 * n;
       const double algbw = bytes / t, busbw = algbw * 2.0 * (ranks - 1) / ranks;
-      r.collective_samples.push_back({"all-reduce " + std::to_string(static_cast<int64_t>(bytes)) + " B", 0, bytes, t, 0});
+      r.collective_samples.push_back({"all-reduce " + std::to_string(static_cast<int64_t>(bytes)) + " B", 0, bytes, 0, t, 0});
       crows.push_back({2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks * bytes});
       ctimes.push_back(t);
       say("all-reduce" + Fmt(" %.0f B: %.3g s, algbw %.3g GB/s", bytes, t, algbw / 1e9) +
@@ -228,11 +295,12 @@ std::string CalibratedHardwareYaml(const CalibrationResult& r, const std::string
   o << "# Written by `shardsim calibrate` from " << base_name << ": the figures below marked\n"
     << "# [C] are least-squares fits to micro-benchmarks of this machine's backend kernels\n"
     << "# (runtime/calibrate/calibrate.h); the rest are the base description's.\n";
-  o << "# [C] op time t = a + flops / R + bytes / B over " << r.samples.size()
-    << " GEMM and stream samples (weighted by 1/t):\n";
+  o << "# [C] op time t = a + flops / R + bytes / B + transcendentals / S over " << r.samples.size()
+    << " GEMM, attention and element-wise samples (weighted by 1/t):\n";
   o << Fmt("#     a = %.3g s (kernel_latency), R = %.4g GFLOP/s", r.compute.latency_s, r.compute.flop_rate / 1e9)
     << Fmt(" (matmul efficiency %.4f of the fp32 peak), B = %.4g GB/s", hw.gpu.efficiency.matmul, r.compute.byte_rate / 1e9)
-    << Fmt(" (memory efficiency %.4f)\n", hw.gpu.efficiency.memory);
+    << Fmt(" (memory efficiency %.4f)", hw.gpu.efficiency.memory)
+    << Fmt(", S = %.4g G/s (transcendental_rate; 0: not fitted)\n", r.compute.transcendental_rate / 1e9);
   o << Fmt("#     R^2 %.4f; largest sample error %.1f %%\n", r.compute.r2, 100 * r.compute.max_rel_error);
   if (r.have_collectives) {
     o << "# [C] ring all-reduce t = 2 (n - 1) latency + 2 (n - 1) / n S / B over " << r.collective_samples.size()

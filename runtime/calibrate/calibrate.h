@@ -3,9 +3,10 @@
 // machine runs them. Every op time in src/cost/op_time.cc is
 //     t = kernel_latency + max(flops / (peak x matmul_efficiency), bytes / (bandwidth x memory_efficiency))
 // so the samples (GEMMs over a grid of shapes and element-wise streams over a range of sizes)
-// are fitted jointly to  t = a + flops / R + bytes / B  (a GEMM's bytes term and a stream's
-// flops term are 0): a = kernel_latency, R / peak = matmul efficiency, B / bandwidth = memory
-// efficiency. The fit is weighted by 1 / t (relative errors: small ops count as much as large
+// are fitted jointly to  t = a + flops / R + bytes / B + transcendentals / S  (a GEMM's bytes
+// term and a stream's flops term are 0): a = kernel_latency, R / peak = matmul efficiency,
+// B / bandwidth = memory efficiency, S = transcendental_rate (exp/tanh per second: what bounds
+// SwiGLU, GELU, softmax and the loss on a CPU core; fitted only from a model's own ops). The fit is weighted by 1 / t (relative errors: small ops count as much as large
 // ones). Collectives, when the backend has several ranks, are fitted to the ring all-reduce
 // t = 2 (n - 1) latency + 2 (n - 1) / n x S / B_fabric (the simulator's model, Patarasuk and
 // Yuan 2009), as nccl-tests reports them (size, time, algbw, busbw).
@@ -27,6 +28,7 @@ namespace shardsim::runtime {
 struct CalibrationSample {
   std::string what;  // "gemm 128x64x256", "stream 1000000", "all-reduce 4096 B"
   double flops = 0, bytes = 0;
+  double transcendentals = 0;  // exp/tanh evaluations
   double time_s = 0;        // median over repetitions
   double predicted_s = 0;   // by the fitted model
 };
@@ -35,6 +37,7 @@ struct CalibrationFit {
   double latency_s = 0;       // a
   double flop_rate = 0;       // R, FLOP/s
   double byte_rate = 0;       // B, bytes/s
+  double transcendental_rate = 0;  // S, exp/tanh per second; 0 when no sample had any
   double r2 = 0;              // coefficient of determination of the times
   double max_rel_error = 0;   // over the samples, |predicted - measured| / measured
 };
@@ -69,6 +72,16 @@ struct CalibrationOptions {
     int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
   };
   std::vector<Attention> attention;  // unfused attention forward, timed as GEMM FLOPs
+  // The element-wise ops of a model's op list, each timed on the kernel that runs it and
+  // counted with the bytes the simulator charges it (so B is what these kernels achieve on
+  // the simulator's byte counts, not a bare copy's rate).
+  struct ElementwiseOp {
+    std::string name;  // the simulator's op name: norm1, mlp_swiglu, residual1, cross_entropy, ...
+    int64_t rows = 0, cols = 0;  // tokens x width
+    double bytes = 0;
+    Norm norm = Norm::kRmsNorm;
+  };
+  std::vector<ElementwiseOp> elementwise;
   double min_sample_s = 2e-3;  // repeat each case until it runs this long, then take medians
   int repetitions = 5;         // timed medians per case
   std::function<void(const std::string&)> progress;  // one line per case; may be empty
@@ -93,9 +106,10 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
 std::string CalibratedHardwareYaml(const CalibrationResult& r, const std::string& name,
                                    const std::string& base_name);
 
-// Weighted least squares of t = x . theta over rows of x (one column per parameter), each row
-// weighted by 1 / t: the minimizer of sum ((x_i . theta - t_i) / t_i)^2; *r2 (if given) is the
-// coefficient of determination of the fitted times. Exposed for tests.
+// Weighted non-negative least squares of t = x . theta over rows of x (one column per
+// parameter), each row weighted by 1 / t: the minimizer of sum ((x_i . theta - t_i) / t_i)^2
+// with theta >= 0 (rates and latencies are not negative); *r2 (if given) is the coefficient of
+// determination of the fitted times. Exposed for tests.
 std::vector<double> RelativeLeastSquares(const std::vector<std::vector<double>>& x,
                                          const std::vector<double>& t, double* r2);
 

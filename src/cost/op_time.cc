@@ -31,7 +31,8 @@ double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
   } else if (op.kind == OpKind::kAttention) {
     compute = work * op.executed_flops / (AttentionPeak(gpu, dtype) * e.attention);
   }
-  const double memory = work * op.bytes / (gpu.memory_bandwidth * e.memory);
+  double memory = work * op.bytes / (gpu.memory_bandwidth * e.memory);
+  if (gpu.transcendental_rate > 0) memory += work * op.transcendentals / gpu.transcendental_rate;
   // One kernel per pass (a backward GEMM pair counts as the passes it does).
   const double kernels = std::max(1.0, std::ceil(work));
   return kernels * e.kernel_latency_s + std::max(compute, memory);

@@ -46,9 +46,11 @@ void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t t
     // gate and up fused: (T x h) x (h x 2f/t); SiLU(gate) * up; down: (T x f/t) x (f/t x h).
     ops.push_back(Matmul(prefix + "gate_up", tokens, 2 * f, m.hidden, b));
     ops.push_back(Memory(prefix + "swiglu", b * 3.0 * tokens * f));
+    ops.back().transcendentals = static_cast<double>(tokens) * f;  // exp in SiLU
   } else {
     ops.push_back(Matmul(prefix + "up", tokens, f, m.hidden, b));
     ops.push_back(Memory(prefix + "gelu", b * 2.0 * tokens * f));
+    ops.back().transcendentals = static_cast<double>(tokens) * f;  // tanh
   }
   ops.push_back(Matmul(prefix + "down", tokens, m.hidden, f, b));
 }
@@ -94,6 +96,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     qk.recomputed_selective = true;
     ops.push_back(qk);
     ops.push_back(Memory("softmax", 2.0 * b * scores, true));
+    ops.back().transcendentals = scores;  // exp per score
     if (m.dropout) ops.push_back(Memory("attn_dropout", (2.0 * b + 1.0) * scores, true));
     Op pv = Matmul("attn_context", T, m.head_dim, m.seq_len, b);
     pv.flops = pv.executed_flops = 2.0 * scores * m.head_dim;
@@ -138,6 +141,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
   // Softmax cross-entropy over the vocabulary shard in fp32: read logits, write grads.
   Op loss = Memory("cross_entropy", 4.0 * 2.0 * static_cast<double>(T) * v);
   loss.backward_factor = 0.5;  // the gradient is produced in the forward kernel's pass
+  loss.transcendentals = static_cast<double>(T) * v;  // exp per logit
   ops.push_back(loss);
   return ops;
 }

@@ -26,6 +26,10 @@ struct Op {
   double executed_flops = 0;  // forward FLOPs the kernel executes
   double bytes = 0;           // forward HBM traffic
   int64_t m = 0, n = 0, k = 0;  // GEMM shape (kMatmul)
+  // Transcendental evaluations (exp, tanh) in the forward pass: priced by the hardware's
+  // transcendental_rate where it has one (a CPU core, where they, not memory, bound
+  // SwiGLU, GELU, softmax and the loss).
+  double transcendentals = 0;
   bool recomputed_selective = false;  // recomputed under recompute=selective
   double backward_factor = 2;  // backward cost / forward cost
 };

@@ -28,6 +28,9 @@ struct GpuSpec {
   std::map<DType, double> peak_flops;  // dense FLOP/s per dtype; absent = unsupported
   double memory_bytes = 0;
   double memory_bandwidth = 0;  // bytes/s
+  // exp/tanh evaluations per second in element-wise kernels, added to their memory time;
+  // 0 (absent) where they hide under memory traffic (GPUs' special-function units).
+  double transcendental_rate = 0;
   int64_t sm_count = 1;
   double reserved_memory_bytes = 0;
   GpuEfficiency efficiency;

@@ -53,6 +53,7 @@ GpuSpec ReadGpu(YamlMap g) {
   peak.Finish();
   gpu.memory_bytes = g.Quantity("memory", Dimension::kBytes);
   gpu.memory_bandwidth = g.Quantity("memory_bandwidth", Dimension::kBandwidth);
+  gpu.transcendental_rate = g.OptionalQuantity("transcendental_rate", Dimension::kFlopRate).value_or(0);
   gpu.sm_count = g.Int("sm_count");
   gpu.reserved_memory_bytes = g.OptionalQuantity("reserved_memory", Dimension::kBytes).value_or(0);
   YamlMap e = g.Map("efficiency");

@@ -52,6 +52,7 @@ std::string HardwareYaml(const HardwareSpec& hw) {
   for (const auto& [d, rate] : g.peak_flops) o << "    " << DTypeName(d) << ": " << Q(rate, "FLOP/s") << "\n";
   o << "  memory: " << Q(g.memory_bytes, "B") << "\n  memory_bandwidth: " << Q(g.memory_bandwidth, "B/s")
     << "\n  sm_count: " << g.sm_count << "\n";
+  if (g.transcendental_rate > 0) o << "  transcendental_rate: " << Q(g.transcendental_rate, "FLOP/s") << "\n";
   // Optional in hardware files and positive when given: absent means none reserved.
   if (g.reserved_memory_bytes > 0) o << "  reserved_memory: " << Q(g.reserved_memory_bytes, "B") << "\n";
   o << "  efficiency:\n    matmul: " << Num(g.efficiency.matmul) << "\n    attention: "
