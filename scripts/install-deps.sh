@@ -8,6 +8,7 @@ packages=(
   libyaml-cpp-dev libeigen3-dev libboost-graph-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev
+  chromium  # headless, for the HTML report's render test (HtmlReportRendersInChromium)
 )
 
 missing=()

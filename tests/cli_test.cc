@@ -79,9 +79,14 @@ TEST(Cli, EverySubcommandHasHelpWithTheSharedFlags) {
     const CommandResult r = RunShardsim(c + " --help");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(Contains(r.out, "Usage: shardsim " + c));
-    // calibrate measures this machine: it takes a base description, no model or layout.
+    // calibrate measures this machine (a base description, no model or layout); compare
+    // reads two result files.
     if (c == "calibrate") {
       EXPECT_TRUE(Contains(r.out, "--base"));
+      continue;
+    }
+    if (c == "compare") {
+      EXPECT_TRUE(Contains(r.out, "--sim") && Contains(r.out, "--run"));
       continue;
     }
     for (const char* flag : {"--model", "--hardware", "--gpus"}) {

@@ -443,9 +443,11 @@ StatusOr<double> Executor::GradSquaredNorm(int64_t begin, int64_t end) {
     const int64_t to = std::min(end, tensors[i].offset + tensors[i].size());
     if (from < to) sum += ctx_.k().SumSquares(zero_->GradState(from), to - from);
   }
-  // A world-wide sync point: the wait for the slowest rank is recorded as communication.
-  SHARDSIM_RETURN_IF_ERROR(
-      ctx_.Comm(Phase::kDpComm, sizeof(double), [&] { return comm.AllReduceSumHost(Group::kWorld, &sum, 1); }));
+  // A world-wide sync point. Its time is mostly the wait for the slowest rank: with pipeline
+  // stages, the idle time of a stage that finished early (a bubble, as the simulator counts
+  // it); otherwise data-parallel communication.
+  SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(layout_.pp > 1 ? Phase::kPpWait : Phase::kDpComm, sizeof(double),
+                                     [&] { return comm.AllReduceSumHost(Group::kWorld, &sum, 1); }));
   return sum;
 }
 

@@ -96,6 +96,21 @@ std::string Color(std::string category) {
   return it == kColors.end() ? "#888888" : it->second;
 }
 
+// simulate --trace names events by task ("layer 3 forward", "dp all-reduce", ...) on the
+// simulator's streams; its breakdown category follows from the stream and, on the compute
+// stream, the task's name.
+std::string CategoryOfSpan(const std::string& stream, const std::string& name) {
+  static const std::map<std::string, std::string> kByStream = {
+      {"tp", "tp_comm"}, {"cp", "cp_comm"}, {"ep", "ep_comm"}, {"pp-forward", "pp_comm"},
+      {"pp-backward", "pp_comm"}, {"dp", "dp_comm"}, {"offload", "offload"}};
+  auto it = kByStream.find(stream);
+  if (it != kByStream.end()) return it->second;
+  if (name.find("recompute") != std::string::npos) return "recompute";
+  if (name.rfind("receive", 0) == 0) return "bubble";  // waiting for the previous stage
+  if (name.find("optimizer") != std::string::npos || name.find("adam") != std::string::npos) return "optimizer";
+  return "compute";
+}
+
 }  // namespace
 
 StatusOr<Comparison> Compare(const std::string& sim_json, const std::string& run_json,
@@ -219,7 +234,9 @@ StatusOr<std::vector<TraceSpan>> ReadTrace(const std::string& trace_json, const 
       TraceSpan s;
       s.pid = pid;
       s.thread = std::to_string(tid);
-      s.category = StringOr(e, "cat").empty() ? StringOr(e, "name") : StringOr(e, "cat");
+      s.category = StringOr(e, "cat");
+      s.thread = std::to_string(tid);
+      if (s.category.empty()) s.category = "?" + StringOr(e, "name");  // resolved below
       s.start_us = NumberOr(e, "ts", 0);
       s.duration_us = NumberOr(e, "dur", 0);
       spans.push_back(s);
@@ -228,6 +245,7 @@ StatusOr<std::vector<TraceSpan>> ReadTrace(const std::string& trace_json, const 
   for (TraceSpan& s : spans) {
     auto it = threads.find({s.pid, std::stoi(s.thread)});
     if (it != threads.end()) s.thread = it->second;
+    if (s.category.rfind("?", 0) == 0) s.category = CategoryOfSpan(s.thread, s.category.substr(1));
   }
   return spans;
 }
@@ -298,7 +316,8 @@ std::string ComparisonHtml(const Comparison& c, const std::vector<TraceSpan>& pr
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>shardsim: predicted vs measured</title>\n"
     << "<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse}"
-       "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child{text-align:left}</style>\n"
+       "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child{text-align:left}"
+       "code{word-break:break-all}</style>\n"
     << "</head><body>\n<h1>Predicted vs measured</h1>\n";
   o << "<p>model <b>" << Escape(c.model) << "</b>, hardware <b>" << Escape(c.hardware) << "</b>, backend <b>"
     << Escape(c.backend) << "</b><br>layout <code>" << Escape(c.layout) << "</code></p>\n";
