@@ -46,17 +46,32 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   return p;
 }
 
+namespace {
+
+// The sizes both activation formulas start from, for one rank and micro-batch.
+struct RankSizes {
+  double e;   // bytes per activation element
+  double sb;  // tokens per rank: mbs x seq_len / cp
+  double h;   // hidden
+  double t;   // tp
+  double q;   // query width (heads x head_dim)
+  double kv;  // K or V width per rank x t: max(kv_heads / t, 1) heads, replicated when t > kv_heads
+};
+
+RankSizes PerRankSizes(const ModelSpec& m, const Layout& l) {
+  const double t = static_cast<double>(l.tp);
+  return {l.dtype == DType::kFp32 ? 4.0 : 2.0, static_cast<double>(l.mbs) * m.seq_len / l.cp,
+          static_cast<double>(m.hidden), t, static_cast<double>(m.q_dim()),
+          std::max(static_cast<double>(m.kv_dim()), t * m.head_dim)};
+}
+
+}  // namespace
+
 double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer) {
   // Korthikanti et al. 2022, Sec. 4.1, generalised to GQA, SwiGLU, MoE and no dropout.
   // Per micro-batch of b sequences of s tokens (s/cp per rank), 16-bit activations (2 bytes),
   // 1-byte dropout masks. t-split tensors are divided by t; with SP so are the rest.
-  const double e = l.dtype == DType::kFp32 ? 4 : 2;
-  const double sb = static_cast<double>(l.mbs) * m.seq_len / l.cp;  // tokens per rank
-  const double h = static_cast<double>(m.hidden);
-  const double t = static_cast<double>(l.tp);
-  const double q = static_cast<double>(m.q_dim());
-  // K and V per rank are max(kv_heads / t, 1) heads: replicated when t > kv_heads.
-  const double kv = std::max(static_cast<double>(m.kv_dim()), t * m.head_dim);
+  const auto [e, sb, h, t, q, kv] = PerRankSizes(m, l);
   const double a = static_cast<double>(m.heads);
   const double mask = m.dropout ? 1 : 0;
   // Replicated across TP unless SP: the two norm inputs, QKV input, MLP input, dropout masks.
@@ -97,12 +112,7 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
 }
 
 double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l) {
-  const double e = l.dtype == DType::kFp32 ? 4 : 2;
-  const double sb = static_cast<double>(l.mbs) * m.seq_len / l.cp;  // tokens per rank
-  const double h = static_cast<double>(m.hidden);
-  const double t = static_cast<double>(l.tp);
-  const double q = static_cast<double>(m.q_dim());
-  const double kv = std::max(static_cast<double>(m.kv_dim()), t * m.head_dim);
+  const auto [e, sb, h, t, q, kv] = PerRankSizes(m, l);
   double ffn = static_cast<double>(m.ffn_hidden);
   if (m.moe) ffn = static_cast<double>(m.moe->ffn_hidden) * m.moe->top_k;
   // MLP branch: gradients of the activation, the first projection(s) (gate and up for SwiGLU).
