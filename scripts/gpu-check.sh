@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check (issue 6), one script for one call on a machine with an NVIDIA GPU:
 #   1. the CUDA kernel tests (each kernel against the CPU backend);
-#   2. the tiny model trained on the GPU and on the CPU, losses compared step by step;
-#   3. plans trained for a few steps and simulated, one table: plan, predicted vs measured step
+#   2. `shardsim calibrate --backend cuda` on Llama 3.2 1B's shapes (h200-calibrated.yaml);
+#   3. the tiny model trained on the GPU and on the CPU, losses compared step by step;
+#   4. plans trained for a few steps and simulated, one table: plan, predicted vs measured step
 #      (or, for an emulated rank, compute) time, TFLOP/s, MFU, peak memory, error %:
 #        tiny on 1 GPU; Llama 3.2 1B (2048-token sequences) on 1 GPU;
 #        rank 0 of an 8-GPU plan of Llama 3.2 1B and of a 1024-GPU plan of Llama 3 70B, each
@@ -57,7 +58,20 @@ if [[ $backend == cuda ]]; then
   "$tests" 2>&1 | tee "$out/cuda-tests.log" | tail -3 | tee -a "$log"
 fi
 
-# --- 2 and 3. runs and simulations ---------------------------------------------------------------
+# --- 2. calibrate the GPU on the 1B model's shapes: predictions with nominal and fitted figures --
+calibrated=""
+if [[ $backend == cuda ]]; then
+  say "== calibrate (cuda, Llama 3.2 1B shapes)"
+  if timeout 120 "$bin" calibrate --backend cuda --base h200 --name h200-calibrated --model llama3.2-1b \
+      --seq-len 2048 --layout mbs=1,dtype=fp32,attention=unfused --out "$out/h200-calibrated.yaml" >> "$log" 2>&1; then
+    calibrated="$out/h200-calibrated.yaml"
+    sed -n 1,8p "$calibrated" | tee -a "$log"
+  else
+    say "   calibrate failed"
+  fi
+fi
+
+# --- 3. runs and simulations ---------------------------------------------------------------------
 # name | model | hardware for the prediction | gpus | emulated rank (- for none) | layout | steps | extra flags
 if [[ $backend == cuda ]]; then
   plans=(
@@ -85,6 +99,11 @@ for row in "${plans[@]}"; do
   # shellcheck disable=SC2086
   "$bin" simulate --model "$model" --hardware "$hw" --gpus "$gpus" --layout "$layout,$common" \
     $extra --json > "$out/$name.sim.json" 2>> "$log" || say "   simulate failed"
+  if [[ -n $calibrated && $hw == h200 ]]; then  # the single-GPU plans, on the fitted figures too
+    # shellcheck disable=SC2086
+    "$bin" simulate --model "$model" --hardware "$calibrated" --gpus "$gpus" --layout "$layout,$common" \
+      $extra --json > "$out/$name.calsim.json" 2>> "$log" || say "   calibrated simulate failed"
+  fi
   echo "$name|$rank" >> "$out/plans.txt"
 done
 if [[ $backend == cuda ]]; then
@@ -133,6 +152,12 @@ for line in open(os.path.join(out, "plans.txt")):
     print(f"| {name} ({what}) | {t_meas * 1e3:.1f} ms | {t_pred * 1e3:.1f} ms | "
           f"{100 * (t_pred - t_meas) / t_meas:+.0f} % | {tflops:.1f} | {100 * mfu:.1f} % | "
           f"{m_meas / 2**30:.2f} GiB | {m_pred / 2**30:.2f} GiB | {100 * (m_pred - m_meas) / m_meas:+.1f} % |")
+for name in sorted(seen):
+    r, s = load(f"{out}/{name}.run.json"), load(f"{out}/{name}.calsim.json")
+    if r and s:
+        t_meas, t_pred = r["iteration_time_s"], s["iteration_time_s"]
+        print(f"\n{name} with the calibrated H200 ({out}/h200-calibrated.yaml): predicted "
+              f"{t_pred * 1e3:.1f} ms vs measured {t_meas * 1e3:.1f} ms ({100 * (t_pred - t_meas) / t_meas:+.0f} %)")
 gpu, cpu = load(f"{out}/tiny-1gpu.run.json"), load(f"{out}/tiny-cpu.run.json")
 if gpu and cpu:
     worst = max(abs(a - b) / abs(b) for a, b in zip(gpu["losses"], cpu["losses"]))

@@ -128,8 +128,15 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
   r.hardware = base;
   Kernels& k = backend.kernels();
   Memory& mem = backend.memory();
-  // Buffers for the largest case, filled with small values (denormal-free arithmetic).
-  constexpr int64_t kMaxFloats = 1 << 22;
+  // Buffers for the largest case (at least 4M floats, at most 256M: 1 GiB each), filled with
+  // small values (denormal-free arithmetic).
+  int64_t need = int64_t{1} << 22;
+  for (const GemmShape& g : o.gemms) need = std::max({need, g.rows * g.inner, g.inner * g.cols, g.rows * g.cols});
+  for (const CalibrationOptions::Attention& at : o.attention) {
+    need = std::max({need, at.batch * at.heads * at.seq * at.seq, at.batch * at.seq * at.heads * at.head_dim});
+  }
+  for (const CalibrationOptions::ElementwiseOp& e : o.elementwise) need = std::max(need, 3 * e.rows * e.cols);
+  const int64_t kMaxFloats = std::min<int64_t>(need, int64_t{1} << 28);
   std::vector<float> host(kMaxFloats);
   for (int64_t i = 0; i < kMaxFloats; ++i) host[i] = 0.001f * static_cast<float>((i * 7919) % 1000 - 500);
   DeviceBuffer a, w, out;
@@ -299,7 +306,7 @@ std::string CalibratedHardwareYaml(const CalibrationResult& r, const std::string
     << " GEMM, attention and element-wise samples (weighted by 1/t):\n";
   o << Fmt("#     a = %.3g s (kernel_latency), R = %.4g GFLOP/s", r.compute.latency_s, r.compute.flop_rate / 1e9)
     << Fmt(" (matmul efficiency %.4f of the fp32 peak), B = %.4g GB/s", hw.gpu.efficiency.matmul, r.compute.byte_rate / 1e9)
-    << Fmt(" (memory efficiency %.4f)", hw.gpu.efficiency.memory)
+    << Fmt(" (memory efficiency %.4f; B = 0: not fitted, the base's)", hw.gpu.efficiency.memory)
     << Fmt(", S = %.4g G/s (transcendental_rate; 0: not fitted)\n", r.compute.transcendental_rate / 1e9);
   o << Fmt("#     R^2 %.4f; largest sample error %.1f %%\n", r.compute.r2, 100 * r.compute.max_rel_error);
   if (r.have_collectives) {

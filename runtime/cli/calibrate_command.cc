@@ -4,6 +4,7 @@
 // ranks. Progress on stderr; the file is written whole or not at all (rank 0).
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "runtime/calibrate/calibrate.h"
 #include "runtime/cli/run_backend.h"
@@ -25,6 +26,7 @@ int Calibrate(int argc, char** argv) {
       {"name", "NAME", "the description's name", "local"},
       {"model", "M", "fit on this model's op shapes (with --layout) instead of a generic grid", ""},
       {"layout", "SPEC", "the layout whose per-rank shapes --model uses", "mbs=1"},
+      {"seq-len", "T", "with --model: override its training sequence length", ""},
       {"min-sample", "SECONDS", "each case repeats until it runs this long", "0.002"},
       {"json", "", "print the fits as JSON", ""},
       {"help", "", "show this help", ""},
@@ -57,14 +59,20 @@ int Calibrate(int argc, char** argv) {
   if (!backend.ok()) return fail(backend.status().message());
   CalibrationOptions options;
   if (std::optional<std::string> model_name = args->Get("model")) {
-    StatusOr<ModelSpec> model = LoadModel(*model_name);
-    if (!model.ok()) return fail(model.status().message());
+    StatusOr<ModelSpec> loaded = LoadModel(*model_name);
+    if (!loaded.ok()) return fail(loaded.status().message());
+    ModelSpec model = std::move(loaded).value();
+    if (args->Get("seq-len")) {
+      StatusOr<int64_t> t = args->GetInt("seq-len");
+      if (!t.ok() || *t < 1) return fail("--seq-len must be a positive integer");
+      model.seq_len = *t;
+    }
     StatusOr<Layout> parsed = ParseLayout(*args->Get("layout"));
     if (!parsed.ok()) return fail(parsed.status().message());
     StatusOr<Layout> resolved =
         ResolveLayout(*parsed, parsed->tp * parsed->pp * parsed->cp * std::max<int64_t>(parsed->dp, 1));
     if (!resolved.ok()) return fail(resolved.status().message());
-    AddWorkloadCases(*model, *resolved, &options);
+    AddWorkloadCases(model, *resolved, &options);
   }
   options.min_sample_s = std::atof(args->Get("min-sample")->c_str());
   if (!(options.min_sample_s > 0)) return fail("--min-sample must be a positive number of seconds");
@@ -93,9 +101,21 @@ int Calibrate(int argc, char** argv) {
       w.EndObject();
       std::cout << w.str();
     } else {
-      std::printf("wrote %s: kernel latency %.3g s, GEMM %.4g GFLOP/s, memory %.4g GB/s (R^2 %.4f, worst sample %.0f %%)\n",
-                  out->c_str(), r->compute.latency_s, r->compute.flop_rate / 1e9, r->compute.byte_rate / 1e9,
-                  r->compute.r2, 100 * r->compute.max_rel_error);
+      // A rate of 0 was not needed by the fit: the base's figure stays.
+      auto rate = [](double v, double unit, const char* name) {
+        char text[64];
+        if (v > 0) {
+          std::snprintf(text, sizeof(text), "%.4g %s", v / unit, name);
+        } else {
+          std::snprintf(text, sizeof(text), "not fitted");
+        }
+        return std::string(text);
+      };
+      std::printf("wrote %s: kernel latency %.3g s, GEMM %s, memory %s, exp/tanh %s (R^2 %.4f, worst sample %.0f %%)\n",
+                  out->c_str(), r->compute.latency_s, rate(r->compute.flop_rate, 1e9, "GFLOP/s").c_str(),
+                  rate(r->compute.byte_rate, 1e9, "GB/s").c_str(),
+                  rate(r->compute.transcendental_rate, 1e9, "G/s").c_str(), r->compute.r2,
+                  100 * r->compute.max_rel_error);
     }
   }
   EndRunProcess();
