@@ -277,7 +277,26 @@ StatusOr<bool> NcclCollectives::Test(int64_t handle) {
   auto it = pending_.find(handle);
   CHECK(it != pending_.end()) << "Test(" << handle << "): no pending request with this handle";
   const cudaError_t e = cudaEventQuery(it->second.done);
-  if (e == cudaErrorNotReady) return false;
+  if (e == cudaErrorNotReady) {
+    // Not done: a failed peer shows as an asynchronous NCCL error, which Wait would report;
+    // report it here too rather than testing a stuck request forever.
+    ncclResult_t async = ncclSuccess;
+    if (it->second.comm == nullptr) {
+      const Pending p = it->second;
+      pending_.erase(it);
+      (void)cudaEventDestroy(p.done);
+      return Error(p.group, p.op, p.n, "failed: its communicator was aborted earlier");
+    }
+    if (ncclCommGetAsyncError(it->second.comm, &async) == ncclSuccess && async != ncclSuccess &&
+        async != ncclInProgress) {
+      const Pending p = it->second;
+      pending_.erase(it);
+      (void)cudaEventDestroy(p.done);
+      Abort(p.comm);
+      return Error(p.group, p.op, p.n, std::string("failed: ") + ncclGetErrorString(async));
+    }
+    return false;
+  }
   const Pending p = it->second;
   pending_.erase(it);
   (void)cudaEventDestroy(p.done);
