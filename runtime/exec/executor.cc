@@ -86,22 +86,26 @@ Status Executor::Allocate(uint64_t seed) {
   const int64_t r = backend_->comm().rank(Group::kDp);
   shard_begin_ = layout_.zero >= 1 ? std::min(r * per, total_) : 0;
   shard_end_ = layout_.zero >= 1 ? std::min((r + 1) * per, total_) : total_;
-  const int64_t states = layout_.zero >= 1 ? per : total_;
   const bool shard_grads = layout_.zero >= 2 && dp > 1;  // ZeRO-2's P_g
   const bool shard_params = layout_.zero >= 3 && dp > 1;  // ZeRO-3's P_p
+  zero_ = std::make_unique<ZeroBuckets>(&ctx_, &shard_, layout_.zero, dp, shard_begin_, shard_end_);
+  const int64_t states = layout_.zero >= 1 ? zero_->StateSize() : total_;
   SHARDSIM_ASSIGN_OR_RETURN(
-      params_, mem.AllocateFloats(MemoryKind::kWeights, shard_params ? per : padded_, "parameters"));
+      params_, mem.AllocateFloats(MemoryKind::kWeights, shard_params ? states : padded_, "parameters"));
   SHARDSIM_ASSIGN_OR_RETURN(grads_, mem.AllocateFloats(MemoryKind::kGradients,
-                                                       shard_grads ? per : padded_, "gradients"));
+                                                       shard_grads ? states : padded_, "gradients"));
   SHARDSIM_ASSIGN_OR_RETURN(moment1_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW first moment"));
   SHARDSIM_ASSIGN_OR_RETURN(moment2_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW second moment"));
   for (DeviceBuffer* b : {&params_, &grads_, &moment1_, &moment2_}) mem.Zero(b->data(), b->bytes());
+  zero_->Bind(params_.f(), grads_.f());
   const std::vector<float> init = shard_.InitialParams(seed);
-  const int64_t first = shard_params ? shard_begin_ : 0, last = shard_params ? shard_end_ : total_;
-  mem.CopyToDevice(params_.data(), init.data() + first,
-                   (last - first) * static_cast<int64_t>(sizeof(float)));
-  zero_ = std::make_unique<ZeroBuckets>(&ctx_, &shard_, layout_.zero, dp, shard_begin_, shard_end_,
-                                        params_.f(), grads_.f());
+  if (shard_params) {  // this rank's share of each bucket
+    for (const auto& [from, to] : zero_->OwnedRanges()) {
+      mem.CopyToDevice(zero_->ParamState(from), init.data() + from, (to - from) * static_cast<int64_t>(sizeof(float)));
+    }
+  } else {
+    mem.CopyToDevice(params_.data(), init.data(), total_ * static_cast<int64_t>(sizeof(float)));
+  }
   overlap_ = std::make_unique<DpOverlap>(&ctx_, shard_, grads_.f(),
                                          layout_.overlap_dp && layout_.zero == 0 && dp > 1);
   return Status::Ok();
@@ -430,18 +434,20 @@ Status Executor::ReduceGradients() {
   return Status::Ok();
 }
 
-StatusOr<double> Executor::GradSquaredNorm(int64_t begin, int64_t end) {
+StatusOr<double> Executor::GradSquaredNorm() {
   // Each parameter counted once in the world: a replicated tensor by TP rank 0 only, and
   // without ZeRO (every DP rank holds the same sums) by DP rank 0 only.
   Collectives& comm = backend_->comm();
   double sum = 0;
   const bool counts = layout_.zero >= 1 || comm.rank(Group::kDp) == 0;
   const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
-  for (size_t i = 0; i < tensors.size() && counts; ++i) {
-    if (shard_.split(i) == TensorSplit::kReplicated && shard_.tp_rank() != 0) continue;
-    const int64_t from = std::max(begin, tensors[i].offset);
-    const int64_t to = std::min(end, tensors[i].offset + tensors[i].size());
-    if (from < to) sum += ctx_.k().SumSquares(zero_->GradState(from), to - from);
+  for (const auto& [begin, end] : zero_->OwnedRanges()) {
+    for (size_t i = 0; i < tensors.size() && counts; ++i) {
+      if (shard_.split(i) == TensorSplit::kReplicated && shard_.tp_rank() != 0) continue;
+      const int64_t from = std::max(begin, tensors[i].offset);
+      const int64_t to = std::min(end, tensors[i].offset + tensors[i].size());
+      if (from < to) sum += ctx_.k().SumSquares(zero_->GradState(from), to - from);
+    }
   }
   // A world-wide sync point. Its time is mostly the wait for the slowest rank: with pipeline
   // stages, the idle time of a stage that finished early (a bubble, as the simulator counts
@@ -453,7 +459,7 @@ StatusOr<double> Executor::GradSquaredNorm(int64_t begin, int64_t end) {
 
 Status Executor::OptimizerStep() {
   SHARDSIM_RETURN_IF_ERROR(ReduceGradients());
-  SHARDSIM_ASSIGN_OR_RETURN(const double sq, GradSquaredNorm(shard_begin_, shard_end_));
+  SHARDSIM_ASSIGN_OR_RETURN(const double sq, GradSquaredNorm());
   const double start = ctx_.Now();
   const double norm = std::sqrt(sq);
   // As runtime/cpu/adamw.cc: clip by max_norm / norm (in fp32) when the norm exceeds it.
@@ -468,20 +474,21 @@ Status Executor::OptimizerStep() {
   a.eps = static_cast<float>(opt_.eps);
   a.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(opt_.beta1, adam_step_)));
   a.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(opt_.beta2, adam_step_)));
-  const int64_t state0 = layout_.zero >= 1 ? shard_begin_ : 0;
-  for (const ParamTensor& t : shard_.layout().tensors()) {
-    const int64_t from = std::max(shard_begin_, t.offset);
-    const int64_t to = std::min(shard_end_, t.offset + t.size());
-    if (from >= to) continue;
-    a.weight_decay = t.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
-    ctx_.k().AdamW(zero_->ParamState(from), zero_->GradState(from),
-                   moment1_.f() + (from - state0), moment2_.f() + (from - state0), to - from, clip,
-                   a);
+  for (const auto& [begin, end] : zero_->OwnedRanges()) {
+    for (const ParamTensor& t : shard_.layout().tensors()) {
+      const int64_t from = std::max(begin, t.offset);
+      const int64_t to = std::min(end, t.offset + t.size());
+      if (from >= to) continue;
+      a.weight_decay = t.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
+      const int64_t at = zero_->StateIndex(from);  // the moments are sharded as the state
+      ctx_.k().AdamW(zero_->ParamState(from), zero_->GradState(from), moment1_.f() + at,
+                     moment2_.f() + at, to - from, clip, a);
+    }
   }
   ctx_.Record(Phase::kOptimizer, start);
   // ZeRO-3 keeps only its updated range; the next pass gathers what it needs.
   if (layout_.zero == 0 || layout_.dp == 1 || zero_->shards_params()) return Status::Ok();
-  if (zero_->shards_grads()) return zero_->AllGatherParams(padded_ / layout_.dp);
+  if (zero_->shards_grads()) return zero_->AllGatherParams();
   // Every rank's updated range back to all: all-gather into a whole buffer, then copy.
   const int64_t per = padded_ / layout_.dp;
   SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer all, ctx_.Alloc(kWork, padded_, "parameter all-gather"));
@@ -498,10 +505,9 @@ StatusOr<std::vector<float>> Executor::FullParams() {
   std::vector<float> local(total_);
   const float* whole = params_.f();
   DeviceBuffer all;
-  if (zero_->shards_params()) {  // every DP rank's range, in rank order: the padded buffer
-    SHARDSIM_ASSIGN_OR_RETURN(all, ctx_.Alloc(kWork, padded_, "parameter all-gather"));
-    const int64_t per = padded_ / layout_.dp;
-    SHARDSIM_RETURN_IF_ERROR(comm.AllGather(Group::kDp, params_.f(), all.f(), per));
+  if (zero_->shards_params()) {  // every bucket gathered in turn
+    SHARDSIM_ASSIGN_OR_RETURN(all, ctx_.Alloc(kWork, total_, "whole parameters"));
+    SHARDSIM_RETURN_IF_ERROR(zero_->GatherWhole(all.f()));
     whole = all.f();
   }
   backend_->memory().CopyToHost(local.data(), whole, total_ * static_cast<int64_t>(sizeof(float)));

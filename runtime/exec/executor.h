@@ -71,7 +71,7 @@ class Executor {
   Status HeadBackward(ChunkState& s, float* dres);
   Status OptimizerStep();
   Status ReduceGradients();
-  StatusOr<double> GradSquaredNorm(int64_t begin, int64_t end);
+  StatusOr<double> GradSquaredNorm();  // over this rank's owned ranges, summed over the world
   Status WaitSends();
   Status ReleaseCompletedSends();
   const float* Param(const char* name) const;

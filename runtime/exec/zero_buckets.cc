@@ -1,15 +1,6 @@
-// See zero_buckets.h.
-//
-// Both bucket collectives are all-reduces over DP of a whole bucket. The shards are ranges of
-// the flat buffer, so a bucket's range meets the shards unevenly (a layer may straddle two
-// ranks' ranges, or lie inside one), and the Collectives interface has only equal-block
-// reduce-scatter / all-gather:
-//   gradients  all-reduce the bucket, keep this rank's intersection: every rank adds the
-//              same sums, so the result is the one ZeRO-1's reduce-scatter gives;
-//   parameters each rank writes its intersection into a zeroed bucket and all-reduces it:
-//              every element is one rank's value plus zeros, exact in floating point, at twice
-//              an all-gather's bytes on the wire (what FSDP avoids by sharding each unit
-//              evenly; this keeps ZeRO-1's flat shard, so the optimizer states are unchanged).
+// See zero_buckets.h. Each bucket is sharded evenly (padded to dp x chunk), so its gradient
+// reduction is a reduce-scatter and its parameter gather an all-gather, the collectives and
+// volumes the simulator prices (src/sim/program.cc).
 #include "runtime/exec/zero_buckets.h"
 
 #include <algorithm>
@@ -32,7 +23,7 @@ constexpr int64_t kFloat = static_cast<int64_t>(sizeof(float));
 }  // namespace
 
 ZeroBuckets::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp,
-                         int64_t shard_begin, int64_t shard_end, float* params, float* grads)
+                         int64_t shard_begin, int64_t shard_end)
     : ctx_(ctx),
       shard_(shard),
       shards_grads_(zero >= 2 && dp > 1),
@@ -40,8 +31,7 @@ ZeroBuckets::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int
       dp_(dp),
       shard_begin_(shard_begin),
       shard_end_(shard_end),
-      params_(params),
-      grads_(grads) {
+      state_size_(shard_end - shard_begin) {
   if (!shards_grads_) return;
   const std::vector<ParamTensor>& tensors = shard->layout().tensors();
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -65,6 +55,32 @@ ZeroBuckets::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int
     if (layer_of_[b] == -1) embedding_ = static_cast<int>(b);
     if (layer_of_[b] == -2) head_ = static_cast<int>(b);
   }
+  const int64_t r = ctx_->comm().rank(Group::kDp);
+  state_size_ = 0;
+  for (Bucket& k : buckets_) {
+    k.chunk = (k.size() + dp_ - 1) / dp_;
+    k.own_begin = std::min(k.begin + r * k.chunk, k.end);
+    k.own_end = std::min(k.begin + (r + 1) * k.chunk, k.end);
+    k.base = state_size_;
+    state_size_ += k.chunk;
+  }
+}
+
+std::vector<std::pair<int64_t, int64_t>> ZeroBuckets::OwnedRanges() const {
+  if (!shards_grads_) return {{shard_begin_, shard_end_}};
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const Bucket& k : buckets_) {
+    if (k.own_begin < k.own_end) ranges.emplace_back(k.own_begin, k.own_end);
+  }
+  return ranges;
+}
+
+int64_t ZeroBuckets::StateIndex(int64_t offset) const {
+  if (!shards_grads_) return offset - shard_begin_;
+  const int b = BucketOf(offset);
+  CHECK(b >= 0 && offset >= buckets_[b].own_begin && offset < buckets_[b].own_end)
+      << "element " << offset << " is not this rank's";
+  return buckets_[b].base + (offset - buckets_[b].own_begin);
 }
 
 int ZeroBuckets::layer(int64_t global_layer) const {
@@ -113,11 +129,11 @@ BlockWeights<float> ZeroBuckets::LayerGrads(int64_t global_layer) const {
 }
 
 float* ZeroBuckets::ParamState(int64_t offset) const {
-  return params_ + (shards_params_ ? offset - shard_begin_ : offset);
+  return params_ + (shards_params_ ? StateIndex(offset) : offset);
 }
 
 float* ZeroBuckets::GradState(int64_t offset) const {
-  return grads_ + (shards_grads_ ? offset - shard_begin_ : offset);
+  return grads_ + (shards_grads_ ? StateIndex(offset) : offset);
 }
 
 Status ZeroBuckets::Gather(int b, int also) {
@@ -126,14 +142,11 @@ Status ZeroBuckets::Gather(int b, int also) {
     if (i < 0 || !buckets_[i].params.empty()) continue;
     Bucket& k = buckets_[i];
     SHARDSIM_ASSIGN_OR_RETURN(
-        k.params, ctx_->Zeros(MemoryKind::kOther, k.size(), "ZeRO-3 gathered parameters"));
-    const int64_t from = std::max(k.begin, shard_begin_), to = std::min(k.end, shard_end_);
-    if (from < to)
-      ctx_->mem().Copy(k.params.f() + (from - k.begin), params_ + (from - shard_begin_),
-                       (to - from) * kFloat);
-    SHARDSIM_RETURN_IF_ERROR(
-        ctx_->Comm(Phase::kDpComm, static_cast<double>(k.size() * kFloat),
-                   [&] { return ctx_->comm().AllReduceSum(Group::kDp, k.params.f(), k.size()); }));
+        k.params, ctx_->Alloc(MemoryKind::kOther, dp_ * k.chunk, "ZeRO-3 gathered parameters"));
+    // Rank r's chunk lands at r x chunk: the bucket in order, then padding.
+    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(
+        Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kFloat),
+        [&] { return ctx_->comm().AllGather(Group::kDp, params_ + k.base, k.params.f(), k.chunk); }));
   }
   return Status::Ok();
 }
@@ -145,8 +158,8 @@ void ZeroBuckets::Release(int b) {
 Status ZeroBuckets::OpenGrads(int b) {
   CHECK(!shards_grads_ || b >= 0) << "no such bucket";
   if (!shards_grads_ || !buckets_[b].grads.empty()) return Status::Ok();
-  SHARDSIM_ASSIGN_OR_RETURN(buckets_[b].grads, ctx_->Zeros(MemoryKind::kGradients,
-                                                           buckets_[b].size(), "gradient bucket"));
+  SHARDSIM_ASSIGN_OR_RETURN(buckets_[b].grads, ctx_->Zeros(MemoryKind::kGradients, dp_ * buckets_[b].chunk,
+                                                           "gradient bucket"));
   return Status::Ok();
 }
 
@@ -165,34 +178,39 @@ Status ZeroBuckets::ReduceGrads(int b) {
         ctx_->Comm(Phase::kTpComm, static_cast<double>(tensors[i].size() * kFloat),
                    [&] { return comm.AllReduceSum(Group::kTp, g, tensors[i].size()); }));
   }
-  SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(k.size() * kFloat), [&] {
-    return comm.AllReduceSum(Group::kDp, k.grads.f(), k.size());
+  // This rank's chunk of the sum over DP, added into its gradient shard.
+  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer mine, ctx_->Alloc(MemoryKind::kOther, k.chunk, "reduced chunk"));
+  SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kFloat), [&] {
+    return comm.ReduceScatterSum(Group::kDp, k.grads.f(), mine.f(), k.chunk);
   }));
-  const int64_t from = std::max(k.begin, shard_begin_), to = std::min(k.end, shard_end_);
-  if (from < to)
-    ctx_->k().Add(grads_ + (from - shard_begin_), k.grads.f() + (from - k.begin), to - from);
   k.grads.Reset();
+  if (k.own_begin < k.own_end) ctx_->k().Add(grads_ + k.base, mine.f(), k.own_end - k.own_begin);
   return Status::Ok();
 }
 
-Status ZeroBuckets::AllGatherParams(int64_t per) {
+Status ZeroBuckets::AllGatherParams() {
   CHECK(shards_grads_ && !shards_params_) << "the whole-buffer all-gather is ZeRO-2's";
-  int64_t largest = 0;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (layer_of_[b] >= 0) largest = std::max(largest, buckets_[b].size());
-  }
-  const int64_t slice = std::clamp<int64_t>((largest + dp_ - 1) / dp_, 1, per);
-  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer all,
-                            ctx_->Alloc(MemoryKind::kOther, dp_ * slice, "parameter all-gather"));
-  const int r = ctx_->comm().rank(Group::kDp);
-  for (int64_t at = 0; at < per; at += slice) {
-    const int64_t n = std::min(slice, per - at);
-    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(dp_ * n * kFloat), [&] {
-      return ctx_->comm().AllGather(Group::kDp, params_ + r * per + at, all.f(), n);
-    }));
-    for (int64_t q = 0; q < dp_; ++q) {
-      if (q != r) ctx_->mem().Copy(params_ + q * per + at, all.f() + q * n, n * kFloat);
+  for (const Bucket& k : buckets_) {
+    DeviceBuffer chunk, all;
+    SHARDSIM_ASSIGN_OR_RETURN(chunk, ctx_->Zeros(MemoryKind::kOther, k.chunk, "parameter chunk"));
+    SHARDSIM_ASSIGN_OR_RETURN(all, ctx_->Alloc(MemoryKind::kOther, dp_ * k.chunk, "parameter all-gather"));
+    if (k.own_begin < k.own_end) {
+      ctx_->mem().Copy(chunk.f(), params_ + k.own_begin, (k.own_end - k.own_begin) * kFloat);
     }
+    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kFloat), [&] {
+      return ctx_->comm().AllGather(Group::kDp, chunk.f(), all.f(), k.chunk);
+    }));
+    ctx_->mem().Copy(params_ + k.begin, all.f(), k.size() * kFloat);
+  }
+  return Status::Ok();
+}
+
+Status ZeroBuckets::GatherWhole(float* whole) {
+  CHECK(shards_params_) << "only ZeRO-3 shards the parameters";
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    SHARDSIM_RETURN_IF_ERROR(Gather(static_cast<int>(b)));
+    ctx_->mem().Copy(whole + buckets_[b].begin, buckets_[b].params.f(), buckets_[b].size() * kFloat);
+    Release(static_cast<int>(b));
   }
   return Status::Ok();
 }

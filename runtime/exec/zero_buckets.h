@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -35,7 +36,22 @@ class ZeroBuckets {
   // flat buffer or, where this stage shards it, the (padded_ / dp) floats of
   // [shard_begin, shard_end). All pointers must outlive this object.
   ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp, int64_t shard_begin,
-              int64_t shard_end, float* params, float* grads);
+              int64_t shard_end);
+  // The persistent buffers, once allocated (StateSize() floats where sharded).
+  void Bind(float* params, float* grads) {
+    params_ = params;
+    grads_ = grads;
+  }
+
+  // ZeRO-2/3 shard each bucket evenly over DP (FSDP's and DeepSpeed's per-unit partition): a
+  // bucket of n floats is padded to dp x ceil(n / dp), rank r owns the r-th ceil(n / dp), so
+  // its reduction is a reduce-scatter and its gather an all-gather. ZeRO-1 keeps one flat
+  // range [shard_begin, shard_end). These are the ranges this rank's optimizer updates.
+  std::vector<std::pair<int64_t, int64_t>> OwnedRanges() const;
+  // Floats of the sharded state (ZeRO-2/3: the sum of the buckets' chunks).
+  int64_t StateSize() const { return state_size_; }
+  // Where element `offset` (in an owned range) lives in the sharded state buffers.
+  int64_t StateIndex(int64_t offset) const;
 
   bool shards_grads() const { return shards_grads_; }    // ZeRO >= 2 with dp > 1
   bool shards_params() const { return shards_params_; }  // ZeRO 3 with dp > 1
@@ -67,18 +83,22 @@ class ZeroBuckets {
   // into the gradient shard, and frees the bucket.
   Status ReduceGrads(int b);
 
-  // ZeRO-2, after the optimizer: every DP rank's updated range of the whole parameter buffer
-  // ((dp * per) floats, rank r's range at r * per) all-gathered into place, in slices whose
-  // scratch is at most one layer bucket (not a second copy of the model).
-  Status AllGatherParams(int64_t per);
+  // ZeRO-2, after the optimizer: every DP rank's updated share of each bucket all-gathered
+  // into the whole parameter buffer, a bucket at a time (scratch: one bucket).
+  Status AllGatherParams();
+  // ZeRO-3: the whole parameter buffer (total floats at `whole`), bucket by bucket.
+  Status GatherWhole(float* whole);
 
  private:
   struct Bucket {
     int64_t begin = 0, end = 0;   // range of the rank's flat buffer
     ParamLayout layout;           // its tensors, offsets from `begin`
     std::vector<size_t> tensors;  // their indices in the rank's layout
-    DeviceBuffer params;          // gathered (end - begin) floats, kOther; ZeRO-3
-    DeviceBuffer grads;           // open (end - begin) floats, kGradients; ZeRO-2/3
+    DeviceBuffer params;          // gathered dp x chunk floats, kOther; ZeRO-3
+    DeviceBuffer grads;           // open dp x chunk floats, kGradients; ZeRO-2/3
+    int64_t chunk = 0;            // ceil(size / dp): each rank's share
+    int64_t own_begin = 0, own_end = 0;  // this rank's share (may be empty at the end)
+    int64_t base = 0;             // its first float in the sharded state
     int64_t size() const { return end - begin; }
   };
 
@@ -87,8 +107,9 @@ class ZeroBuckets {
   bool shards_grads_ = false, shards_params_ = false;
   int64_t dp_ = 1;
   int64_t shard_begin_ = 0, shard_end_ = 0;
-  float* params_;
-  float* grads_;
+  int64_t state_size_ = 0;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
   std::vector<Bucket> buckets_;    // in flat-buffer order
   std::vector<int64_t> layer_of_;  // per bucket: global layer, or -1 (embeddings), -2 (head)
   int embedding_ = -1, head_ = -1;
