@@ -1,8 +1,6 @@
 // `shardsim compare`: predicted (simulate --json) against measured (run --json), with an
 // optional self-contained HTML report (runtime/report/compare.h).
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "runtime/report/compare.h"
 #include "src/cli/args.h"
@@ -11,14 +9,6 @@
 
 namespace shardsim::runtime {
 namespace {
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 int CompareCommand(int argc, char** argv) {
   const std::vector<cli::FlagSpec> flags = {
@@ -40,9 +30,9 @@ int CompareCommand(int argc, char** argv) {
     return 0;
   }
   if (!args->Get("sim") || !args->Get("run")) return cli::Fail("compare", "--sim and --run are required", 2);
-  StatusOr<std::string> sim = ReadFile(*args->Get("sim"));
+  StatusOr<std::string> sim = ReadWholeFile(*args->Get("sim"));
   if (!sim.ok()) return cli::Fail("compare", sim.status().message(), 1);
-  StatusOr<std::string> run = ReadFile(*args->Get("run"));
+  StatusOr<std::string> run = ReadWholeFile(*args->Get("run"));
   if (!run.ok()) return cli::Fail("compare", run.status().message(), 1);
   StatusOr<Comparison> c = Compare(*sim, *run, *args->Get("sim"), *args->Get("run"));
   if (!c.ok()) return cli::Fail("compare", c.status().message(), 1);
@@ -51,7 +41,7 @@ int CompareCommand(int argc, char** argv) {
     for (const auto& [flag, spans] : {std::pair<const char*, std::vector<TraceSpan>*>{"sim-trace", &predicted},
                                       {"run-trace", &measured}}) {
       if (std::optional<std::string> path = args->Get(flag)) {
-        StatusOr<std::string> text = ReadFile(*path);
+        StatusOr<std::string> text = ReadWholeFile(*path);
         if (!text.ok()) return cli::Fail("compare", text.status().message(), 1);
         StatusOr<std::vector<TraceSpan>> read = ReadTrace(*text, *path);
         if (!read.ok()) return cli::Fail("compare", read.status().message(), 1);

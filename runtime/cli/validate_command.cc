@@ -120,16 +120,10 @@ std::string FindOnPath(const std::string& name) {
   return "";
 }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The last `lines` lines of a file, each indented, for an error message.
 std::string Tail(const fs::path& path, size_t lines) {
-  std::vector<std::string> all = Split(ReadFile(path), '\n');
+  StatusOr<std::string> text = ReadWholeFile(path.string());
+  std::vector<std::string> all = Split(text.ok() ? *text : std::string(), '\n');
   while (!all.empty() && all.back().empty()) all.pop_back();
   std::string out;
   for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
@@ -329,16 +323,21 @@ int Validate(int argc, char** argv) {
     if (Status st = RunLogged(simulate, tmp / ("sim_" + tag + ".log"), l); !st.ok()) {
       return cli::Fail("validate", st.message(), 1);
     }
-    StatusOr<Comparison> c =
-        Compare(ReadFile(sim_json), ReadFile(run_json), sim_json.string(), run_json.string());
+    StatusOr<std::string> sim_text = ReadWholeFile(sim_json.string());
+    StatusOr<std::string> run_text = ReadWholeFile(run_json.string());
+    if (!sim_text.ok()) return cli::Fail("validate", sim_text.status().message(), 1);
+    if (!run_text.ok()) return cli::Fail("validate", run_text.status().message(), 1);
+    StatusOr<Comparison> c = Compare(*sim_text, *run_text, sim_json.string(), run_json.string());
     if (!c.ok())
       return cli::Fail("validate",
                        "layout '" + l.spec + "' (" + l.where + "): " + c.status().message(), 1);
     if (html_dir) {
-      StatusOr<std::vector<TraceSpan>> predicted =
-          ReadTrace(ReadFile(sim_trace), sim_trace.string());
-      StatusOr<std::vector<TraceSpan>> measured =
-          ReadTrace(ReadFile(run_trace), run_trace.string());
+      StatusOr<std::string> sim_trace_text = ReadWholeFile(sim_trace.string());
+      StatusOr<std::string> run_trace_text = ReadWholeFile(run_trace.string());
+      if (!sim_trace_text.ok()) return cli::Fail("validate", sim_trace_text.status().message(), 1);
+      if (!run_trace_text.ok()) return cli::Fail("validate", run_trace_text.status().message(), 1);
+      StatusOr<std::vector<TraceSpan>> predicted = ReadTrace(*sim_trace_text, sim_trace.string());
+      StatusOr<std::vector<TraceSpan>> measured = ReadTrace(*run_trace_text, run_trace.string());
       if (!predicted.ok()) return cli::Fail("validate", predicted.status().message(), 1);
       if (!measured.ok()) return cli::Fail("validate", measured.status().message(), 1);
       const std::string file = (fs::path(*html_dir) / ("layout_" + tag + ".html")).string();

@@ -3,13 +3,14 @@
 //
 // A bucket is a contiguous range of the rank's flat parameter buffer (ParamLayout order) that
 // moves as one unit: the embeddings, one transformer layer, or the final norm + LM head.
-//   ZeRO-2 (P_os+g): the persistent gradients are this rank's 1/dp range [shard_begin,
-//     shard_end) of the flat buffer. A bucket's backward writes into a transient buffer
-//     (OpenGrads); ReduceGrads then sums it over TP (SP's partial tensors) and DP, adds this
-//     rank's part (the bucket's range intersected with the shard) into the shard, and frees it.
-//   ZeRO-3 (P_os+g+p): the persistent parameters are also only the shard; Gather assembles a
-//     bucket's parameters from every DP rank's shard into a transient buffer for a pass, and
-//     Release frees it.
+// Each bucket is sharded evenly over DP (as FSDP shards a unit): padded to dp x chunk floats,
+// rank r owns the r-th chunk; the rank's sharded state is its chunks, bucket after bucket.
+//   ZeRO-2 (P_os+g): the persistent gradients are this rank's chunks. A bucket's backward
+//     writes into a transient (dp x chunk) buffer (OpenGrads); ReduceGrads sums SP's partial
+//     tensors over TP, reduce-scatters the bucket over DP, adds this rank's chunk into its
+//     state and frees the bucket. After the step, AllGatherParams all-gathers each bucket.
+//   ZeRO-3 (P_os+g+p): the persistent parameters are also only the chunks; Gather all-gathers
+//     a bucket's parameters into a transient buffer for a pass, and Release frees it.
 // Memory kinds, matched by src/cost/memory.cc StageMemory: gradient buckets are counted as
 // kGradients (they are gradients, only short-lived), gathered parameters as kOther (the
 // simulator's "ZeRO-3 gathered parameters", next to the other transient buffers).

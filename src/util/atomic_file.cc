@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace shardsim {
 
@@ -27,6 +29,14 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
     return Status::Error(path + ": cannot rename the finished file into place (" + err + ")");
   }
   return Status::Ok();
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error(path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace shardsim

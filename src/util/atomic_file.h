@@ -1,5 +1,5 @@
-// Writes a whole file or nothing: the text goes to a temporary file beside the target,
-// which is then renamed over it, so readers never see a half-written output.
+// Whole-file I/O. Writes go whole or not at all: the text goes to a temporary file beside the
+// target, which is then renamed over it, so readers never see a half-written output.
 #pragma once
 
 #include <string>
@@ -9,5 +9,8 @@
 namespace shardsim {
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+// The whole file, or an error naming it ("PATH: cannot open").
+StatusOr<std::string> ReadWholeFile(const std::string& path);
 
 }  // namespace shardsim
