@@ -2,12 +2,15 @@
 # The GPU check (issue 6), one script for one call on a machine with an NVIDIA GPU:
 #   1. the CUDA kernel tests (each kernel against the CPU backend);
 #   2. `shardsim calibrate --backend cuda` on Llama 3.2 1B's shapes (h200-calibrated.yaml);
-#   3. the tiny model trained on the GPU and on the CPU, losses compared step by step;
+#   3. the tiny model trained on the GPU and on the CPU, in fp32 and in bf16 mixed precision,
+#      losses compared step by step;
 #   4. plans trained for a few steps and simulated, one table: plan, predicted vs measured step
 #      (or, for an emulated rank, compute) time, TFLOP/s, MFU, peak memory, error %:
-#        tiny on 1 GPU; Llama 3.2 1B (2048-token sequences) on 1 GPU;
-#        rank 0 of an 8-GPU plan of Llama 3.2 1B and of a 1024-GPU plan of Llama 3 70B, each
-#        run alone with --emulate-rank (its shards, schedule and memory; collectives as copies).
+#        tiny on 1 GPU (fp32, bf16); Llama 3.2 1B (2048-token sequences) on 1 GPU (fp32, bf16:
+#        the issue's 40 % MFU check);
+#        rank 0 of an 8-GPU plan of Llama 3.2 1B and of a 1024-GPU plan of Llama 3 70B (bf16),
+#        each run alone with --emulate-rank (its shards, schedule and memory; collectives as
+#        copies).
 # Everything goes under $OUT if set, else ./gpu-results/. Meant to finish within 8 minutes.
 #
 # Binaries: gpu-carry/ (scripts/package-gpu.sh, run on a CPU machine with the same CUDA: the
@@ -75,18 +78,21 @@ fi
 # name | model | hardware for the prediction | gpus | emulated rank (- for none) | layout | steps | extra flags
 if [[ $backend == cuda ]]; then
   plans=(
-    "tiny-1gpu|tiny|h200|1|-|mbs=8,gbs=32|20|"
-    "llama1b-1gpu|llama3.2-1b|h200|1|-|mbs=1,gbs=4|4|--seq-len 2048"
-    "llama1b-8gpu-rank0|llama3.2-1b|dgx-h200|8|0|tp=4,dp=2,sp=on,mbs=1,gbs=8|3|--seq-len 2048"
-    "llama70b-1024gpu-rank0|llama3-70b|dgx-h200|1024|0|tp=8,pp=8,dp=16,mbs=1,gbs=128|2|--seq-len 2048 --nodes 128"
+    "tiny-1gpu|tiny|h200|1|-|mbs=8,gbs=32,dtype=fp32|20|"
+    "tiny-1gpu-bf16|tiny|h200|1|-|mbs=8,gbs=32,dtype=bf16|20|"
+    "llama1b-1gpu|llama3.2-1b|h200|1|-|mbs=1,gbs=4,dtype=fp32|3|--seq-len 2048"
+    "llama1b-1gpu-bf16|llama3.2-1b|h200|1|-|mbs=1,gbs=8,dtype=bf16|4|--seq-len 2048"
+    "llama1b-8gpu-rank0|llama3.2-1b|dgx-h200|8|0|tp=4,dp=2,sp=on,mbs=1,gbs=8,dtype=bf16|3|--seq-len 2048"
+    "llama70b-1024gpu-rank0|llama3-70b|dgx-h200|1024|0|tp=8,pp=8,dp=16,mbs=1,gbs=128,dtype=bf16|2|--seq-len 2048 --nodes 128"
   )
 else
   plans=(
-    "tiny-1rank|tiny|cpu-host|1|-|mbs=2,gbs=8|5|"
-    "tiny-8rank-rank5|tiny|dgx-h200|8|5|tp=2,pp=2,dp=2,mbs=1,gbs=8|3|"
+    "tiny-1rank|tiny|cpu-host|1|-|mbs=2,gbs=8,dtype=fp32|5|"
+    "tiny-1rank-bf16|tiny|h200|1|-|mbs=2,gbs=8,dtype=bf16|5|"
+    "tiny-8rank-rank5|tiny|dgx-h200|8|5|tp=2,pp=2,dp=2,mbs=1,gbs=8,dtype=bf16|3|"
   )
 fi
-common="dtype=fp32,attention=unfused"
+common="attention=unfused"
 for row in "${plans[@]}"; do
   IFS='|' read -r name model hw gpus rank layout steps extra <<< "$row"
   say "== $name: $model, $layout on $gpus GPUs$( [[ $rank != - ]] && echo ", rank $rank emulated")"
@@ -99,7 +105,7 @@ for row in "${plans[@]}"; do
   # shellcheck disable=SC2086
   "$bin" simulate --model "$model" --hardware "$hw" --gpus "$gpus" --layout "$layout,$common" \
     $extra --json > "$out/$name.sim.json" 2>> "$log" || say "   simulate failed"
-  if [[ -n $calibrated && $hw == h200 ]]; then  # the single-GPU plans, on the fitted figures too
+  if [[ -n $calibrated && $hw == h200 && $layout == *fp32* ]]; then  # fp32 single-GPU plans, fitted figures
     # shellcheck disable=SC2086
     "$bin" simulate --model "$model" --hardware "$calibrated" --gpus "$gpus" --layout "$layout,$common" \
       $extra --json > "$out/$name.calsim.json" 2>> "$log" || say "   calibrated simulate failed"
@@ -107,10 +113,12 @@ for row in "${plans[@]}"; do
   echo "$name|$rank" >> "$out/plans.txt"
 done
 if [[ $backend == cuda ]]; then
-  say "== tiny on the CPU backend, for the loss comparison"
-  timeout 240 "$bin" run --backend cpu --model tiny --hardware h200 --gpus 1 \
-    --layout "mbs=8,gbs=32,$common" --steps 20 --out "$out/tiny-cpu.run.json" >> "$log" 2>&1 ||
-    say "   run failed"
+  for dtype in fp32 bf16; do
+    say "== tiny on the CPU backend ($dtype), for the loss comparison"
+    timeout 240 "$bin" run --backend cpu --model tiny --hardware h200 --gpus 1 \
+      --layout "mbs=8,gbs=32,dtype=$dtype,$common" --steps 20 --out "$out/tiny-cpu-$dtype.run.json" >> "$log" 2>&1 ||
+      say "   run failed"
+  done
 fi
 
 # --- the table -----------------------------------------------------------------------------------
@@ -158,10 +166,17 @@ for name in sorted(seen):
         t_meas, t_pred = r["iteration_time_s"], s["iteration_time_s"]
         print(f"\n{name} with the calibrated H200 ({out}/h200-calibrated.yaml): predicted "
               f"{t_pred * 1e3:.1f} ms vs measured {t_meas * 1e3:.1f} ms ({100 * (t_pred - t_meas) / t_meas:+.0f} %)")
-gpu, cpu = load(f"{out}/tiny-1gpu.run.json"), load(f"{out}/tiny-cpu.run.json")
-if gpu and cpu:
-    worst = max(abs(a - b) / abs(b) for a, b in zip(gpu["losses"], cpu["losses"]))
-    print(f"\nTiny model, GPU vs CPU backend over {len(cpu['losses'])} steps: worst relative loss "
-          f"difference {worst:.1e} (fp32 on both).")
+r, s = load(f"{out}/llama1b-1gpu-bf16.run.json"), load(f"{out}/llama1b-1gpu-bf16.sim.json")
+if r and s:
+    mfu = s["mfu"] * s["iteration_time_s"] / r["iteration_time_s"]
+    print(f"\nLlama 3.2 1B, bf16, one GPU: measured MFU {100 * mfu:.1f} % of the bf16 peak "
+          f"({'meets' if mfu >= 0.40 else 'BELOW'} the issue's 40 %).")
+# The issue's criteria: fp32 kernels and losses as the CPU's to ~1e-4, bf16 to 1e-2.
+for dtype, run, bound in (("fp32", "tiny-1gpu", 1e-4), ("bf16", "tiny-1gpu-bf16", 1e-2)):
+    gpu, cpu = load(f"{out}/{run}.run.json"), load(f"{out}/tiny-cpu-{dtype}.run.json")
+    if gpu and cpu:
+        worst = max(abs(a - b) / abs(b) for a, b in zip(gpu["losses"], cpu["losses"]))
+        print(f"\nTiny model, GPU vs CPU backend, {dtype} on both, {len(cpu['losses'])} steps: worst "
+              f"relative loss difference {worst:.1e} ({'within' if worst <= bound else 'ABOVE'} {bound:.0e}).")
 PY
 say "wrote $out/gpu-check.md"

@@ -76,8 +76,8 @@ print(f"\n**Mean absolute percentage error: estimate {mape(errors['estimate']):.
       f"{mape(errors['simulate']):.1f} %** (mean signed error {bias(errors['estimate']):+.1f} % and "
       f"{bias(errors['simulate']):+.1f} %: both over-predict on average).")
 print("Not modelled and likely behind the bias: data loading and logging (the paper's figures are")
-print("end to end), fp32 gradient all-reduce (Megatron's default under mixed precision; the model")
-print("sends 2-byte gradients), kernel launch gaps between the fused blocks the simulator runs.")
+print("end to end) and kernel launch gaps between the fused blocks the simulator runs. Gradients are")
+print("all-reduced in fp32, as Megatron-LM does under bf16 (18 bytes of model state per parameter).")
 PY
 mv "$out.tmp" "$out"
 echo "wrote $out"

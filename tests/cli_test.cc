@@ -307,8 +307,9 @@ TEST(Cli, EveryShippedModelRunsThroughSimulate) {
 }
 
 // A layout that does not fit is still simulated, flagged, and says by how much. GPT-3 175B
-// on 64 GPUs with tp=8, pp=8, dp=1: 175e9 x 16 bytes / 64 = 43.7 GB of model states per GPU,
-// plus GPipe's 64 micro-batches of activations: far beyond 80 GiB.
+// on 64 GPUs with tp=8, pp=8, dp=1, bf16: 175e9 x 18 bytes (2 + 4 fp32 gradients + 12) / 64
+// = 49.2 GB of model states per GPU, plus GPipe's 64 micro-batches of activations: far beyond
+// 80 GiB.
 TEST(Cli, SimulateFlagsALayoutThatDoesNotFit) {
   const CommandResult r =
       RunShardsim("simulate --json --gpus 64 --layout tp=8,pp=8,mbs=1,gbs=64,schedule=gpipe");

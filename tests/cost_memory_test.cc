@@ -8,15 +8,17 @@
 namespace shardsim {
 namespace {
 
-Layout Dp(int zero, int64_t dp) {
+Layout Dp(int zero, int64_t dp, DType dtype) {
   Layout l;
   l.dp = dp;
   l.gbs = dp;
   l.zero = zero;
+  l.dtype = dtype;
   return l;
 }
 
-// ZeRO paper, Figure 1: Psi = 7.5B parameters, K = 12, Nd = 64 GPUs, mixed-precision Adam.
+// ZeRO paper, Figure 1: Psi = 7.5B parameters, K = 12, Nd = 64 GPUs, mixed-precision Adam
+// with fp16 weights and gradients.
 //   baseline: (2 + 2 + K) Psi = 16 x 7.5e9 = 120 GB
 //   stage 1 (P_os): 2Psi + 2Psi + K Psi / Nd = 30e9 + 90e9 / 64 = 31.406 GB
 //   stage 2 (P_os+g): 2Psi + (2 + K) Psi / Nd = 15e9 + 105e9 / 64 = 16.641 GB
@@ -25,15 +27,34 @@ TEST(ZeroMemoryTest, MatchesZeroPaperFigure1) {
   const StageParams params{7.5e9, 0};
   const double expected[] = {120e9, 31.40625e9, 16.640625e9, 1.875e9};
   for (int stage = 0; stage <= 3; ++stage) {
-    const MemoryBreakdown mem = ModelStateMemory(params, Dp(stage, 64));
+    const MemoryBreakdown mem = ModelStateMemory(params, Dp(stage, 64, DType::kFp16));
     EXPECT_NEAR(mem.weights + mem.gradients + mem.optimizer, expected[stage], 1.0)
         << "ZeRO stage " << stage;
   }
 }
 
-// Optimizer offload moves the K Psi / Nd optimizer bytes to host memory.
+// The same model under bf16, Megatron-LM's default (megatron/training/arguments.py: bf16
+// accumulates and all-reduces gradients in fp32): 2 (bf16 weights) + 4 (fp32 gradients) + K.
+//   baseline: (2 + 4 + K) Psi = 18 x 7.5e9 = 135 GB
+//   stage 1: 2Psi + 4Psi + K Psi / Nd = 15e9 + 30e9 + 90e9 / 64 = 46.406 GB
+//   stage 2: 2Psi + (4 + K) Psi / Nd = 15e9 + 120e9 / 64 = 16.875 GB
+//   stage 3: (2 + 4 + K) Psi / Nd = 135e9 / 64 = 2.109 GB
+// fp8 (Transformer Engine GEMMs over bf16 parameters) keeps the same states.
+TEST(ZeroMemoryTest, Bf16KeepsFp32GradientsAsMegatron) {
+  const StageParams params{7.5e9, 0};
+  const double expected[] = {135e9, 46.40625e9, 16.875e9, 2.109375e9};
+  for (DType dtype : {DType::kBf16, DType::kFp8}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      const MemoryBreakdown mem = ModelStateMemory(params, Dp(stage, 64, dtype));
+      EXPECT_NEAR(mem.weights + mem.gradients + mem.optimizer, expected[stage], 1.0)
+          << DTypeName(dtype) << " ZeRO stage " << stage;
+    }
+  }
+}
+
+// Optimizer offload moves the K Psi / Nd optimizer bytes to host memory (fp16, as Figure 1).
 TEST(ZeroMemoryTest, OffloadMovesOptimizerToHost) {
-  Layout l = Dp(2, 64);
+  Layout l = Dp(2, 64, DType::kFp16);
   l.offload = Offload::kOptimizer;
   const MemoryBreakdown mem = ModelStateMemory(StageParams{7.5e9, 0}, l);
   EXPECT_DOUBLE_EQ(mem.optimizer, 0);

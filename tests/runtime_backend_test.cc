@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "runtime/backend/emulated_collectives.h"
 #include "runtime/backend/local_collectives.h"
 #include "runtime/cpu/adamw.h"
 #include "runtime/cpu/attention.h"
@@ -568,6 +569,61 @@ TEST(RuntimeBackendLocalCollectives, OneRankGroups) {
   EXPECT_TRUE(c.Barrier(Group::kWorld).ok());
 }
 
+TEST(RuntimeBackendLocalCollectives, Bf16BlocksAreTwoBytesAnElement) {
+  LocalCollectives c;
+  // 1.5 = 0x3fc0 and -2 = 0xc000 as bf16. A copy of n = 2 elements moves 4 bytes: the third
+  // element of out (a sentinel, 7 = 0x40e0) must stay as it was.
+  const Bf16 in[2] = {ToBf16(1.5f), ToBf16(-2.0f)};
+  Bf16 out[3] = {Bf16{}, Bf16{}, ToBf16(7.0f)};
+  ASSERT_TRUE(c.ReduceScatterSum(Group::kDp, in, out, 2).ok());
+  EXPECT_EQ(out[0].bits, 0x3fc0);
+  EXPECT_EQ(out[1].bits, 0xc000);
+  EXPECT_EQ(out[2].bits, 0x40e0);
+  out[0] = out[1] = Bf16{};
+  ASSERT_TRUE(c.AllGather(Group::kTp, in, out, 2).ok());
+  EXPECT_EQ(out[1].bits, 0xc000);
+  EXPECT_EQ(out[2].bits, 0x40e0);
+  Bf16 x[1] = {ToBf16(3.0f)};
+  ASSERT_TRUE(c.AllReduceSum(Group::kDp, x, 1).ok());  // one rank: the value itself
+  EXPECT_EQ(ToFloat(x[0]), 3.0f);
+  EXPECT_FALSE(c.Isend(Group::kPp, in, 2, 1, 0).ok());
+  EXPECT_FALSE(c.Recv(Group::kPp, out, 2, 1, 0).ok());
+}
+
+TEST(RuntimeBackendEmulatedCollectives, CopiesElementBytesOfEachType) {
+  // Rank 1 of tp=2 emulated alone: the all-gather puts this rank's block at position 1 and
+  // the (zero) scratch at position 0; n = 2 bf16 elements are 4 bytes a block, so 8 bytes in
+  // all and a third block's worth (the sentinel 7 = 0x40e0 at index 4) is untouched.
+  HostMemory mem;
+  const Layout l = *ResolveLayout(*ParseLayout("tp=2"), 2);
+  EmulatedCollectives c(l, 1, &mem);
+  ASSERT_EQ(c.rank(Group::kTp), 1);
+  const Bf16 in[2] = {ToBf16(1.5f), ToBf16(-2.0f)};
+  Bf16 out[5];
+  for (Bf16& b : out) b = ToBf16(7.0f);
+  ASSERT_TRUE(c.AllGather(Group::kTp, in, out, 2).ok());
+  EXPECT_EQ(out[0].bits, 0x0000);
+  EXPECT_EQ(out[1].bits, 0x0000);
+  EXPECT_EQ(out[2].bits, 0x3fc0);
+  EXPECT_EQ(out[3].bits, 0xc000);
+  EXPECT_EQ(out[4].bits, 0x40e0);
+  // An fp32 all-reduce of 2 floats: 8 bytes of the (zero) scratch arrive, the third float
+  // stays 5.
+  float sum[3] = {5.0f, 5.0f, 5.0f};
+  ASSERT_TRUE(c.AllReduceSum(Group::kTp, sum, 2).ok());
+  EXPECT_EQ(sum[0], 0.0f);
+  EXPECT_EQ(sum[1], 0.0f);
+  EXPECT_EQ(sum[2], 5.0f);
+  // A bf16 send leaves its 4 bytes in the scratch; a bf16 receive of 2 elements brings those
+  // 4 bytes back, and only those.
+  ASSERT_TRUE(c.Isend(Group::kPp, in, 2, 0, 0).ok());
+  Bf16 got[3] = {Bf16{}, Bf16{}, ToBf16(7.0f)};
+  ASSERT_TRUE(c.Recv(Group::kPp, got, 2, 0, 0).ok());
+  EXPECT_EQ(got[0].bits, 0x3fc0);
+  EXPECT_EQ(got[1].bits, 0xc000);
+  EXPECT_EQ(got[2].bits, 0x40e0);
+}
+
 TEST(RuntimeBackendCpu, OwnsItsParts) {
   CpuBackend backend(std::make_unique<LocalCollectives>());
   EXPECT_EQ(backend.name(), "cpu");
@@ -576,7 +632,7 @@ TEST(RuntimeBackendCpu, OwnsItsParts) {
     DeviceBuffer b = Must(backend.memory().AllocateFloats(MemoryKind::kWeights, 8, "w"));
     backend.memory().Zero(b.data(), b.bytes());
     float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    backend.kernels().Add(b.f(), ones, 8);
+    backend.kernels().f32().Add(b.f(), ones, 8);
     EXPECT_EQ(backend.kernels().SumSquares(b.f(), 8), 8.0);  // 0 + 1, squared, 8 times
     EXPECT_EQ(backend.memory().current().total(), 32);       // 8 floats
   }

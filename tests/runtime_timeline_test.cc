@@ -239,16 +239,18 @@ class FakeWorld : public Collectives {
   }
   int calls() const { return calls_; }
 
-  Status AllReduceSum(Group, float*, int64_t) override { return Unused(); }
+  Status AllReduce(Group, void*, int64_t, DType) override { return Unused(); }
   Status AllReduceSumHost(Group, double*, int64_t) override { return Unused(); }
   Status AllReduceMaxHost(Group, double*, int64_t) override { return Unused(); }
-  Status ReduceScatterSum(Group, const float*, float*, int64_t) override { return Unused(); }
-  Status AllGather(Group, const float*, float*, int64_t) override { return Unused(); }
-  StatusOr<int64_t> Isend(Group, const float*, int64_t, int, int) override { return Unused(); }
+  Status ReduceScatter(Group, const void*, void*, int64_t, DType) override { return Unused(); }
+  Status AllGatherOf(Group, const void*, void*, int64_t, DType) override { return Unused(); }
+  StatusOr<int64_t> Send(Group, const void*, int64_t, DType, int, int) override {
+    return Unused();
+  }
   StatusOr<int64_t> IallReduceSum(Group, float*, int64_t) override { return Unused(); }
   Status Wait(int64_t) override { return Unused(); }
   StatusOr<bool> Test(int64_t) override { return Unused(); }
-  Status Recv(Group, float*, int64_t, int, int) override { return Unused(); }
+  Status Receive(Group, void*, int64_t, DType, int, int) override { return Unused(); }
   Status Barrier(Group) override { return Unused(); }
 
  private:

@@ -92,5 +92,25 @@ TEST(ZeroMemoryModelTest, TiedTableBucketStaysOpenThroughTheLayers) {
   EXPECT_DOUBLE_EQ(z.head_grads, 64 * 4 + kEmbedBytes);  // the final norm's gain + the table
 }
 
+// bf16 (Megatron-LM's mixed precision and the runtime's): buckets hold fp32 gradients,
+// gathered parameters are bf16. A layer's 61,568 parameters: bucket 61,568 x 4 = 246,272 B,
+// gathered 61,568 x 2 = 123,136 B (two with prefetch: 246,272 B); the embedding's bucket
+// 32,768 x 4 = 131,072 B; the head's gathered weights 32,832 x 2 = 65,664 B. With dp = 2 the
+// persistent ZeRO-3 states are 311,872 / 2 x 2 = 311,872 B of weights and, with the layer
+// bucket, 311,872 / 2 x 4 + 246,272 = 870,016 B of gradients (the fp32 figures above).
+TEST(ZeroMemoryModelTest, Bf16BucketsAreFp32AndGatheredParametersBf16) {
+  Layout l = Dp2(3);
+  l.dtype = DType::kBf16;
+  const ZeroTransients z = ZeroTransientBytes(Tiny(), l, 0);
+  EXPECT_DOUBLE_EQ(z.layer_grads, 246272);
+  EXPECT_DOUBLE_EQ(z.layer_params, 246272);
+  EXPECT_DOUBLE_EQ(z.embed_grads, 131072);
+  EXPECT_DOUBLE_EQ(z.embed_params, 65536);  // 32,768 x 2
+  EXPECT_DOUBLE_EQ(z.head_params, 65664);
+  const MemoryBreakdown mem = StageMemory(Tiny(), HardwareSpec{}, l, 0);
+  EXPECT_DOUBLE_EQ(mem.weights, 311872);
+  EXPECT_DOUBLE_EQ(mem.gradients, 870016);
+}
+
 }  // namespace
 }  // namespace shardsim

@@ -44,6 +44,11 @@ const char* GroupName(Group g) {
   return "";
 }
 
+int64_t ElementBytes(DType type) {
+  CHECK(type == DType::kFp32 || type == DType::kBf16) << "the runtime stores fp32 or bf16, not " << DTypeName(type);
+  return type == DType::kFp32 ? 4 : 2;
+}
+
 int64_t MemoryUsage::total() const {
   return std::accumulate(bytes.begin(), bytes.end(), int64_t{0});
 }

@@ -3,7 +3,7 @@
 // cuBLAS + NCCL, issue 6). Four parts:
 //   Memory      allocation with the runtime's own accounting (current and peak bytes by the
 //               simulator's categories), and copies between host and device;
-//   Kernels     the math, on device pointers, fp32 storage;
+//   Kernels     the math, on device pointers, fp32 or bf16 storage (mixed precision);
 //   Collectives the layout's process groups: all-reduce, reduce-scatter, all-gather, and
 //               non-blocking sends with blocking receives on the pipeline group;
 //   Clock       wall time once the work issued so far has finished.
@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/backend/bf16.h"
 #include "src/model/model_spec.h"
 #include "src/util/status.h"
 
@@ -52,6 +53,8 @@ class DeviceBuffer {
 
   void* data() const { return data_; }
   float* f() const { return static_cast<float*>(data_); }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
   int32_t* i32() const { return static_cast<int32_t*>(data_); }
   int64_t bytes() const { return bytes_; }
   int64_t floats() const { return bytes_ / static_cast<int64_t>(sizeof(float)); }
@@ -77,6 +80,10 @@ class Memory {
   StatusOr<DeviceBuffer> Allocate(MemoryKind kind, int64_t bytes, std::string_view what);
   StatusOr<DeviceBuffer> AllocateFloats(MemoryKind kind, int64_t n, std::string_view what) {
     return Allocate(kind, n * static_cast<int64_t>(sizeof(float)), what);
+  }
+  template <typename T>
+  StatusOr<DeviceBuffer> AllocateOf(MemoryKind kind, int64_t n, std::string_view what) {
+    return Allocate(kind, n * static_cast<int64_t>(sizeof(T)), what);
   }
   // Device memory that is not the training's own and is left out of the accounting: the
   // scratch that stands in for other ranks when one rank is emulated alone.
@@ -125,79 +132,110 @@ struct AdamWArgs {
   float bias_correction2 = 1;   // 1 / (1 - beta2^t)
 };
 
-class Kernels {
+// The kernels of one storage type T of activations and working weights: float, or Bf16 under
+// mixed precision (Micikevicius et al. 2018, "Mixed Precision Training"; Megatron-LM's bf16
+// mode). Arithmetic is fp32 whatever T is: T inputs are widened, products and sums accumulate
+// in fp32, T outputs are rounded once (to nearest even). Weight and bias gradients, norm
+// statistics and softmax statistics are always fp32 (`float*`): Megatron accumulates bf16
+// training's gradients in fp32 (arguments.py: "bfloat16 requires gradient accumulation and
+// all-reduce to be done in fp32"). An accumulating T output ("+=") is widened, added to in
+// fp32 and rounded again.
+template <typename T>
+class TypedKernels {
  public:
-  virtual ~Kernels() = default;
+  virtual ~TypedKernels() = default;
 
   // Vocab-parallel embedding (Megatron's VocabParallelEmbedding): wte holds rows
   // [vocab_begin, vocab_begin + vocab) of the table. out (n, c) = wte[tokens[i] - vocab_begin]
   // for tokens in that range, else 0; plus wpe[(row0 + i) % seq] when wpe is given (learned
   // positions). Rows are tokens of (B, seq) sequences; row0 is the first row's index there.
   // Backward adds into the rows of dwte this rank holds, and into dwpe when given.
-  virtual void EmbeddingForward(const int32_t* tokens, const float* wte, int64_t vocab_begin,
-                                int64_t vocab, const float* wpe, float* out, int64_t n,
-                                int64_t row0, int64_t seq, int64_t c) = 0;
-  virtual void EmbeddingBackward(const float* dout, const int32_t* tokens, float* dwte,
+  virtual void EmbeddingForward(const int32_t* tokens, const T* wte, int64_t vocab_begin,
+                                int64_t vocab, const T* wpe, T* out, int64_t n, int64_t row0,
+                                int64_t seq, int64_t c) = 0;
+  virtual void EmbeddingBackward(const T* dout, const int32_t* tokens, float* dwte,
                                  int64_t vocab_begin, int64_t vocab, float* dwpe, int64_t n,
                                  int64_t row0, int64_t seq, int64_t c) = 0;
   // LayerNorm (bias non-null) or RMSNorm per `kind`; mean is unused by RMSNorm. dx += .
-  virtual void NormForward(Norm kind, const float* x, const float* gain, const float* bias,
-                           float* out, float* mean, float* rstd, int64_t n, int64_t c) = 0;
-  virtual void NormBackward(Norm kind, const float* dout, const float* x, const float* gain,
-                            const float* mean, const float* rstd, float* dx, float* dgain,
+  virtual void NormForward(Norm kind, const T* x, const T* gain, const T* bias, T* out,
+                           float* mean, float* rstd, int64_t n, int64_t c) = 0;
+  virtual void NormBackward(Norm kind, const T* dout, const T* x, const T* gain,
+                            const float* mean, const float* rstd, T* dx, float* dgain,
                             float* dbias, int64_t n, int64_t c) = 0;
   // out (n, m) = in (n, k) w^T + bias; w is (m, k). Backward: din += dout w (din may be null),
   // dw += dout^T in, db += column sums of dout (db may be null).
-  virtual void LinearForward(const float* in, const float* w, const float* bias, float* out,
-                             int64_t n, int64_t k, int64_t m) = 0;
-  virtual void LinearBackward(const float* dout, const float* in, const float* w, float* din,
-                              float* dw, float* db, int64_t n, int64_t k, int64_t m) = 0;
+  virtual void LinearForward(const T* in, const T* w, const T* bias, T* out, int64_t n,
+                             int64_t k, int64_t m) = 0;
+  virtual void LinearBackward(const T* dout, const T* in, const T* w, T* din, float* dw,
+                              float* db, int64_t n, int64_t k, int64_t m) = 0;
   // x (B, T, heads, d) rotated in place by RoPE (base 10000, positions 0..T-1); backward
   // applies the inverse rotation to a gradient in place.
-  virtual void RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d) = 0;
-  virtual void RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d) = 0;
+  virtual void RopeForward(T* x, int64_t b, int64_t t, int64_t heads, int64_t d) = 0;
+  virtual void RopeBackward(T* dx, int64_t b, int64_t t, int64_t heads, int64_t d) = 0;
   // Causal GQA attention; probs (B, H, T, T) saved. Backward adds into dq, dk, dv.
-  virtual void AttentionForward(const float* q, const float* k, const float* v, float* probs,
-                                float* out, const AttentionDims& dims) = 0;
-  virtual void AttentionBackward(const float* dout, const float* q, const float* k,
-                                 const float* v, const float* probs, float* dq, float* dk,
-                                 float* dv, const AttentionDims& dims) = 0;
-  virtual void GeluForward(const float* in, float* out, int64_t n) = 0;
-  virtual void GeluBackward(const float* dout, const float* in, float* din, int64_t n) = 0;
-  virtual void SwigluForward(const float* gate, const float* up, float* out, int64_t n) = 0;
-  virtual void SwigluBackward(const float* dout, const float* gate, const float* up,
-                              float* dgate, float* dup, int64_t n) = 0;
+  virtual void AttentionForward(const T* q, const T* k, const T* v, T* probs, T* out,
+                                const AttentionDims& dims) = 0;
+  virtual void AttentionBackward(const T* dout, const T* q, const T* k, const T* v,
+                                 const T* probs, T* dq, T* dk, T* dv,
+                                 const AttentionDims& dims) = 0;
+  virtual void GeluForward(const T* in, T* out, int64_t n) = 0;
+  virtual void GeluBackward(const T* dout, const T* in, T* din, int64_t n) = 0;
+  virtual void SwigluForward(const T* gate, const T* up, T* out, int64_t n) = 0;
+  virtual void SwigluBackward(const T* dout, const T* gate, const T* up, T* dgate, T* dup,
+                              int64_t n) = 0;
   // Row softmax of logits into probs (may be the same buffer); returns sum_i -log p[i, t_i]
   // in nats, accumulated in double.
-  virtual double SoftmaxCrossEntropy(const float* logits, const int32_t* targets, float* probs,
+  virtual double SoftmaxCrossEntropy(const T* logits, const int32_t* targets, T* probs,
                                      int64_t n, int64_t v) = 0;
   // dlogits = (scale / mean_over) (probs - onehot(targets - vocab_begin)), overwriting
   // (dlogits may be probs); v columns, the vocabulary [vocab_begin, vocab_begin + v).
-  virtual void CrossEntropyBackward(const float* probs, const int32_t* targets, float scale,
-                                    int64_t mean_over, float* dlogits, int64_t n, int64_t v,
+  virtual void CrossEntropyBackward(const T* probs, const int32_t* targets, float scale,
+                                    int64_t mean_over, T* dlogits, int64_t n, int64_t v,
                                     int64_t vocab_begin) = 0;
   // Vocab-parallel softmax cross-entropy (Megatron's vocab_parallel_cross_entropy), in three
   // steps around an all-gather of the statistics over the TP group:
   //   stats (n, 3) per row of this rank's logits (n, v): (max m_r, sum exp(z - m_r), the
   //     target's logit if vocab_begin <= target < vocab_begin + v, else 0);
-  //   from all ranks' stats (tp, n, 3): lse (n) = M + log sum_r s_r exp(m_r - M), M = max m_r;
-  //     returns sum_i (lse_i - z_target_i) in nats, accumulated in double;
+  //   from all ranks' stats (tp, n, 3): lse (n) = M + log sum_r s_r exp(m_r - M), M = max m_r
+  //     (Kernels::VocabParallelLogSumExp, fp32 only);
   //   probs = exp(logits - lse) in place.
-  virtual void VocabParallelStats(const float* logits, const int32_t* targets,
-                                  int64_t vocab_begin, float* stats, int64_t n, int64_t v) = 0;
+  virtual void VocabParallelStats(const T* logits, const int32_t* targets, int64_t vocab_begin,
+                                  float* stats, int64_t n, int64_t v) = 0;
+  virtual void SoftmaxFromLogSumExp(T* logits, const float* lse, int64_t n, int64_t v) = 0;
+  virtual void Add(T* dst, const T* src, int64_t n) = 0;  // dst += src
+  virtual void AddRowBias(T* out, const T* bias, int64_t n, int64_t c) = 0;
+  // out (c) += column sums of x (n, c): a bias's gradient.
+  virtual void AddColumnSums(const T* x, float* out, int64_t n, int64_t c) = 0;
+};
+
+// All of a backend's kernels: one TypedKernels per storage type, and the fp32-only ones
+// (optimizer, norms of gradients, the loss's log-sum-exp, the master-to-working-copy cast).
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  virtual TypedKernels<float>& f32() = 0;
+  virtual TypedKernels<Bf16>& bf16() = 0;
+  template <typename T>
+  TypedKernels<T>& of();
+
+  // See TypedKernels::VocabParallelStats: returns sum_i (lse_i - z_target_i) in nats,
+  // accumulated in double.
   virtual double VocabParallelLogSumExp(const float* all_stats, int64_t tp, float* lse,
                                         int64_t n) = 0;
-  virtual void SoftmaxFromLogSumExp(float* logits, const float* lse, int64_t n, int64_t v) = 0;
-  virtual void Add(float* dst, const float* src, int64_t n) = 0;  // dst += src
-  virtual void AddRowBias(float* out, const float* bias, int64_t n, int64_t c) = 0;
-  // out (c) += column sums of x (n, c): a bias's gradient.
-  virtual void AddColumnSums(const float* x, float* out, int64_t n, int64_t c) = 0;
   virtual void Scale(float* x, float s, int64_t n) = 0;
   virtual double SumSquares(const float* x, int64_t n) = 0;  // in double
   // m, v, p updated from g (g * grad_scale is the clipped gradient).
   virtual void AdamW(float* p, const float* g, float* m, float* v, int64_t n, float grad_scale,
                      const AdamWArgs& args) = 0;
+  // dst (n) = src rounded to bf16 (nearest even): mixed precision's working copy of the fp32
+  // master weights, refreshed after each optimizer step.
+  virtual void CastToBf16(const float* src, Bf16* dst, int64_t n) = 0;
 };
+
+template <>
+inline TypedKernels<float>& Kernels::of<float>() { return f32(); }
+template <>
+inline TypedKernels<Bf16>& Kernels::of<Bf16>() { return bf16(); }
 
 // ---------------------------------------------------------------------------------------------
 // Collectives
@@ -211,31 +249,61 @@ class Collectives {
   virtual int rank(Group g) const = 0;
   virtual int size(Group g) const = 0;
 
-  virtual Status AllReduceSum(Group g, float* data, int64_t n) = 0;
+  // Device data of `type` (kFp32 or kBf16: float or Bf16 elements; a bf16 sum rounds each
+  // partial sum to bf16, as NCCL's does). n counts elements. The typed templates below are
+  // what callers use.
+  //   AllReduce: sum in place.
+  //   ReduceScatter: in holds size(g) blocks of n; block i summed over the group lands in
+  //     rank i's out (n).
+  //   AllGather: each rank's n elements, concatenated in rank order into out (size(g) * n).
+  virtual Status AllReduce(Group g, void* data, int64_t n, DType type) = 0;
+  virtual Status ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) = 0;
+  virtual Status AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) = 0;
+  // Non-blocking send of n elements to rank `peer` of `g`; `data` must stay alive and
+  // unchanged until the handle completes (Wait, or Test returning true). Messages are matched
+  // by tag (MPI); a backend without tags (NCCL) matches them in issue order within each class
+  // tag % 2, so a caller issues each class in the same order on both sides.
+  virtual StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
+                                 int tag) = 0;
+  virtual Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) = 0;
+
+  template <typename T>
+  Status AllReduceSum(Group g, T* data, int64_t n) { return AllReduce(g, data, n, DTypeOf<T>()); }
+  template <typename T>
+  Status ReduceScatterSum(Group g, const T* in, T* out, int64_t n) {
+    return ReduceScatter(g, in, out, n, DTypeOf<T>());
+  }
+  template <typename T>
+  Status AllGather(Group g, const T* in, T* out, int64_t n) {
+    return AllGatherOf(g, in, out, n, DTypeOf<T>());
+  }
+  template <typename T>
+  StatusOr<int64_t> Isend(Group g, const T* data, int64_t n, int peer, int tag) {
+    return Send(g, data, n, DTypeOf<T>(), peer, tag);
+  }
+  template <typename T>
+  Status Recv(Group g, T* data, int64_t n, int peer, int tag) {
+    return Receive(g, data, n, DTypeOf<T>(), peer, tag);
+  }
+
   virtual Status AllReduceSumHost(Group g, double* host, int64_t n) = 0;
   virtual Status AllReduceMaxHost(Group g, double* host, int64_t n) = 0;
-  // in: size(g) blocks of n; block i summed over the group lands in rank i's out (n).
-  virtual Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) = 0;
-  // Each rank's n floats, concatenated in rank order into out (size(g) * n).
-  virtual Status AllGather(Group g, const float* in, float* out, int64_t n) = 0;
-  // The same on host doubles (timelines, per-rank figures gathered for the report).
+  // The all-gather on host doubles (timelines, per-rank figures gathered for the report).
   virtual Status AllGatherHost(Group g, const double* in, double* out, int64_t n) = 0;
 
-  // Non-blocking send of n floats to rank `peer` of `g`; `data` must stay alive and unchanged
-  // until the handle completes (Wait, or Test returning true). Messages are matched by tag
-  // (MPI); a backend without tags (NCCL) matches them in issue order within each class
-  // tag % 2, so a caller issues each class in the same order on both sides.
-  virtual StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) = 0;
-  // Non-blocking all-reduce (sum) in place, for overlapping it with computation (the layout's
-  // overlap_dp); `data` must stay alive and untouched until the handle completes.
+  // Non-blocking all-reduce (sum) of fp32 gradients in place, for overlapping it with
+  // computation (the layout's overlap_dp); `data` must stay alive and untouched until the
+  // handle completes.
   virtual StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) = 0;
-  // Completes a handle of Isend or IallReduceSum: Wait blocks (bounded by the timeout); Test
+  // Completes a handle of Send or IallReduceSum: Wait blocks (bounded by the timeout); Test
   // returns whether it is done without waiting. A completed handle is released.
   virtual Status Wait(int64_t handle) = 0;
   virtual StatusOr<bool> Test(int64_t handle) = 0;
-  virtual Status Recv(Group g, float* data, int64_t n, int peer, int tag) = 0;
   virtual Status Barrier(Group g) = 0;
 };
+
+// Bytes of one element of a runtime storage type (kFp32 or kBf16); CHECK-fails on others.
+int64_t ElementBytes(DType type);
 
 // ---------------------------------------------------------------------------------------------
 

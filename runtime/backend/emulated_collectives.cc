@@ -34,36 +34,42 @@ int EmulatedCollectives::size(Group g) const {
   return 1;
 }
 
-StatusOr<float*> EmulatedCollectives::Scratch(int64_t n) {
-  const int64_t bytes = n * static_cast<int64_t>(sizeof(float));
+StatusOr<void*> EmulatedCollectives::Scratch(int64_t bytes) {
   if (scratch_.bytes() < bytes) {
     scratch_.Reset();
     SHARDSIM_ASSIGN_OR_RETURN(scratch_, memory_->AllocateUncounted(bytes, "emulated peers' data"));
     memory_->Zero(scratch_.data(), bytes);
   }
-  return scratch_.f();
+  return scratch_.data();
 }
 
-Status EmulatedCollectives::AllReduceSum(Group, float* data, int64_t n) {
-  if (n == 0) return Status::Ok();
-  SHARDSIM_ASSIGN_OR_RETURN(float* peers, Scratch(n));
-  memory_->Copy(data, peers, n * static_cast<int64_t>(sizeof(float)));  // the sum arrives
+Status EmulatedCollectives::Arrive(void* data, int64_t bytes) {
+  CHECK(bytes >= 0) << bytes;
+  if (bytes == 0) return Status::Ok();
+  SHARDSIM_ASSIGN_OR_RETURN(void* peers, Scratch(bytes));
+  memory_->Copy(data, peers, bytes);
   return Status::Ok();
+}
+
+Status EmulatedCollectives::AllReduce(Group, void* data, int64_t n, DType type) {
+  return Arrive(data, n * ElementBytes(type));  // the sum arrives
 }
 
 Status EmulatedCollectives::AllReduceSumHost(Group, double*, int64_t) { return Status::Ok(); }
 Status EmulatedCollectives::AllReduceMaxHost(Group, double*, int64_t) { return Status::Ok(); }
 
-Status EmulatedCollectives::ReduceScatterSum(Group, const float*, float* out, int64_t n) {
-  return AllReduceSum(Group::kWorld, out, n);  // this rank's n summed floats arrive
+Status EmulatedCollectives::ReduceScatter(Group, const void*, void* out, int64_t n, DType type) {
+  return Arrive(out, n * ElementBytes(type));  // this rank's n summed elements arrive
 }
 
-Status EmulatedCollectives::AllGather(Group g, const float* in, float* out, int64_t n) {
-  const int64_t ranks = size(g), me = rank(g);
+Status EmulatedCollectives::AllGatherOf(Group g, const void* in, void* out, int64_t n,
+                                        DType type) {
+  const int64_t ranks = size(g), me = rank(g), bytes = n * ElementBytes(type);
   if (n == 0) return Status::Ok();
-  SHARDSIM_ASSIGN_OR_RETURN(float* peers, Scratch(n));
-  const int64_t bytes = n * static_cast<int64_t>(sizeof(float));
-  for (int64_t r = 0; r < ranks; ++r) memory_->Copy(out + r * n, r == me ? in : peers, bytes);
+  SHARDSIM_ASSIGN_OR_RETURN(void* peers, Scratch(bytes));
+  for (int64_t r = 0; r < ranks; ++r) {
+    memory_->Copy(static_cast<char*>(out) + r * bytes, r == me ? in : peers, bytes);
+  }
   return Status::Ok();
 }
 
@@ -72,16 +78,22 @@ Status EmulatedCollectives::AllGatherHost(Group g, const double* in, double* out
   return Status::Ok();
 }
 
-StatusOr<int64_t> EmulatedCollectives::Isend(Group, const float* data, int64_t n, int, int) {
-  if (n > 0) {
-    SHARDSIM_ASSIGN_OR_RETURN(float* peers, Scratch(n));
-    memory_->Copy(peers, data, n * static_cast<int64_t>(sizeof(float)));  // the message leaves
+StatusOr<int64_t> EmulatedCollectives::Send(Group, const void* data, int64_t n, DType type, int,
+                                            int) {
+  const int64_t bytes = n * ElementBytes(type);
+  if (bytes > 0) {
+    SHARDSIM_ASSIGN_OR_RETURN(void* peers, Scratch(bytes));
+    memory_->Copy(peers, data, bytes);  // the message leaves
   }
   return ++issued_;
 }
 
+Status EmulatedCollectives::Receive(Group, void* data, int64_t n, DType type, int, int) {
+  return Arrive(data, n * ElementBytes(type));  // n elements arrive
+}
+
 StatusOr<int64_t> EmulatedCollectives::IallReduceSum(Group g, float* data, int64_t n) {
-  SHARDSIM_RETURN_IF_ERROR(AllReduceSum(g, data, n));
+  SHARDSIM_RETURN_IF_ERROR(AllReduce(g, data, n, DType::kFp32));
   return ++issued_;
 }
 
@@ -93,10 +105,6 @@ Status EmulatedCollectives::Wait(int64_t handle) {
 StatusOr<bool> EmulatedCollectives::Test(int64_t handle) {
   CHECK(handle >= 1 && handle <= issued_) << "Test(" << handle << "): never issued";
   return true;
-}
-
-Status EmulatedCollectives::Recv(Group, float* data, int64_t n, int, int) {
-  return AllReduceSum(Group::kWorld, data, n);  // n floats arrive
 }
 
 Status EmulatedCollectives::Barrier(Group) { return Status::Ok(); }

@@ -2,7 +2,8 @@
 // --emulate-rank R`; issue 6's "one GPU checks a 1024-GPU plan"). Every group has the layout's
 // size and rank R's place in it, so the executor builds exactly rank R's shard, schedule and
 // buffers. Each collective is replaced by a device copy of the bytes it delivers to this rank
-// (all-reduce: n floats; reduce-scatter: n; all-gather: size x n; send and receive: n), so the
+// (all-reduce: n elements; reduce-scatter: n; all-gather: size x n; send and receive: n, of
+// ElementBytes(type) bytes each), so the
 // memory traffic is real and the timeline times it as communication, apart from compute.
 // Values that would come from other ranks are whatever the scratch holds: losses and
 // parameters of an emulated run mean nothing; its time and memory are the point. Host
@@ -26,22 +27,25 @@ class EmulatedCollectives : public Collectives {
   int rank(Group g) const override;
   int size(Group g) const override;
 
-  Status AllReduceSum(Group g, float* data, int64_t n) override;
+  Status AllReduce(Group g, void* data, int64_t n, DType type) override;
+  Status ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
+  Status AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status AllReduceSumHost(Group g, double* host, int64_t n) override;
   Status AllReduceMaxHost(Group g, double* host, int64_t n) override;
-  Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
-  Status AllGather(Group g, const float* in, float* out, int64_t n) override;
   Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;
-  StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
+  StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
+                         int tag) override;
+  Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;
   StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
   Status Wait(int64_t handle) override;  // every handle is complete when issued
   StatusOr<bool> Test(int64_t handle) override;
-  Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
   Status Barrier(Group g) override;
 
  private:
-  // A scratch buffer of at least n floats (grown as needed, zero-filled when grown).
-  StatusOr<float*> Scratch(int64_t n);
+  // A scratch buffer of at least `bytes` (grown as needed, zero-filled when grown).
+  StatusOr<void*> Scratch(int64_t bytes);
+  // The scratch's first `bytes` copied into `data`: what the other ranks send arrives.
+  Status Arrive(void* data, int64_t bytes);
 
   Layout layout_;
   int64_t world_rank_;

@@ -28,18 +28,21 @@ LocalCollectives::LocalCollectives(DeviceCopy copy) : copy_(std::move(copy)) {
   if (!copy_) copy_ = [](void* dst, const void* src, int64_t bytes) { CopyBlock(dst, src, bytes, 1); };
 }
 
-Status LocalCollectives::AllReduceSum(Group, float*, int64_t) { return Status::Ok(); }
+Status LocalCollectives::AllReduce(Group, void*, int64_t, DType type) {
+  (void)ElementBytes(type);  // CHECKs the type, as the other collectives do
+  return Status::Ok();
+}
 Status LocalCollectives::AllReduceSumHost(Group, double*, int64_t) { return Status::Ok(); }
 Status LocalCollectives::AllReduceMaxHost(Group, double*, int64_t) { return Status::Ok(); }
 
-Status LocalCollectives::ReduceScatterSum(Group, const float* in, float* out, int64_t n) {
+Status LocalCollectives::ReduceScatter(Group, const void* in, void* out, int64_t n, DType type) {
   CHECK(n >= 0) << n;
-  if (n > 0 && out != in) copy_(out, in, n * static_cast<int64_t>(sizeof(float)));
+  if (n > 0 && out != in) copy_(out, in, n * ElementBytes(type));
   return Status::Ok();
 }
 
-Status LocalCollectives::AllGather(Group g, const float* in, float* out, int64_t n) {
-  return ReduceScatterSum(g, in, out, n);  // one block in, the same block out
+Status LocalCollectives::AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) {
+  return ReduceScatter(g, in, out, n, type);  // one block in, the same block out
 }
 
 Status LocalCollectives::AllGatherHost(Group, const double* in, double* out, int64_t n) {
@@ -47,7 +50,7 @@ Status LocalCollectives::AllGatherHost(Group, const double* in, double* out, int
   return Status::Ok();
 }
 
-StatusOr<int64_t> LocalCollectives::Isend(Group g, const float*, int64_t, int peer, int) {
+StatusOr<int64_t> LocalCollectives::Send(Group g, const void*, int64_t, DType, int peer, int) {
   return NoPeer("send", g, peer);
 }
 
@@ -63,7 +66,7 @@ StatusOr<bool> LocalCollectives::Test(int64_t handle) {
   return true;
 }
 
-Status LocalCollectives::Recv(Group g, float*, int64_t, int peer, int) {
+Status LocalCollectives::Receive(Group g, void*, int64_t, DType, int peer, int) {
   return NoPeer("recv", g, peer);
 }
 

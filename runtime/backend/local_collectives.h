@@ -20,21 +20,24 @@ class LocalCollectives : public Collectives {
   int rank(Group) const override { return 0; }
   int size(Group) const override { return 1; }
 
-  Status AllReduceSum(Group g, float* data, int64_t n) override;                      // no-op
-  Status AllReduceSumHost(Group g, double* host, int64_t n) override;                 // no-op
-  Status AllReduceMaxHost(Group g, double* host, int64_t n) override;                 // no-op
-  Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) override;  // copy
-  Status AllGather(Group g, const float* in, float* out, int64_t n) override;         // copy
-  Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;   // copy
+  // Data of either type: the all-reduce is a no-op; the reduce-scatter and all-gather copy
+  // n * ElementBytes(type) bytes (one block in, the same block out).
+  Status AllReduce(Group g, void* data, int64_t n, DType type) override;
+  Status ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
+  Status AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
+  Status AllReduceSumHost(Group g, double* host, int64_t n) override;                // no-op
+  Status AllReduceMaxHost(Group g, double* host, int64_t n) override;                // no-op
+  Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;  // copy
 
   // Errors: a one-rank group has no peer. Wait and Test accept only IallReduceSum handles and
-  // CHECK-fails.
-  StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
+  // CHECK-fail on others.
+  StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
+                         int tag) override;
+  Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;
   // A one-rank all-reduce is done when issued: its handle completes at once.
   StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
   Status Wait(int64_t handle) override;
   StatusOr<bool> Test(int64_t handle) override;
-  Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
   Status Barrier(Group g) override;  // ok
 
  private:

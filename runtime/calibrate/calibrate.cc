@@ -126,7 +126,7 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
   };
   CalibrationResult r;
   r.hardware = base;
-  Kernels& k = backend.kernels();
+  TypedKernels<float>& k = backend.kernels().f32();  // calibrated on fp32 storage
   Memory& mem = backend.memory();
   // Buffers for the largest case (at least 4M floats, at most 256M: 1 GiB each), filled with
   // small values (denormal-free arithmetic).

@@ -3,7 +3,7 @@
 // key names of `simulate --json` where they mean the same thing). The executor of
 // runtime/exec runs on the CPU backend (Eigen + MPI) or the CUDA backend (cuBLAS + NCCL): DP
 // with ZeRO 0-3, TP (+SP), PP (gpipe, 1f1b, interleaved), gradient accumulation, recompute,
-// fp32. Everything else the layout may name is rejected before any work (UnsupportedLayout).
+// fp32 or bf16 mixed precision. Everything else the layout may name is rejected before any work (UnsupportedLayout).
 #include <algorithm>
 #include <csignal>
 #include <chrono>
@@ -87,8 +87,10 @@ int Run(int argc, char** argv) {
                  "Trains the model for real with the layout and measures each step: data\n"
                  "parallelism with ZeRO 0-3, tensor parallelism (+ sequence parallelism),\n"
                  "pipeline parallelism (gpipe, 1f1b, interleaved), gradient accumulation and\n"
-                 "activation recomputation, in fp32. Other layout features are rejected before\n"
-                 "any work.\n\n"
+                 "activation recomputation, in fp32 or bf16 mixed precision (dtype=bf16: bf16\n"
+                 "weights and activations, fp32 gradients, master weights and AdamW states; on\n"
+                 "the CPU, bf16 storage with fp32 arithmetic). Other layout features are\n"
+                 "rejected before any work.\n\n"
               << cli::FlagHelp(flags);
     return 0;
   }

@@ -240,4 +240,8 @@ void CpuKernels::AdamW(float* p, const float* g, float* m, float* v, int64_t n, 
   }
 }
 
+void CpuKernels::CastToBf16(const float* src, Bf16* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = ToBf16(src[i]);
+}
+
 }  // namespace shardsim::runtime

@@ -1,18 +1,28 @@
-// CpuKernels: the Kernels of backend.h on host memory, fp32, single-threaded, by calling the
-// templated Eigen operators of runtime/cpu (embedding.h, norm.h, linear.h, ...).
-// The executor's math on the CPU is thus the same code the single-process Transformer runs.
+// CpuKernels: the Kernels of backend.h on host memory, single-threaded. Its fp32 kernels
+// (itself, as TypedKernels<float>) call the templated Eigen operators of runtime/cpu
+// (embedding.h, norm.h, linear.h, ...), so the executor's fp32 math on the CPU is the same code
+// the single-process Transformer runs; its bf16 kernels (CpuBf16Kernels) widen to those.
 #pragma once
 
 #include <cstdint>
 #include <map>
 
 #include "runtime/backend/backend.h"
+#include "runtime/cpu/cpu_bf16_kernels.h"
 #include "runtime/cpu/rope.h"
 
 namespace shardsim::runtime {
 
-class CpuKernels : public Kernels {
+class CpuKernels : public Kernels, public TypedKernels<float> {
  public:
+  CpuKernels() : bf16_(*this) {}
+  CpuKernels(const CpuKernels&) = delete;  // bf16_ refers to this object
+  CpuKernels& operator=(const CpuKernels&) = delete;
+
+  TypedKernels<float>& f32() override { return *this; }
+  TypedKernels<Bf16>& bf16() override { return bf16_; }
+
+  // TypedKernels<float>.
   // Token ids outside [vocab_begin, vocab_begin + vocab) belong to another TP rank: zero rows.
   void EmbeddingForward(const int32_t* tokens, const float* wte, int64_t vocab_begin,
                         int64_t vocab, const float* wpe, float* out, int64_t n, int64_t row0,
@@ -52,18 +62,21 @@ class CpuKernels : public Kernels {
                             int64_t vocab_begin) override;
   void VocabParallelStats(const float* logits, const int32_t* targets, int64_t vocab_begin,
                           float* stats, int64_t n, int64_t v) override;
-  double VocabParallelLogSumExp(const float* all_stats, int64_t tp, float* lse,
-                                int64_t n) override;
   void SoftmaxFromLogSumExp(float* logits, const float* lse, int64_t n, int64_t v) override;
   void Add(float* dst, const float* src, int64_t n) override;
   void AddRowBias(float* out, const float* bias, int64_t n, int64_t c) override;
   void AddColumnSums(const float* x, float* out, int64_t n, int64_t c) override;
+
+  // Kernels' fp32-only operations.
+  double VocabParallelLogSumExp(const float* all_stats, int64_t tp, float* lse,
+                                int64_t n) override;
   void Scale(float* x, float s, int64_t n) override;
   double SumSquares(const float* x, int64_t n) override;
   // The per-element float arithmetic of AdamW<float>::StepRange (adamw.cc) in the same order,
   // so a step is bitwise that of AdamW<float> given the same factors.
   void AdamW(float* p, const float* g, float* m, float* v, int64_t n, float grad_scale,
              const AdamWArgs& args) override;
+  void CastToBf16(const float* src, Bf16* dst, int64_t n) override;  // ToBf16 per element
 
  private:
   // The RoPE table for head_dim d, covering the longest sequence seen so far (a position's
@@ -71,6 +84,7 @@ class CpuKernels : public Kernels {
   const RopeTable<float>& Rope(int64_t t, int64_t d);
 
   std::map<int64_t, RopeTable<float>> rope_;  // by head_dim
+  CpuBf16Kernels bf16_;                       // widens to this object's fp32 kernels
 };
 
 }  // namespace shardsim::runtime

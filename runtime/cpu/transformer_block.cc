@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "runtime/backend/bf16.h"
 #include "runtime/cpu/attention.h"
 #include "runtime/cpu/eigen_types.h"
 #include "runtime/cpu/gelu.h"
@@ -167,6 +168,9 @@ void BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeig
                a.norm1_rstd.data(), dresid, dw.attn_norm_gain, dw.attn_norm_bias, n, c);
   // dresid is now d(x).
 }
+
+// The executor's working weights under mixed precision (runtime/exec/zero_buckets.h).
+template BlockWeights<Bf16> BlockWeightsAt<Bf16>(const ParamLayout&, const ModelSpec&, int64_t, Bf16*);
 
 #define SHARDSIM_INSTANTIATE_BLOCK(S)                                                            \
   template BlockWeights<S> BlockWeightsAt<S>(const ParamLayout&, const ModelSpec&, int64_t, S*); \

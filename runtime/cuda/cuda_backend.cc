@@ -41,7 +41,8 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
   SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasCreate(&b->cublas_));
   SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasSetStream(b->cublas_, b->stream_));
   // Plain fp32 GEMMs (no TF32 tensor-op rounding), so results compare with the CPU's at fp32
-  // tolerance; bf16 and TF32 are later increments.
+  // tolerance. The bf16 GEMMs switch to the default (tensor-op) mode for their own calls
+  // (cuda_gemm.h); TF32 is a later increment.
   SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(b->cublas_, CUBLAS_PEDANTIC_MATH));
   b->memory_ = std::make_unique<CudaMemory>(b->stream_);
   b->kernels_ = std::make_unique<CudaKernels>(b->stream_, b->cublas_);

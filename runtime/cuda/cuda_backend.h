@@ -28,7 +28,8 @@ class CudaBackend : public Backend {
   static int CudaDeviceCount();
 
   // Makes `device` current for this thread and creates the stream, the cuBLAS handle (fp32
-  // math, no TF32), memory and kernels, then the collectives from `make_comm`
+  // math, no TF32; bf16 GEMMs on tensor cores), memory and kernels (fp32 and bf16), then the
+  // collectives from `make_comm`
   // (LocalCollectives when empty). Errors name the failing CUDA/cuBLAS call.
   static StatusOr<std::unique_ptr<CudaBackend>> Create(int device,
                                                        const CollectivesFactory& make_comm = {});

@@ -1,11 +1,14 @@
-// Device helpers shared by cuda_kernels.cu and cuda_attention.cu: launch shapes, block-wide
-// sum and max reductions, and the post-launch check. Included by .cu files only.
+// Device helpers shared by the .cu files of runtime/cuda: launch shapes, block-wide sum and max
+// reductions, the post-launch check, and the storage types' loads and stores (fp32 arithmetic
+// on float or bf16 elements). Included by .cu files only.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "runtime/backend/bf16.h"
 #include "runtime/cuda/cuda_check.h"
 #include "src/util/check.h"
 
@@ -28,6 +31,37 @@ inline unsigned RowBlocks(int64_t rows) {
 
 // A launch error (bad configuration) or an earlier asynchronous fault is an invariant broken.
 #define SHARDSIM_CUDA_CHECK_LAUNCH() SHARDSIM_CUDA_CHECK(cudaGetLastError())
+
+// The device element type of a storage type: float, or CUDA's __nv_bfloat16 for Bf16 (the same
+// 16 bits, bf16.h), so kernels use CUDA's conversions.
+template <typename T>
+struct DeviceElement {
+  using type = T;
+};
+template <>
+struct DeviceElement<Bf16> {
+  using type = __nv_bfloat16;
+};
+template <typename T>
+using Dev = typename DeviceElement<T>::type;
+static_assert(sizeof(__nv_bfloat16) == sizeof(Bf16) && alignof(__nv_bfloat16) == alignof(Bf16));
+
+template <typename T>
+Dev<T>* ToDev(T* p) {
+  return reinterpret_cast<Dev<T>*>(p);
+}
+template <typename T>
+const Dev<T>* ToDev(const T* p) {
+  return reinterpret_cast<const Dev<T>*>(p);
+}
+
+// Kernels compute in fp32 whatever they store (backend.h's TypedKernels contract): Load widens
+// an element (exact), Store rounds a float to the element type once (bf16: to nearest even,
+// as ToBf16). On float both are plain accesses, so the fp32 kernels' operations are unchanged.
+__device__ inline float Load(const float* p) { return *p; }
+__device__ inline float Load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ inline void Store(float* p, float v) { *p = v; }
+__device__ inline void Store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
 __device__ inline int64_t GlobalIndex() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

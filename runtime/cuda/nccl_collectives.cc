@@ -34,6 +34,13 @@ StatusOr<ncclUniqueId> ShareId(const Communicator& comm) {
   return id;
 }
 
+// NCCL's element type for a runtime storage type; the runtime stores only fp32 and bf16.
+ncclDataType_t NcclType(DType type) {
+  CHECK(type == DType::kFp32 || type == DType::kBf16)
+      << "NCCL collectives carry fp32 or bf16, not " << DTypeName(type);
+  return type == DType::kFp32 ? ncclFloat32 : ncclBfloat16;
+}
+
 StatusOr<cudaStream_t> NewStream() {
   cudaStream_t s = nullptr;
   SHARDSIM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -117,10 +124,12 @@ const Communicator& NcclCollectives::mpi(Group g) const {
   return groups_.Of(g);
 }
 
-Status NcclCollectives::Error(Group g, const char* op, int64_t n, const std::string& what) const {
+Status NcclCollectives::Error(Group g, const char* op, int64_t n, DType type,
+                              const std::string& what) const {
   return Status::Error("rank " + std::to_string(groups_.world.rank()) + " (rank " +
                        std::to_string(mpi(g).rank()) + " of the " + GroupName(g) +
-                       " group): NCCL " + op + " of " + std::to_string(n) + " floats " + what);
+                       " group): NCCL " + op + " of " + std::to_string(n) + " " +
+                       DTypeName(type) + " elements " + what);
 }
 
 Status NcclCollectives::After(const Channel& ch) {
@@ -148,34 +157,36 @@ void NcclCollectives::Abort(ncclComm_t comm) {
 }
 
 Status NcclCollectives::WaitEvent(cudaEvent_t event, ncclComm_t comm, Group g, const char* op,
-                                  int64_t n) {
+                                  int64_t n, DType type) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
   while (true) {
     const cudaError_t e = cudaEventQuery(event);
     if (e == cudaSuccess) return Status::Ok();
     if (e != cudaErrorNotReady) {
-      return Error(g, op, n, std::string("failed on the device: ") + cudaGetErrorString(e));
+      return Error(g, op, n, type, std::string("failed on the device: ") + cudaGetErrorString(e));
     }
-    if (comm == nullptr) return Error(g, op, n, "failed: its communicator was aborted earlier");
+    if (comm == nullptr) {
+      return Error(g, op, n, type, "failed: its communicator was aborted earlier");
+    }
     ncclResult_t async = ncclSuccess;
     SHARDSIM_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(comm, &async));
     if (async != ncclSuccess && async != ncclInProgress) {
       Abort(comm);
-      return Error(g, op, n, std::string("failed: ") + ncclGetErrorString(async));
+      return Error(g, op, n, type, std::string("failed: ") + ncclGetErrorString(async));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       Abort(comm);  // frees the stuck kernel; the job is ending with this error
       return Error(
-          g, op, n,
+          g, op, n, type,
           "did not complete within " + std::to_string(timeout_s_) + " s (a peer died or is stuck)");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
-Status NcclCollectives::Finish(const Channel& ch, Group g, const char* op, int64_t n, bool wait,
-                               cudaEvent_t* done_out) {
+Status NcclCollectives::Finish(const Channel& ch, Group g, const char* op, int64_t n, DType type,
+                               bool wait, cudaEvent_t* done_out) {
   cudaEvent_t done;
   SHARDSIM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   SHARDSIM_CUDA_RETURN_IF_ERROR(cudaEventRecord(done, ch.stream));
@@ -185,37 +196,40 @@ Status NcclCollectives::Finish(const Channel& ch, Group g, const char* op, int64
   }
   Status st = cudaStreamWaitEvent(compute_, done, 0) == cudaSuccess
                   ? Status::Ok()
-                  : Error(g, op, n, "could not be ordered before the compute stream");
-  if (st.ok() && wait) st = WaitEvent(done, ch.comm, g, op, n);
+                  : Error(g, op, n, type, "could not be ordered before the compute stream");
+  if (st.ok() && wait) st = WaitEvent(done, ch.comm, g, op, n, type);
   (void)cudaEventDestroy(done);
   return st;
 }
 
-Status NcclCollectives::AllReduceSum(Group g, float* data, int64_t n) {
+Status NcclCollectives::AllReduce(Group g, void* data, int64_t n, DType type) {
+  const ncclDataType_t nccl_type = NcclType(type);
   if (n == 0) return Status::Ok();
   const Channel& ch = groups_nccl_[static_cast<int>(g)];
   SHARDSIM_RETURN_IF_ERROR(After(ch));
   SHARDSIM_NCCL_RETURN_IF_ERROR(
-      ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat, ncclSum, ch.comm, ch.stream));
-  return Finish(ch, g, "all-reduce", n, /*wait=*/true);
+      ncclAllReduce(data, data, static_cast<size_t>(n), nccl_type, ncclSum, ch.comm, ch.stream));
+  return Finish(ch, g, "all-reduce", n, type, /*wait=*/true);
 }
 
-Status NcclCollectives::ReduceScatterSum(Group g, const float* in, float* out, int64_t n) {
+Status NcclCollectives::ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) {
+  const ncclDataType_t nccl_type = NcclType(type);
   if (n == 0) return Status::Ok();
   const Channel& ch = groups_nccl_[static_cast<int>(g)];
   SHARDSIM_RETURN_IF_ERROR(After(ch));
   SHARDSIM_NCCL_RETURN_IF_ERROR(
-      ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat, ncclSum, ch.comm, ch.stream));
-  return Finish(ch, g, "reduce-scatter", n, /*wait=*/true);
+      ncclReduceScatter(in, out, static_cast<size_t>(n), nccl_type, ncclSum, ch.comm, ch.stream));
+  return Finish(ch, g, "reduce-scatter", n, type, /*wait=*/true);
 }
 
-Status NcclCollectives::AllGather(Group g, const float* in, float* out, int64_t n) {
+Status NcclCollectives::AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) {
+  const ncclDataType_t nccl_type = NcclType(type);
   if (n == 0) return Status::Ok();
   const Channel& ch = groups_nccl_[static_cast<int>(g)];
   SHARDSIM_RETURN_IF_ERROR(After(ch));
   SHARDSIM_NCCL_RETURN_IF_ERROR(
-      ncclAllGather(in, out, static_cast<size_t>(n), ncclFloat, ch.comm, ch.stream));
-  return Finish(ch, g, "all-gather", n, /*wait=*/true);
+      ncclAllGather(in, out, static_cast<size_t>(n), nccl_type, ch.comm, ch.stream));
+  return Finish(ch, g, "all-gather", n, type, /*wait=*/true);
 }
 
 Status NcclCollectives::AllReduceSumHost(Group g, double* host, int64_t n) {
@@ -230,24 +244,25 @@ Status NcclCollectives::AllGatherHost(Group g, const double* in, double* out, in
   return mpi(g).AllGather(in, out, static_cast<size_t>(n));
 }
 
-StatusOr<int64_t> NcclCollectives::Isend(Group g, const float* data, int64_t n, int peer,
-                                         int tag) {
+StatusOr<int64_t> NcclCollectives::Send(Group g, const void* data, int64_t n, DType type, int peer,
+                                        int tag) {
+  const ncclDataType_t nccl_type = NcclType(type);
   auto it = send_to_.find({peer, tag % kClasses});
   if (g != Group::kPp || it == send_to_.end()) {
     return Error(
-        g, "send", n,
+        g, "send", n, type,
         "to rank " + std::to_string(peer) + ": the CUDA backend sends only to pp-ring neighbours");
   }
   const Channel& ch = it->second;
   SHARDSIM_RETURN_IF_ERROR(After(ch));
   SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupStart());
   SHARDSIM_NCCL_RETURN_IF_ERROR(
-      ncclSend(data, static_cast<size_t>(n), ncclFloat, /*peer=*/1, ch.comm, ch.stream));
+      ncclSend(data, static_cast<size_t>(n), nccl_type, /*peer=*/1, ch.comm, ch.stream));
   SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
   cudaEvent_t done = nullptr;
-  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "send", n, /*wait=*/false, &done));
+  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "send", n, type, /*wait=*/false, &done));
   const int64_t handle = next_handle_++;
-  pending_.emplace(handle, Pending{done, ch.comm, Group::kPp, "send", n});
+  pending_.emplace(handle, Pending{done, ch.comm, Group::kPp, "send", n, type});
   return handle;
 }
 
@@ -255,11 +270,11 @@ StatusOr<int64_t> NcclCollectives::IallReduceSum(Group g, float* data, int64_t n
   const Channel& ch = groups_nccl_[static_cast<int>(g)];
   SHARDSIM_RETURN_IF_ERROR(After(ch));
   SHARDSIM_NCCL_RETURN_IF_ERROR(
-      ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat, ncclSum, ch.comm, ch.stream));
+      ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclSum, ch.comm, ch.stream));
   cudaEvent_t done = nullptr;
-  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "all-reduce", n, /*wait=*/false, &done));
+  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "all-reduce", n, DType::kFp32, /*wait=*/false, &done));
   const int64_t handle = next_handle_++;
-  pending_.emplace(handle, Pending{done, ch.comm, g, "all-reduce", n});
+  pending_.emplace(handle, Pending{done, ch.comm, g, "all-reduce", n, DType::kFp32});
   return handle;
 }
 
@@ -268,7 +283,7 @@ Status NcclCollectives::Wait(int64_t handle) {
   CHECK(it != pending_.end()) << "Wait(" << handle << "): no pending request with this handle";
   const Pending p = it->second;
   pending_.erase(it);
-  Status st = WaitEvent(p.done, p.comm, p.group, p.op, p.n);
+  Status st = WaitEvent(p.done, p.comm, p.group, p.op, p.n, p.type);
   (void)cudaEventDestroy(p.done);
   return st;
 }
@@ -285,7 +300,7 @@ StatusOr<bool> NcclCollectives::Test(int64_t handle) {
       const Pending p = it->second;
       pending_.erase(it);
       (void)cudaEventDestroy(p.done);
-      return Error(p.group, p.op, p.n, "failed: its communicator was aborted earlier");
+      return Error(p.group, p.op, p.n, p.type, "failed: its communicator was aborted earlier");
     }
     if (ncclCommGetAsyncError(it->second.comm, &async) == ncclSuccess && async != ncclSuccess &&
         async != ncclInProgress) {
@@ -293,7 +308,8 @@ StatusOr<bool> NcclCollectives::Test(int64_t handle) {
       pending_.erase(it);
       (void)cudaEventDestroy(p.done);
       Abort(p.comm);
-      return Error(p.group, p.op, p.n, std::string("failed: ") + ncclGetErrorString(async));
+      return Error(p.group, p.op, p.n, p.type,
+                   std::string("failed: ") + ncclGetErrorString(async));
     }
     return false;
   }
@@ -301,15 +317,17 @@ StatusOr<bool> NcclCollectives::Test(int64_t handle) {
   pending_.erase(it);
   (void)cudaEventDestroy(p.done);
   if (e != cudaSuccess) {
-    return Error(p.group, p.op, p.n, std::string("failed on the device: ") + cudaGetErrorString(e));
+    return Error(p.group, p.op, p.n, p.type,
+                 std::string("failed on the device: ") + cudaGetErrorString(e));
   }
   return true;
 }
 
-Status NcclCollectives::Recv(Group g, float* data, int64_t n, int peer, int tag) {
+Status NcclCollectives::Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) {
+  const ncclDataType_t nccl_type = NcclType(type);
   auto it = recv_from_.find({peer, tag % kClasses});
   if (g != Group::kPp || it == recv_from_.end()) {
-    return Error(g, "recv", n,
+    return Error(g, "recv", n, type,
                  "from rank " + std::to_string(peer) +
                      ": the CUDA backend receives only from pp-ring neighbours");
   }
@@ -317,9 +335,9 @@ Status NcclCollectives::Recv(Group g, float* data, int64_t n, int peer, int tag)
   SHARDSIM_RETURN_IF_ERROR(After(ch));
   SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupStart());
   SHARDSIM_NCCL_RETURN_IF_ERROR(
-      ncclRecv(data, static_cast<size_t>(n), ncclFloat, /*peer=*/0, ch.comm, ch.stream));
+      ncclRecv(data, static_cast<size_t>(n), nccl_type, /*peer=*/0, ch.comm, ch.stream));
   SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
-  return Finish(ch, g, "recv", n, /*wait=*/true);
+  return Finish(ch, g, "recv", n, type, /*wait=*/true);
 }
 
 Status NcclCollectives::Barrier(Group g) {

@@ -21,7 +21,7 @@ namespace shardsim::runtime {
 // Ordering and waiting:
 //  - Every operation is enqueued behind the work issued so far on the compute stream (an event
 //    recorded there, waited on by the communication stream), and later compute waits for it.
-//  - Collectives and Recv return once the operation has finished (as MpiCollectives' do), by
+//  - Collectives and Receive return once the operation has finished (as MpiCollectives' do), by
 //    polling its completion event and ncclCommGetAsyncError; past `timeout_s` the communicator
 //    is aborted and the error names the rank, group and operation. Overlap is future work.
 //  - Sends go on the pp group only, to its ring neighbours (the executor's pipeline), each
@@ -47,19 +47,22 @@ class NcclCollectives : public Collectives {
   int rank(Group g) const override { return mpi(g).rank(); }
   int size(Group g) const override { return mpi(g).size(); }
 
-  Status AllReduceSum(Group g, float* data, int64_t n) override;
+  // Device data as ncclFloat32 (kFp32) or ncclBfloat16 (kBf16); a bf16 sum is NCCL's (each
+  // partial sum rounded to bf16).
+  Status AllReduce(Group g, void* data, int64_t n, DType type) override;
+  Status ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
+  Status AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status AllReduceSumHost(Group g, double* host, int64_t n) override;  // MPI
   Status AllReduceMaxHost(Group g, double* host, int64_t n) override;  // MPI
-  Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
-  Status AllGather(Group g, const float* in, float* out, int64_t n) override;
   Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;  // MPI
 
-  StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
+  StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
+                         int tag) override;
   // On the group's communication stream, not waited for: the overlap the layout asks for.
   StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
   Status Wait(int64_t handle) override;
   StatusOr<bool> Test(int64_t handle) override;
-  Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
+  Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;
   // Finishes this rank's GPU work, then an MPI barrier.
   Status Barrier(Group g) override;
 
@@ -70,12 +73,13 @@ class NcclCollectives : public Collectives {
   };
   static constexpr int kClasses = 2;  // message classes per directed pair (tag % kClasses)
   using ChannelKey = std::pair<int, int>;  // (pp peer, class)
-  struct Pending {  // an issued Isend or IallReduceSum
+  struct Pending {  // an issued Send or IallReduceSum
     cudaEvent_t done;
     ncclComm_t comm;  // polled for asynchronous errors
     Group group;
     const char* op;
     int64_t n;
+    DType type;
   };
 
   NcclCollectives(ProcessGroups groups, cudaStream_t compute, double timeout_s)
@@ -87,13 +91,15 @@ class NcclCollectives : public Collectives {
   // Records completion on `channel`, makes the compute stream wait for it, and (when `wait`)
   // polls it until done, an NCCL error, or the timeout. `done` receives the event if non-null
   // (then the caller owns it and `wait` is false).
-  Status Finish(const Channel& channel, Group g, const char* op, int64_t n, bool wait,
+  Status Finish(const Channel& channel, Group g, const char* op, int64_t n, DType type, bool wait,
                 cudaEvent_t* done = nullptr);
-  Status WaitEvent(cudaEvent_t event, ncclComm_t comm, Group g, const char* op, int64_t n);
+  Status WaitEvent(cudaEvent_t event, ncclComm_t comm, Group g, const char* op, int64_t n,
+                   DType type);
   // ncclCommAbort frees `comm`: every Channel and Pending holding it forgets it (nullptr), so
   // neither a later operation nor the destructor touches the freed communicator.
   void Abort(ncclComm_t comm);
-  Status Error(Group g, const char* op, int64_t n, const std::string& what) const;
+  // "rank R (rank r of the G group): NCCL <op> of <n> <type> elements <what>".
+  Status Error(Group g, const char* op, int64_t n, DType type, const std::string& what) const;
 
   ProcessGroups groups_;
   cudaStream_t compute_;

@@ -13,127 +13,134 @@ AttentionDims Attn(const BlockDims& d) {
 }
 
 // out (n_local, C) = g(in (n, k) w^T) + bias + residual.
-Status RowParallel(ExecContext& ctx, const BlockDims& d, const float* in, const float* w,
-                   const float* bias, int64_t k, const float* residual, float* out) {
+template <typename T>
+Status RowParallel(ExecContext& ctx, const BlockDims& d, const T* in, const T* w,
+                   const T* bias, int64_t k, const T* residual, T* out) {
   const int64_t c = d.m->hidden;
   DeviceBuffer tmp;
-  SHARDSIM_ASSIGN_OR_RETURN(float* partial, ctx.PartialTarget(out, tmp, d.n_local, c));
-  ctx.k().LinearForward(in, w, nullptr, partial, d.n, k, c);
+  SHARDSIM_ASSIGN_OR_RETURN(T* partial, ctx.PartialTarget(out, tmp, d.n_local, c));
+  ctx.kt<T>().LinearForward(in, w, nullptr, partial, d.n, k, c);
   SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(partial, out, d.n_local, c));
-  if (bias != nullptr) ctx.k().AddRowBias(out, bias, d.n_local, c);
-  ctx.k().Add(out, residual, d.n_local * c);
+  if (bias != nullptr) ctx.kt<T>().AddRowBias(out, bias, d.n_local, c);
+  ctx.kt<T>().Add(out, residual, d.n_local * c);
   return Status::Ok();
 }
 
 }  // namespace
 
-Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<float>& w,
-                    const float* x, float* out, BlockSaved& s, bool keep_probs) {
+template <typename T>
+Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w,
+                    const T* x, T* out, BlockSaved& s, bool keep_probs) {
   const ModelSpec& m = *d.m;
   const int64_t c = m.hidden, f = m.ffn_hidden, qd = m.q_dim(), kvd = m.kv_dim();
-  Kernels& k = ctx.k();
-  auto alloc = [&](DeviceBuffer& b, int64_t floats, const char* what) -> Status {
-    SHARDSIM_ASSIGN_OR_RETURN(b, ctx.Alloc(kAct, floats, what));
+  TypedKernels<T>& k = ctx.kt<T>();
+  auto alloc = [&](DeviceBuffer& b, int64_t n, const char* what) -> Status {  // T elements
+    SHARDSIM_ASSIGN_OR_RETURN(b, ctx.Alloc<T>(kAct, n, what));
+    return Status::Ok();
+  };
+  auto stats = [&](DeviceBuffer& b, int64_t n, const char* what) -> Status {  // fp32
+    SHARDSIM_ASSIGN_OR_RETURN(b, ctx.Alloc(kAct, n, what));
     return Status::Ok();
   };
   // Attention branch.
   SHARDSIM_RETURN_IF_ERROR(alloc(s.norm1, d.n_local * c, "attention norm output"));
-  SHARDSIM_RETURN_IF_ERROR(alloc(s.norm1_rstd, d.n_local, "attention norm statistics"));
-  if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(alloc(s.norm1_mean, d.n_local, "attention norm statistics"));
-  k.NormForward(m.norm, x, w.attn_norm_gain, w.attn_norm_bias, s.norm1.f(), s.norm1_mean.f(),
+  SHARDSIM_RETURN_IF_ERROR(stats(s.norm1_rstd, d.n_local, "attention norm statistics"));
+  if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(stats(s.norm1_mean, d.n_local, "attention norm statistics"));
+  k.NormForward(m.norm, x, w.attn_norm_gain, w.attn_norm_bias, s.norm1.as<T>(), s.norm1_mean.f(),
                 s.norm1_rstd.f(), d.n_local, c);
   DeviceBuffer gathered;
-  SHARDSIM_ASSIGN_OR_RETURN(const float* in, ctx.Gather(s.norm1.f(), gathered, d.n_local, c));
+  SHARDSIM_ASSIGN_OR_RETURN(const T* in, ctx.Gather(s.norm1.as<T>(), gathered, d.n_local, c));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.q, d.n * qd, "queries"));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.k, d.n * kvd, "keys"));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.v, d.n * kvd, "values"));
-  k.LinearForward(in, w.wq, w.bq, s.q.f(), d.n, c, qd);
-  k.LinearForward(in, w.wk, w.bk, s.k.f(), d.n, c, kvd);
-  k.LinearForward(in, w.wv, w.bv, s.v.f(), d.n, c, kvd);
+  k.LinearForward(in, w.wq, w.bq, s.q.as<T>(), d.n, c, qd);
+  k.LinearForward(in, w.wk, w.bk, s.k.as<T>(), d.n, c, kvd);
+  k.LinearForward(in, w.wv, w.bv, s.v.as<T>(), d.n, c, kvd);
   gathered.Reset();
   if (m.position == Position::kRope) {
-    k.RopeForward(s.q.f(), d.b, d.t, m.heads, m.head_dim);
-    k.RopeForward(s.k.f(), d.b, d.t, m.kv_heads, m.head_dim);
+    k.RopeForward(s.q.as<T>(), d.b, d.t, m.heads, m.head_dim);
+    k.RopeForward(s.k.as<T>(), d.b, d.t, m.kv_heads, m.head_dim);
   }
   const int64_t probs = d.b * m.heads * d.t * d.t;
   if (keep_probs) {
     SHARDSIM_RETURN_IF_ERROR(alloc(s.probs, probs, "attention probabilities"));
   } else {
-    SHARDSIM_ASSIGN_OR_RETURN(s.probs, ctx.Alloc(kWork, probs, "attention probabilities"));
+    SHARDSIM_ASSIGN_OR_RETURN(s.probs, ctx.Alloc<T>(kWork, probs, "attention probabilities"));
   }
   SHARDSIM_RETURN_IF_ERROR(alloc(s.attn, d.n * qd, "attention output"));
-  k.AttentionForward(s.q.f(), s.k.f(), s.v.f(), s.probs.f(), s.attn.f(), Attn(d));
+  k.AttentionForward(s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(), s.attn.as<T>(), Attn(d));
   if (!keep_probs) s.probs.Reset();
   SHARDSIM_RETURN_IF_ERROR(alloc(s.mid, d.n_local * c, "attention residual"));
-  SHARDSIM_RETURN_IF_ERROR(RowParallel(ctx, d, s.attn.f(), w.wo, w.bo, qd, x, s.mid.f()));
+  SHARDSIM_RETURN_IF_ERROR(RowParallel(ctx, d, s.attn.as<T>(), w.wo, w.bo, qd, x, s.mid.as<T>()));
   // MLP branch.
   SHARDSIM_RETURN_IF_ERROR(alloc(s.norm2, d.n_local * c, "mlp norm output"));
-  SHARDSIM_RETURN_IF_ERROR(alloc(s.norm2_rstd, d.n_local, "mlp norm statistics"));
-  if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(alloc(s.norm2_mean, d.n_local, "mlp norm statistics"));
-  k.NormForward(m.norm, s.mid.f(), w.mlp_norm_gain, w.mlp_norm_bias, s.norm2.f(), s.norm2_mean.f(),
+  SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_rstd, d.n_local, "mlp norm statistics"));
+  if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_mean, d.n_local, "mlp norm statistics"));
+  k.NormForward(m.norm, s.mid.as<T>(), w.mlp_norm_gain, w.mlp_norm_bias, s.norm2.as<T>(), s.norm2_mean.f(),
                 s.norm2_rstd.f(), d.n_local, c);
-  SHARDSIM_ASSIGN_OR_RETURN(in, ctx.Gather(s.norm2.f(), gathered, d.n_local, c));
+  SHARDSIM_ASSIGN_OR_RETURN(in, ctx.Gather(s.norm2.as<T>(), gathered, d.n_local, c));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.hidden, d.n * f, "mlp hidden"));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.act, d.n * f, "mlp activation"));
-  k.LinearForward(in, w.w_in, w.b_in, s.hidden.f(), d.n, c, f);
+  k.LinearForward(in, w.w_in, w.b_in, s.hidden.as<T>(), d.n, c, f);
   if (m.activation == Activation::kSwiglu) {
     SHARDSIM_RETURN_IF_ERROR(alloc(s.up, d.n * f, "mlp up projection"));
-    k.LinearForward(in, w.w_up, w.b_up, s.up.f(), d.n, c, f);
-    k.SwigluForward(s.hidden.f(), s.up.f(), s.act.f(), d.n * f);
+    k.LinearForward(in, w.w_up, w.b_up, s.up.as<T>(), d.n, c, f);
+    k.SwigluForward(s.hidden.as<T>(), s.up.as<T>(), s.act.as<T>(), d.n * f);
   } else {
-    k.GeluForward(s.hidden.f(), s.act.f(), d.n * f);
+    k.GeluForward(s.hidden.as<T>(), s.act.as<T>(), d.n * f);
   }
   gathered.Reset();
-  return RowParallel(ctx, d, s.act.f(), w.w_out, w.b_out, f, s.mid.f(), out);
+  return RowParallel(ctx, d, s.act.as<T>(), w.w_out, w.b_out, f, s.mid.as<T>(), out);
 }
 
-Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<float>& w,
-                     const BlockWeights<float>& dw, const float* x, BlockSaved& s,
-                     float* dresid) {
+template <typename T>
+Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w,
+                     const BlockWeights<float>& dw, const T* x, BlockSaved& s,
+                     T* dresid) {
   const ModelSpec& m = *d.m;
   const int64_t c = m.hidden, f = m.ffn_hidden, qd = m.q_dim(), kvd = m.kv_dim();
-  Kernels& k = ctx.k();
-  auto zeros = [&](DeviceBuffer& b, int64_t floats, const char* what) -> Status {
-    SHARDSIM_ASSIGN_OR_RETURN(b, ctx.Zeros(kWork, floats, what));
+  TypedKernels<T>& k = ctx.kt<T>();
+  auto zeros = [&](DeviceBuffer& b, int64_t n, const char* what) -> Status {  // T elements
+    SHARDSIM_ASSIGN_OR_RETURN(b, ctx.Zeros<T>(kWork, n, what));
     return Status::Ok();
   };
   // Row-parallel biases are added after g, to this rank's rows: their gradient is the column
   // sum of d(out) over those rows (summed over the TP group later under SP).
   DeviceBuffer gathered, dfull, dnorm_full, dnorm;
   // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
-  SHARDSIM_ASSIGN_OR_RETURN(const float* dout, ctx.Gather(dresid, gathered, d.n_local, c));
+  SHARDSIM_ASSIGN_OR_RETURN(const T* dout, ctx.Gather(dresid, gathered, d.n_local, c));
   DeviceBuffer dact, dhidden, dup;
   SHARDSIM_RETURN_IF_ERROR(zeros(dact, d.n * f, "mlp activation gradient"));
-  k.LinearBackward(dout, s.act.f(), w.w_out, dact.f(), dw.w_out, nullptr, d.n, f, c);
+  k.LinearBackward(dout, s.act.as<T>(), w.w_out, dact.as<T>(), dw.w_out, nullptr, d.n, f, c);
   if (dw.b_out != nullptr) k.AddColumnSums(dresid, dw.b_out, d.n_local, c);
   gathered.Reset();
   s.act.Reset();
   SHARDSIM_RETURN_IF_ERROR(zeros(dhidden, d.n * f, "mlp hidden gradient"));
   DeviceBuffer norm_in;
-  SHARDSIM_ASSIGN_OR_RETURN(const float* norm2, ctx.Gather(s.norm2.f(), norm_in, d.n_local, c));
+  SHARDSIM_ASSIGN_OR_RETURN(const T* norm2, ctx.Gather(s.norm2.as<T>(), norm_in, d.n_local, c));
   SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "mlp norm gradient"));
   if (m.activation == Activation::kSwiglu) {
     SHARDSIM_RETURN_IF_ERROR(zeros(dup, d.n * f, "mlp up gradient"));
-    k.SwigluBackward(dact.f(), s.hidden.f(), s.up.f(), dhidden.f(), dup.f(), d.n * f);
-    k.LinearBackward(dup.f(), norm2, w.w_up, dnorm_full.f(), dw.w_up, dw.b_up, d.n, c, f);
+    k.SwigluBackward(dact.as<T>(), s.hidden.as<T>(), s.up.as<T>(), dhidden.as<T>(), dup.as<T>(), d.n * f);
+    k.LinearBackward(dup.as<T>(), norm2, w.w_up, dnorm_full.as<T>(), dw.w_up, dw.b_up, d.n, c, f);
     dup.Reset();
     s.up.Reset();
   } else {
-    k.GeluBackward(dact.f(), s.hidden.f(), dhidden.f(), d.n * f);
+    k.GeluBackward(dact.as<T>(), s.hidden.as<T>(), dhidden.as<T>(), d.n * f);
   }
   dact.Reset();
-  k.LinearBackward(dhidden.f(), norm2, w.w_in, dnorm_full.f(), dw.w_in, dw.b_in, d.n, c, f);
+  k.LinearBackward(dhidden.as<T>(), norm2, w.w_in, dnorm_full.as<T>(), dw.w_in, dw.b_in, d.n, c, f);
   dhidden.Reset();
   s.hidden.Reset();
   norm_in.Reset();
   // f's backward: sum d(norm2) over the group (into this rank's rows with SP).
-  float* dn = dnorm_full.f();
+  T* dn = dnorm_full.as<T>();
   if (ctx.sp() && ctx.tp() > 1) {
-    SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc(kWork, d.n_local * c, "mlp norm gradient rows"));
-    dn = dnorm.f();
+    SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc<T>(kWork, d.n_local * c, "mlp norm gradient rows"));
+    dn = dnorm.as<T>();
   }
-  SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.f(), dn, d.n_local, c));
-  k.NormBackward(m.norm, dn, s.mid.f(), w.mlp_norm_gain, s.norm2_mean.f(), s.norm2_rstd.f(),
+  SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.as<T>(), dn, d.n_local, c));
+  k.NormBackward(m.norm, dn, s.mid.as<T>(), w.mlp_norm_gain, s.norm2_mean.f(), s.norm2_rstd.f(),
                  dresid, dw.mlp_norm_gain, dw.mlp_norm_bias, d.n_local, c);
   dnorm.Reset();
   dnorm_full.Reset();
@@ -146,34 +153,34 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<fl
   SHARDSIM_ASSIGN_OR_RETURN(dout, ctx.Gather(dresid, gathered, d.n_local, c));
   DeviceBuffer dattn, dq, dk, dv;
   SHARDSIM_RETURN_IF_ERROR(zeros(dattn, d.n * qd, "attention output gradient"));
-  k.LinearBackward(dout, s.attn.f(), w.wo, dattn.f(), dw.wo, nullptr, d.n, qd, c);
+  k.LinearBackward(dout, s.attn.as<T>(), w.wo, dattn.as<T>(), dw.wo, nullptr, d.n, qd, c);
   if (dw.bo != nullptr) k.AddColumnSums(dresid, dw.bo, d.n_local, c);
   gathered.Reset();
   s.attn.Reset();
   if (s.probs.empty()) {  // selective recompute: the probabilities again, from the saved Q, K
     ctx.SwitchCompute(Phase::kRecompute);
     DeviceBuffer out;
-    SHARDSIM_ASSIGN_OR_RETURN(s.probs, ctx.Alloc(kWork, d.b * m.heads * d.t * d.t, "recomputed attention probabilities"));
-    SHARDSIM_ASSIGN_OR_RETURN(out, ctx.Alloc(kWork, d.n * qd, "recomputed attention output"));
-    k.AttentionForward(s.q.f(), s.k.f(), s.v.f(), s.probs.f(), out.f(), Attn(d));
+    SHARDSIM_ASSIGN_OR_RETURN(s.probs, ctx.Alloc<T>(kWork, d.b * m.heads * d.t * d.t, "recomputed attention probabilities"));
+    SHARDSIM_ASSIGN_OR_RETURN(out, ctx.Alloc<T>(kWork, d.n * qd, "recomputed attention output"));
+    k.AttentionForward(s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(), out.as<T>(), Attn(d));
     ctx.SwitchCompute(Phase::kBackward);
   }
   SHARDSIM_RETURN_IF_ERROR(zeros(dq, d.n * qd, "query gradient"));
   SHARDSIM_RETURN_IF_ERROR(zeros(dk, d.n * kvd, "key gradient"));
   SHARDSIM_RETURN_IF_ERROR(zeros(dv, d.n * kvd, "value gradient"));
-  k.AttentionBackward(dattn.f(), s.q.f(), s.k.f(), s.v.f(), s.probs.f(), dq.f(), dk.f(), dv.f(),
+  k.AttentionBackward(dattn.as<T>(), s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(), dq.as<T>(), dk.as<T>(), dv.as<T>(),
                       Attn(d));
   dattn.Reset();
   s.probs.Reset();
   if (m.position == Position::kRope) {
-    k.RopeBackward(dq.f(), d.b, d.t, m.heads, m.head_dim);
-    k.RopeBackward(dk.f(), d.b, d.t, m.kv_heads, m.head_dim);
+    k.RopeBackward(dq.as<T>(), d.b, d.t, m.heads, m.head_dim);
+    k.RopeBackward(dk.as<T>(), d.b, d.t, m.kv_heads, m.head_dim);
   }
-  SHARDSIM_ASSIGN_OR_RETURN(const float* norm1, ctx.Gather(s.norm1.f(), norm_in, d.n_local, c));
+  SHARDSIM_ASSIGN_OR_RETURN(const T* norm1, ctx.Gather(s.norm1.as<T>(), norm_in, d.n_local, c));
   SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "attention norm gradient"));
-  k.LinearBackward(dq.f(), norm1, w.wq, dnorm_full.f(), dw.wq, dw.bq, d.n, c, qd);
-  k.LinearBackward(dk.f(), norm1, w.wk, dnorm_full.f(), dw.wk, dw.bk, d.n, c, kvd);
-  k.LinearBackward(dv.f(), norm1, w.wv, dnorm_full.f(), dw.wv, dw.bv, d.n, c, kvd);
+  k.LinearBackward(dq.as<T>(), norm1, w.wq, dnorm_full.as<T>(), dw.wq, dw.bq, d.n, c, qd);
+  k.LinearBackward(dk.as<T>(), norm1, w.wk, dnorm_full.as<T>(), dw.wk, dw.bk, d.n, c, kvd);
+  k.LinearBackward(dv.as<T>(), norm1, w.wv, dnorm_full.as<T>(), dw.wv, dw.bv, d.n, c, kvd);
   dq.Reset();
   dk.Reset();
   dv.Reset();
@@ -181,16 +188,25 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<fl
   s.q.Reset();
   s.k.Reset();
   s.v.Reset();
-  dn = dnorm_full.f();
+  dn = dnorm_full.as<T>();
   if (ctx.sp() && ctx.tp() > 1) {
-    SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc(kWork, d.n_local * c, "attention norm gradient rows"));
-    dn = dnorm.f();
+    SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc<T>(kWork, d.n_local * c, "attention norm gradient rows"));
+    dn = dnorm.as<T>();
   }
-  SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.f(), dn, d.n_local, c));
+  SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.as<T>(), dn, d.n_local, c));
   k.NormBackward(m.norm, dn, x, w.attn_norm_gain, s.norm1_mean.f(), s.norm1_rstd.f(), dresid,
                  dw.attn_norm_gain, dw.attn_norm_bias, d.n_local, c);
   s.Clear();
   return Status::Ok();
 }
+
+#define SHARDSIM_INSTANTIATE_BLOCK(T)                                                        \
+  template Status BlockForward(ExecContext&, const BlockDims&, const BlockWeights<T>&, const T*, \
+                               T*, BlockSaved&, bool);                                          \
+  template Status BlockBackward(ExecContext&, const BlockDims&, const BlockWeights<T>&,          \
+                                const BlockWeights<float>&, const T*, BlockSaved&, T*);
+SHARDSIM_INSTANTIATE_BLOCK(float)
+SHARDSIM_INSTANTIATE_BLOCK(Bf16)
+#undef SHARDSIM_INSTANTIATE_BLOCK
 
 }  // namespace shardsim::runtime

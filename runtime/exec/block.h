@@ -40,12 +40,16 @@ struct BlockSaved {
 
 // x, out (n_local, C). Allocates `saved` as `kind` (activations; the caller decides what a
 // recomputed copy counts as). keep_probs false: selective recompute.
-Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<float>& w,
-                    const float* x, float* out, BlockSaved& saved, bool keep_probs);
+// T: the storage type of activations and working weights (float or Bf16); saved tensors are
+// T except the norm statistics (fp32).
+template <typename T>
+Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w, const T* x,
+                    T* out, BlockSaved& saved, bool keep_probs);
 
-// dresid (n_local, C): on entry d(out), on return d(x). Adds into dw. Frees `saved` as it goes.
-Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<float>& w,
-                     const BlockWeights<float>& dw, const float* x, BlockSaved& saved,
-                     float* dresid);
+// dresid (n_local, C): on entry d(out), on return d(x). Adds into dw (fp32 gradients whatever
+// T is). Frees `saved` as it goes.
+template <typename T>
+Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w,
+                     const BlockWeights<float>& dw, const T* x, BlockSaved& saved, T* dresid);
 
 }  // namespace shardsim::runtime

@@ -3,43 +3,42 @@
 
 namespace shardsim::runtime {
 
-StatusOr<DeviceBuffer> ExecContext::Alloc(MemoryKind kind, int64_t floats, const char* what) {
-  return mem().AllocateFloats(kind, floats, what);
-}
-
-StatusOr<DeviceBuffer> ExecContext::Zeros(MemoryKind kind, int64_t floats, const char* what) {
-  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer b, Alloc(kind, floats, what));
-  mem().Zero(b.data(), b.bytes());
-  return b;
-}
-
-StatusOr<const float*> ExecContext::Gather(const float* x, DeviceBuffer& tmp, int64_t n_local,
-                                           int64_t c) {
+template <typename T>
+StatusOr<const T*> ExecContext::Gather(const T* x, DeviceBuffer& tmp, int64_t n_local, int64_t c) {
   if (!sp_ || tp_ == 1) return x;
-  SHARDSIM_ASSIGN_OR_RETURN(tmp, Alloc(MemoryKind::kOther, tp_ * n_local * c, "sp all-gather"));
-  const double bytes = static_cast<double>(tp_ * n_local * c) * sizeof(float);
+  SHARDSIM_ASSIGN_OR_RETURN(tmp, Alloc<T>(MemoryKind::kOther, tp_ * n_local * c, "sp all-gather"));
+  const double bytes = static_cast<double>(tp_ * n_local * c) * sizeof(T);
   SHARDSIM_RETURN_IF_ERROR(Comm(Phase::kTpComm, bytes, [&] {
-    return comm().AllGather(Group::kTp, x, tmp.f(), n_local * c);
+    return comm().AllGather(Group::kTp, x, tmp.as<T>(), n_local * c);
   }));
-  return static_cast<const float*>(tmp.f());
+  return static_cast<const T*>(tmp.as<T>());
 }
 
-StatusOr<float*> ExecContext::PartialTarget(float* out, DeviceBuffer& tmp, int64_t n_local,
-                                            int64_t c) {
+template <typename T>
+StatusOr<T*> ExecContext::PartialTarget(T* out, DeviceBuffer& tmp, int64_t n_local, int64_t c) {
   if (!sp_ || tp_ == 1) return out;
-  SHARDSIM_ASSIGN_OR_RETURN(tmp, Alloc(MemoryKind::kOther, tp_ * n_local * c, "sp partial sum"));
-  return tmp.f();
+  SHARDSIM_ASSIGN_OR_RETURN(tmp, Alloc<T>(MemoryKind::kOther, tp_ * n_local * c, "sp partial sum"));
+  return tmp.as<T>();
 }
 
-Status ExecContext::Reduce(float* partial, float* out, int64_t n_local, int64_t c) {
+template <typename T>
+Status ExecContext::Reduce(T* partial, T* out, int64_t n_local, int64_t c) {
   if (tp_ == 1) return Status::Ok();
   if (!sp_) {
-    return Comm(Phase::kTpComm, static_cast<double>(n_local * c) * sizeof(float),
+    return Comm(Phase::kTpComm, static_cast<double>(n_local * c) * sizeof(T),
                 [&] { return comm().AllReduceSum(Group::kTp, partial, n_local * c); });
   }
-  return Comm(Phase::kTpComm, static_cast<double>(tp_ * n_local * c) * sizeof(float),
+  return Comm(Phase::kTpComm, static_cast<double>(tp_ * n_local * c) * sizeof(T),
               [&] { return comm().ReduceScatterSum(Group::kTp, partial, out, n_local * c); });
 }
+
+#define SHARDSIM_INSTANTIATE_TP_OPS(T)                                                   \
+  template StatusOr<const T*> ExecContext::Gather(const T*, DeviceBuffer&, int64_t, int64_t); \
+  template StatusOr<T*> ExecContext::PartialTarget(T*, DeviceBuffer&, int64_t, int64_t);      \
+  template Status ExecContext::Reduce(T*, T*, int64_t, int64_t);
+SHARDSIM_INSTANTIATE_TP_OPS(float)
+SHARDSIM_INSTANTIATE_TP_OPS(Bf16)
+#undef SHARDSIM_INSTANTIATE_TP_OPS
 
 void ExecContext::SetPass(Phase compute, int32_t microbatch, int32_t chunk) {
   CloseSegment();

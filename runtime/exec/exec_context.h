@@ -24,9 +24,22 @@ class ExecContext {
   int64_t tp() const { return tp_; }
   bool sp() const { return sp_; }
 
-  StatusOr<DeviceBuffer> Alloc(MemoryKind kind, int64_t floats, const char* what);
+  // The storage type T's kernels (float, or Bf16 under mixed precision).
+  template <typename T>
+  TypedKernels<T>& kt() { return k().of<T>(); }
+
+  // n elements of T.
+  template <typename T = float>
+  StatusOr<DeviceBuffer> Alloc(MemoryKind kind, int64_t n, const char* what) {
+    return mem().AllocateOf<T>(kind, n, what);
+  }
   // Allocated and zeroed.
-  StatusOr<DeviceBuffer> Zeros(MemoryKind kind, int64_t floats, const char* what);
+  template <typename T = float>
+  StatusOr<DeviceBuffer> Zeros(MemoryKind kind, int64_t n, const char* what) {
+    SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer b, Alloc<T>(kind, n, what));
+    mem().Zero(b.data(), b.bytes());
+    return b;
+  }
 
   // --- Tensor parallelism: Megatron's f and g (Shoeybi et al. 2019, Fig. 3) and their
   // sequence-parallel forms (Korthikanti et al. 2022, Sec. 4.2.2). Under SP a rank holds
@@ -34,13 +47,16 @@ class ExecContext {
   //
   // Gather: rows (n_local, c) -> all rows (n, c): `x` itself without SP; all-gathered into
   // `tmp` with SP (the input of a column-parallel layer, and the backward of Reduce).
-  StatusOr<const float*> Gather(const float* x, DeviceBuffer& tmp, int64_t n_local, int64_t c);
+  template <typename T>
+  StatusOr<const T*> Gather(const T* x, DeviceBuffer& tmp, int64_t n_local, int64_t c);
   // Where a row-parallel product (n, c) goes before Reduce: `out` itself, or `tmp` with SP.
-  StatusOr<float*> PartialTarget(float* out, DeviceBuffer& tmp, int64_t n_local, int64_t c);
+  template <typename T>
+  StatusOr<T*> PartialTarget(T* out, DeviceBuffer& tmp, int64_t n_local, int64_t c);
   // Reduce: a partial sum (n, c) over the TP group -> this rank's rows of the sum: all-reduce
   // in place (`out` == `partial`) or reduce-scatter into `out` (n_local, c) with SP (the
   // output of a row-parallel layer, and the backward of Gather). Nothing when tp = 1.
-  Status Reduce(float* partial, float* out, int64_t n_local, int64_t c);
+  template <typename T>
+  Status Reduce(T* partial, T* out, int64_t n_local, int64_t c);
 
   // --- Timeline. Compute runs in the current phase (forward, backward or recompute) between
   // the calls below; Comm pauses it for the duration of `fn`.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <string>
 
+#include "runtime/exec/executor_impl.h"
 #include "src/sim/schedule.h"
 
 namespace shardsim::runtime {
@@ -30,13 +31,15 @@ std::vector<std::string> UnsupportedLayout(const Layout& l) {
   no(l.schedule == Schedule::kZeroBubble,
      "schedule=zero-bubble (the runtime runs gpipe, 1f1b and interleaved; the B/W split is not implemented)");
   no(l.offload != Offload::kNone, "offload=" + OffloadName(l.offload) + " (not implemented)");
-  no(l.dtype != DType::kFp32, "dtype=" + DTypeName(l.dtype) + " (the CPU runtime trains in fp32)");
+  no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
+     "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");
   no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
   return why;
 }
 
-Executor::Executor(const ModelSpec& m, const Layout& l, Backend* backend, RankShard shard,
-                   const AdamWConfig& opt, Timeline* timeline)
+template <typename T>
+TypedExecutor<T>::TypedExecutor(const ModelSpec& m, const Layout& l, Backend* backend,
+                                RankShard shard, const AdamWConfig& opt, Timeline* timeline)
     : model_(m),
       layout_(l),
       backend_(backend),
@@ -72,12 +75,18 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
   }
   SHARDSIM_ASSIGN_OR_RETURN(RankShard shard,
                             RankShard::Create(m, l, comm.rank(Group::kTp), comm.rank(Group::kPp)));
-  std::unique_ptr<Executor> e(new Executor(m, l, backend, std::move(shard), opt, timeline));
+  if (l.dtype == DType::kBf16) {
+    auto e = std::make_unique<TypedExecutor<Bf16>>(m, l, backend, std::move(shard), opt, timeline);
+    SHARDSIM_RETURN_IF_ERROR(e->Allocate(seed));
+    return std::unique_ptr<Executor>(std::move(e));
+  }
+  auto e = std::make_unique<TypedExecutor<float>>(m, l, backend, std::move(shard), opt, timeline);
   SHARDSIM_RETURN_IF_ERROR(e->Allocate(seed));
-  return e;
+  return std::unique_ptr<Executor>(std::move(e));
 }
 
-Status Executor::Allocate(uint64_t seed) {
+template <typename T>
+Status TypedExecutor<T>::Allocate(uint64_t seed) {
   Memory& mem = backend_->memory();
   total_ = shard_.layout().total_size();
   const int64_t dp = layout_.dp;
@@ -88,51 +97,76 @@ Status Executor::Allocate(uint64_t seed) {
   shard_end_ = layout_.zero >= 1 ? std::min((r + 1) * per, total_) : total_;
   const bool shard_grads = layout_.zero >= 2 && dp > 1;  // ZeRO-2's P_g
   const bool shard_params = layout_.zero >= 3 && dp > 1;  // ZeRO-3's P_p
-  zero_ = std::make_unique<ZeroBuckets>(&ctx_, &shard_, layout_.zero, dp, shard_begin_, shard_end_);
+  zero_ = std::make_unique<ZeroBuckets<T>>(&ctx_, &shard_, layout_.zero, dp, shard_begin_, shard_end_);
   const int64_t states = layout_.zero >= 1 ? zero_->StateSize() : total_;
-  SHARDSIM_ASSIGN_OR_RETURN(
-      params_, mem.AllocateFloats(MemoryKind::kWeights, shard_params ? states : padded_, "parameters"));
+  SHARDSIM_ASSIGN_OR_RETURN(params_, mem.AllocateOf<T>(MemoryKind::kWeights,
+                                                       shard_params ? states : padded_, "parameters"));
+  if constexpr (kMixed) {  // the fp32 master copy, sharded as the moments (an optimizer state)
+    SHARDSIM_ASSIGN_OR_RETURN(master_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "fp32 master weights"));
+  }
   SHARDSIM_ASSIGN_OR_RETURN(grads_, mem.AllocateFloats(MemoryKind::kGradients,
                                                        shard_grads ? states : padded_, "gradients"));
   SHARDSIM_ASSIGN_OR_RETURN(moment1_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW first moment"));
   SHARDSIM_ASSIGN_OR_RETURN(moment2_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW second moment"));
-  for (DeviceBuffer* b : {&params_, &grads_, &moment1_, &moment2_}) mem.Zero(b->data(), b->bytes());
-  zero_->Bind(params_.f(), grads_.f());
+  for (DeviceBuffer* b : {&params_, &master_, &grads_, &moment1_, &moment2_}) mem.Zero(b->data(), b->bytes());
+  zero_->Bind(params_.template as<T>(), grads_.f());
+  // Initial values into this rank's owned ranges of the fp32 parameters (the master under
+  // mixed precision, cast to the working copy), or the whole buffer where it is not sharded.
   const std::vector<float> init = shard_.InitialParams(seed);
-  if (shard_params) {  // this rank's share of each bucket
-    for (const auto& [from, to] : zero_->OwnedRanges()) {
-      mem.CopyToDevice(zero_->ParamState(from), init.data() + from, (to - from) * static_cast<int64_t>(sizeof(float)));
+  const auto owned = kMixed || shard_params ? zero_->OwnedRanges()
+                                            : std::vector<std::pair<int64_t, int64_t>>{{0, total_}};
+  for (const auto& [from, to] : owned) {
+    mem.CopyToDevice(Master(from), init.data() + from, (to - from) * static_cast<int64_t>(sizeof(float)));
+  }
+  if constexpr (kMixed) {
+    // The working copy everywhere this rank holds one: cast from its own range, then the
+    // others' ranges gathered as after every step (ZeRO 1/2); ZeRO 0 owns everything.
+    for (const auto& [from, to] : owned) {
+      ctx_.k().CastToBf16(Master(from), zero_->ParamState(from), to - from);
     }
-  } else {
-    mem.CopyToDevice(params_.data(), init.data(), total_ * static_cast<int64_t>(sizeof(float)));
+    SHARDSIM_RETURN_IF_ERROR(GatherWorkingWeights());
   }
   overlap_ = std::make_unique<DpOverlap>(&ctx_, shard_, grads_.f(),
                                          layout_.overlap_dp && layout_.zero == 0 && dp > 1);
   return Status::Ok();
 }
 
-const float* Executor::Param(const char* name) const {
+template <typename T>
+float* TypedExecutor<T>::Master(int64_t offset) {
+  if constexpr (kMixed) {
+    return master_.f() + zero_->StateIndex(offset);
+  } else {
+    return zero_->ParamState(offset);
+  }
+}
+
+template <typename T>
+const T* TypedExecutor<T>::Param(const char* name) const {
   const int64_t at = shard_.layout().OffsetOf(name);
   return at < 0 ? nullptr : zero_->Param(at);
 }
 
-float* Executor::Grad(const char* name) {
+template <typename T>
+float* TypedExecutor<T>::Grad(const char* name) {
   const int64_t at = shard_.layout().OffsetOf(name);
   return at < 0 ? nullptr : zero_->Grad(at);
 }
 
-int64_t Executor::SequenceIndex(int64_t step, int32_t mb) const {
+template <typename T>
+int64_t TypedExecutor<T>::SequenceIndex(int64_t step, int32_t mb) const {
   // DP rank d takes rows [d gbs/dp, (d+1) gbs/dp) of the global batch, in micro-batches.
   const int64_t d = backend_->comm().rank(Group::kDp);
   return step * layout_.gbs + d * (layout_.gbs / layout_.dp) + mb * layout_.mbs;
 }
 
-int Executor::Tag(int32_t mb, int64_t model_chunk, bool backward) const {
+template <typename T>
+int TypedExecutor<T>::Tag(int32_t mb, int64_t model_chunk, bool backward) const {
   // Unique within an iteration: the receiving model chunk, the micro-batch, the direction.
   return static_cast<int>(((mb * layout_.pp * layout_.vpp) + model_chunk) * 2 + (backward ? 1 : 0));
 }
 
-StatusOr<double> Executor::Step(const MarkovStream& data, int64_t step) {
+template <typename T>
+StatusOr<double> TypedExecutor<T>::Step(const MarkovStream& data, int64_t step) {
   phase_ = "forward";
   backend_->memory().Zero(grads_.data(), grads_.bytes());
   loss_sum_ = 0;
@@ -158,7 +192,8 @@ StatusOr<double> Executor::Step(const MarkovStream& data, int64_t step) {
   return loss / static_cast<double>(layout_.gbs * model_.seq_len);
 }
 
-Status Executor::ReleaseCompletedSends() {
+template <typename T>
+Status TypedExecutor<T>::ReleaseCompletedSends() {
   for (size_t i = 0; i < sends_.size();) {
     SHARDSIM_ASSIGN_OR_RETURN(const bool done, backend_->comm().Test(sends_[i].first));
     if (done) {
@@ -170,7 +205,8 @@ Status Executor::ReleaseCompletedSends() {
   return Status::Ok();
 }
 
-Status Executor::WaitSends() {
+template <typename T>
+Status TypedExecutor<T>::WaitSends() {
   for (auto& [handle, buffer] : sends_) {
     SHARDSIM_RETURN_IF_ERROR(backend_->comm().Wait(handle));
   }
@@ -178,7 +214,8 @@ Status Executor::WaitSends() {
   return Status::Ok();
 }
 
-Status Executor::Forward(const MarkovStream& data, int64_t step, int32_t mb, int32_t chunk) {
+template <typename T>
+Status TypedExecutor<T>::Forward(const MarkovStream& data, int64_t step, int32_t mb, int32_t chunk) {
   const ChunkInfo& info = shard_.chunks()[chunk];
   ChunkState& s = live_[{chunk, mb}];
   const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;
@@ -197,25 +234,25 @@ Status Executor::Forward(const MarkovStream& data, int64_t step, int32_t mb, int
       mem.CopyToDevice(s.targets.data(), batch.targets.data(), bytes);
     }
   }
-  SHARDSIM_ASSIGN_OR_RETURN(s.residual[0], ctx_.Alloc(kAct, nl * c, "layer input"));
+  SHARDSIM_ASSIGN_OR_RETURN(s.residual[0], ctx_.Alloc<T>(kAct, nl * c, "layer input"));
   if (info.has_embedding) {
     ctx_.SetPass(Phase::kForward, mb, chunk);
     // Vocab-parallel embedding: this rank's rows of the table, zero elsewhere, summed over TP
     // (Megatron's VocabParallelEmbedding); positions added once, by TP rank 0.
     DeviceBuffer tmp;
     SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->embedding()));
-    SHARDSIM_ASSIGN_OR_RETURN(float* partial, ctx_.PartialTarget(s.residual[0].f(), tmp, nl, c));
-    const float* wpe = shard_.tp_rank() == 0 ? Param("embed.positions") : nullptr;
-    ctx_.k().EmbeddingForward(s.tokens.i32(), Param("embed.tokens"), shard_.vocab_begin(),
+    SHARDSIM_ASSIGN_OR_RETURN(T* partial, ctx_.PartialTarget(s.residual[0].template as<T>(), tmp, nl, c));
+    const T* wpe = shard_.tp_rank() == 0 ? Param("embed.positions") : nullptr;
+    ctx_.kt<T>().EmbeddingForward(s.tokens.i32(), Param("embed.tokens"), shard_.vocab_begin(),
                               shard_.local_model().vocab, wpe, partial, n, 0, model_.seq_len, c);
     zero_->Release(zero_->embedding());
-    SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(partial, s.residual[0].f(), nl, c));
+    SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(partial, s.residual[0].template as<T>(), nl, c));
   } else {
     const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);
     const double start = ctx_.Now();
-    SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, s.residual[0].f(), nl * c, peer,
+    SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, s.residual[0].template as<T>(), nl * c, peer,
                                        Tag(mb, info.model_chunk, false)));
-    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(float));
+    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(T));
     ctx_.SetPass(Phase::kForward, mb, chunk);
   }
   const bool full = layout_.recompute == Recompute::kFull;
@@ -225,9 +262,9 @@ Status Executor::Forward(const MarkovStream& data, int64_t step, int32_t mb, int
     const bool prefetch = layout_.prefetch && i + 1 < info.layers;  // the chunk's next layer
     SHARDSIM_RETURN_IF_ERROR(
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer + 1) : -1));
-    SHARDSIM_ASSIGN_OR_RETURN(s.residual[i + 1], ctx_.Alloc(kAct, nl * c, "layer input"));
-    SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, zero_->LayerParams(layer), s.residual[i].f(),
-                                          s.residual[i + 1].f(), s.saved[i],
+    SHARDSIM_ASSIGN_OR_RETURN(s.residual[i + 1], ctx_.Alloc<T>(kAct, nl * c, "layer input"));
+    SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, zero_->LayerParams(layer), s.residual[i].template as<T>(),
+                                          s.residual[i + 1].template as<T>(), s.saved[i],
                                           layout_.recompute != Recompute::kSelective));
     zero_->Release(zero_->layer(layer));
     if (full) s.saved[i].Clear();  // only the layer's input is kept
@@ -244,18 +281,19 @@ Status Executor::Forward(const MarkovStream& data, int64_t step, int32_t mb, int
   const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
   const double start = ctx_.Now();
   DeviceBuffer out = std::move(s.residual[info.layers]);
-  SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, out.f(), nl * c, peer,
+  SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, out.template as<T>(), nl * c, peer,
                                                        Tag(mb, info.model_chunk + 1, false)));
-  ctx_.Record(Phase::kPpSendForward, start, static_cast<double>(nl * c) * sizeof(float));
+  ctx_.Record(Phase::kPpSendForward, start, static_cast<double>(nl * c) * sizeof(T));
   sends_.emplace_back(handle, std::move(out));
   return Status::Ok();
 }
 
-Status Executor::HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_sum) {
+template <typename T>
+Status TypedExecutor<T>::HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_sum) {
   const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;
   const int64_t v = shard_.local_model().vocab;
-  Kernels& k = ctx_.k();
-  SHARDSIM_ASSIGN_OR_RETURN(s.final_out, ctx_.Alloc(kAct, nl * c, "final norm output"));
+  TypedKernels<T>& k = ctx_.kt<T>();
+  SHARDSIM_ASSIGN_OR_RETURN(s.final_out, ctx_.Alloc<T>(kAct, nl * c, "final norm output"));
   SHARDSIM_ASSIGN_OR_RETURN(s.final_rstd, ctx_.Alloc(kAct, nl, "final norm statistics"));
   if (model_.norm == Norm::kLayerNorm) {
     SHARDSIM_ASSIGN_OR_RETURN(s.final_mean, ctx_.Alloc(kAct, nl, "final norm statistics"));
@@ -264,17 +302,17 @@ Status Executor::HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_
   const char* head = model_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
   const int head_bucket = zero_->BucketOf(shard_.layout().OffsetOf(head));
   SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->head(), head_bucket));
-  k.NormForward(model_.norm, s.residual[info.layers].f(), Param("final_norm.gain"),
-                Param("final_norm.bias"), s.final_out.f(), s.final_mean.f(), s.final_rstd.f(), nl, c);
+  k.NormForward(model_.norm, s.residual[info.layers].template as<T>(), Param("final_norm.gain"),
+                Param("final_norm.bias"), s.final_out.template as<T>(), s.final_mean.f(), s.final_rstd.f(), nl, c);
   DeviceBuffer gathered;
-  SHARDSIM_ASSIGN_OR_RETURN(const float* in, ctx_.Gather(s.final_out.f(), gathered, nl, c));
+  SHARDSIM_ASSIGN_OR_RETURN(const T* in, ctx_.Gather(s.final_out.template as<T>(), gathered, nl, c));
   // The simulator counts the logits under "other" (src/cost/memory.cc); so does this.
-  SHARDSIM_ASSIGN_OR_RETURN(s.logits, ctx_.Alloc(kWork, n * v, "logits"));
-  k.LinearForward(in, Param(head), nullptr, s.logits.f(), n, c, v);
+  SHARDSIM_ASSIGN_OR_RETURN(s.logits, ctx_.Alloc<T>(kWork, n * v, "logits"));
+  k.LinearForward(in, Param(head), nullptr, s.logits.template as<T>(), n, c, v);
   zero_->Release(zero_->head());
   zero_->Release(head_bucket);
   if (ctx_.tp() == 1) {
-    *loss_sum = k.SoftmaxCrossEntropy(s.logits.f(), s.targets.i32(), s.logits.f(), n, v);
+    *loss_sum = k.SoftmaxCrossEntropy(s.logits.template as<T>(), s.targets.i32(), s.logits.template as<T>(), n, v);
     return Status::Ok();
   }
   // Vocab-parallel cross-entropy (Megatron's vocab_parallel_cross_entropy): each rank's
@@ -283,26 +321,27 @@ Status Executor::HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_
   SHARDSIM_ASSIGN_OR_RETURN(stats, ctx_.Alloc(kWork, n * 3, "softmax statistics"));
   SHARDSIM_ASSIGN_OR_RETURN(all, ctx_.Alloc(kWork, ctx_.tp() * n * 3, "softmax statistics"));
   SHARDSIM_ASSIGN_OR_RETURN(lse, ctx_.Alloc(kWork, n, "log-sum-exp"));
-  k.VocabParallelStats(s.logits.f(), s.targets.i32(), shard_.vocab_begin(), stats.f(), n, v);
+  k.VocabParallelStats(s.logits.template as<T>(), s.targets.i32(), shard_.vocab_begin(), stats.f(), n, v);
   SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kTpComm, static_cast<double>(ctx_.tp() * n * 3) * sizeof(float), [&] {
     return backend_->comm().AllGather(Group::kTp, stats.f(), all.f(), n * 3);
   }));
-  *loss_sum = k.VocabParallelLogSumExp(all.f(), ctx_.tp(), lse.f(), n);
-  k.SoftmaxFromLogSumExp(s.logits.f(), lse.f(), n, v);
+  *loss_sum = ctx_.k().VocabParallelLogSumExp(all.f(), ctx_.tp(), lse.f(), n);
+  k.SoftmaxFromLogSumExp(s.logits.template as<T>(), lse.f(), n, v);
   return Status::Ok();
 }
 
-Status Executor::HeadBackward(ChunkState& s, float* dres) {
+template <typename T>
+Status TypedExecutor<T>::HeadBackward(ChunkState& s, T* dres) {
   const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;
   const int64_t v = shard_.local_model().vocab;
   const int64_t last = static_cast<int64_t>(s.residual.size()) - 1;
-  Kernels& k = ctx_.k();
+  TypedKernels<T>& k = ctx_.kt<T>();
   // d(mean loss over the global batch's tokens) / d(logits), in place of the probabilities.
-  k.CrossEntropyBackward(s.logits.f(), s.targets.i32(), 1.0f, layout_.gbs * model_.seq_len,
-                         s.logits.f(), n, v, shard_.vocab_begin());
+  k.CrossEntropyBackward(s.logits.template as<T>(), s.targets.i32(), 1.0f, layout_.gbs * model_.seq_len,
+                         s.logits.template as<T>(), n, v, shard_.vocab_begin());
   DeviceBuffer gathered, dfull, dlocal;
-  SHARDSIM_ASSIGN_OR_RETURN(const float* in, ctx_.Gather(s.final_out.f(), gathered, nl, c));
-  SHARDSIM_ASSIGN_OR_RETURN(dfull, ctx_.Zeros(kWork, n * c, "final norm gradient"));
+  SHARDSIM_ASSIGN_OR_RETURN(const T* in, ctx_.Gather(s.final_out.template as<T>(), gathered, nl, c));
+  SHARDSIM_ASSIGN_OR_RETURN(dfull, ctx_.Zeros<T>(kWork, n * c, "final norm gradient"));
   const char* head = model_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
   // ZeRO-2/3: the head's gradients go to its bucket; with tied embeddings the table's go to
   // the embedding bucket, which stays open until the embedding's backward adds its part.
@@ -310,16 +349,16 @@ Status Executor::HeadBackward(ChunkState& s, float* dres) {
   SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->head(), head_bucket));
   SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->head()));
   SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(head_bucket));
-  k.LinearBackward(s.logits.f(), in, Param(head), dfull.f(), Grad(head), nullptr, n, c, v);
+  k.LinearBackward(s.logits.template as<T>(), in, Param(head), dfull.template as<T>(), Grad(head), nullptr, n, c, v);
   s.logits.Reset();
   gathered.Reset();
-  float* dn = dfull.f();
+  T* dn = dfull.template as<T>();
   if (ctx_.sp()) {
-    SHARDSIM_ASSIGN_OR_RETURN(dlocal, ctx_.Alloc(kWork, nl * c, "final norm gradient rows"));
-    dn = dlocal.f();
+    SHARDSIM_ASSIGN_OR_RETURN(dlocal, ctx_.Alloc<T>(kWork, nl * c, "final norm gradient rows"));
+    dn = dlocal.template as<T>();
   }
-  SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(dfull.f(), dn, nl, c));
-  k.NormBackward(model_.norm, dn, s.residual[last].f(), Param("final_norm.gain"), s.final_mean.f(),
+  SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(dfull.template as<T>(), dn, nl, c));
+  k.NormBackward(model_.norm, dn, s.residual[last].template as<T>(), Param("final_norm.gain"), s.final_mean.f(),
                  s.final_rstd.f(), dres, Grad("final_norm.gain"), Grad("final_norm.bias"), nl, c);
   zero_->Release(zero_->head());
   zero_->Release(head_bucket);
@@ -331,7 +370,8 @@ Status Executor::HeadBackward(ChunkState& s, float* dres) {
   return Status::Ok();
 }
 
-Status Executor::Backward(int32_t mb, int32_t chunk) {
+template <typename T>
+Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
   const ChunkInfo& info = shard_.chunks()[chunk];
   auto it = live_.find({chunk, mb});
   if (it == live_.end()) {
@@ -343,17 +383,17 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
   Collectives& comm = backend_->comm();
   // The chunk's last micro-batch: its gradients are final part by part (overlap_dp).
   const bool last_mb = mb == layout_.microbatches() - 1;
-  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer dres, ctx_.Zeros(kWork, nl * c, "residual gradient"));
+  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer dres, ctx_.Zeros<T>(kWork, nl * c, "residual gradient"));
   if (info.has_head) {
     ctx_.SetPass(Phase::kBackward, mb, chunk);
-    SHARDSIM_RETURN_IF_ERROR(HeadBackward(s, dres.f()));
+    SHARDSIM_RETURN_IF_ERROR(HeadBackward(s, dres.template as<T>()));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kHead));
   } else {
     const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
     const double start = ctx_.Now();
-    SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, dres.f(), nl * c, peer,
+    SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, dres.template as<T>(), nl * c, peer,
                                        Tag(mb, info.model_chunk, true)));
-    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(float));
+    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(T));
     ctx_.SetPass(Phase::kBackward, mb, chunk);
   }
   for (int64_t i = info.layers - 1; i >= 0; --i) {
@@ -364,16 +404,16 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
     SHARDSIM_RETURN_IF_ERROR(
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer - 1) : -1));
     SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
-    const BlockWeights<float> w = zero_->LayerParams(layer);
+    const BlockWeights<T> w = zero_->LayerParams(layer);
     if (layout_.recompute == Recompute::kFull) {
       // Re-run the layer's forward from its saved input (its TP collectives included).
       ctx_.SwitchCompute(Phase::kRecompute);
-      SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer out, ctx_.Alloc(kWork, nl * c, "recomputed layer output"));
-      SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, w, s.residual[i].f(), out.f(), s.saved[i], true));
+      SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer out, ctx_.Alloc<T>(kWork, nl * c, "recomputed layer output"));
+      SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, w, s.residual[i].template as<T>(), out.template as<T>(), s.saved[i], true));
       ctx_.SwitchCompute(Phase::kBackward);
     }
     SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, zero_->LayerGrads(layer),
-                                           s.residual[i].f(), s.saved[i], dres.f()));
+                                           s.residual[i].template as<T>(), s.saved[i], dres.template as<T>()));
     zero_->Release(zero_->layer(layer));
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer)));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
@@ -381,9 +421,9 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
   }
   if (info.has_embedding) {
     DeviceBuffer gathered;
-    SHARDSIM_ASSIGN_OR_RETURN(const float* dfull, ctx_.Gather(dres.f(), gathered, nl, c));
+    SHARDSIM_ASSIGN_OR_RETURN(const T* dfull, ctx_.Gather(dres.template as<T>(), gathered, nl, c));
     SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->embedding()));
-    ctx_.k().EmbeddingBackward(dfull, s.tokens.i32(), Grad("embed.tokens"), shard_.vocab_begin(),
+    ctx_.kt<T>().EmbeddingBackward(dfull, s.tokens.i32(), Grad("embed.tokens"), shard_.vocab_begin(),
                                shard_.local_model().vocab, Grad("embed.positions"), dims_.n, 0,
                                model_.seq_len, c);
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->embedding()));
@@ -396,14 +436,15 @@ Status Executor::Backward(int32_t mb, int32_t chunk) {
   live_.erase(it);
   const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);
   const double start = ctx_.Now();
-  SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, dres.f(), nl * c, peer,
+  SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, dres.template as<T>(), nl * c, peer,
                                                        Tag(mb, info.model_chunk - 1, true)));
-  ctx_.Record(Phase::kPpSendBackward, start, static_cast<double>(nl * c) * sizeof(float));
+  ctx_.Record(Phase::kPpSendBackward, start, static_cast<double>(nl * c) * sizeof(T));
   sends_.emplace_back(handle, std::move(dres));
   return Status::Ok();
 }
 
-Status Executor::ReduceGradients() {
+template <typename T>
+Status TypedExecutor<T>::ReduceGradients() {
   if (zero_->shards_grads()) return Status::Ok();  // ZeRO-2/3: reduced bucket by bucket
   Collectives& comm = backend_->comm();
   // overlap_dp: the DP sums were issued during the backward pass; they finish first (the SP
@@ -434,7 +475,8 @@ Status Executor::ReduceGradients() {
   return Status::Ok();
 }
 
-StatusOr<double> Executor::GradSquaredNorm() {
+template <typename T>
+StatusOr<double> TypedExecutor<T>::GradSquaredNorm() {
   // Each parameter counted once in the world: a replicated tensor by TP rank 0 only, and
   // without ZeRO (every DP rank holds the same sums) by DP rank 0 only.
   Collectives& comm = backend_->comm();
@@ -457,7 +499,8 @@ StatusOr<double> Executor::GradSquaredNorm() {
   return sum;
 }
 
-Status Executor::OptimizerStep() {
+template <typename T>
+Status TypedExecutor<T>::OptimizerStep() {
   SHARDSIM_RETURN_IF_ERROR(ReduceGradients());
   SHARDSIM_ASSIGN_OR_RETURN(const double sq, GradSquaredNorm());
   const double start = ctx_.Now();
@@ -481,50 +524,58 @@ Status Executor::OptimizerStep() {
       if (from >= to) continue;
       a.weight_decay = t.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
       const int64_t at = zero_->StateIndex(from);  // the moments are sharded as the state
-      ctx_.k().AdamW(zero_->ParamState(from), zero_->GradState(from), moment1_.f() + at,
+      ctx_.k().AdamW(Master(from), zero_->GradState(from), moment1_.f() + at,
                      moment2_.f() + at, to - from, clip, a);
+      if constexpr (kMixed) ctx_.k().CastToBf16(Master(from), zero_->ParamState(from), to - from);
     }
   }
   ctx_.Record(Phase::kOptimizer, start);
+  return GatherWorkingWeights();
+}
+
+template <typename T>
+Status TypedExecutor<T>::GatherWorkingWeights() {
   // ZeRO-3 keeps only its updated range; the next pass gathers what it needs.
   if (layout_.zero == 0 || layout_.dp == 1 || zero_->shards_params()) return Status::Ok();
   if (zero_->shards_grads()) return zero_->AllGatherParams();
   // Every rank's updated range back to all: all-gather into a whole buffer, then copy.
   const int64_t per = padded_ / layout_.dp;
-  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer all, ctx_.Alloc(kWork, padded_, "parameter all-gather"));
-  SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(padded_) * sizeof(float), [&] {
-    return backend_->comm().AllGather(Group::kDp, params_.f() + backend_->comm().rank(Group::kDp) * per,
-                                      all.f(), per);
+  const int64_t bytes = padded_ * static_cast<int64_t>(sizeof(T));
+  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer all, ctx_.Alloc<T>(kWork, padded_, "parameter all-gather"));
+  SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(bytes), [&] {
+    return backend_->comm().AllGather(Group::kDp, params_.template as<T>() + backend_->comm().rank(Group::kDp) * per,
+                                      all.template as<T>(), per);
   }));
-  backend_->memory().Copy(params_.f(), all.f(), padded_ * static_cast<int64_t>(sizeof(float)));
+  backend_->memory().Copy(params_.data(), all.data(), bytes);
   return Status::Ok();
 }
 
-StatusOr<std::vector<float>> Executor::FullParams() {
+template <typename T>
+StatusOr<std::vector<float>> TypedExecutor<T>::FullParams() {
+  // Each element from the one rank that owns it: its owner in DP under ZeRO >= 1, else DP
+  // rank 0; for replicated tensors TP rank 0. The others contribute zeros to a world sum.
   Collectives& comm = backend_->comm();
-  std::vector<float> local(total_);
-  const float* whole = params_.f();
-  DeviceBuffer all;
-  if (zero_->shards_params()) {  // every bucket gathered in turn
-    SHARDSIM_ASSIGN_OR_RETURN(all, ctx_.Alloc(kWork, total_, "whole parameters"));
-    SHARDSIM_RETURN_IF_ERROR(zero_->GatherWhole(all.f()));
-    whole = all.f();
-  }
-  backend_->memory().CopyToHost(local.data(), whole, total_ * static_cast<int64_t>(sizeof(float)));
-  std::vector<float> full(shard_.full_layout().total_size(), 0.0f);
-  // One contributor per element: DP rank 0, and for replicated tensors TP rank 0.
-  if (comm.rank(Group::kDp) == 0) {
-    const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
-    for (size_t i = 0; i < tensors.size() && shard_.tp_rank() != 0; ++i) {
-      if (shard_.split(i) != TensorSplit::kReplicated) continue;
-      std::fill_n(local.begin() + tensors[i].offset, tensors[i].size(), 0.0f);
+  std::vector<float> local(total_, 0.0f);
+  if (layout_.zero >= 1 || comm.rank(Group::kDp) == 0) {
+    for (const auto& [from, to] : zero_->OwnedRanges()) {
+      backend_->memory().CopyToHost(local.data() + from, Master(from),
+                                    (to - from) * static_cast<int64_t>(sizeof(float)));
     }
-    shard_.Place(local.data(), full.data());
   }
+  const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
+  for (size_t i = 0; i < tensors.size() && shard_.tp_rank() != 0; ++i) {
+    if (shard_.split(i) != TensorSplit::kReplicated) continue;
+    std::fill_n(local.begin() + tensors[i].offset, tensors[i].size(), 0.0f);
+  }
+  std::vector<float> full(shard_.full_layout().total_size(), 0.0f);
+  shard_.Place(local.data(), full.data());
   std::vector<double> sum(full.begin(), full.end());
   SHARDSIM_RETURN_IF_ERROR(comm.AllReduceSumHost(Group::kWorld, sum.data(), static_cast<int64_t>(sum.size())));
   for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(sum[i]);
   return full;
 }
+
+template class TypedExecutor<float>;
+template class TypedExecutor<Bf16>;
 
 }  // namespace shardsim::runtime

@@ -22,7 +22,8 @@ constexpr int64_t kFloat = static_cast<int64_t>(sizeof(float));
 
 }  // namespace
 
-ZeroBuckets::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp,
+template <typename T>
+ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp,
                          int64_t shard_begin, int64_t shard_end)
     : ctx_(ctx),
       shard_(shard),
@@ -66,7 +67,8 @@ ZeroBuckets::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int
   }
 }
 
-std::vector<std::pair<int64_t, int64_t>> ZeroBuckets::OwnedRanges() const {
+template <typename T>
+std::vector<std::pair<int64_t, int64_t>> ZeroBuckets<T>::OwnedRanges() const {
   if (!shards_grads_) return {{shard_begin_, shard_end_}};
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const Bucket& k : buckets_) {
@@ -75,7 +77,8 @@ std::vector<std::pair<int64_t, int64_t>> ZeroBuckets::OwnedRanges() const {
   return ranges;
 }
 
-int64_t ZeroBuckets::StateIndex(int64_t offset) const {
+template <typename T>
+int64_t ZeroBuckets<T>::StateIndex(int64_t offset) const {
   if (!shards_grads_) return offset - shard_begin_;
   const int b = BucketOf(offset);
   CHECK(b >= 0 && offset >= buckets_[b].own_begin && offset < buckets_[b].own_end)
@@ -83,28 +86,32 @@ int64_t ZeroBuckets::StateIndex(int64_t offset) const {
   return buckets_[b].base + (offset - buckets_[b].own_begin);
 }
 
-int ZeroBuckets::layer(int64_t global_layer) const {
+template <typename T>
+int ZeroBuckets<T>::layer(int64_t global_layer) const {
   if (global_layer < 0) return -1;
   const auto it = std::find(layer_of_.begin(), layer_of_.end(), global_layer);
   return it == layer_of_.end() ? -1 : static_cast<int>(it - layer_of_.begin());
 }
 
-int ZeroBuckets::BucketOf(int64_t offset) const {
+template <typename T>
+int ZeroBuckets<T>::BucketOf(int64_t offset) const {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (offset >= buckets_[b].begin && offset < buckets_[b].end) return static_cast<int>(b);
   }
   return -1;
 }
 
-const float* ZeroBuckets::Param(int64_t offset) const {
+template <typename T>
+const T* ZeroBuckets<T>::Param(int64_t offset) const {
   if (!shards_params_) return params_ + offset;
   const int b = BucketOf(offset);
   CHECK(b >= 0 && !buckets_[b].params.empty())
       << "parameter " << offset << " used while not gathered";
-  return buckets_[b].params.f() + (offset - buckets_[b].begin);
+  return buckets_[b].params.template as<T>() + (offset - buckets_[b].begin);
 }
 
-float* ZeroBuckets::Grad(int64_t offset) const {
+template <typename T>
+float* ZeroBuckets<T>::Grad(int64_t offset) const {
   if (!shards_grads_) return grads_ + offset;
   const int b = BucketOf(offset);
   CHECK(b >= 0 && !buckets_[b].grads.empty())
@@ -112,15 +119,17 @@ float* ZeroBuckets::Grad(int64_t offset) const {
   return buckets_[b].grads.f() + (offset - buckets_[b].begin);
 }
 
-BlockWeights<float> ZeroBuckets::LayerParams(int64_t global_layer) const {
+template <typename T>
+BlockWeights<T> ZeroBuckets<T>::LayerParams(int64_t global_layer) const {
   const ModelSpec& m = shard_->local_model();
   if (!shards_params_) return BlockWeightsAt(shard_->layout(), m, global_layer, params_);
   const Bucket& k = buckets_[layer(global_layer)];
   CHECK(!k.params.empty()) << "layer " << global_layer << " used while not gathered";
-  return BlockWeightsAt(k.layout, m, global_layer, k.params.f());
+  return BlockWeightsAt(k.layout, m, global_layer, k.params.template as<T>());
 }
 
-BlockWeights<float> ZeroBuckets::LayerGrads(int64_t global_layer) const {
+template <typename T>
+BlockWeights<float> ZeroBuckets<T>::LayerGrads(int64_t global_layer) const {
   const ModelSpec& m = shard_->local_model();
   if (!shards_grads_) return BlockWeightsAt(shard_->layout(), m, global_layer, grads_);
   const Bucket& k = buckets_[layer(global_layer)];
@@ -128,34 +137,40 @@ BlockWeights<float> ZeroBuckets::LayerGrads(int64_t global_layer) const {
   return BlockWeightsAt(k.layout, m, global_layer, k.grads.f());
 }
 
-float* ZeroBuckets::ParamState(int64_t offset) const {
+template <typename T>
+T* ZeroBuckets<T>::ParamState(int64_t offset) const {
   return params_ + (shards_params_ ? StateIndex(offset) : offset);
 }
 
-float* ZeroBuckets::GradState(int64_t offset) const {
+template <typename T>
+float* ZeroBuckets<T>::GradState(int64_t offset) const {
   return grads_ + (shards_grads_ ? StateIndex(offset) : offset);
 }
 
-Status ZeroBuckets::Gather(int b, int also) {
+template <typename T>
+Status ZeroBuckets<T>::Gather(int b, int also) {
+  constexpr int64_t kElem = static_cast<int64_t>(sizeof(T));
   if (!shards_params_) return Status::Ok();
   for (const int i : {b, also}) {
     if (i < 0 || !buckets_[i].params.empty()) continue;
     Bucket& k = buckets_[i];
     SHARDSIM_ASSIGN_OR_RETURN(
-        k.params, ctx_->Alloc(MemoryKind::kOther, dp_ * k.chunk, "ZeRO-3 gathered parameters"));
+        k.params, ctx_->template Alloc<T>(MemoryKind::kOther, dp_ * k.chunk, "ZeRO-3 gathered parameters"));
     // Rank r's chunk lands at r x chunk: the bucket in order, then padding.
     SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(
-        Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kFloat),
-        [&] { return ctx_->comm().AllGather(Group::kDp, params_ + k.base, k.params.f(), k.chunk); }));
+        Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kElem),
+        [&] { return ctx_->comm().AllGather(Group::kDp, params_ + k.base, k.params.template as<T>(), k.chunk); }));
   }
   return Status::Ok();
 }
 
-void ZeroBuckets::Release(int b) {
+template <typename T>
+void ZeroBuckets<T>::Release(int b) {
   if (shards_params_ && b >= 0) buckets_[b].params.Reset();
 }
 
-Status ZeroBuckets::OpenGrads(int b) {
+template <typename T>
+Status ZeroBuckets<T>::OpenGrads(int b) {
   CHECK(!shards_grads_ || b >= 0) << "no such bucket";
   if (!shards_grads_ || !buckets_[b].grads.empty()) return Status::Ok();
   SHARDSIM_ASSIGN_OR_RETURN(buckets_[b].grads, ctx_->Zeros(MemoryKind::kGradients, dp_ * buckets_[b].chunk,
@@ -163,7 +178,8 @@ Status ZeroBuckets::OpenGrads(int b) {
   return Status::Ok();
 }
 
-Status ZeroBuckets::ReduceGrads(int b) {
+template <typename T>
+Status ZeroBuckets<T>::ReduceGrads(int b) {
   if (!shards_grads_) return Status::Ok();
   CHECK(b >= 0) << "no such bucket";
   Bucket& k = buckets_[b];
@@ -184,35 +200,30 @@ Status ZeroBuckets::ReduceGrads(int b) {
     return comm.ReduceScatterSum(Group::kDp, k.grads.f(), mine.f(), k.chunk);
   }));
   k.grads.Reset();
-  if (k.own_begin < k.own_end) ctx_->k().Add(grads_ + k.base, mine.f(), k.own_end - k.own_begin);
+  if (k.own_begin < k.own_end) ctx_->k().f32().Add(grads_ + k.base, mine.f(), k.own_end - k.own_begin);
   return Status::Ok();
 }
 
-Status ZeroBuckets::AllGatherParams() {
+template <typename T>
+Status ZeroBuckets<T>::AllGatherParams() {
+  constexpr int64_t kElem = static_cast<int64_t>(sizeof(T));
   CHECK(shards_grads_ && !shards_params_) << "the whole-buffer all-gather is ZeRO-2's";
   for (const Bucket& k : buckets_) {
     DeviceBuffer chunk, all;
-    SHARDSIM_ASSIGN_OR_RETURN(chunk, ctx_->Zeros(MemoryKind::kOther, k.chunk, "parameter chunk"));
-    SHARDSIM_ASSIGN_OR_RETURN(all, ctx_->Alloc(MemoryKind::kOther, dp_ * k.chunk, "parameter all-gather"));
+    SHARDSIM_ASSIGN_OR_RETURN(chunk, ctx_->template Zeros<T>(MemoryKind::kOther, k.chunk, "parameter chunk"));
+    SHARDSIM_ASSIGN_OR_RETURN(all, ctx_->template Alloc<T>(MemoryKind::kOther, dp_ * k.chunk, "parameter all-gather"));
     if (k.own_begin < k.own_end) {
-      ctx_->mem().Copy(chunk.f(), params_ + k.own_begin, (k.own_end - k.own_begin) * kFloat);
+      ctx_->mem().Copy(chunk.template as<T>(), params_ + k.own_begin, (k.own_end - k.own_begin) * kElem);
     }
-    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kFloat), [&] {
-      return ctx_->comm().AllGather(Group::kDp, chunk.f(), all.f(), k.chunk);
+    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kElem), [&] {
+      return ctx_->comm().AllGather(Group::kDp, chunk.template as<T>(), all.template as<T>(), k.chunk);
     }));
-    ctx_->mem().Copy(params_ + k.begin, all.f(), k.size() * kFloat);
+    ctx_->mem().Copy(params_ + k.begin, all.template as<T>(), k.size() * kElem);
   }
   return Status::Ok();
 }
 
-Status ZeroBuckets::GatherWhole(float* whole) {
-  CHECK(shards_params_) << "only ZeRO-3 shards the parameters";
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    SHARDSIM_RETURN_IF_ERROR(Gather(static_cast<int>(b)));
-    ctx_->mem().Copy(whole + buckets_[b].begin, buckets_[b].params.f(), buckets_[b].size() * kFloat);
-    Release(static_cast<int>(b));
-  }
-  return Status::Ok();
-}
+template class ZeroBuckets<float>;
+template class ZeroBuckets<Bf16>;
 
 }  // namespace shardsim::runtime

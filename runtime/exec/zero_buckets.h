@@ -14,6 +14,8 @@
 // Memory kinds, matched by src/cost/memory.cc StageMemory: gradient buckets are counted as
 // kGradients (they are gradients, only short-lived), gathered parameters as kOther (the
 // simulator's "ZeRO-3 gathered parameters", next to the other transient buffers).
+// T is the storage type of the working parameters (float, or Bf16 under mixed precision, where
+// the fp32 master copy is the executor's, sharded as the optimizer states); gradients are fp32.
 // Under ZeRO 0/1 (or dp = 1) nothing is bucketed: the accessors point into the whole buffers
 // and the bucket operations do nothing, so the executor calls them unconditionally.
 #pragma once
@@ -31,15 +33,16 @@
 
 namespace shardsim::runtime {
 
+template <typename T>
 class ZeroBuckets {
  public:
-  // `params` and `grads`: the executor's persistent buffers, each either the whole padded
-  // flat buffer or, where this stage shards it, the (padded_ / dp) floats of
-  // [shard_begin, shard_end). All pointers must outlive this object.
+  // `params` (T) and `grads` (fp32): the executor's persistent buffers, each either the whole
+  // padded flat buffer or, where this stage shards it, the StateSize() elements of this rank's
+  // chunks. All pointers must outlive this object.
   ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp, int64_t shard_begin,
               int64_t shard_end);
   // The persistent buffers, once allocated (StateSize() floats where sharded).
-  void Bind(float* params, float* grads) {
+  void Bind(T* params, float* grads) {
     params_ = params;
     grads_ = grads;
   }
@@ -49,7 +52,7 @@ class ZeroBuckets {
   // its reduction is a reduce-scatter and its gather an all-gather. ZeRO-1 keeps one flat
   // range [shard_begin, shard_end). These are the ranges this rank's optimizer updates.
   std::vector<std::pair<int64_t, int64_t>> OwnedRanges() const;
-  // Floats of the sharded state (ZeRO-2/3: the sum of the buckets' chunks).
+  // Elements of the sharded state (ZeRO-2/3: the sum of the buckets' chunks).
   int64_t StateSize() const { return state_size_; }
   // Where element `offset` (in an owned range) lives in the sharded state buffers.
   int64_t StateIndex(int64_t offset) const;
@@ -65,12 +68,12 @@ class ZeroBuckets {
 
   // Pointers to element `offset` of the rank's flat buffer: the whole buffer, or the bucket's
   // gathered parameters / open gradients (CHECK-fails when not gathered / open).
-  const float* Param(int64_t offset) const;
+  const T* Param(int64_t offset) const;
   float* Grad(int64_t offset) const;
-  BlockWeights<float> LayerParams(int64_t global_layer) const;
+  BlockWeights<T> LayerParams(int64_t global_layer) const;
   BlockWeights<float> LayerGrads(int64_t global_layer) const;
   // Element `offset` (in [shard_begin, shard_end)) of the persistent, possibly sharded, buffers.
-  float* ParamState(int64_t offset) const;
+  T* ParamState(int64_t offset) const;
   float* GradState(int64_t offset) const;
 
   // ZeRO-3: bucket b's parameters, and bucket `also`'s (the next layer when prefetching, the
@@ -87,15 +90,13 @@ class ZeroBuckets {
   // ZeRO-2, after the optimizer: every DP rank's updated share of each bucket all-gathered
   // into the whole parameter buffer, a bucket at a time (scratch: one bucket).
   Status AllGatherParams();
-  // ZeRO-3: the whole parameter buffer (total floats at `whole`), bucket by bucket.
-  Status GatherWhole(float* whole);
 
  private:
   struct Bucket {
     int64_t begin = 0, end = 0;   // range of the rank's flat buffer
     ParamLayout layout;           // its tensors, offsets from `begin`
     std::vector<size_t> tensors;  // their indices in the rank's layout
-    DeviceBuffer params;          // gathered dp x chunk floats, kOther; ZeRO-3
+    DeviceBuffer params;          // gathered dp x chunk of T, kOther; ZeRO-3
     DeviceBuffer grads;           // open dp x chunk floats, kGradients; ZeRO-2/3
     int64_t chunk = 0;            // ceil(size / dp): each rank's share
     int64_t own_begin = 0, own_end = 0;  // this rank's share (may be empty at the end)
@@ -109,7 +110,7 @@ class ZeroBuckets {
   int64_t dp_ = 1;
   int64_t shard_begin_ = 0, shard_end_ = 0;
   int64_t state_size_ = 0;
-  float* params_ = nullptr;
+  T* params_ = nullptr;
   float* grads_ = nullptr;
   std::vector<Bucket> buckets_;    // in flat-buffer order
   std::vector<int64_t> layer_of_;  // per bucket: global layer, or -1 (embeddings), -2 (head)

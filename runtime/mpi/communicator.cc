@@ -1,12 +1,54 @@
 // See communicator.h.
 #include "runtime/mpi/communicator.h"
 
-#include "src/util/check.h"
-
 #include <chrono>
+#include <cstring>
 #include <thread>
 
+#include "runtime/backend/bf16.h"
+#include "src/util/check.h"
+
 namespace shardsim::runtime {
+namespace {
+
+// The bf16 sum as an MPI user function: inout[i] = in[i] + inout[i], added in float and
+// rounded once to bf16 (so every partial sum of a reduction is a bf16 value, as in NCCL).
+void Bf16Sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const Bf16* a = static_cast<const Bf16*>(in);
+  Bf16* b = static_cast<Bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = ToBf16(ToFloat(a[i]) + ToFloat(b[i]));
+}
+
+// The attribute delete callback that frees the bf16 sum: MPI_Finalize deletes MPI_COMM_SELF's
+// attributes before anything else (MPI 3.1, sec. 8.7.1), so the op is freed while MPI is
+// still up, whatever the order in which the Communicators holding it are destroyed.
+int FreeBf16Sum(MPI_Comm, int, void* op, void*) {
+  return MPI_Op_free(static_cast<MPI_Op*>(op));
+}
+
+// MPI_Op_create of Bf16Sum, once per process, with its release tied to MPI_Finalize; the MPI
+// error code of a failure (then *op is MPI_OP_NULL).
+int CreateBf16Sum(MPI_Op* op) {
+  int rc = MPI_Op_create(&Bf16Sum, /*commute=*/1, op);
+  if (rc != MPI_SUCCESS) return rc;
+  int key = MPI_KEYVAL_INVALID;
+  rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &FreeBf16Sum, &key, nullptr);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_set_attr(MPI_COMM_SELF, key, op);
+  if (rc != MPI_SUCCESS) MPI_Op_free(op);
+  return rc;
+}
+
+}  // namespace
+
+StatusOr<Communicator::MpiType> Communicator::TypeOf(DType type) const {
+  CHECK(type == DType::kFp32 || type == DType::kBf16)
+      << "MPI collectives carry fp32 or bf16, not " << DTypeName(type);
+  if (type == DType::kFp32) return MpiType{MPI_FLOAT, MPI_SUM};
+  static MPI_Op bf16_sum = MPI_OP_NULL;  // freed by FreeBf16Sum at MPI_Finalize
+  static const int created = CreateBf16Sum(&bf16_sum);
+  if (created != MPI_SUCCESS) return Error(created, "op_create (the bf16 sum)");
+  return MpiType{MPI_UINT16_T, bf16_sum};
+}
 
 Status Communicator::Error(int code, const char* op) const {
   char text[MPI_MAX_ERROR_STRING];
@@ -70,10 +112,11 @@ StatusOr<Communicator> Communicator::Split(int color, int key, const std::string
   return c;
 }
 
-Status Communicator::AllReduceSum(float* data, size_t n) const {
+Status Communicator::AllReduceSum(void* data, size_t n, DType type) const {
   if (size_ == 1) return Status::Ok();
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
   MPI_Request r;
-  const int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &r);
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), t.datatype, t.sum, comm_, &r);
   if (rc != MPI_SUCCESS) return Error(rc, "all-reduce");
   return Wait(&r, "all-reduce");
 }
@@ -94,24 +137,26 @@ Status Communicator::AllReduceMax(double* data, size_t n) const {
   return Wait(&r, "all-reduce (max)");
 }
 
-Status Communicator::ReduceScatterSum(const float* in, float* out, size_t n) const {
+Status Communicator::ReduceScatterSum(const void* in, void* out, size_t n, DType type) const {
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
   if (size_ == 1) {
-    std::copy(in, in + n, out);
+    if (n > 0 && in != out) std::memcpy(out, in, n * static_cast<size_t>(ElementBytes(type)));
     return Status::Ok();
   }
   MPI_Request r;
-  const int rc = MPI_Ireduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &r);
+  const int rc = MPI_Ireduce_scatter_block(in, out, static_cast<int>(n), t.datatype, t.sum, comm_, &r);
   if (rc != MPI_SUCCESS) return Error(rc, "reduce-scatter");
   return Wait(&r, "reduce-scatter");
 }
 
-Status Communicator::AllGather(const float* in, float* out, size_t n) const {
+Status Communicator::AllGather(const void* in, void* out, size_t n, DType type) const {
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
   if (size_ == 1) {
-    std::copy(in, in + n, out);
+    if (n > 0 && in != out) std::memcpy(out, in, n * static_cast<size_t>(ElementBytes(type)));
     return Status::Ok();
   }
   MPI_Request r;
-  const int rc = MPI_Iallgather(in, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n), MPI_FLOAT, comm_, &r);
+  const int rc = MPI_Iallgather(in, static_cast<int>(n), t.datatype, out, static_cast<int>(n), t.datatype, comm_, &r);
   if (rc != MPI_SUCCESS) return Error(rc, "all-gather");
   return Wait(&r, "all-gather");
 }
@@ -127,9 +172,11 @@ Status Communicator::AllGather(const double* in, double* out, size_t n) const {
   return Wait(&r, "all-gather");
 }
 
-StatusOr<MPI_Request> Communicator::Isend(const float* data, size_t n, int to, int tag) const {
+StatusOr<MPI_Request> Communicator::Isend(const void* data, size_t n, DType type, int to,
+                                          int tag) const {
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
   MPI_Request r;
-  const int rc = MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, to, tag, comm_, &r);
+  const int rc = MPI_Isend(data, static_cast<int>(n), t.datatype, to, tag, comm_, &r);
   if (rc != MPI_SUCCESS) return Error(rc, "send");
   return r;
 }
@@ -148,16 +195,18 @@ Status Communicator::TestRequest(MPI_Request* request, int* done, const char* op
   return rc == MPI_SUCCESS ? Status::Ok() : Error(rc, op);
 }
 
-Status Communicator::Send(const float* data, size_t n, int to, int tag) const {
+Status Communicator::Send(const void* data, size_t n, DType type, int to, int tag) const {
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
   MPI_Request r;
-  const int rc = MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, to, tag, comm_, &r);
+  const int rc = MPI_Isend(data, static_cast<int>(n), t.datatype, to, tag, comm_, &r);
   if (rc != MPI_SUCCESS) return Error(rc, "send");
   return Wait(&r, "send");
 }
 
-Status Communicator::Recv(float* data, size_t n, int from, int tag) const {
+Status Communicator::Recv(void* data, size_t n, DType type, int from, int tag) const {
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
   MPI_Request r;
-  const int rc = MPI_Irecv(data, static_cast<int>(n), MPI_FLOAT, from, tag, comm_, &r);
+  const int rc = MPI_Irecv(data, static_cast<int>(n), t.datatype, from, tag, comm_, &r);
   if (rc != MPI_SUCCESS) return Error(rc, "recv");
   return Wait(&r, "recv");
 }

@@ -29,24 +29,41 @@ class Communicator {
   int size() const { return size_; }
   const std::string& name() const { return name_; }
 
-  // Sum over the group, in place. `n` floats.
-  Status AllReduceSum(float* data, size_t n) const;
+  // Data of `type` (kFp32: float, kBf16: Bf16), `n` elements. fp32 sums are MPI_SUM on
+  // MPI_FLOAT; bf16 data travels as MPI_UINT16_T and sums with a user-defined MPI_Op that adds
+  // each pair in float and rounds the result to bf16 (ToBf16), as NCCL's bf16 sum does.
+  //
+  // Sum over the group, in place.
+  Status AllReduceSum(void* data, size_t n, DType type) const;
+  Status AllReduceSum(float* data, size_t n) const { return AllReduceSum(data, n, DType::kFp32); }
   Status AllReduceSum(double* data, size_t n) const;
   Status AllReduceMax(double* data, size_t n) const;
-  // `in` holds size() blocks of `n` floats; block i summed over the group lands in rank i's `out`.
-  Status ReduceScatterSum(const float* in, float* out, size_t n) const;
-  // Each rank's `n` floats, concatenated in rank order into `out` (size() x n).
-  Status AllGather(const float* in, float* out, size_t n) const;
+  // `in` holds size() blocks of `n`; block i summed over the group lands in rank i's `out`.
+  Status ReduceScatterSum(const void* in, void* out, size_t n, DType type) const;
+  Status ReduceScatterSum(const float* in, float* out, size_t n) const {
+    return ReduceScatterSum(in, out, n, DType::kFp32);
+  }
+  // Each rank's `n` elements, concatenated in rank order into `out` (size() x n).
+  Status AllGather(const void* in, void* out, size_t n, DType type) const;
+  Status AllGather(const float* in, float* out, size_t n) const {
+    return AllGather(in, out, n, DType::kFp32);
+  }
   Status AllGather(const double* in, double* out, size_t n) const;
-  Status Send(const float* data, size_t n, int to, int tag) const;
-  Status Recv(float* data, size_t n, int from, int tag) const;
+  Status Send(const void* data, size_t n, DType type, int to, int tag) const;
+  Status Send(const float* data, size_t n, int to, int tag) const {
+    return Send(data, n, DType::kFp32, to, tag);
+  }
+  Status Recv(void* data, size_t n, DType type, int from, int tag) const;
+  Status Recv(float* data, size_t n, int from, int tag) const {
+    return Recv(data, n, DType::kFp32, from, tag);
+  }
   Status Barrier() const;
 
-  // A non-blocking send of `n` floats to `to`: `data` must stay unchanged until WaitRequest
+  // A non-blocking send of `n` elements to `to`: `data` must stay unchanged until WaitRequest
   // on the returned request succeeds.
-  StatusOr<MPI_Request> Isend(const float* data, size_t n, int to, int tag) const;
-  // A non-blocking in-place sum over the group (MPI_Iallreduce); complete it with WaitRequest
-  // or TestRequest, leaving `data` untouched until then.
+  StatusOr<MPI_Request> Isend(const void* data, size_t n, DType type, int to, int tag) const;
+  // A non-blocking in-place fp32 sum over the group (MPI_Iallreduce); complete it with
+  // WaitRequest or TestRequest, leaving `data` untouched until then.
   StatusOr<MPI_Request> IallReduceSum(float* data, size_t n) const;
   // Waits for `request` until the timeout; the error names the rank, this group and `op`.
   Status WaitRequest(MPI_Request* request, const char* op) const { return Wait(request, op); }
@@ -54,6 +71,12 @@ class Communicator {
   Status TestRequest(MPI_Request* request, int* done, const char* op) const;
 
  private:
+  // The MPI datatype of `type`'s elements, and the MPI_Op that sums them.
+  struct MpiType {
+    MPI_Datatype datatype;
+    MPI_Op sum;
+  };
+  StatusOr<MpiType> TypeOf(DType type) const;
   // Waits for `request` until the timeout; the error names the operation and the ranks.
   Status Wait(MPI_Request* request, const char* op) const;
   Status Error(int code, const char* op) const;

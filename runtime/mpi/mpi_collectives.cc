@@ -31,9 +31,9 @@ const Communicator& MpiCollectives::comm(Group g) const {
   return groups_.Of(g);
 }
 
-Status MpiCollectives::AllReduceSum(Group g, float* data, int64_t n) {
+Status MpiCollectives::AllReduce(Group g, void* data, int64_t n, DType type) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-reduce"));
-  return comm(g).AllReduceSum(data, static_cast<size_t>(n));
+  return comm(g).AllReduceSum(data, static_cast<size_t>(n), type);
 }
 
 Status MpiCollectives::AllReduceSumHost(Group g, double* host, int64_t n) {
@@ -46,14 +46,16 @@ Status MpiCollectives::AllReduceMaxHost(Group g, double* host, int64_t n) {
   return comm(g).AllReduceMax(host, static_cast<size_t>(n));
 }
 
-Status MpiCollectives::ReduceScatterSum(Group g, const float* in, float* out, int64_t n) {
+Status MpiCollectives::ReduceScatter(Group g, const void* in, void* out, int64_t n,
+                                     DType type) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "reduce-scatter"));
-  return comm(g).ReduceScatterSum(in, out, static_cast<size_t>(n));
+  return comm(g).ReduceScatterSum(in, out, static_cast<size_t>(n), type);
 }
 
-Status MpiCollectives::AllGather(Group g, const float* in, float* out, int64_t n) {
+Status MpiCollectives::AllGatherOf(Group g, const void* in, void* out, int64_t n,
+                                   DType type) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-gather"));
-  return comm(g).AllGather(in, out, static_cast<size_t>(n));
+  return comm(g).AllGather(in, out, static_cast<size_t>(n), type);
 }
 
 Status MpiCollectives::AllGatherHost(Group g, const double* in, double* out, int64_t n) {
@@ -61,10 +63,11 @@ Status MpiCollectives::AllGatherHost(Group g, const double* in, double* out, int
   return comm(g).AllGather(in, out, static_cast<size_t>(n));
 }
 
-StatusOr<int64_t> MpiCollectives::Isend(Group g, const float* data, int64_t n, int peer, int tag) {
+StatusOr<int64_t> MpiCollectives::Send(Group g, const void* data, int64_t n, DType type,
+                                       int peer, int tag) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "send"));
   SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request,
-                            comm(g).Isend(data, static_cast<size_t>(n), peer, tag));
+                            comm(g).Isend(data, static_cast<size_t>(n), type, peer, tag));
   const int64_t handle = next_handle_++;
   pending_.emplace(handle, PendingSend{request, g, "send"});
   return handle;
@@ -97,9 +100,9 @@ StatusOr<bool> MpiCollectives::Test(int64_t handle) {
   return done != 0;
 }
 
-Status MpiCollectives::Recv(Group g, float* data, int64_t n, int peer, int tag) {
+Status MpiCollectives::Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "recv"));
-  return comm(g).Recv(data, static_cast<size_t>(n), peer, tag);
+  return comm(g).Recv(data, static_cast<size_t>(n), type, peer, tag);
 }
 
 Status MpiCollectives::Barrier(Group g) { return comm(g).Barrier(); }

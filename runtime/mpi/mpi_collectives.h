@@ -1,5 +1,6 @@
 // MpiCollectives: the Collectives of backend.h over the layout's MPI process groups, for
-// host-memory backends (the CPU backend): every float pointer is a host pointer handed to MPI.
+// host-memory backends (the CPU backend): every data pointer is a host pointer handed to MPI.
+// fp32 and bf16 data as Communicator carries them (bf16 sums round each partial sum to bf16).
 // Each wait is bounded by the communicators' timeout; errors name the rank, group and operation.
 #pragma once
 
@@ -26,20 +27,21 @@ class MpiCollectives : public Collectives {
   int rank(Group g) const override { return comm(g).rank(); }
   int size(Group g) const override { return comm(g).size(); }
 
-  Status AllReduceSum(Group g, float* data, int64_t n) override;
+  Status AllReduce(Group g, void* data, int64_t n, DType type) override;
+  Status ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
+  Status AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status AllReduceSumHost(Group g, double* host, int64_t n) override;
   Status AllReduceMaxHost(Group g, double* host, int64_t n) override;
-  Status ReduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
-  Status AllGather(Group g, const float* in, float* out, int64_t n) override;
   Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;
 
   // Handles are 1, 2, 3, ... in issue order; each completes once (an unknown handle is a
   // caller bug and CHECK-fails).
-  StatusOr<int64_t> Isend(Group g, const float* data, int64_t n, int peer, int tag) override;
+  StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
+                         int tag) override;
+  Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;
   StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;  // MPI_Iallreduce
   Status Wait(int64_t handle) override;
   StatusOr<bool> Test(int64_t handle) override;
-  Status Recv(Group g, float* data, int64_t n, int peer, int tag) override;
   Status Barrier(Group g) override;
 
  private:

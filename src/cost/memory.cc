@@ -10,9 +10,13 @@ StateBytes StateBytesPerParam(DType dtype) {
     case DType::kFp32:
     case DType::kTf32:
     case DType::kFp64: return {4, 4, 8};
-    // fp8: weights kept in bf16 (Transformer Engine casts per GEMM), plus fp32 Adam states.
-    default: return {2, 2, 12};
+    case DType::kFp16: return {2, 2, 12};
+    // bf16 accumulates and reduces gradients in fp32; fp8 keeps its weights in bf16
+    // (Transformer Engine casts per GEMM) and does the same.
+    case DType::kBf16:
+    case DType::kFp8: return {2, 4, 12};
   }
+  return {2, 4, 12};
 }
 
 StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {

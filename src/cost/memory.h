@@ -24,9 +24,19 @@ struct MemoryBreakdown {
   double total() const { return weights + gradients + optimizer + activations + other; }
 };
 
-// Bytes per parameter of each model state, before ZeRO sharding (ZeRO paper, Rajbhandari et
-// al. 2020, Sec. 3.1: mixed-precision Adam keeps 2 (fp16 weights) + 2 (fp16 grads) + K=12
-// (fp32 master weights, momentum, variance)). fp32 training: 4 + 4 + 8.
+// Bytes per parameter of each model state, before ZeRO sharding; mixed-precision Adam keeps
+// K = 12 of optimizer state (fp32 master weights, momentum, variance).
+//   fp16: 2 (fp16 weights) + 2 (fp16 gradients) + 12 = 16, the ZeRO paper's figure
+//         (Rajbhandari et al. 2020, Sec. 3.1).
+//   bf16: 2 (bf16 weights) + 4 (fp32 gradients) + 12 = 18, Megatron-LM's default
+//         (megatron/training/arguments.py: "bfloat16 requires gradient accumulation and
+//         all-reduce to be done in fp32", so --bf16 sets accumulate_allreduce_grads_in_fp32)
+//         and what shardsim's runtime does; fp8 (Transformer Engine GEMMs over bf16
+//         parameters) the same.
+//   fp32 (and tf32, fp64 as fp32): 4 + 4 + 8.
+// `gradients` is also the element size of every gradient bucket and DP gradient reduction
+// (all-reduce, reduce-scatter); `weights` that of every parameter all-gather (ZeRO 1/2 after
+// the step, ZeRO-3 per layer). Activations and their gradients stay at the compute width.
 struct StateBytes {
   double weights, gradients, optimizer;
 };
@@ -66,8 +76,9 @@ double InFlightMicrobatches(const Layout& l, int64_t stage);
 // in bytes, at each moment of the backward pass StageMemory compares. Under ZeRO-2 a unit's
 // gradients (a layer, the embeddings, the final norm + head) are produced into a bucket and
 // reduced over DP as soon as its backward ends, so the persistent gradients are only 1/dp;
-// under ZeRO-3 a unit's parameters are also gathered around each pass that uses it. All zero
-// below ZeRO-2 or with dp = 1.
+// under ZeRO-3 a unit's parameters are also gathered around each pass that uses it. Buckets
+// are at StateBytesPerParam's gradient width (fp32 under bf16), gathered parameters at its
+// weight width (bf16). All zero below ZeRO-2 or with dp = 1.
 struct ZeroTransients {
   double layer_grads = 0;   // during a layer's backward: its bucket (+ the tied table's)
   double layer_params = 0;  // ... its gathered parameters (+ the prefetched next layer's)

@@ -1,8 +1,10 @@
-// CudaKernels against CpuKernels: every Kernels call on the same random inputs, on the GPU and
-// on the CPU, compared element by element. Each test skips when no GPU is visible.
+// CudaKernels against CpuKernels, fp32: every fp32 Kernels call (f32() and the fp32-only ones)
+// on the same random inputs, on the GPU and on the CPU, compared element by element. Each test
+// skips when no GPU is visible. The bf16 kernels: cuda_bf16_kernels_test.cc.
 //
 // Tolerances (|gpu - cpu| <= tol * (1 + |cpu|), so relative for large values and absolute near
-// zero), chosen from how each GPU kernel orders its float operations (cuda_kernels.h):
+// zero), chosen from how each GPU kernel orders its float operations (cuda_typed_kernels.h,
+// cuda_kernels.h):
 //   kExact  0     copies, single adds, and per-address accumulations in the CPU's row order
 //                 (embedding, cross-entropy backward, Add, Scale, AddRowBias);
 //   kUlp    1e-6  the CPU's float operations in its order, where only the device's expf/tanhf/
@@ -18,84 +20,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/cpu_kernels.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "tests/cuda/cuda_kernels_test_util.h"
 
 namespace shardsim::runtime {
 namespace {
 
+using cuda_test::CudaKernelsTest;
+using cuda_test::ExpectClose;
+using cuda_test::Random;
+using cuda_test::Tokens;
+
 constexpr float kExact = 0.0f;
 constexpr float kUlp = 1e-6f;
 constexpr float kSum = 1e-4f;
-
-std::vector<float> Random(int64_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-std::vector<int32_t> Tokens(int64_t n, int32_t vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> u(0, vocab - 1);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (int32_t& x : v) x = u(rng);
-  return v;
-}
-
-void ExpectClose(const std::vector<float>& gpu, const std::vector<float>& cpu, float tol,
-                 const std::string& what) {
-  ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    const float bound = tol * (1.0f + std::fabs(cpu[i]));
-    if (!(std::fabs(gpu[i] - cpu[i]) <= bound) && reported++ < 5) {
-      ADD_FAILURE() << what << "[" << i << "]: gpu " << gpu[i] << ", cpu " << cpu[i]
-                    << ", tolerance " << bound;
-    }
-  }
-}
-
-class CudaKernelsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (CudaBackend::CudaDeviceCount() == 0) {
-      GTEST_SKIP() << "no CUDA device: CudaKernels are compared with CpuKernels only on a GPU";
-    }
-    auto backend = CudaBackend::Create(0);
-    ASSERT_TRUE(backend.ok()) << backend.status().message();
-    backend_ = std::move(backend).value();
-  }
-
-  Kernels& gpu() { return backend_->kernels(); }
-
-  // A device copy of `host`, freed with the test.
-  template <typename T>
-  T* Up(const std::vector<T>& host) {
-    auto b = backend_->memory().Allocate(MemoryKind::kOther,
-                                         static_cast<int64_t>(host.size() * sizeof(T)), "test");
-    CHECK(b.ok()) << b.status().message();
-    buffers_.push_back(std::move(b).value());
-    backend_->memory().CopyToDevice(buffers_.back().data(), host.data(),
-                                    static_cast<int64_t>(host.size() * sizeof(T)));
-    return static_cast<T*>(buffers_.back().data());
-  }
-  std::vector<float> Down(const float* device, int64_t n) {
-    std::vector<float> host(static_cast<size_t>(n));
-    backend_->memory().CopyToHost(host.data(), device, n * static_cast<int64_t>(sizeof(float)));
-    return host;
-  }
-
-  CpuKernels cpu_;
-  std::unique_ptr<CudaBackend> backend_;
-  std::vector<DeviceBuffer> buffers_;  // destroyed before backend_
-};
 
 // Vocab-parallel shard [10, 30) of a 50-token vocabulary, rows 8.. of sequences of 8, with and
 // without learned positions: 1 of 2.5 tokens is this shard's. Copies and one add: exact.
@@ -109,13 +49,14 @@ TEST_F(CudaKernelsTest, Embedding) {
     float* out_d = Up(out);
     float* dwte_d = Up(dwte);
     float* dwpe_d = positions ? Up(dwpe) : nullptr;
-    gpu().EmbeddingForward(Up(tokens), Up(wte), vocab_begin, vocab, wpe_d, out_d, n, row0, seq, c);
-    gpu().EmbeddingBackward(Up(dout), Up(tokens), dwte_d, vocab_begin, vocab, dwpe_d, n, row0, seq,
-                            c);
-    cpu_.EmbeddingForward(tokens.data(), wte.data(), vocab_begin, vocab,
-                          positions ? wpe.data() : nullptr, out.data(), n, row0, seq, c);
-    cpu_.EmbeddingBackward(dout.data(), tokens.data(), dwte.data(), vocab_begin, vocab,
-                           positions ? dwpe.data() : nullptr, n, row0, seq, c);
+    gpu().f32().EmbeddingForward(Up(tokens), Up(wte), vocab_begin, vocab, wpe_d, out_d, n, row0,
+                                 seq, c);
+    gpu().f32().EmbeddingBackward(Up(dout), Up(tokens), dwte_d, vocab_begin, vocab, dwpe_d, n, row0,
+                                  seq, c);
+    cpu_.f32().EmbeddingForward(tokens.data(), wte.data(), vocab_begin, vocab,
+                                positions ? wpe.data() : nullptr, out.data(), n, row0, seq, c);
+    cpu_.f32().EmbeddingBackward(dout.data(), tokens.data(), dwte.data(), vocab_begin, vocab,
+                                 positions ? dwpe.data() : nullptr, n, row0, seq, c);
     ExpectClose(Down(out_d, n * c), out, kExact, "out");
     ExpectClose(Down(dwte_d, vocab * c), dwte, kExact, "dwte");
     if (positions) ExpectClose(Down(dwpe_d, seq * c), dwpe, kExact, "dwpe");
@@ -134,12 +75,14 @@ TEST_F(CudaKernelsTest, EmbeddingRepeatedTokensAndShardEdges) {
   std::vector<float> out(n * c), dwte = Random(vocab * c, 10), dwpe = Random(seq * c, 11);
   float *out_d = Up(out), *dwte_d = Up(dwte), *dwpe_d = Up(dwpe);
   const int32_t* tokens_d = Up(tokens);
-  gpu().EmbeddingForward(tokens_d, Up(wte), vocab_begin, vocab, Up(wpe), out_d, n, row0, seq, c);
-  gpu().EmbeddingBackward(Up(dout), tokens_d, dwte_d, vocab_begin, vocab, dwpe_d, n, row0, seq, c);
-  cpu_.EmbeddingForward(tokens.data(), wte.data(), vocab_begin, vocab, wpe.data(), out.data(), n,
-                        row0, seq, c);
-  cpu_.EmbeddingBackward(dout.data(), tokens.data(), dwte.data(), vocab_begin, vocab, dwpe.data(),
-                         n, row0, seq, c);
+  gpu().f32().EmbeddingForward(tokens_d, Up(wte), vocab_begin, vocab, Up(wpe), out_d, n, row0, seq,
+                               c);
+  gpu().f32().EmbeddingBackward(Up(dout), tokens_d, dwte_d, vocab_begin, vocab, dwpe_d, n, row0,
+                                seq, c);
+  cpu_.f32().EmbeddingForward(tokens.data(), wte.data(), vocab_begin, vocab, wpe.data(), out.data(),
+                              n, row0, seq, c);
+  cpu_.f32().EmbeddingBackward(dout.data(), tokens.data(), dwte.data(), vocab_begin, vocab,
+                               dwpe.data(), n, row0, seq, c);
   ExpectClose(Down(out_d, n * c), out, kExact, "out");
   ExpectClose(Down(dwte_d, vocab * c), dwte, kExact, "dwte");
   ExpectClose(Down(dwpe_d, seq * c), dwpe, kExact, "dwpe");
@@ -158,13 +101,14 @@ TEST_F(CudaKernelsTest, Norms) {
     float *dgain_d = Up(dgain), *dbias_d = Up(dbias);
     const float* x_d = Up(x);
     const float* gain_d = Up(gain);
-    gpu().NormForward(kind, x_d, gain_d, ln ? Up(bias) : nullptr, out_d, mean_d, rstd_d, n, c);
-    gpu().NormBackward(kind, Up(dout), x_d, gain_d, mean_d, rstd_d, dx_d, dgain_d,
-                       ln ? dbias_d : nullptr, n, c);
-    cpu_.NormForward(kind, x.data(), gain.data(), ln ? bias.data() : nullptr, out.data(),
-                     mean.data(), rstd.data(), n, c);
-    cpu_.NormBackward(kind, dout.data(), x.data(), gain.data(), mean.data(), rstd.data(), dx.data(),
-                      dgain.data(), ln ? dbias.data() : nullptr, n, c);
+    gpu().f32().NormForward(kind, x_d, gain_d, ln ? Up(bias) : nullptr, out_d, mean_d, rstd_d, n,
+                            c);
+    gpu().f32().NormBackward(kind, Up(dout), x_d, gain_d, mean_d, rstd_d, dx_d, dgain_d,
+                             ln ? dbias_d : nullptr, n, c);
+    cpu_.f32().NormForward(kind, x.data(), gain.data(), ln ? bias.data() : nullptr, out.data(),
+                           mean.data(), rstd.data(), n, c);
+    cpu_.f32().NormBackward(kind, dout.data(), x.data(), gain.data(), mean.data(), rstd.data(),
+                            dx.data(), dgain.data(), ln ? dbias.data() : nullptr, n, c);
     const std::string name = ln ? "layernorm " : "rmsnorm ";
     ExpectClose(Down(out_d, n * c), out, kSum, name + "out");
     if (ln) ExpectClose(Down(mean_d, n), mean, kSum, name + "mean");
@@ -186,10 +130,11 @@ TEST_F(CudaKernelsTest, Linear) {
   float *out_d = Up(out), *din_d = Up(din), *dw_d = Up(dw), *db_d = Up(db);
   const float* in_d = Up(in);
   const float* w_d = Up(w);
-  gpu().LinearForward(in_d, w_d, Up(bias), out_d, n, k, m);
-  gpu().LinearBackward(Up(dout), in_d, w_d, din_d, dw_d, db_d, n, k, m);
-  cpu_.LinearForward(in.data(), w.data(), bias.data(), out.data(), n, k, m);
-  cpu_.LinearBackward(dout.data(), in.data(), w.data(), din.data(), dw.data(), db.data(), n, k, m);
+  gpu().f32().LinearForward(in_d, w_d, Up(bias), out_d, n, k, m);
+  gpu().f32().LinearBackward(Up(dout), in_d, w_d, din_d, dw_d, db_d, n, k, m);
+  cpu_.f32().LinearForward(in.data(), w.data(), bias.data(), out.data(), n, k, m);
+  cpu_.f32().LinearBackward(dout.data(), in.data(), w.data(), din.data(), dw.data(), db.data(), n,
+                            k, m);
   ExpectClose(Down(out_d, n * m), out, kSum, "out");
   ExpectClose(Down(din_d, n * k), din, kSum, "din");
   ExpectClose(Down(dw_d, m * k), dw, kSum, "dw");
@@ -205,10 +150,10 @@ TEST_F(CudaKernelsTest, LinearBackwardWithoutDinOrBias) {
   float *out_d = Up(out), *dw_d = Up(dw);
   const float* in_d = Up(in);
   const float* w_d = Up(w);
-  gpu().LinearForward(in_d, w_d, nullptr, out_d, n, k, m);
-  gpu().LinearBackward(Up(dout), in_d, w_d, nullptr, dw_d, nullptr, n, k, m);
-  cpu_.LinearForward(in.data(), w.data(), nullptr, out.data(), n, k, m);
-  cpu_.LinearBackward(dout.data(), in.data(), w.data(), nullptr, dw.data(), nullptr, n, k, m);
+  gpu().f32().LinearForward(in_d, w_d, nullptr, out_d, n, k, m);
+  gpu().f32().LinearBackward(Up(dout), in_d, w_d, nullptr, dw_d, nullptr, n, k, m);
+  cpu_.f32().LinearForward(in.data(), w.data(), nullptr, out.data(), n, k, m);
+  cpu_.f32().LinearBackward(dout.data(), in.data(), w.data(), nullptr, dw.data(), nullptr, n, k, m);
   ExpectClose(Down(out_d, n * m), out, kSum, "out");
   ExpectClose(Down(dw_d, m * k), dw, kSum, "dw");
 }
@@ -218,10 +163,10 @@ TEST_F(CudaKernelsTest, Rope) {
   const int64_t b = 2, t = 7, heads = 3, d = 16, n = b * t * heads * d;
   std::vector<float> x = Random(n, 30), dx = Random(n, 31);
   float *x_d = Up(x), *dx_d = Up(dx);
-  gpu().RopeForward(x_d, b, t, heads, d);
-  gpu().RopeBackward(dx_d, b, t, heads, d);
-  cpu_.RopeForward(x.data(), b, t, heads, d);
-  cpu_.RopeBackward(dx.data(), b, t, heads, d);
+  gpu().f32().RopeForward(x_d, b, t, heads, d);
+  gpu().f32().RopeBackward(dx_d, b, t, heads, d);
+  cpu_.f32().RopeForward(x.data(), b, t, heads, d);
+  cpu_.f32().RopeBackward(dx.data(), b, t, heads, d);
   ExpectClose(Down(x_d, n), x, kUlp, "x");
   ExpectClose(Down(dx_d, n), dx, kUlp, "dx");
 }
@@ -242,11 +187,11 @@ TEST_F(CudaKernelsTest, Attention) {
     std::vector<float> dv = Random(nk, 46);
     float *probs_d = Up(probs), *out_d = Up(out), *dq_d = Up(dq), *dk_d = Up(dk), *dv_d = Up(dv);
     const float *q_d = Up(q), *k_d = Up(k), *v_d = Up(v);
-    gpu().AttentionForward(q_d, k_d, v_d, probs_d, out_d, dims);
-    gpu().AttentionBackward(Up(dout), q_d, k_d, v_d, probs_d, dq_d, dk_d, dv_d, dims);
-    cpu_.AttentionForward(q.data(), k.data(), v.data(), probs.data(), out.data(), dims);
-    cpu_.AttentionBackward(dout.data(), q.data(), k.data(), v.data(), probs.data(), dq.data(),
-                           dk.data(), dv.data(), dims);
+    gpu().f32().AttentionForward(q_d, k_d, v_d, probs_d, out_d, dims);
+    gpu().f32().AttentionBackward(Up(dout), q_d, k_d, v_d, probs_d, dq_d, dk_d, dv_d, dims);
+    cpu_.f32().AttentionForward(q.data(), k.data(), v.data(), probs.data(), out.data(), dims);
+    cpu_.f32().AttentionBackward(dout.data(), q.data(), k.data(), v.data(), probs.data(), dq.data(),
+                                 dk.data(), dv.data(), dims);
     const std::string name = "kv_heads " + std::to_string(kv_heads) + " ";
     const auto gpu_probs = Down(probs_d, np);
     // Causal mask: entry (t, s) of each (T, T) matrix with s > t is exactly 0.
@@ -272,14 +217,14 @@ TEST_F(CudaKernelsTest, GeluAndSwiglu) {
   float *gelu_d = Up(gelu), *dgelu_d = Up(dgelu), *swiglu_d = Up(swiglu);
   float *dgate_d = Up(dgate), *dup_d = Up(dup);
   const float *a_d = Up(a), *b_d = Up(b), *dout_d = Up(dout);
-  gpu().GeluForward(a_d, gelu_d, n);
-  gpu().GeluBackward(dout_d, a_d, dgelu_d, n);
-  gpu().SwigluForward(a_d, b_d, swiglu_d, n);
-  gpu().SwigluBackward(dout_d, a_d, b_d, dgate_d, dup_d, n);
-  cpu_.GeluForward(a.data(), gelu.data(), n);
-  cpu_.GeluBackward(dout.data(), a.data(), dgelu.data(), n);
-  cpu_.SwigluForward(a.data(), b.data(), swiglu.data(), n);
-  cpu_.SwigluBackward(dout.data(), a.data(), b.data(), dgate.data(), dup.data(), n);
+  gpu().f32().GeluForward(a_d, gelu_d, n);
+  gpu().f32().GeluBackward(dout_d, a_d, dgelu_d, n);
+  gpu().f32().SwigluForward(a_d, b_d, swiglu_d, n);
+  gpu().f32().SwigluBackward(dout_d, a_d, b_d, dgate_d, dup_d, n);
+  cpu_.f32().GeluForward(a.data(), gelu.data(), n);
+  cpu_.f32().GeluBackward(dout.data(), a.data(), dgelu.data(), n);
+  cpu_.f32().SwigluForward(a.data(), b.data(), swiglu.data(), n);
+  cpu_.f32().SwigluBackward(dout.data(), a.data(), b.data(), dgate.data(), dup.data(), n);
   ExpectClose(Down(gelu_d, n), gelu, kUlp, "gelu");
   ExpectClose(Down(dgelu_d, n), dgelu, kUlp, "dgelu");
   ExpectClose(Down(swiglu_d, n), swiglu, kUlp, "swiglu");
@@ -295,9 +240,9 @@ TEST_F(CudaKernelsTest, SoftmaxCrossEntropy) {
   const auto targets = Tokens(n, static_cast<int32_t>(v), 61);
   std::vector<float> probs = logits;
   float* probs_d = Up(probs);
-  const double gpu_loss = gpu().SoftmaxCrossEntropy(probs_d, Up(targets), probs_d, n, v);
+  const double gpu_loss = gpu().f32().SoftmaxCrossEntropy(probs_d, Up(targets), probs_d, n, v);
   const double cpu_loss =
-      cpu_.SoftmaxCrossEntropy(probs.data(), targets.data(), probs.data(), n, v);
+      cpu_.f32().SoftmaxCrossEntropy(probs.data(), targets.data(), probs.data(), n, v);
   EXPECT_NEAR(gpu_loss, cpu_loss, 1e-6 * std::fabs(cpu_loss));
   ExpectClose(Down(probs_d, n * v), probs, kSum, "probs");
 
@@ -305,8 +250,9 @@ TEST_F(CudaKernelsTest, SoftmaxCrossEntropy) {
   const auto p = Random(n * v, 63, 0, 1);
   std::vector<float> dlogits(n * v);
   float* dlogits_d = Up(dlogits);
-  gpu().CrossEntropyBackward(Up(p), Up(shard_targets), 0.5f, 2 * n, dlogits_d, n, v, 100);
-  cpu_.CrossEntropyBackward(p.data(), shard_targets.data(), 0.5f, 2 * n, dlogits.data(), n, v, 100);
+  gpu().f32().CrossEntropyBackward(Up(p), Up(shard_targets), 0.5f, 2 * n, dlogits_d, n, v, 100);
+  cpu_.f32().CrossEntropyBackward(p.data(), shard_targets.data(), 0.5f, 2 * n, dlogits.data(), n, v,
+                                  100);
   ExpectClose(Down(dlogits_d, n * v), dlogits, kExact, "dlogits");
 }
 
@@ -322,8 +268,8 @@ TEST_F(CudaKernelsTest, VocabParallelCrossEntropy) {
     shards.push_back(Random(n * v, 71 + r, -4, 4));
     std::vector<float> stats(n * 3);
     float* stats_d = Up(stats);
-    gpu().VocabParallelStats(Up(shards[r]), Up(targets), r * v, stats_d, n, v);
-    cpu_.VocabParallelStats(shards[r].data(), targets.data(), r * v, stats.data(), n, v);
+    gpu().f32().VocabParallelStats(Up(shards[r]), Up(targets), r * v, stats_d, n, v);
+    cpu_.f32().VocabParallelStats(shards[r].data(), targets.data(), r * v, stats.data(), n, v);
     const auto got = Down(stats_d, n * 3);
     ExpectClose(got, stats, kSum, "stats of shard " + std::to_string(r));
     std::copy(stats.begin(), stats.end(), all_stats_cpu.begin() + r * n * 3);
@@ -338,8 +284,8 @@ TEST_F(CudaKernelsTest, VocabParallelCrossEntropy) {
   ExpectClose(Down(lse_d, n), lse, kUlp, "lse");
   std::vector<float> z = shards[1];
   float* z_d = Up(z);
-  gpu().SoftmaxFromLogSumExp(z_d, Up(lse), n, v);
-  cpu_.SoftmaxFromLogSumExp(z.data(), lse.data(), n, v);
+  gpu().f32().SoftmaxFromLogSumExp(z_d, Up(lse), n, v);
+  cpu_.f32().SoftmaxFromLogSumExp(z.data(), lse.data(), n, v);
   ExpectClose(Down(z_d, n * v), z, kUlp, "probs");
 }
 
@@ -348,14 +294,14 @@ TEST_F(CudaKernelsTest, ElementwiseHelpers) {
   const auto src = Random(n * c, 80), bias = Random(c, 81);
   std::vector<float> dst = Random(n * c, 82), sums = Random(c, 83);
   float *dst_d = Up(dst), *sums_d = Up(sums);
-  gpu().Add(dst_d, Up(src), n * c);
-  gpu().AddRowBias(dst_d, Up(bias), n, c);
+  gpu().f32().Add(dst_d, Up(src), n * c);
+  gpu().f32().AddRowBias(dst_d, Up(bias), n, c);
   gpu().Scale(dst_d, 0.75f, n * c);
-  gpu().AddColumnSums(dst_d, sums_d, n, c);
-  cpu_.Add(dst.data(), src.data(), n * c);
-  cpu_.AddRowBias(dst.data(), bias.data(), n, c);
+  gpu().f32().AddColumnSums(dst_d, sums_d, n, c);
+  cpu_.f32().Add(dst.data(), src.data(), n * c);
+  cpu_.f32().AddRowBias(dst.data(), bias.data(), n, c);
   cpu_.Scale(dst.data(), 0.75f, n * c);
-  cpu_.AddColumnSums(dst.data(), sums.data(), n, c);
+  cpu_.f32().AddColumnSums(dst.data(), sums.data(), n, c);
   ExpectClose(Down(dst_d, n * c), dst, kExact, "dst");
   ExpectClose(Down(sums_d, c), sums, kSum, "column sums");
 }

@@ -112,6 +112,57 @@ int main(int argc, char** argv) {
     Expect(mc.AllGatherHost(Group::kDp, &mine_d, all_d, 1).ok(), "MpiCollectives all-gather ok",
            me);
     Expect(all_d[0] == a + 0.5 && all_d[1] == b + 0.5, "MpiCollectives all-gather value", me);
+
+    // bf16 data (runtime::Bf16, 2 bytes an element; small integers and halves are exact).
+    using runtime::Bf16;
+    using runtime::ToBf16;
+    using runtime::ToFloat;
+    // All-reduce over TP. Element 0: rank + 1, summing to 3 ({0,1}) and 7 ({2,3}), exact.
+    // Elements 1 and 2 show each sum is rounded to bf16 (8 significant bits: a step of 2 in
+    // [256, 512)) to nearest even: TP rank 0 holds 256, TP rank 1 holds 1 and 3.
+    //   256 + 1 = 257, halfway between 256 (mantissa 0, even) and 258 (odd): 256.
+    //   256 + 3 = 259, halfway between 258 (odd) and 260 (even): 260 (truncation gives 258).
+    const bool tp0 = me % 2 == 0;
+    Bf16 hb[3] = {ToBf16(me + 1.0f), ToBf16(tp0 ? 256.0f : 1.0f), ToBf16(tp0 ? 256.0f : 3.0f)};
+    Expect(mc.AllReduceSum(Group::kTp, hb, 3).ok(), "bf16 all-reduce ok", me);
+    Expect(ToFloat(hb[0]) == (me < 2 ? 3.0f : 7.0f), "bf16 all-reduce value", me);
+    Expect(ToFloat(hb[1]) == 256.0f && ToFloat(hb[2]) == 260.0f,
+           "bf16 all-reduce rounds each sum to nearest even", me);
+    // Reduce-scatter over DP, as the fp32 one above: blocks [r, 10 r]; DP rank 0 of the group
+    // {a, b} receives a + b, DP rank 1 receives 10 (a + b) (2 or 4; 20 or 40: exact). A third
+    // element of out, 99, lies past the one-element block and must stay.
+    const Bf16 rs_in[2] = {ToBf16(static_cast<float>(me)), ToBf16(10.0f * me)};
+    Bf16 rs_out[2] = {ToBf16(-1.0f), ToBf16(99.0f)};
+    Expect(mc.ReduceScatterSum(Group::kDp, rs_in, rs_out, 1).ok(), "bf16 reduce-scatter ok", me);
+    Expect(ToFloat(rs_out[0]) == block && ToFloat(rs_out[1]) == 99.0f, "bf16 reduce-scatter value",
+           me);
+    // All-gather over DP of (rank, -rank): both members see [a, -a, b, -b].
+    const Bf16 ag_in[2] = {ToBf16(static_cast<float>(me)), ToBf16(-static_cast<float>(me))};
+    Bf16 ag_out[4];
+    Expect(mc.AllGather(Group::kDp, ag_in, ag_out, 2).ok(), "bf16 all-gather ok", me);
+    Expect(ToFloat(ag_out[0]) == a && ToFloat(ag_out[1]) == -a && ToFloat(ag_out[2]) == b &&
+               ToFloat(ag_out[3]) == -b,
+           "bf16 all-gather value", me);
+    // Ring of bf16 pairs (1.5 r, -r) to r + 1 under tag 12, with an fp32 message to the same
+    // peer under tag 13 posted first: each receive takes the message of its own tag and type,
+    // so the pair from r - 1 is (1.5 (r - 1), -(r - 1)), its third slot (7) untouched, and the
+    // float is 0.25 (r - 1).
+    const Bf16 pair_send[2] = {ToBf16(1.5f * me), ToBf16(-static_cast<float>(me))};
+    const float f_send = 0.25f * me;
+    Bf16 pair_recv[3] = {ToBf16(-1.0f), ToBf16(-1.0f), ToBf16(7.0f)};
+    float f_recv = -1;
+    StatusOr<int64_t> hf = mc.Isend(Group::kWorld, &f_send, 1, next, 13);
+    StatusOr<int64_t> hp = mc.Isend(Group::kWorld, pair_send, 2, next, 12);
+    Expect(hf.ok() && hp.ok(), "bf16 isend", me);
+    Expect(mc.Recv(Group::kWorld, pair_recv, 2, prev, 12).ok(), "bf16 recv", me);
+    Expect(mc.Recv(Group::kWorld, &f_recv, 1, prev, 13).ok(), "fp32 recv after bf16", me);
+    if (hf.ok()) Expect(mc.Wait(*hf).ok(), "fp32 wait-send", me);
+    if (hp.ok()) Expect(mc.Wait(*hp).ok(), "bf16 wait-send", me);
+    Expect(ToFloat(pair_recv[0]) == 1.5f * prev && ToFloat(pair_recv[1]) == -prev &&
+               ToFloat(pair_recv[2]) == 7.0f,
+           "bf16 ring value", me);
+    Expect(f_recv == 0.25f * prev, "fp32 value beside bf16", me);
+
     // A receive on the one-rank PP group that nobody sends times out after 0.2 s, the error
     // naming this rank, the group and the operation.
     runtime::MpiCollectives quick_mc(*runtime::ProcessGroups::Create(l, 0.2));

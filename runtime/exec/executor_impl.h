@@ -1,0 +1,97 @@
+// TypedExecutor<T>: the Executor for one storage type T of activations and working weights:
+// float (fp32 training), or Bf16 (mixed precision as Megatron-LM's bf16 mode: the forward and
+// backward passes read bf16 weights and keep bf16 activations; weight gradients accumulate in
+// fp32 (arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in
+// fp32"); AdamW updates an fp32 master copy, sharded as its moments, and the bf16 working copy
+// is cast from it after each step). Memory kinds then match the simulator's 2 + 4 + 12 bytes
+// per parameter (src/cost/memory.cc): working weights kWeights, gradients kGradients, master
+// and moments kOptimizer. Private to runtime/exec: callers use Executor.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "runtime/exec/block.h"
+#include "runtime/exec/dp_overlap.h"
+#include "runtime/exec/exec_context.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/zero_buckets.h"
+
+namespace shardsim::runtime {
+
+template <typename T>
+class TypedExecutor final : public Executor {
+ public:
+  TypedExecutor(const ModelSpec& m, const Layout& l, Backend* backend, RankShard shard,
+                const AdamWConfig& opt, Timeline* timeline);
+  Status Allocate(uint64_t seed);
+
+  StatusOr<double> Step(const MarkovStream& data, int64_t step) override;
+  StatusOr<std::vector<float>> FullParams() override;
+  const RankShard& shard() const override { return shard_; }
+  const Layout& layout() const override { return layout_; }
+  const char* phase() const override { return phase_; }
+
+ private:
+  static constexpr bool kMixed = !std::is_same_v<T, float>;
+
+  // One micro-batch's state on one model chunk between its forward and backward passes.
+  struct ChunkState {
+    DeviceBuffer tokens, targets;          // (n) int32, embedding / head chunks
+    std::vector<DeviceBuffer> residual;    // layers + 1 of (n_local, C) T: block inputs, output
+    std::vector<BlockSaved> saved;         // one per layer
+    DeviceBuffer final_out, final_mean, final_rstd;  // head chunk: final norm (T, fp32 stats)
+    DeviceBuffer logits;                   // head chunk: (n, V / tp) T, probabilities after
+  };
+
+  Status Forward(const MarkovStream& data, int64_t step, int32_t mb, int32_t chunk);
+  Status Backward(int32_t mb, int32_t chunk);
+  Status HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_sum);
+  Status HeadBackward(ChunkState& s, T* dres);
+  Status OptimizerStep();
+  // ZeRO 1/2 after the optimizer (and once at setup under mixed precision): every DP rank's
+  // updated range of the working weights all-gathered into every rank's whole copy.
+  Status GatherWorkingWeights();
+  Status ReduceGradients();
+  StatusOr<double> GradSquaredNorm();  // over this rank's owned ranges, summed over the world
+  Status WaitSends();
+  Status ReleaseCompletedSends();
+  const T* Param(const char* name) const;
+  float* Grad(const char* name);
+  // The fp32 parameters AdamW updates at element `offset` of an owned range: the master copy
+  // under mixed precision, else the parameters themselves.
+  float* Master(int64_t offset);
+  int64_t SequenceIndex(int64_t step, int32_t mb) const;
+  int Tag(int32_t mb, int64_t model_chunk, bool backward) const;
+
+  ModelSpec model_;
+  Layout layout_;
+  Backend* backend_;
+  RankShard shard_;
+  AdamWConfig opt_;
+  ExecContext ctx_;
+  BlockDims dims_;
+  const char* phase_ = "setup";
+
+  int64_t total_ = 0;   // this rank's parameter count
+  int64_t padded_ = 0;  // rounded up to a multiple of dp (ZeRO shards)
+  int64_t shard_begin_ = 0, shard_end_ = 0;  // this rank's optimizer range
+  // Persistent model states: whole (padded_ elements) or this rank's share (zero_buckets.h):
+  // moments (and the mixed-precision master) under ZeRO >= 1, gradients >= 2, parameters 3.
+  DeviceBuffer params_;                      // T: the working weights
+  DeviceBuffer master_;                      // fp32, mixed precision only
+  DeviceBuffer grads_, moment1_, moment2_;   // fp32
+  std::unique_ptr<ZeroBuckets<T>> zero_;     // where parameters and gradients are
+  std::unique_ptr<DpOverlap> overlap_;       // overlap_dp under ZeRO 0
+  int64_t adam_step_ = 0;
+
+  std::map<std::pair<int32_t, int32_t>, ChunkState> live_;  // (chunk, micro-batch)
+  std::vector<std::pair<int64_t, DeviceBuffer>> sends_;     // in flight
+  double loss_sum_ = 0;
+};
+
+}  // namespace shardsim::runtime
