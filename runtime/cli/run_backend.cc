@@ -30,6 +30,13 @@ RunProcess StartRunProcess(int* argc, char*** argv) {
   MPI_Init(argc, argv);
   MPI_Comm_size(MPI_COMM_WORLD, &p.world);
   MPI_Comm_rank(MPI_COMM_WORLD, &p.me);
+  // The processes sharing this node (MPI-3's shared-memory split, whatever launched them:
+  // mpirun, or srun under Slurm), so each takes its own GPU of the node, as nccl-tests does.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, p.me, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &p.local);
+  MPI_Comm_size(node, &p.local_size);
+  MPI_Comm_free(&node);
 #else
   (void)argc;
   (void)argv;
@@ -63,7 +70,7 @@ StatusOr<ProcessGroups> Groups(const Layout& l, double timeout_s) {
 }
 #endif
 
-Status NeedsMpi(const RunProcess& p) {
+[[maybe_unused]] Status NeedsMpi(const RunProcess& p) {
   if (p.world == 1) return Status::Ok();
   return Status::Error("this shardsim was built without MPI: it runs one process (or "
                        "--emulate-rank), not " + std::to_string(p.world));
@@ -95,8 +102,13 @@ StatusOr<std::unique_ptr<Backend>> CudaRunBackend(const Layout& l, const RunProc
                                                   int64_t emulate_rank, double timeout_s) {
   const int devices = CudaBackend::CudaDeviceCount();
   if (devices == 0) return Status::Error("--backend cuda: no CUDA device is visible");
-  // One GPU per process: process r on device r mod (GPUs of this host).
-  const int device = p.me % devices;
+  // One GPU per process: the node's r-th process on the node's GPU r.
+  if (p.local_size > devices) {
+    return Status::Error("--backend cuda: " + std::to_string(p.local_size) +
+                         " processes on this node but " + std::to_string(devices) +
+                         " visible GPUs; launch one process per GPU");
+  }
+  const int device = p.local % devices;
   if (emulate_rank >= 0) {
     // The emulated collectives need the backend's memory: built in two steps.
     SHARDSIM_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(device));

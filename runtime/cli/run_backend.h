@@ -16,6 +16,7 @@ namespace shardsim::runtime {
 struct RunProcess {
   int world = 1;  // processes launched (mpirun -np); 1 without MPI
   int me = 0;
+  int local = 0, local_size = 1;  // this process among those on its node
 };
 
 // MPI_Init when the binary has MPI; the world and this process's rank.
