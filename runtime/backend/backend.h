@@ -178,7 +178,18 @@ class TypedKernels {
   virtual void AttentionBackward(const T* dout, const T* q, const T* k, const T* v,
                                  const T* probs, T* dq, T* dk, T* dv,
                                  const AttentionDims& dims) = 0;
+  // The layout's attention=flash: the same attention without storing the probabilities.
+  // Forward keeps only each row's log-sum-exp of the scaled, masked scores, lse (B, H, T) fp32;
+  // backward recomputes P = exp(S - lse) from q and k, and takes D_i = dO_i . O_i from the
+  // saved output (FlashAttention, Dao et al. 2022, Alg. 1 line 13 and Alg. 2 / Appendix B.4).
+  // Backward adds into dq, dk, dv. Workspace, if any, is the backend's own (uncounted).
+  virtual void FlashAttentionForward(const T* q, const T* k, const T* v, float* lse, T* out,
+                                     const AttentionDims& dims) = 0;
+  virtual void FlashAttentionBackward(const T* dout, const T* q, const T* k, const T* v,
+                                      const T* out, const float* lse, T* dq, T* dk, T* dv,
+                                      const AttentionDims& dims) = 0;
   virtual void GeluForward(const T* in, T* out, int64_t n) = 0;
+  // Backward of GELU and SwiGLU adds into din (dgate, dup).
   virtual void GeluBackward(const T* dout, const T* in, T* din, int64_t n) = 0;
   virtual void SwigluForward(const T* gate, const T* up, T* out, int64_t n) = 0;
   virtual void SwigluBackward(const T* dout, const T* gate, const T* up, T* dgate, T* dup,

@@ -35,10 +35,6 @@ using cli::FlagSpec;
 // anyway, but say so (stderr and run.json), never silently.
 std::vector<std::string> NotHonoured(const Layout& l) {
   std::vector<std::string> out;
-  if (l.attention == AttentionImpl::kFlash) {
-    out.push_back("attention=flash: the CPU runtime's attention is unfused (it stores the softmax); "
-                  "give attention=unfused to compare with the simulator");
-  }
   if (l.overlap_dp && l.dp > 1 && l.zero >= 1) {
     out.push_back("overlap_dp=on with zero>=1: gradients are reduce-scattered (or, ZeRO-2/3, reduced per "
                   "bucket) blocking, not overlapped; only ZeRO 0's all-reduce is overlapped");

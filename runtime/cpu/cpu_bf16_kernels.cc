@@ -152,6 +152,31 @@ void CpuBf16Kernels::AttentionBackward(const Bf16* dout, const Bf16* q, const Bf
   Narrow(dv_f, dv, nkv);
 }
 
+void CpuBf16Kernels::FlashAttentionForward(const Bf16* q, const Bf16* k, const Bf16* v,
+                                           float* lse, Bf16* out, const AttentionDims& dims) {
+  Scratch s(buffers_);
+  const int64_t nq = Elements(dims, dims.heads), nkv = Elements(dims, dims.kv_heads);
+  float* out_f = s.Take(nq);
+  f32_.FlashAttentionForward(s.Wide(q, nq), s.Wide(k, nkv), s.Wide(v, nkv), lse, out_f, dims);
+  Narrow(out_f, out, nq);
+}
+
+void CpuBf16Kernels::FlashAttentionBackward(const Bf16* dout, const Bf16* q, const Bf16* k,
+                                            const Bf16* v, const Bf16* out, const float* lse,
+                                            Bf16* dq, Bf16* dk, Bf16* dv,
+                                            const AttentionDims& dims) {
+  Scratch s(buffers_);
+  const int64_t nq = Elements(dims, dims.heads), nkv = Elements(dims, dims.kv_heads);
+  float* dq_f = s.Wide(dq, nq);  // the three gradients are accumulated
+  float* dk_f = s.Wide(dk, nkv);
+  float* dv_f = s.Wide(dv, nkv);
+  f32_.FlashAttentionBackward(s.Wide(dout, nq), s.Wide(q, nq), s.Wide(k, nkv), s.Wide(v, nkv),
+                              s.Wide(out, nq), lse, dq_f, dk_f, dv_f, dims);
+  Narrow(dq_f, dq, nq);
+  Narrow(dk_f, dk, nkv);
+  Narrow(dv_f, dv, nkv);
+}
+
 void CpuBf16Kernels::GeluForward(const Bf16* in, Bf16* out, int64_t n) {
   Scratch s(buffers_);
   float* out_f = s.Take(n);

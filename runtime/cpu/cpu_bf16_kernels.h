@@ -48,6 +48,11 @@ class CpuBf16Kernels : public TypedKernels<Bf16> {
   void AttentionBackward(const Bf16* dout, const Bf16* q, const Bf16* k, const Bf16* v,
                          const Bf16* probs, Bf16* dq, Bf16* dk, Bf16* dv,
                          const AttentionDims& dims) override;
+  void FlashAttentionForward(const Bf16* q, const Bf16* k, const Bf16* v, float* lse, Bf16* out,
+                             const AttentionDims& dims) override;
+  void FlashAttentionBackward(const Bf16* dout, const Bf16* q, const Bf16* k, const Bf16* v,
+                              const Bf16* out, const float* lse, Bf16* dq, Bf16* dk, Bf16* dv,
+                              const AttentionDims& dims) override;
   void GeluForward(const Bf16* in, Bf16* out, int64_t n) override;
   void GeluBackward(const Bf16* dout, const Bf16* in, Bf16* din, int64_t n) override;
   void SwigluForward(const Bf16* gate, const Bf16* up, Bf16* out, int64_t n) override;

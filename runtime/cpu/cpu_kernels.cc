@@ -10,6 +10,7 @@
 #include "runtime/cpu/cross_entropy.h"
 #include "runtime/cpu/eigen_types.h"
 #include "runtime/cpu/embedding.h"
+#include "runtime/cpu/flash_attention.h"
 #include "runtime/cpu/gelu.h"
 #include "runtime/cpu/linear.h"
 #include "runtime/cpu/norm.h"
@@ -110,6 +111,17 @@ void CpuKernels::AttentionBackward(const float* dout, const float* q, const floa
                                    const float* v, const float* probs, float* dq, float* dk,
                                    float* dv, const AttentionDims& dims) {
   runtime::AttentionBackward<float>(dout, q, k, v, probs, dq, dk, dv, ShapeOf(dims));
+}
+
+void CpuKernels::FlashAttentionForward(const float* q, const float* k, const float* v, float* lse,
+                                       float* out, const AttentionDims& dims) {
+  runtime::FlashAttentionForward<float>(q, k, v, lse, out, ShapeOf(dims));
+}
+
+void CpuKernels::FlashAttentionBackward(const float* dout, const float* q, const float* k,
+                                        const float* v, const float* out, const float* lse,
+                                        float* dq, float* dk, float* dv, const AttentionDims& dims) {
+  runtime::FlashAttentionBackward<float>(dout, q, k, v, out, lse, dq, dk, dv, ShapeOf(dims));
 }
 
 void CpuKernels::GeluForward(const float* in, float* out, int64_t n) {

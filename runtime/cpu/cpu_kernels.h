@@ -46,6 +46,11 @@ class CpuKernels : public Kernels, public TypedKernels<float> {
   void AttentionBackward(const float* dout, const float* q, const float* k, const float* v,
                          const float* probs, float* dq, float* dk, float* dv,
                          const AttentionDims& dims) override;
+  void FlashAttentionForward(const float* q, const float* k, const float* v, float* lse,
+                             float* out, const AttentionDims& dims) override;
+  void FlashAttentionBackward(const float* dout, const float* q, const float* k, const float* v,
+                              const float* out, const float* lse, float* dq, float* dk, float* dv,
+                              const AttentionDims& dims) override;
   void GeluForward(const float* in, float* out, int64_t n) override;
   void GeluBackward(const float* dout, const float* in, float* din, int64_t n) override;
   void SwigluForward(const float* gate, const float* up, float* out, int64_t n) override;

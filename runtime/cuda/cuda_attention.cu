@@ -1,6 +1,7 @@
 // The GEMM-based members of CudaTypedKernels (see cuda_typed_kernels.h): the linear layer and
-// causal GQA attention, as cuBLAS calls (cuda_gemm.h: row-major conventions, precision per
-// operand type) on the row-major buffers of backend.h, plus row kernels for the softmax.
+// causal GQA attention (unfused, and the flash variant that recomputes P), as cuBLAS calls
+// (cuda_gemm.h: row-major conventions, precision per operand type) on the row-major buffers of
+// backend.h, plus row kernels for the softmax.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -39,8 +40,9 @@ __global__ void BroadcastRowsKernel(E* out, const E* bias, int64_t n, int64_t c)
 // p may alias s (fp32): the first two passes only read, and the last reads s[j] and writes
 // p[j] in the same thread. The exponentials are recomputed in the last pass rather than
 // stored unnormalised (a bf16 p is rounded once); on float the result is bitwise the same.
+// lse, when not null, gets each row's log-sum-exp max + log(sum) (the flash forward's).
 template <typename E>
-__global__ void CausalSoftmaxKernel(const float* s, E* p, int64_t t) {
+__global__ void CausalSoftmaxKernel(const float* s, E* p, float* lse, int64_t t) {
   const int64_t r = blockIdx.x;
   const int64_t i = r % t;
   const float* srow = s + r * t;
@@ -51,8 +53,32 @@ __global__ void CausalSoftmaxKernel(const float* s, E* p, int64_t t) {
   float sum_e = 0.0f;
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) sum_e += expf(srow[j] - max);
   const float sum = BlockSum(sum_e);
+  if (lse != nullptr && threadIdx.x == 0) lse[r] = max + logf(sum);
   for (int64_t j = threadIdx.x; j < t; j += blockDim.x) {
     Store(prow + j, j <= i ? expf(srow[j] - max) / sum : 0.0f);
+  }
+}
+
+// The flash backward's recomputed probabilities, element-wise over (rows, T) fp32 scores s
+// (row i = r % T of its matrix): p = exp(s - lse[r]) for columns 0..i, exactly 0 after. Every
+// row has its diagonal, so lse is finite and p <= 1. p may alias s (fp32): each index is read,
+// then written, by one thread.
+template <typename E>
+__global__ void CausalProbsFromLseKernel(const float* s, const float* lse, E* p, int64_t rows,
+                                         int64_t t) {
+  for (int64_t idx = GlobalIndex(); idx < rows * t; idx += GlobalStride()) {
+    const int64_t r = idx / t, j = idx % t;
+    Store(p + idx, j <= r % t ? expf(s[idx] - lse[r]) : 0.0f);
+  }
+}
+
+// One row of the softmax backward given the row's dot (block-wide): ds = p (dp - dot). ds may
+// alias p or dp: each thread reads index j of both before writing it.
+template <typename E>
+__device__ void SoftmaxGradRow(const E* pr, const float* dr, E* sr, int64_t t, float dot) {
+  for (int64_t j = threadIdx.x; j < t; j += blockDim.x) {
+    const float pj = Load(pr + j);
+    Store(sr + j, pj * (dr[j] - dot));
   }
 }
 
@@ -64,19 +90,114 @@ __global__ void SoftmaxBackwardKernel(const E* p, const float* dp, E* ds, int64_
   const int64_t r = blockIdx.x;
   const E* pr = p + r * t;
   const float* dr = dp + r * t;
-  E* sr = ds + r * t;
   float s = 0.0f;
   for (int64_t j = threadIdx.x; j < t; j += blockDim.x) s += Load(pr + j) * dr[j];
-  const float dot = BlockSum(s);
-  for (int64_t j = threadIdx.x; j < t; j += blockDim.x) {
-    const float pj = Load(pr + j);
-    Store(sr + j, pj * (dr[j] - dot));
+  SoftmaxGradRow(pr, dr, ds + r * t, t, BlockSum(s));
+}
+
+// The flash form, one block per row r of a group's (group*T, T) P and dP: dS = P (dP - D) with
+// D = dO_r . O_r (FlashAttention's D, Dao et al. 2022 Alg. 2 line 19: equal to rowsum(P dP)
+// since O = P V), an fp32 sum over the head_dim. Row r is query i = r % T of the group's head
+// j = r / T, whose dO and O rows are d elements at i*ld + j*d of dout0 and out0 (the group's
+// first head). ds may alias p: D reads neither, and SoftmaxGradRow reads p[j] before ds[j].
+template <typename E>
+__global__ void FlashSoftmaxBackwardKernel(const E* p, const float* dp, const E* dout0,
+                                           const E* out0, int64_t ld, int64_t d, E* ds, int64_t t) {
+  const int64_t r = blockIdx.x;
+  const int64_t at = (r % t) * ld + (r / t) * d;
+  float s = 0.0f;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+    s += Load(dout0 + at + c) * Load(out0 + at + c);
   }
+  SoftmaxGradRow(p + r * t, dp + r * t, ds + r * t, t, BlockSum(s));
 }
 
 // Bytes from the start of attention's scratch to its bf16 part, rounded up so that part is
 // 256-byte aligned, as cuBLAS's tensor-op kernels prefer.
 int64_t AlignUp(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Attention's scratch as an fp32 block of `elems` followed, 256-byte aligned, by a T block of
+// `elems`: AlignUp(4 elems) + sizeof(T) elems bytes.
+template <typename T>
+struct AttentionScratch {
+  float* f32;
+  T* typed;
+};
+template <typename T>
+AttentionScratch<T> GrowAttentionScratch(CudaWorkspace& ws, int64_t elems) {
+  const int64_t typed_at = AlignUp(elems * static_cast<int64_t>(sizeof(float)));
+  auto* base = static_cast<char*>(
+      ws.Grow(CudaWorkspace::Slot::kAttention, typed_at + elems * static_cast<int64_t>(sizeof(T))));
+  return {reinterpret_cast<float*>(base), reinterpret_cast<T*>(base + typed_at)};
+}
+
+// One (sequence b, KV head g) of attention, the unit every member below loops over. The query
+// heads h = g*group + j (j < group) share K_g, V_g; Q_h is the (T, d) block at row b*T, column
+// h*d (ld H*d), so consecutive j are d elements apart (the batch stride), and K_g's stride is 0.
+struct GroupGeometry {
+  int64_t t, d, group, ldq, ldk;
+  float scale;  // 1 / sqrt(d)
+  // Element offsets of block (b, g): in q, out, dout (and their gradients) at the group's first
+  // query head g*group; in k, v (dk, dv) at K_g.
+  int64_t QAt(int64_t b, int64_t g) const { return b * t * ldq + g * group * d; }
+  int64_t KAt(int64_t b, int64_t g) const { return b * t * ldk + g * d; }
+  // Row offset of (b, g*group) in (B, H, T)-indexed rows (lse), times `per_row` elements.
+  int64_t RowsAt(int64_t b, int64_t g, int64_t heads, int64_t per_row) const {
+    return (b * heads + g * group) * t * per_row;
+  }
+};
+
+GroupGeometry GeometryOf(const AttentionDims& s) {
+  CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0) << s.heads << " / " << s.kv_heads;
+  GroupGeometry x;
+  x.t = s.seq;
+  x.d = s.head_dim;
+  x.group = s.heads / s.kv_heads;
+  x.ldq = s.heads * x.d;
+  x.ldk = s.kv_heads * x.d;
+  x.scale = 1.0f / std::sqrt(static_cast<float>(x.d));
+  return x;
+}
+
+// S_h (T, T) = scale Q_h K_g^T into fp32 scores (group, T, T), batched over j (stride T*T).
+template <typename T>
+void GroupScores(cublasHandle_t h, const GroupGeometry& x, const T* q0, const T* kg,
+                 float* scores) {
+  RowMajorGemm(h, x.t, x.t, x.d, x.scale, In(q0, x.ldq, false, x.d), In(kg, x.ldk, true, 0), 0.0f,
+               Out(scores, x.t, x.t * x.t), x.group);
+}
+
+// O_h (T, d) = P_h V_g from P (group, T, T), batched over j.
+template <typename T>
+void GroupOutput(cublasHandle_t h, const GroupGeometry& x, const T* p0, const T* vg, T* out0) {
+  RowMajorGemm(h, x.t, x.d, x.t, 1.0f, In<T>(p0, x.t, false, x.t * x.t), In(vg, x.ldk, false, 0),
+               0.0f, Out(out0, x.ldq, x.d), x.group);
+}
+
+// dP_h = dO_h V_g^T into fp32 dp (group, T, T), batched over j; then dV_g += P_h^T dO_h, one
+// GEMM per j (the outputs coincide).
+template <typename T>
+void GroupGradProbsAndV(cublasHandle_t h, const GroupGeometry& x, const T* do0, const T* vg,
+                        const T* p0, float* dp, T* dvg) {
+  RowMajorGemm(h, x.t, x.t, x.d, 1.0f, In(do0, x.ldq, false, x.d), In(vg, x.ldk, true, 0), 0.0f,
+               Out(dp, x.t, x.t * x.t), x.group);
+  for (int64_t j = 0; j < x.group; ++j) {
+    RowMajorGemm(h, x.t, x.d, x.t, 1.0f, In(p0 + j * x.t * x.t, x.t, true),
+                 In(do0 + j * x.d, x.ldq, false), 1.0f, Out(dvg, x.ldk));
+  }
+}
+
+// dQ_h += scale dS_h K_g (batched over j), then dK_g += scale dS_h^T Q_h (one GEMM per j).
+template <typename T>
+void GroupAddGradQK(cublasHandle_t h, const GroupGeometry& x, const T* ds, const T* kg, const T* q0,
+                    T* dq0, T* dkg) {
+  RowMajorGemm(h, x.t, x.d, x.t, x.scale, In<T>(ds, x.t, false, x.t * x.t), In(kg, x.ldk, false, 0),
+               1.0f, Out(dq0, x.ldq, x.d), x.group);
+  for (int64_t j = 0; j < x.group; ++j) {
+    RowMajorGemm(h, x.t, x.d, x.t, x.scale, In<T>(ds + j * x.t * x.t, x.t, true),
+                 In(q0 + j * x.d, x.ldq, false), 1.0f, Out(dkg, x.ldk));
+  }
+}
 
 }  // namespace
 
@@ -117,10 +238,7 @@ void CudaTypedKernels<T>::LinearBackward(const T* dout, const T* in, const T* w,
   if (db != nullptr) AddColumnSums(dout, db, n, m);
 }
 
-// Buffers: q, out (B*T, H*d); k, v (B*T, KV*d); probs (B, H, T, T). For sequence b and KV head
-// g, the query heads h = g*group + j (j < group) share K_g, V_g; Q_h is the (T, d) block at
-// row b*T, column h*d (ld H*d), so consecutive j are d elements apart (the batch stride), and
-// K_g's stride is 0. Per (b, g):
+// Buffers: q, out (B*T, H*d); k, v (B*T, KV*d); probs (B, H, T, T). Per (b, g) (GroupGeometry):
 //   S_h (T, T) = scale Q_h K_g^T        (batched over j, stride T*T) into fp32 scores: probs[b, h]
 //                                       itself on fp32, the scratch (group, T, T) on bf16
 //   P_h = causal row-softmax of S_h     into probs[b, h] (group*T rows, one kernel)
@@ -128,34 +246,28 @@ void CudaTypedKernels<T>::LinearBackward(const T* dout, const T* in, const T* w,
 template <typename T>
 void CudaTypedKernels<T>::AttentionForward(const T* q, const T* k, const T* v, T* probs, T* out,
                                            const AttentionDims& s) {
-  CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0) << s.heads << " / " << s.kv_heads;
-  const int64_t t = s.seq, d = s.head_dim, group = s.heads / s.kv_heads;
-  if (s.batch * s.heads * t == 0) return;
-  const int64_t ldq = s.heads * d, ldk = s.kv_heads * d;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const GroupGeometry x = GeometryOf(s);
+  if (s.batch * s.heads * x.t == 0) return;
   float* scratch = nullptr;
   if constexpr (!std::is_same_v<T, float>) {
-    scratch = static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kAttention,
-                                           group * t * t * static_cast<int64_t>(sizeof(float))));
+    scratch =
+        static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kAttention,
+                                     x.group * x.t * x.t * static_cast<int64_t>(sizeof(float))));
   }
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
-      const int64_t h0 = g * group;
-      T* p0 = probs + (b * s.heads + h0) * t * t;
+      T* p0 = probs + x.RowsAt(b, g, s.heads, x.t);
       float* scores;
       if constexpr (std::is_same_v<T, float>) {
         scores = p0;
       } else {
         scores = scratch;
       }
-      RowMajorGemm(ws_.cublas(), t, t, d, scale, In(q + b * t * ldq + h0 * d, ldq, false, d),
-                   In(k + b * t * ldk + g * d, ldk, true, 0), 0.0f, Out(scores, t, t * t), group);
-      CausalSoftmaxKernel<<<RowBlocks(group * t), kThreads, 0, ws_.stream()>>>(scores, ToDev(p0),
-                                                                               t);
+      GroupScores(ws_.cublas(), x, q + x.QAt(b, g), k + x.KAt(b, g), scores);
+      CausalSoftmaxKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
+          scores, ToDev(p0), nullptr, x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      RowMajorGemm(ws_.cublas(), t, d, t, 1.0f, In<T>(p0, t, false, t * t),
-                   In(v + b * t * ldk + g * d, ldk, false, 0), 0.0f,
-                   Out(out + b * t * ldq + h0 * d, ldq, d), group);
+      GroupOutput(ws_.cublas(), x, p0, v + x.KAt(b, g), out + x.QAt(b, g));
     }
   }
 }
@@ -171,64 +283,110 @@ template <typename T>
 void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* k, const T* v,
                                             const T* probs, T* dq, T* dk, T* dv,
                                             const AttentionDims& s) {
-  CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0) << s.heads << " / " << s.kv_heads;
-  const int64_t t = s.seq, d = s.head_dim, group = s.heads / s.kv_heads;
-  if (s.batch * s.heads * t == 0) return;
-  const int64_t ldq = s.heads * d, ldk = s.kv_heads * d;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const int64_t dp_bytes = group * t * t * static_cast<int64_t>(sizeof(float));
+  const GroupGeometry x = GeometryOf(s);
+  if (s.batch * s.heads * x.t == 0) return;
   float* dp;
   T* ds;
   if constexpr (std::is_same_v<T, float>) {
-    dp = static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kAttention, dp_bytes));
+    dp = static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kAttention,
+                                      x.group * x.t * x.t * static_cast<int64_t>(sizeof(float))));
     ds = dp;
   } else {
-    const int64_t ds_at = AlignUp(dp_bytes);
-    auto* base = static_cast<char*>(ws_.Grow(
-        CudaWorkspace::Slot::kAttention, ds_at + group * t * t * static_cast<int64_t>(sizeof(T))));
-    dp = reinterpret_cast<float*>(base);
-    ds = reinterpret_cast<T*>(base + ds_at);
+    const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t);
+    dp = scratch.f32;
+    ds = scratch.typed;
   }
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
-      const int64_t h0 = g * group;
-      const T* p0 = probs + (b * s.heads + h0) * t * t;
-      const T* do0 = dout + b * t * ldq + h0 * d;
-      const T* q0 = q + b * t * ldq + h0 * d;
-      const T* kg = k + b * t * ldk + g * d;
-      const T* vg = v + b * t * ldk + g * d;
-      T* dkg = dk + b * t * ldk + g * d;
-      T* dvg = dv + b * t * ldk + g * d;
-      RowMajorGemm(ws_.cublas(), t, t, d, 1.0f, In(do0, ldq, false, d), In(vg, ldk, true, 0), 0.0f,
-                   Out(dp, t, t * t), group);
-      for (int64_t j = 0; j < group; ++j) {
-        RowMajorGemm(ws_.cublas(), t, d, t, 1.0f, In(p0 + j * t * t, t, true),
-                     In(do0 + j * d, ldq, false), 1.0f, Out(dvg, ldk));
-      }
-      SoftmaxBackwardKernel<<<RowBlocks(group * t), kThreads, 0, ws_.stream()>>>(ToDev(p0), dp,
-                                                                                 ToDev(ds), t);
+      const T* p0 = probs + x.RowsAt(b, g, s.heads, x.t);
+      const int64_t qa = x.QAt(b, g), ka = x.KAt(b, g);
+      GroupGradProbsAndV(ws_.cublas(), x, dout + qa, v + ka, p0, dp, dv + ka);
+      SoftmaxBackwardKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
+          ToDev(p0), dp, ToDev(ds), x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      RowMajorGemm(ws_.cublas(), t, d, t, scale, In<T>(ds, t, false, t * t), In(kg, ldk, false, 0),
-                   1.0f, Out(dq + b * t * ldq + h0 * d, ldq, d), group);
-      for (int64_t j = 0; j < group; ++j) {
-        RowMajorGemm(ws_.cublas(), t, d, t, scale, In<T>(ds + j * t * t, t, true),
-                     In(q0 + j * d, ldq, false), 1.0f, Out(dkg, ldk));
-      }
+      GroupAddGradQK(ws_.cublas(), x, ds, k + ka, q + qa, dq + qa, dk + ka);
+    }
+  }
+}
+
+// Memory-efficient attention with recomputation (backend.h's FlashAttention*): the unfused
+// steps above per (b, g), with the probabilities in the workspace instead of a caller buffer.
+// Scratch (GrowAttentionScratch, one (b, g) at a time): fp32 (group, T, T) for S (and dP in the
+// backward), then T (group, T, T) for P (and dS in place of P in the backward):
+// AlignUp(4 group T^2) + sizeof(T) group T^2 bytes, 8 group T^2 on fp32 and 6 group T^2 on bf16
+// (e.g. 384 MiB for bf16, group 4, T 4096), outside Memory's accounting as the rest of the
+// workspace. On bf16, P is rounded to bf16 for the P V and P^T dO GEMMs and dS for the dQ, dK
+// GEMMs, as the unfused bf16 path rounds its stored probs and dS.
+//
+// Forward, per (b, g):
+//   S_h = scale Q_h K_g^T                    (batched over j) into the fp32 scratch
+//   P_h = causal row-softmax of S_h          into the T scratch; lse[b, h, i] = max + log(sum)
+//   O_h = P_h V_g                            (batched over j)
+template <typename T>
+void CudaTypedKernels<T>::FlashAttentionForward(const T* q, const T* k, const T* v, float* lse,
+                                                T* out, const AttentionDims& s) {
+  const GroupGeometry x = GeometryOf(s);
+  if (s.batch * s.heads * x.t == 0) return;
+  const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t g = 0; g < s.kv_heads; ++g) {
+      GroupScores(ws_.cublas(), x, q + x.QAt(b, g), k + x.KAt(b, g), scratch.f32);
+      CausalSoftmaxKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
+          scratch.f32, ToDev(scratch.typed), lse + x.RowsAt(b, g, s.heads, 1), x.t);
+      SHARDSIM_CUDA_CHECK_LAUNCH();
+      GroupOutput(ws_.cublas(), x, scratch.typed, v + x.KAt(b, g), out + x.QAt(b, g));
+    }
+  }
+}
+
+// Backward, per (b, g) (Dao et al. 2022, Alg. 2 with one block of the whole sequence):
+//   S_h = scale Q_h K_g^T                    (batched over j) into the fp32 scratch
+//   P_h = exp(S_h - lse_h), 0 above diagonal into the T scratch (element-wise kernel)
+//   dP_h = dO_h V_g^T                        (batched over j) into the fp32 scratch, over S
+//   dV_g += P_h^T dO_h                       (one GEMM per j)
+//   dS_h = P_h (dP_h - D_h), D = rowsum(dO O) into the T scratch, over P (row kernel)
+//   dQ_h += scale dS_h K_g, dK_g += scale dS_h^T Q_h, as the unfused backward
+template <typename T>
+void CudaTypedKernels<T>::FlashAttentionBackward(const T* dout, const T* q, const T* k, const T* v,
+                                                 const T* out, const float* lse, T* dq, T* dk,
+                                                 T* dv, const AttentionDims& s) {
+  const GroupGeometry x = GeometryOf(s);
+  if (s.batch * s.heads * x.t == 0) return;
+  const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t);
+  float* const sdp = scratch.f32;  // S, then dP
+  T* const pds = scratch.typed;    // P, then dS
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t g = 0; g < s.kv_heads; ++g) {
+      const int64_t qa = x.QAt(b, g), ka = x.KAt(b, g);
+      GroupScores(ws_.cublas(), x, q + qa, k + ka, sdp);
+      CausalProbsFromLseKernel<<<BlocksFor(x.group * x.t * x.t), kThreads, 0, ws_.stream()>>>(
+          sdp, lse + x.RowsAt(b, g, s.heads, 1), ToDev(pds), x.group * x.t, x.t);
+      SHARDSIM_CUDA_CHECK_LAUNCH();
+      GroupGradProbsAndV(ws_.cublas(), x, dout + qa, v + ka, pds, sdp, dv + ka);
+      FlashSoftmaxBackwardKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
+          ToDev(pds), sdp, ToDev(dout + qa), ToDev(out + qa), x.ldq, x.d, ToDev(pds), x.t);
+      SHARDSIM_CUDA_CHECK_LAUNCH();
+      GroupAddGradQK(ws_.cublas(), x, pds, k + ka, q + qa, dq + qa, dk + ka);
     }
   }
 }
 
 // Explicit instantiations of the members defined here (the class itself is instantiated in
 // cuda_typed_kernels.cu with the members defined there).
-#define SHARDSIM_INSTANTIATE_GEMM_KERNELS(T)                                                  \
-  template void CudaTypedKernels<T>::LinearForward(const T*, const T*, const T*, T*, int64_t, \
-                                                   int64_t, int64_t);                         \
-  template void CudaTypedKernels<T>::LinearBackward(const T*, const T*, const T*, T*, float*, \
-                                                    float*, int64_t, int64_t, int64_t);       \
-  template void CudaTypedKernels<T>::AttentionForward(const T*, const T*, const T*, T*, T*,   \
-                                                      const AttentionDims&);                  \
-  template void CudaTypedKernels<T>::AttentionBackward(                                       \
-      const T*, const T*, const T*, const T*, const T*, T*, T*, T*, const AttentionDims&);
+#define SHARDSIM_INSTANTIATE_GEMM_KERNELS(T)                                                      \
+  template void CudaTypedKernels<T>::LinearForward(const T*, const T*, const T*, T*, int64_t,     \
+                                                   int64_t, int64_t);                             \
+  template void CudaTypedKernels<T>::LinearBackward(const T*, const T*, const T*, T*, float*,     \
+                                                    float*, int64_t, int64_t, int64_t);           \
+  template void CudaTypedKernels<T>::AttentionForward(const T*, const T*, const T*, T*, T*,       \
+                                                      const AttentionDims&);                      \
+  template void CudaTypedKernels<T>::AttentionBackward(                                           \
+      const T*, const T*, const T*, const T*, const T*, T*, T*, T*, const AttentionDims&);        \
+  template void CudaTypedKernels<T>::FlashAttentionForward(const T*, const T*, const T*, float*,  \
+                                                           T*, const AttentionDims&);             \
+  template void CudaTypedKernels<T>::FlashAttentionBackward(const T*, const T*, const T*,         \
+                                                            const T*, const T*, const float*, T*, \
+                                                            T*, T*, const AttentionDims&);
 SHARDSIM_INSTANTIATE_GEMM_KERNELS(float)
 SHARDSIM_INSTANTIATE_GEMM_KERNELS(Bf16)
 #undef SHARDSIM_INSTANTIATE_GEMM_KERNELS

@@ -60,6 +60,15 @@ class CudaTypedKernels final : public TypedKernels<T> {
                         const AttentionDims& dims) override;
   void AttentionBackward(const T* dout, const T* q, const T* k, const T* v, const T* probs, T* dq,
                          T* dk, T* dv, const AttentionDims& dims) override;
+  // The same steps per (sequence, KV head) with P in the workspace (not a caller buffer): the
+  // forward's softmax also writes lse; the backward recomputes S by GEMM and P = exp(S - lse),
+  // and takes D = dO . O from the saved out. Workspace 8 group T^2 bytes (fp32) or 6 group T^2
+  // (bf16), see cuda_attention.cu. bf16: P and dS rounded to bf16 for the GEMMs, as above.
+  void FlashAttentionForward(const T* q, const T* k, const T* v, float* lse, T* out,
+                             const AttentionDims& dims) override;
+  void FlashAttentionBackward(const T* dout, const T* q, const T* k, const T* v, const T* out,
+                              const float* lse, T* dq, T* dk, T* dv,
+                              const AttentionDims& dims) override;
   void GeluForward(const T* in, T* out, int64_t n) override;
   void GeluBackward(const T* dout, const T* in, T* din, int64_t n) override;
   void SwigluForward(const T* gate, const T* up, T* out, int64_t n) override;

@@ -17,8 +17,9 @@ class CudaWorkspace {
   enum class Slot : int {
     kRows,       // per-row losses: n floats
     kPartials,   // the reduction's per-block partial sums: kReduceBlocks doubles
-    kAttention,  // attention's per-(sequence, KV head) scores / dP / dS: (group, T, T), see
-                 // cuda_attention.cu for the layout per storage type
+    kAttention,  // attention's per-(sequence, KV head) scores / dP / dS (and the flash
+                 // variant's P): (group, T, T), see cuda_attention.cu for the layout per
+                 // storage type
   };
 
   // `stream` and `cublas` (already bound to `stream`) are owned by the caller (CudaBackend) and

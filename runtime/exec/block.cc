@@ -61,15 +61,21 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
     k.RopeForward(s.q.as<T>(), d.b, d.t, m.heads, m.head_dim);
     k.RopeForward(s.k.as<T>(), d.b, d.t, m.kv_heads, m.head_dim);
   }
-  const int64_t probs = d.b * m.heads * d.t * d.t;
-  if (keep_probs) {
-    SHARDSIM_RETURN_IF_ERROR(alloc(s.probs, probs, "attention probabilities"));
+  if (d.flash) {
+    SHARDSIM_RETURN_IF_ERROR(stats(s.lse, d.b * m.heads * d.t, "attention log-sum-exp"));
+    SHARDSIM_RETURN_IF_ERROR(alloc(s.attn, d.n * qd, "attention output"));
+    k.FlashAttentionForward(s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.lse.f(), s.attn.as<T>(), Attn(d));
   } else {
-    SHARDSIM_ASSIGN_OR_RETURN(s.probs, ctx.Alloc<T>(kWork, probs, "attention probabilities"));
+    const int64_t probs = d.b * m.heads * d.t * d.t;
+    if (keep_probs) {
+      SHARDSIM_RETURN_IF_ERROR(alloc(s.probs, probs, "attention probabilities"));
+    } else {
+      SHARDSIM_ASSIGN_OR_RETURN(s.probs, ctx.Alloc<T>(kWork, probs, "attention probabilities"));
+    }
+    SHARDSIM_RETURN_IF_ERROR(alloc(s.attn, d.n * qd, "attention output"));
+    k.AttentionForward(s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(), s.attn.as<T>(), Attn(d));
+    if (!keep_probs) s.probs.Reset();
   }
-  SHARDSIM_RETURN_IF_ERROR(alloc(s.attn, d.n * qd, "attention output"));
-  k.AttentionForward(s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(), s.attn.as<T>(), Attn(d));
-  if (!keep_probs) s.probs.Reset();
   SHARDSIM_RETURN_IF_ERROR(alloc(s.mid, d.n_local * c, "attention residual"));
   SHARDSIM_RETURN_IF_ERROR(RowParallel(ctx, d, s.attn.as<T>(), w.wo, w.bo, qd, x, s.mid.as<T>()));
   // MLP branch.
@@ -156,8 +162,8 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   k.LinearBackward(dout, s.attn.as<T>(), w.wo, dattn.as<T>(), dw.wo, nullptr, d.n, qd, c);
   if (dw.bo != nullptr) k.AddColumnSums(dresid, dw.bo, d.n_local, c);
   gathered.Reset();
-  s.attn.Reset();
-  if (s.probs.empty()) {  // selective recompute: the probabilities again, from the saved Q, K
+  if (!d.flash) s.attn.Reset();  // flash's backward needs the output (D = rowsum(dO o O))
+  if (!d.flash && s.probs.empty()) {  // selective recompute: the probabilities from Q and K
     ctx.SwitchCompute(Phase::kRecompute);
     DeviceBuffer out;
     SHARDSIM_ASSIGN_OR_RETURN(s.probs, ctx.Alloc<T>(kWork, d.b * m.heads * d.t * d.t, "recomputed attention probabilities"));
@@ -168,8 +174,15 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   SHARDSIM_RETURN_IF_ERROR(zeros(dq, d.n * qd, "query gradient"));
   SHARDSIM_RETURN_IF_ERROR(zeros(dk, d.n * kvd, "key gradient"));
   SHARDSIM_RETURN_IF_ERROR(zeros(dv, d.n * kvd, "value gradient"));
-  k.AttentionBackward(dattn.as<T>(), s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(), dq.as<T>(), dk.as<T>(), dv.as<T>(),
-                      Attn(d));
+  if (d.flash) {  // the probabilities rebuilt from the log-sum-exp
+    k.FlashAttentionBackward(dattn.as<T>(), s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.attn.as<T>(),
+                             s.lse.f(), dq.as<T>(), dk.as<T>(), dv.as<T>(), Attn(d));
+    s.lse.Reset();
+    s.attn.Reset();
+  } else {
+    k.AttentionBackward(dattn.as<T>(), s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(),
+                        dq.as<T>(), dk.as<T>(), dv.as<T>(), Attn(d));
+  }
   dattn.Reset();
   s.probs.Reset();
   if (m.position == Position::kRope) {

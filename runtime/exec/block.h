@@ -6,7 +6,8 @@
 // all-gather / reduce-scatter, in which case x, mid and out hold this rank's rows only.
 // Activation recomputation (Korthikanti et al. 2022): selective drops the attention
 // probabilities and recomputes them in backward; full keeps only x (the caller re-runs
-// BlockForward before BlockBackward).
+// BlockForward before BlockBackward). attention=flash never keeps the probabilities: only the
+// row log-sum-exp, from which the backward pass rebuilds them (Kernels::FlashAttention*).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ struct BlockDims {
   int64_t b = 0, t = 0;   // sequences, tokens per sequence
   int64_t n = 0;          // b * t rows
   int64_t n_local = 0;    // rows this rank holds outside the parallel regions (n / tp with SP)
+  bool flash = false;     // attention=flash: keep the softmax's log-sum-exp, not its output
 };
 
 // What the forward pass keeps for the backward pass, for one layer and micro-batch.
@@ -31,6 +33,7 @@ struct BlockSaved {
   DeviceBuffer norm1, norm1_mean, norm1_rstd;  // (n_local, C), (n_local), (n_local)
   DeviceBuffer q, k, v;                        // (n, H*d), (n, KV*d) x2, local heads, roped
   DeviceBuffer probs;                          // (B, H, T, T); empty under selective recompute
+  DeviceBuffer lse;                            // (B, H, T) fp32, attention=flash instead of probs
   DeviceBuffer attn;                           // (n, H*d)
   DeviceBuffer mid;                            // (n_local, C)
   DeviceBuffer norm2, norm2_mean, norm2_rstd;

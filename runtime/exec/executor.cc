@@ -51,6 +51,7 @@ TypedExecutor<T>::TypedExecutor(const ModelSpec& m, const Layout& l, Backend* ba
   dims_.t = m.seq_len;
   dims_.n = l.mbs * m.seq_len;
   dims_.n_local = ctx_.sp() ? dims_.n / l.tp : dims_.n;
+  dims_.flash = l.attention == AttentionImpl::kFlash;
 }
 
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const Layout& l,

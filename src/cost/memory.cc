@@ -106,6 +106,9 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   double quadratic = sb * a * s_kv * (m.dropout ? e + mask + e : e);
   // A fused (flash) kernel never stores it; selective recompute drops it.
   if (l.recompute == Recompute::kSelective || l.attention == AttentionImpl::kFlash) quadratic = 0;
+  // What a flash kernel keeps instead: each query row's softmax log-sum-exp, fp32 per head
+  // (FlashAttention, Dao et al. 2022, Alg. 1 line 13: L_i = m_i + log(l_i)).
+  if (l.attention == AttentionImpl::kFlash) quadratic = sb * a * 4;
 
   if (l.recompute == Recompute::kFull) {
     // Only the layer input is kept: 2sbh (Korthikanti Sec. 5), split by t under SP.

@@ -340,6 +340,11 @@ class StageBuilder {
                                     (c.mlp_pre.wgrad + c.mlp.wgrad + c.mlp_post.wgrad)
                               : c.mlp_pre.bwd + c.mlp.bwd + c.mlp_post.bwd;
       t = TpBefore(t, Pass::kBackward, mb, layer);
+      // SP keeps only this rank's rows of the norm output, so the MLP's (and below the
+      // attention's) weight gradient needs it all-gathered again (Megatron-LM's
+      // LinearWithGradAccumulationAndAsyncCommunication.backward; overlapped with the input
+      // gradient's GEMM only under overlap_tp).
+      t = TpBefore(t, Pass::kBackward, mb, layer);
       std::vector<int32_t> deps = TakeJoins(t);
       deps.insert(deps.end(), gather.begin(), gather.end());
       if (c.moe && l_.ep > 1) {
@@ -355,6 +360,7 @@ class StageBuilder {
       }
       t = TpAfter(t, Pass::kBackward, mb, layer, Category::kCompute);
       t = TpBefore(t, Pass::kBackward, mb, layer);
+      t = TpBefore(t, Pass::kBackward, mb, layer);  // the norm output re-gathered, as above
       deps = TakeJoins(t);
       if (l_.recompute == Recompute::kSelective) {
         t = Compute("attention core recompute", c.attn.selective, 0, Category::kRecompute,

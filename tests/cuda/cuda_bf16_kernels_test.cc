@@ -32,6 +32,8 @@
 namespace shardsim::runtime {
 namespace {
 
+using cuda_test::AttentionCase;
+using cuda_test::CausalLogSumExp;
 using cuda_test::CudaKernelsTest;
 using cuda_test::ExpectClose;
 using cuda_test::Random;
@@ -166,19 +168,18 @@ TEST_F(CudaBf16KernelsTest, Rope) {
 // takes the CPU's probabilities on both sides, so it is compared on its own.
 TEST_F(CudaBf16KernelsTest, Attention) {
   for (const int64_t kv_heads : {1, 2, 4, 8}) {
-    const AttentionDims dims{.batch = 2, .seq = 9, .heads = 8, .kv_heads = kv_heads, .head_dim = 8};
-    const int64_t rows = dims.batch * dims.seq;
-    const int64_t nq = rows * dims.heads * dims.head_dim, nk = rows * kv_heads * dims.head_dim;
-    const int64_t np = dims.batch * dims.heads * dims.seq * dims.seq;
-    const auto q = RandomBf16(nq, 40, -2, 2), k = RandomBf16(nk, 41, -2, 2);
-    const auto v = RandomBf16(nk, 42), dout = RandomBf16(nq, 43);
-    std::vector<Bf16> probs(np), out(nq), dq = RandomBf16(nq, 44), dk = RandomBf16(nk, 45);
-    std::vector<Bf16> dv = RandomBf16(nk, 46);
+    const AttentionCase c(kv_heads);
+    const AttentionDims& dims = c.dims;
+    const int64_t nq = c.nq, nk = c.nk, np = dims.batch * dims.heads * dims.seq * dims.seq;
+    const auto q = RoundToBf16(c.q), k = RoundToBf16(c.k), v = RoundToBf16(c.v);
+    const auto dout = RoundToBf16(c.dout);
+    std::vector<Bf16> probs(np), out(nq), dq = RoundToBf16(c.dq), dk = RoundToBf16(c.dk);
+    std::vector<Bf16> dv = RoundToBf16(c.dv);
     Bf16 *probs_d = Up(probs), *out_d = Up(out), *dq_d = Up(dq), *dk_d = Up(dk), *dv_d = Up(dv);
     const Bf16 *q_d = Up(q), *k_d = Up(k), *v_d = Up(v);
     gpu16().AttentionForward(q_d, k_d, v_d, probs_d, out_d, dims);
     cpu16().AttentionForward(q.data(), k.data(), v.data(), probs.data(), out.data(), dims);
-    const std::string name = "kv_heads " + std::to_string(kv_heads) + " ";
+    const std::string name = c.Name();
     const auto gpu_probs = Down(probs_d, np);
     for (int64_t i = 0; i < np; ++i) {  // the causal mask is exactly 0
       const int64_t t = (i / dims.seq) % dims.seq, col = i % dims.seq;
@@ -192,6 +193,47 @@ TEST_F(CudaBf16KernelsTest, Attention) {
     gpu16().AttentionBackward(Up(dout), q_d, k_d, v_d, Up(probs), dq_d, dk_d, dv_d, dims);
     cpu16().AttentionBackward(dout.data(), q.data(), k.data(), v.data(), probs.data(), dq.data(),
                               dk.data(), dv.data(), dims);
+    ExpectClose(Down(dq_d, nq), Widen(dq), kBf16, name + "dq");
+    ExpectClose(Down(dk_d, nk), Widen(dk), kBf16, name + "dk");
+    ExpectClose(Down(dv_d, nk), Widen(dv), kBf16, name + "dv");
+  }
+}
+
+// The flash variant, bf16, on Attention's shapes and inputs. Forward: out (kBf16, as Attention:
+// the GPU rounds P to bf16 for O = P V, the CPU reference keeps it fp32) and lse (fp32, from
+// exactly widened inputs: kSum) against the CPU's flash forward, lse also against
+// CausalLogSumExp (double). Backward: both sides take the CPU's out and lse. Beyond Attention's
+// backward, the GPU also rounds its recomputed P to bf16 (2^-9 relative) for dV = P^T dO and
+// dS = P (dP - D), where the CPU keeps it fp32: on dv a random-signed sum of 2^-9 P |dO| terms
+// over the group's heads and later queries (up to 8 x 9 terms here; a double-precision model of
+// these shapes with kv_heads 1 gave at most 3.7e-3 (1 + |dv|) over 5 draws), and on dq, dk a
+// second 2^-9 relative rounding of dS beside the one Attention's comment counts (~1e-3): inside
+// kBf16, with less margin on dv than Attention has.
+TEST_F(CudaBf16KernelsTest, FlashAttention) {
+  for (const int64_t kv_heads : {1, 2, 4, 8}) {
+    const AttentionCase c(kv_heads);
+    const AttentionDims& dims = c.dims;
+    const int64_t nq = c.nq, nk = c.nk, nl = dims.batch * dims.heads * dims.seq;
+    const auto q = RoundToBf16(c.q), k = RoundToBf16(c.k), v = RoundToBf16(c.v);
+    const auto dout = RoundToBf16(c.dout);
+    std::vector<float> lse(nl);
+    std::vector<Bf16> out(nq), dq = RoundToBf16(c.dq), dk = RoundToBf16(c.dk);
+    std::vector<Bf16> dv = RoundToBf16(c.dv);
+    float* lse_d = Up(std::vector<float>(nl));
+    Bf16 *out_d = Up(out), *dq_d = Up(dq), *dk_d = Up(dk), *dv_d = Up(dv);
+    const Bf16 *q_d = Up(q), *k_d = Up(k), *v_d = Up(v);
+    gpu16().FlashAttentionForward(q_d, k_d, v_d, lse_d, out_d, dims);
+    cpu16().FlashAttentionForward(q.data(), k.data(), v.data(), lse.data(), out.data(), dims);
+    const std::string name = c.Name();
+    const auto gpu_lse = Down(lse_d, nl);
+    ExpectClose(gpu_lse, lse, kSum, name + "lse");
+    ExpectClose(gpu_lse, CausalLogSumExp(Widen(q), Widen(k), dims), kSum, name + "lse (double)");
+    ExpectClose(Down(out_d, nq), Widen(out), kBf16, name + "out");
+
+    gpu16().FlashAttentionBackward(Up(dout), q_d, k_d, v_d, Up(out), Up(lse), dq_d, dk_d, dv_d,
+                                   dims);
+    cpu16().FlashAttentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(),
+                                   lse.data(), dq.data(), dk.data(), dv.data(), dims);
     ExpectClose(Down(dq_d, nq), Widen(dq), kBf16, name + "dq");
     ExpectClose(Down(dk_d, nk), Widen(dk), kBf16, name + "dk");
     ExpectClose(Down(dv_d, nk), Widen(dv), kBf16, name + "dv");

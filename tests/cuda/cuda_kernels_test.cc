@@ -28,6 +28,8 @@
 namespace shardsim::runtime {
 namespace {
 
+using cuda_test::AttentionCase;
+using cuda_test::CausalLogSumExp;
 using cuda_test::CudaKernelsTest;
 using cuda_test::ExpectClose;
 using cuda_test::Random;
@@ -177,22 +179,19 @@ TEST_F(CudaKernelsTest, Rope) {
 // query head of the group: every case checks both.
 TEST_F(CudaKernelsTest, Attention) {
   for (const int64_t kv_heads : {1, 2, 4, 8}) {
-    const AttentionDims dims{.batch = 2, .seq = 9, .heads = 8, .kv_heads = kv_heads, .head_dim = 8};
-    const int64_t rows = dims.batch * dims.seq;
-    const int64_t nq = rows * dims.heads * dims.head_dim, nk = rows * kv_heads * dims.head_dim;
+    AttentionCase c(kv_heads);
+    const AttentionDims& dims = c.dims;
     const int64_t np = dims.batch * dims.heads * dims.seq * dims.seq;
-    const auto q = Random(nq, 40, -2, 2), k = Random(nk, 41, -2, 2), v = Random(nk, 42);
-    const auto dout = Random(nq, 43);
-    std::vector<float> probs(np), out(nq), dq = Random(nq, 44), dk = Random(nk, 45);
-    std::vector<float> dv = Random(nk, 46);
-    float *probs_d = Up(probs), *out_d = Up(out), *dq_d = Up(dq), *dk_d = Up(dk), *dv_d = Up(dv);
-    const float *q_d = Up(q), *k_d = Up(k), *v_d = Up(v);
+    std::vector<float> probs(np), out(c.nq);
+    float *probs_d = Up(probs), *out_d = Up(out);
+    float *dq_d = Up(c.dq), *dk_d = Up(c.dk), *dv_d = Up(c.dv);
+    const float *q_d = Up(c.q), *k_d = Up(c.k), *v_d = Up(c.v);
     gpu().f32().AttentionForward(q_d, k_d, v_d, probs_d, out_d, dims);
-    gpu().f32().AttentionBackward(Up(dout), q_d, k_d, v_d, probs_d, dq_d, dk_d, dv_d, dims);
-    cpu_.f32().AttentionForward(q.data(), k.data(), v.data(), probs.data(), out.data(), dims);
-    cpu_.f32().AttentionBackward(dout.data(), q.data(), k.data(), v.data(), probs.data(), dq.data(),
-                                 dk.data(), dv.data(), dims);
-    const std::string name = "kv_heads " + std::to_string(kv_heads) + " ";
+    gpu().f32().AttentionBackward(Up(c.dout), q_d, k_d, v_d, probs_d, dq_d, dk_d, dv_d, dims);
+    cpu_.f32().AttentionForward(c.q.data(), c.k.data(), c.v.data(), probs.data(), out.data(), dims);
+    cpu_.f32().AttentionBackward(c.dout.data(), c.q.data(), c.k.data(), c.v.data(), probs.data(),
+                                 c.dq.data(), c.dk.data(), c.dv.data(), dims);
+    const std::string name = c.Name();
     const auto gpu_probs = Down(probs_d, np);
     // Causal mask: entry (t, s) of each (T, T) matrix with s > t is exactly 0.
     for (int64_t i = 0; i < np; ++i) {
@@ -202,10 +201,43 @@ TEST_F(CudaKernelsTest, Attention) {
       }
     }
     ExpectClose(gpu_probs, probs, kSum, name + "probs");
-    ExpectClose(Down(out_d, nq), out, kSum, name + "out");
-    ExpectClose(Down(dq_d, nq), dq, kSum, name + "dq");
-    ExpectClose(Down(dk_d, nk), dk, kSum, name + "dk");
-    ExpectClose(Down(dv_d, nk), dv, kSum, name + "dv");
+    ExpectClose(Down(out_d, c.nq), out, kSum, name + "out");
+    ExpectClose(Down(dq_d, c.nq), c.dq, kSum, name + "dq");
+    ExpectClose(Down(dk_d, c.nk), c.dk, kSum, name + "dk");
+    ExpectClose(Down(dv_d, c.nk), c.dv, kSum, name + "dv");
+  }
+}
+
+// The flash variant (backend.h) on Attention's shapes and inputs: out and the gradients against
+// the CPU's flash kernels, lse against theirs and against CausalLogSumExp (double). The GPU
+// forms S, P = exp(S - lse) and D = dO . O as the CPU does, summing in another order (cuBLAS,
+// block reductions): kSum, as Attention; lse = max + log(sum) likewise. The masked half of the
+// recomputed P (exactly 0) is not observable, but a nonzero entry would add terms to dv and dk
+// from later keys, far outside kSum.
+TEST_F(CudaKernelsTest, FlashAttention) {
+  for (const int64_t kv_heads : {1, 2, 4, 8}) {
+    AttentionCase c(kv_heads);
+    const AttentionDims& dims = c.dims;
+    const int64_t nl = dims.batch * dims.heads * dims.seq;
+    std::vector<float> lse(nl), out(c.nq);
+    float *lse_d = Up(lse), *out_d = Up(out);
+    float *dq_d = Up(c.dq), *dk_d = Up(c.dk), *dv_d = Up(c.dv);
+    const float *q_d = Up(c.q), *k_d = Up(c.k), *v_d = Up(c.v);
+    gpu().f32().FlashAttentionForward(q_d, k_d, v_d, lse_d, out_d, dims);
+    gpu().f32().FlashAttentionBackward(Up(c.dout), q_d, k_d, v_d, out_d, lse_d, dq_d, dk_d, dv_d,
+                                       dims);
+    cpu_.f32().FlashAttentionForward(c.q.data(), c.k.data(), c.v.data(), lse.data(), out.data(),
+                                     dims);
+    cpu_.f32().FlashAttentionBackward(c.dout.data(), c.q.data(), c.k.data(), c.v.data(), out.data(),
+                                      lse.data(), c.dq.data(), c.dk.data(), c.dv.data(), dims);
+    const std::string name = c.Name();
+    const auto gpu_lse = Down(lse_d, nl);
+    ExpectClose(gpu_lse, lse, kSum, name + "lse");
+    ExpectClose(gpu_lse, CausalLogSumExp(c.q, c.k, dims), kSum, name + "lse (double)");
+    ExpectClose(Down(out_d, c.nq), out, kSum, name + "out");
+    ExpectClose(Down(dq_d, c.nq), c.dq, kSum, name + "dq");
+    ExpectClose(Down(dk_d, c.nk), c.dk, kSum, name + "dk");
+    ExpectClose(Down(dv_d, c.nk), c.dv, kSum, name + "dv");
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/backend/backend.h"
 #include "runtime/backend/bf16.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -61,6 +63,58 @@ inline void ExpectClose(const std::vector<float>& gpu, const std::vector<float>&
                     << ", tolerance " << bound;
     }
   }
+}
+
+// The attention tests' case (fp32 and bf16, unfused and flash): B = 2, T = 9, H = 8, d = 8 with
+// `kv_heads` KV heads, and random inputs (q, k in [-2, 2), v, dout in [-1, 1)) with the start
+// values of the accumulated dq, dk, dv; the bf16 tests round them (RoundToBf16).
+struct AttentionCase {
+  explicit AttentionCase(int64_t kv_heads)
+      : dims{.batch = 2, .seq = 9, .heads = 8, .kv_heads = kv_heads, .head_dim = 8},
+        nq(dims.batch * dims.seq * dims.heads * dims.head_dim),
+        nk(dims.batch * dims.seq * kv_heads * dims.head_dim),
+        q(Random(nq, 40, -2, 2)),
+        k(Random(nk, 41, -2, 2)),
+        v(Random(nk, 42)),
+        dout(Random(nq, 43)),
+        dq(Random(nq, 44)),
+        dk(Random(nk, 45)),
+        dv(Random(nk, 46)) {}
+  std::string Name() const { return "kv_heads " + std::to_string(dims.kv_heads) + " "; }
+
+  AttentionDims dims;
+  int64_t nq, nk;  // elements of q, out, dout (B*T, H*d) and of k, v (B*T, KV*d)
+  std::vector<float> q, k, v, dout, dq, dk, dv;
+};
+
+// lse (B, H, T) of causal GQA attention on q (B*T, H*d), k (B*T, KV*d): log sum_{j <= i}
+// exp(q_i . k_j / sqrt(d)) for query head h over KV head h / (H / KV), in double (max + log of
+// the shifted sum): an independent reference for FlashAttentionForward's lse.
+inline std::vector<float> CausalLogSumExp(const std::vector<float>& q, const std::vector<float>& k,
+                                          const AttentionDims& s) {
+  const int64_t t = s.seq, d = s.head_dim, group = s.heads / s.kv_heads;
+  std::vector<float> lse(static_cast<size_t>(s.batch * s.heads * t));
+  std::vector<double> row(static_cast<size_t>(t));
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      for (int64_t i = 0; i < t; ++i) {
+        double max = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            dot += static_cast<double>(q[((b * t + i) * s.heads + h) * d + c]) *
+                   k[((b * t + j) * s.kv_heads + h / group) * d + c];
+          }
+          row[j] = dot / std::sqrt(static_cast<double>(d));
+          max = std::max(max, row[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j) sum += std::exp(row[j] - max);
+        lse[(b * s.heads + h) * t + i] = static_cast<float>(max + std::log(sum));
+      }
+    }
+  }
+  return lse;
 }
 
 class CudaKernelsTest : public ::testing::Test {

@@ -60,7 +60,8 @@ double PredictedPeak(const SimResult& sim, int stage) {
 StatusOr<Layout> Parse(const std::string& text, HardwareSpec& hw) {
   const bool bf16 = text.find("dtype=bf16") != std::string::npos;
   if (bf16) hw.gpu.peak_flops[DType::kBf16] = hw.gpu.peak_flops.at(DType::kFp32);
-  return ParseLayout(text + ",gbs=8,attention=unfused" + (bf16 ? "" : ",dtype=fp32"));
+  const bool flash = text.find("attention=flash") != std::string::npos;
+  return ParseLayout(text + ",gbs=8" + (flash ? "" : ",attention=unfused") + (bf16 ? "" : ",dtype=fp32"));
 }
 
 // "emulate:SPEC": every rank of a layout larger than the world, emulated alone by rank 0.

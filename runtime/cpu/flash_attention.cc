@@ -1,0 +1,99 @@
+// See flash_attention.h. Per (sequence, head): the scaled scores as attention.cc forms them,
+// the row statistics, and the products; the backward pass rebuilds P from the statistics.
+#include "runtime/cpu/flash_attention.h"
+
+#include <cmath>
+
+#include "runtime/cpu/eigen_types.h"
+#include "src/util/check.h"
+
+namespace shardsim::runtime {
+namespace {
+
+// P (T, T) = exp(scale Q_h K_g^T - lse) on and below the diagonal, 0 above it.
+template <typename S>
+void Probabilities(const Eigen::Ref<const Matrix<S>>& qh, const Eigen::Ref<const Matrix<S>>& kg,
+                   const S* lse, S scale, Matrix<S>& p) {
+  const int64_t t = p.rows();
+  p.noalias() = scale * qh * kg.transpose();
+  for (int64_t i = 0; i < t; ++i) {
+    p.row(i).head(i + 1) = (p.row(i).head(i + 1).array() - lse[i]).exp().matrix();
+    p.row(i).tail(t - i - 1).setZero();
+  }
+}
+
+}  // namespace
+
+template <typename S>
+void FlashAttentionForward(const S* q, const S* k, const S* v, S* lse, S* out,
+                           const AttentionShape& s) {
+  CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0) << s.heads << " / " << s.kv_heads;
+  const int64_t t = s.seq, d = s.head_dim, group = s.heads / s.kv_heads;
+  const S scale = S(1) / std::sqrt(static_cast<S>(d));
+  ConstMatrixMap<S> Q(q, s.batch * t, s.heads * d);
+  ConstMatrixMap<S> K(k, s.batch * t, s.kv_heads * d);
+  ConstMatrixMap<S> V(v, s.batch * t, s.kv_heads * d);
+  MatrixMap<S> O(out, s.batch * t, s.heads * d);
+  Matrix<S> p(t, t);  // one head's scores, then probabilities: the workspace
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t g = h / group;
+      S* l = lse + (b * s.heads + h) * t;
+      p.noalias() = scale * Q.block(b * t, h * d, t, d) * K.block(b * t, g * d, t, d).transpose();
+      for (int64_t i = 0; i < t; ++i) {  // causal: keys 0..i
+        auto row = p.row(i).head(i + 1);
+        const S max = row.maxCoeff();
+        row = (row.array() - max).exp().matrix();
+        const S sum = row.sum();
+        row /= sum;
+        l[i] = max + std::log(sum);
+        p.row(i).tail(t - i - 1).setZero();
+      }
+      O.block(b * t, h * d, t, d).noalias() = p * V.block(b * t, g * d, t, d);
+    }
+  }
+}
+
+template <typename S>
+void FlashAttentionBackward(const S* dout, const S* q, const S* k, const S* v, const S* out,
+                            const S* lse, S* dq, S* dk, S* dv, const AttentionShape& s) {
+  const int64_t t = s.seq, d = s.head_dim, group = s.heads / s.kv_heads;
+  const S scale = S(1) / std::sqrt(static_cast<S>(d));
+  ConstMatrixMap<S> dO(dout, s.batch * t, s.heads * d);
+  ConstMatrixMap<S> O(out, s.batch * t, s.heads * d);
+  ConstMatrixMap<S> Q(q, s.batch * t, s.heads * d);
+  ConstMatrixMap<S> K(k, s.batch * t, s.kv_heads * d);
+  ConstMatrixMap<S> V(v, s.batch * t, s.kv_heads * d);
+  MatrixMap<S> dQ(dq, s.batch * t, s.heads * d);
+  MatrixMap<S> dK(dk, s.batch * t, s.kv_heads * d);
+  MatrixMap<S> dV(dv, s.batch * t, s.kv_heads * d);
+  Matrix<S> p(t, t), ds(t, t);  // workspace: one head's P, and dP then dS
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t g = h / group;
+      const auto q_h = Q.block(b * t, h * d, t, d);
+      const auto k_g = K.block(b * t, g * d, t, d);
+      const auto dO_h = dO.block(b * t, h * d, t, d);
+      Probabilities<S>(q_h, k_g, lse + (b * s.heads + h) * t, scale, p);
+      ds.noalias() = dO_h * V.block(b * t, g * d, t, d).transpose();
+      dV.block(b * t, g * d, t, d).noalias() += p.transpose() * dO_h;
+      for (int64_t i = 0; i < t; ++i) {
+        const S D = dO_h.row(i).dot(O.block(b * t, h * d, t, d).row(i));
+        ds.row(i) = p.row(i).cwiseProduct((ds.row(i).array() - D).matrix());
+      }
+      dQ.block(b * t, h * d, t, d).noalias() += scale * ds * k_g;
+      dK.block(b * t, g * d, t, d).noalias() += scale * ds.transpose() * q_h;
+    }
+  }
+}
+
+#define SHARDSIM_INSTANTIATE_FLASH(S)                                                       \
+  template void FlashAttentionForward<S>(const S*, const S*, const S*, S*, S*,             \
+                                         const AttentionShape&);                           \
+  template void FlashAttentionBackward<S>(const S*, const S*, const S*, const S*, const S*, \
+                                          const S*, S*, S*, S*, const AttentionShape&);
+SHARDSIM_INSTANTIATE_FLASH(float)
+SHARDSIM_INSTANTIATE_FLASH(double)
+#undef SHARDSIM_INSTANTIATE_FLASH
+
+}  // namespace shardsim::runtime
