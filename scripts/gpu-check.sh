@@ -7,7 +7,7 @@
 #   4. plans trained for a few steps and simulated, one table: plan, predicted vs measured step
 #      (or, for an emulated rank, compute) time, TFLOP/s, MFU, peak memory, error %:
 #        tiny on 1 GPU (fp32, bf16); Llama 3.2 1B (2048-token sequences) on 1 GPU (fp32, bf16:
-#        the issue's 40 % MFU check);
+#        the issue's 40 % MFU check; bf16 with attention=flash);
 #        rank 0 of an 8-GPU plan of Llama 3.2 1B and of a 1024-GPU plan of Llama 3 70B (bf16),
 #        each run alone with --emulate-rank (its shards, schedule and memory; collectives as
 #        copies).
@@ -78,21 +78,22 @@ fi
 # name | model | hardware for the prediction | gpus | emulated rank (- for none) | layout | steps | extra flags
 if [[ $backend == cuda ]]; then
   plans=(
-    "tiny-1gpu|tiny|h200|1|-|mbs=8,gbs=32,dtype=fp32|20|"
-    "tiny-1gpu-bf16|tiny|h200|1|-|mbs=8,gbs=32,dtype=bf16|20|"
-    "llama1b-1gpu|llama3.2-1b|h200|1|-|mbs=1,gbs=4,dtype=fp32|3|--seq-len 2048"
-    "llama1b-1gpu-bf16|llama3.2-1b|h200|1|-|mbs=1,gbs=8,dtype=bf16|4|--seq-len 2048"
-    "llama1b-8gpu-rank0|llama3.2-1b|dgx-h200|8|0|tp=4,dp=2,sp=on,mbs=1,gbs=8,dtype=bf16|3|--seq-len 2048"
-    "llama70b-1024gpu-rank0|llama3-70b|dgx-h200|1024|0|tp=8,pp=8,dp=16,mbs=1,gbs=128,dtype=bf16|2|--seq-len 2048 --nodes 128"
+    "tiny-1gpu|tiny|h200|1|-|mbs=8,gbs=32,dtype=fp32,attention=unfused|20|"
+    "tiny-1gpu-bf16|tiny|h200|1|-|mbs=8,gbs=32,dtype=bf16,attention=unfused|20|"
+    "llama1b-1gpu|llama3.2-1b|h200|1|-|mbs=1,gbs=4,dtype=fp32,attention=unfused|3|--seq-len 2048"
+    "llama1b-1gpu-bf16|llama3.2-1b|h200|1|-|mbs=1,gbs=8,dtype=bf16,attention=unfused|4|--seq-len 2048"
+    "llama1b-1gpu-bf16-flash|llama3.2-1b|h200|1|-|mbs=1,gbs=4,dtype=bf16,attention=flash|3|--seq-len 2048"
+    "llama1b-8gpu-rank0|llama3.2-1b|dgx-h200|8|0|tp=4,dp=2,sp=on,mbs=1,gbs=8,dtype=bf16,attention=unfused|3|--seq-len 2048"
+    "llama70b-1024gpu-rank0|llama3-70b|dgx-h200|1024|0|tp=8,pp=8,dp=16,mbs=1,gbs=128,dtype=bf16,attention=unfused|2|--seq-len 2048 --nodes 128"
   )
 else
   plans=(
-    "tiny-1rank|tiny|cpu-host|1|-|mbs=2,gbs=8,dtype=fp32|5|"
-    "tiny-1rank-bf16|tiny|h200|1|-|mbs=2,gbs=8,dtype=bf16|5|"
-    "tiny-8rank-rank5|tiny|dgx-h200|8|5|tp=2,pp=2,dp=2,mbs=1,gbs=8,dtype=bf16|3|"
+    "tiny-1rank|tiny|cpu-host|1|-|mbs=2,gbs=8,dtype=fp32,attention=unfused|5|"
+    "tiny-1rank-bf16|tiny|h200|1|-|mbs=2,gbs=8,dtype=bf16,attention=unfused|5|"
+    "tiny-1rank-flash|tiny|cpu-host|1|-|mbs=2,gbs=8,dtype=fp32,attention=flash|5|"
+    "tiny-8rank-rank5|tiny|dgx-h200|8|5|tp=2,pp=2,dp=2,mbs=1,gbs=8,dtype=bf16,attention=unfused|3|"
   )
 fi
-common="attention=unfused"
 for row in "${plans[@]}"; do
   IFS='|' read -r name model hw gpus rank layout steps extra <<< "$row"
   say "== $name: $model, $layout on $gpus GPUs$( [[ $rank != - ]] && echo ", rank $rank emulated")"
@@ -100,14 +101,14 @@ for row in "${plans[@]}"; do
   [[ $rank != - ]] && emulate=(--emulate-rank "$rank")
   # shellcheck disable=SC2086
   timeout 240 "$bin" run --backend "$backend" --model "$model" --hardware "$hw" --gpus "$gpus" \
-    --layout "$layout,$common" --steps "$steps" "${emulate[@]}" $extra \
+    --layout "$layout" --steps "$steps" "${emulate[@]}" $extra \
     --out "$out/$name.run.json" >> "$log" 2>&1 || say "   run failed (exit $?)"
   # shellcheck disable=SC2086
-  "$bin" simulate --model "$model" --hardware "$hw" --gpus "$gpus" --layout "$layout,$common" \
+  "$bin" simulate --model "$model" --hardware "$hw" --gpus "$gpus" --layout "$layout" \
     $extra --json > "$out/$name.sim.json" 2>> "$log" || say "   simulate failed"
   if [[ -n $calibrated && $hw == h200 && $layout == *fp32* ]]; then  # fp32 single-GPU plans, fitted figures
     # shellcheck disable=SC2086
-    "$bin" simulate --model "$model" --hardware "$calibrated" --gpus "$gpus" --layout "$layout,$common" \
+    "$bin" simulate --model "$model" --hardware "$calibrated" --gpus "$gpus" --layout "$layout" \
       $extra --json > "$out/$name.calsim.json" 2>> "$log" || say "   calibrated simulate failed"
   fi
   echo "$name|$rank" >> "$out/plans.txt"
@@ -116,7 +117,7 @@ if [[ $backend == cuda ]]; then
   for dtype in fp32 bf16; do
     say "== tiny on the CPU backend ($dtype), for the loss comparison"
     timeout 240 "$bin" run --backend cpu --model tiny --hardware h200 --gpus 1 \
-      --layout "mbs=8,gbs=32,dtype=$dtype,$common" --steps 20 --out "$out/tiny-cpu-$dtype.run.json" >> "$log" 2>&1 ||
+      --layout "mbs=8,gbs=32,dtype=$dtype,attention=unfused" --steps 20 --out "$out/tiny-cpu-$dtype.run.json" >> "$log" 2>&1 ||
       say "   run failed"
   done
 fi
