@@ -44,19 +44,78 @@ __global__ void EmbeddingForwardKernel(const int32_t* tokens, const E* wte, int6
   }
 }
 
-// One thread per channel j, rows in order: the CPU's additions, per address, in its order,
-// with no two threads writing one address (so no atomics, and deterministic). dwte, dwpe fp32.
-template <typename E>
-__global__ void EmbeddingBackwardKernel(const E* dout, const int32_t* tokens, float* dwte,
-                                        int64_t vocab_begin, int64_t vocab, float* dwpe, int64_t n,
-                                        int64_t row0, int64_t seq, int64_t c) {
-  for (int64_t j = GlobalIndex(); j < c; j += GlobalStride()) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float d = Load(dout + i * c + j);
-      const int64_t local = static_cast<int64_t>(tokens[i]) - vocab_begin;
-      if (local >= 0 && local < vocab) dwte[local * c + j] += d;
-      if (dwpe != nullptr) dwpe[((row0 + i) % seq) * c + j] += d;
+// Embedding backward in the CPU's order per address (so bitwise its sums) without one thread
+// walking all n rows: first each row's link to the next row with the same token, then one block
+// per token's first row, whose threads (one per channel) add that token's rows in order.
+// next[i]: the next row with row i's token, or -1; first[i]: no earlier row has it. Rows of
+// other shards' tokens get -1 and 0. Each thread scans the rows around its own: O(n) per row,
+// ~n^2 / 2 L1-resident reads in all (a few tens of microseconds at n = 4096).
+__global__ void TokenLinksKernel(const int32_t* tokens, int64_t vocab_begin, int64_t vocab,
+                                 int64_t n, int32_t* next, uint8_t* first) {
+  for (int64_t i = GlobalIndex(); i < n; i += GlobalStride()) {
+    const int32_t t = tokens[i];
+    const int64_t local = static_cast<int64_t>(t) - vocab_begin;
+    int32_t nx = -1;
+    uint8_t f = local >= 0 && local < vocab;
+    for (int64_t k = i + 1; k < n && f && nx < 0; ++k) {
+      if (tokens[k] == t) nx = static_cast<int32_t>(k);
     }
+    for (int64_t k = 0; k < i && f; ++k) f = tokens[k] != t;
+    next[i] = nx;
+    first[i] = f;
+  }
+}
+
+// dwte[token] += its rows of dout, in row order; one block per row, working only at a token's
+// first row.
+template <typename E>
+__global__ void EmbeddingBackwardKernel(const E* dout, const int32_t* tokens, const int32_t* next,
+                                        const uint8_t* first, float* dwte, int64_t vocab_begin,
+                                        int64_t c) {
+  const int64_t i = blockIdx.x;
+  if (!first[i]) return;
+  float* row = dwte + (static_cast<int64_t>(tokens[i]) - vocab_begin) * c;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+    float acc = row[j];
+    for (int64_t r = i; r >= 0; r = next[r]) acc += Load(dout + r * c + j);
+    row[j] = acc;
+  }
+}
+
+// dwpe[p] += the rows at position p ((row0 + i) % seq == p), in row order; one block per p.
+template <typename E>
+__global__ void PositionBackwardKernel(const E* dout, float* dwpe, int64_t n, int64_t row0,
+                                       int64_t seq, int64_t c) {
+  const int64_t p = blockIdx.x;
+  const int64_t i0 = ((p - row0) % seq + seq) % seq;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+    float acc = dwpe[p * c + j];
+    for (int64_t i = i0; i < n; i += seq) acc += Load(dout + i * c + j);
+    dwpe[p * c + j] = acc;
+  }
+}
+
+// --- Column sums (bias and norm-gain gradients) ---------------------------------------------
+// Deterministic and parallel in two steps: the rows in chunks of kChunkRows, each thread
+// summing one column of one chunk in row order into a partial; then, per column, the partials
+// in chunk order added to the output. (One thread per column over all rows would leave most
+// of the GPU idle: c threads, each n dependent additions.)
+constexpr int64_t kChunkRows = 64;
+
+int64_t Chunks(int64_t n) { return (n + kChunkRows - 1) / kChunkRows; }
+
+dim3 ChunkGrid(int64_t n, int64_t c) {
+  const int64_t chunks = Chunks(n);
+  CHECK(chunks <= 65535) << n << " rows exceed the column sums' grid";
+  return dim3(static_cast<unsigned>(BlocksFor(c)), static_cast<unsigned>(chunks));
+}
+
+// out[j] += sum over chunks k (in order) of partial[k * c + j].
+__global__ void AddPartialsKernel(const float* partial, int64_t chunks, int64_t c, float* out) {
+  for (int64_t j = GlobalIndex(); j < c; j += GlobalStride()) {
+    float s = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) s += partial[k * c + j];
+    out[j] += s;
   }
 }
 
@@ -118,22 +177,23 @@ __global__ void NormBackwardDxKernel(bool layer_norm, const E* dout, const E* x,
   }
 }
 
-// One thread per column, rows in order: dgain += dy xhat, dbias += dy (bias may be null); fp32.
+// Partials of dgain (sum dy xhat) and dbias (sum dy; pb may be null) per chunk of rows; fp32.
 template <typename E>
-__global__ void NormBackwardParamsKernel(bool layer_norm, const E* dout, const E* x,
-                                         const float* mean, const float* rstd, float* dgain,
-                                         float* dbias, int64_t n, int64_t c) {
+__global__ void NormParamsPartialKernel(bool layer_norm, const E* dout, const E* x,
+                                        const float* mean, const float* rstd, float* pg, float* pb,
+                                        int64_t n, int64_t c) {
+  const int64_t k = blockIdx.y;
+  const int64_t begin = k * kChunkRows, end = min(n, begin + kChunkRows);
   for (int64_t j = GlobalIndex(); j < c; j += GlobalStride()) {
-    float dg = dgain[j];
-    float db = dbias != nullptr ? dbias[j] : 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
+    float dg = 0.0f, db = 0.0f;
+    for (int64_t i = begin; i < end; ++i) {
       const float dy = Load(dout + i * c + j);
       const float xhat = (Load(x + i * c + j) - (layer_norm ? mean[i] : 0.0f)) * rstd[i];
       dg += dy * xhat;
       db += dy;
     }
-    dgain[j] = dg;
-    if (dbias != nullptr) dbias[j] = db;
+    pg[k * c + j] = dg;
+    if (pb != nullptr) pb[k * c + j] = db;
   }
 }
 
@@ -226,13 +286,15 @@ __global__ void AddRowBiasKernel(E* out, const E* bias, int64_t n, int64_t c) {
   }
 }
 
-// One thread per column, rows in order (deterministic); out fp32.
+// Partials of the column sums of x per chunk of rows; fp32.
 template <typename E>
-__global__ void AddColumnSumsKernel(const E* x, float* out, int64_t n, int64_t c) {
+__global__ void ColumnSumsPartialKernel(const E* x, float* partial, int64_t n, int64_t c) {
+  const int64_t k = blockIdx.y;
+  const int64_t begin = k * kChunkRows, end = min(n, begin + kChunkRows);
   for (int64_t j = GlobalIndex(); j < c; j += GlobalStride()) {
     float s = 0.0f;
-    for (int64_t i = 0; i < n; ++i) s += Load(x + i * c + j);
-    out[j] += s;
+    for (int64_t i = begin; i < end; ++i) s += Load(x + i * c + j);
+    partial[k * c + j] = s;
   }
 }
 
@@ -255,9 +317,19 @@ void CudaTypedKernels<T>::EmbeddingBackward(const T* dout, const int32_t* tokens
                                             int64_t n, int64_t row0, int64_t seq, int64_t c) {
   CHECK(seq > 0 && row0 >= 0) << "seq " << seq << ", row0 " << row0;
   if (n == 0) return;
-  EmbeddingBackwardKernel<<<BlocksFor(c), kThreads, 0, ws_.stream()>>>(
-      ToDev(dout), tokens, dwte, vocab_begin, vocab, dwpe, n, row0, seq, c);
+  auto* next = static_cast<int32_t*>(ws_.Grow(CudaWorkspace::Slot::kTokens, n * 5));
+  auto* first = reinterpret_cast<uint8_t*>(next + n);
+  TokenLinksKernel<<<BlocksFor(n), kThreads, 0, ws_.stream()>>>(tokens, vocab_begin, vocab, n,
+                                                                  next, first);
   SHARDSIM_CUDA_CHECK_LAUNCH();
+  EmbeddingBackwardKernel<<<RowBlocks(n), kThreads, 0, ws_.stream()>>>(
+      ToDev(dout), tokens, next, first, dwte, vocab_begin, c);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
+  if (dwpe != nullptr) {
+    PositionBackwardKernel<<<RowBlocks(seq), kThreads, 0, ws_.stream()>>>(ToDev(dout), dwpe, n,
+                                                                           row0, seq, c);
+    SHARDSIM_CUDA_CHECK_LAUNCH();
+  }
 }
 
 template <typename T>
@@ -280,9 +352,18 @@ void CudaTypedKernels<T>::NormBackward(Norm kind, const T* dout, const T* x, con
   NormBackwardDxKernel<<<RowBlocks(n), kThreads, 0, ws_.stream()>>>(
       ln, ToDev(dout), ToDev(x), ToDev(gain), mean, rstd, ToDev(dx), c);
   SHARDSIM_CUDA_CHECK_LAUNCH();
-  NormBackwardParamsKernel<<<BlocksFor(c), kThreads, 0, ws_.stream()>>>(
-      ln, ToDev(dout), ToDev(x), mean, rstd, dgain, ln ? dbias : nullptr, n, c);
+  const int64_t chunks = Chunks(n);
+  auto* pg = static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kColumns, 2 * chunks * c * 4));
+  float* pb = ln && dbias != nullptr ? pg + chunks * c : nullptr;
+  NormParamsPartialKernel<<<ChunkGrid(n, c), kThreads, 0, ws_.stream()>>>(
+      ln, ToDev(dout), ToDev(x), mean, rstd, pg, pb, n, c);
   SHARDSIM_CUDA_CHECK_LAUNCH();
+  AddPartialsKernel<<<BlocksFor(c), kThreads, 0, ws_.stream()>>>(pg, chunks, c, dgain);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
+  if (pb != nullptr) {
+    AddPartialsKernel<<<BlocksFor(c), kThreads, 0, ws_.stream()>>>(pb, chunks, c, dbias);
+    SHARDSIM_CUDA_CHECK_LAUNCH();
+  }
 }
 
 template <typename T>
@@ -351,8 +432,12 @@ void CudaTypedKernels<T>::AddRowBias(T* out, const T* bias, int64_t n, int64_t c
 
 template <typename T>
 void CudaTypedKernels<T>::AddColumnSums(const T* x, float* out, int64_t n, int64_t c) {
-  if (c == 0) return;
-  AddColumnSumsKernel<<<BlocksFor(c), kThreads, 0, ws_.stream()>>>(ToDev(x), out, n, c);
+  if (c == 0 || n == 0) return;
+  const int64_t chunks = Chunks(n);
+  auto* partial = static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kColumns, chunks * c * 4));
+  ColumnSumsPartialKernel<<<ChunkGrid(n, c), kThreads, 0, ws_.stream()>>>(ToDev(x), partial, n, c);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
+  AddPartialsKernel<<<BlocksFor(c), kThreads, 0, ws_.stream()>>>(partial, chunks, c, out);
   SHARDSIM_CUDA_CHECK_LAUNCH();
 }
 

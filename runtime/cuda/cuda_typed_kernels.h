@@ -16,8 +16,10 @@ namespace shardsim::runtime {
 //  - element-wise kernels (GELU, SwiGLU, Add, CrossEntropyBackward) do the CPU's float
 //    operations in the same order; built with --fmad=false they differ from the CPU only where
 //    CUDA's expf/tanhf/logf differ from glibc's (a few ulp);
-//  - accumulations (embedding backward, dgain/dbias, column sums) add rows in the CPU's order,
-//    one thread per column, so they are deterministic run to run (no atomics anywhere);
+//  - the embedding backward adds each address's rows in the CPU's order (bitwise its sums);
+//    dgain/dbias and column sums add rows in chunks of 64, then the chunks in order: another
+//    order than the CPU's, but a fixed one, so every sum is deterministic run to run (no
+//    atomics anywhere);
 //  - row reductions (norms, softmax) and cuBLAS GEMMs sum in another order: fp32 rounding.
 // T = Bf16: the same kernels and the same fp32 arithmetic on widened elements, each T output
 // rounded once (an accumulating one: widened, added to in fp32, rounded), as the CPU's bf16

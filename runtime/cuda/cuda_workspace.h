@@ -20,6 +20,8 @@ class CudaWorkspace {
     kAttention,  // attention's per-(sequence, KV head) scores / dP / dS (and the flash
                  // variant's P): (group, T, T), see cuda_attention.cu for the layout per
                  // storage type
+    kColumns,    // column sums' per-chunk partials: 2 x ceil(n / 64) x c floats
+    kTokens,     // embedding backward's per-row links: n int32 + n bytes
   };
 
   // `stream` and `cublas` (already bound to `stream`) are owned by the caller (CudaBackend) and
@@ -46,7 +48,7 @@ class CudaWorkspace {
     void* data = nullptr;
     int64_t bytes = 0;
   };
-  static constexpr int kSlots = 3;
+  static constexpr int kSlots = 5;
 
   cudaStream_t stream_;
   cublasHandle_t cublas_;

@@ -315,9 +315,9 @@ TEST_F(CudaBf16KernelsTest, VocabParallelCrossEntropy) {
 }
 
 // Add and AddRowBias: one fp32 add of widened values, rounded once, on both sides: exact.
-// Column sums (fp32 out) in the CPU's row order from widened values: kSum.
+// Column sums (fp32 out) from widened values, in chunks of rows: kSum.
 TEST_F(CudaBf16KernelsTest, ElementwiseHelpers) {
-  const int64_t n = 13, c = 300;
+  const int64_t n = 130, c = 300;  // three chunks of the column sums (64, 64, 2)
   const auto src = RandomBf16(n * c, 80), bias = RandomBf16(c, 81);
   std::vector<Bf16> dst = RandomBf16(n * c, 82);
   std::vector<float> sums = Random(c, 83);

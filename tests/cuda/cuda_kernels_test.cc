@@ -40,9 +40,11 @@ constexpr float kUlp = 1e-6f;
 constexpr float kSum = 1e-4f;
 
 // Vocab-parallel shard [10, 30) of a 50-token vocabulary, rows 8.. of sequences of 8, with and
-// without learned positions: 1 of 2.5 tokens is this shard's. Copies and one add: exact.
+// without learned positions: 1 of 2.5 tokens is this shard's. Copies, and the backward's
+// additions per address in the CPU's row order (each of the 20 tokens about 4 times in 200
+// rows, each position 25 times): exact.
 TEST_F(CudaKernelsTest, Embedding) {
-  const int64_t n = 24, c = 33, seq = 8, row0 = 8, vocab_begin = 10, vocab = 20;
+  const int64_t n = 200, c = 33, seq = 8, row0 = 8, vocab_begin = 10, vocab = 20;
   const auto tokens = Tokens(n, 50, 1);
   const auto wte = Random(vocab * c, 2), wpe = Random(seq * c, 3), dout = Random(n * c, 4);
   for (const bool positions : {true, false}) {
@@ -90,9 +92,10 @@ TEST_F(CudaKernelsTest, EmbeddingRepeatedTokensAndShardEdges) {
   ExpectClose(Down(dwpe_d, seq * c), dwpe, kExact, "dwpe");
 }
 
-// c = 300 is not a multiple of the 256-thread block, so each row's reduction has a ragged tail.
+// c = 300 is not a multiple of the 256-thread block, so each row's reduction has a ragged tail;
+// n = 150 rows make three chunks of the gain and bias gradients' column sums (64, 64, 22).
 TEST_F(CudaKernelsTest, Norms) {
-  const int64_t n = 16, c = 300;
+  const int64_t n = 150, c = 300;
   const auto x = Random(n * c, 10, -2.0f, 3.0f), gain = Random(c, 11), bias = Random(c, 12);
   const auto dout = Random(n * c, 13);
   for (const Norm kind : {Norm::kLayerNorm, Norm::kRmsNorm}) {
