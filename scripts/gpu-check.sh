@@ -6,8 +6,8 @@
 #      losses compared step by step;
 #   4. plans trained for a few steps and simulated, one table: plan, predicted vs measured step
 #      (or, for an emulated rank, compute) time, TFLOP/s, MFU, peak memory, error %:
-#        tiny on 1 GPU (fp32, bf16); Llama 3.2 1B (2048-token sequences) on 1 GPU (fp32, bf16:
-#        the 40 % MFU check; bf16 with attention=flash);
+#        tiny on 1 GPU (fp32, bf16); Llama 3.2 1B on 1 GPU (fp32; bf16 with 2048- and 1024-token
+#        sequences: the 40 % MFU check; bf16 with attention=flash);
 #        rank 0 of an 8-GPU plan of Llama 3.2 1B and of a 1024-GPU plan of Llama 3 70B (bf16),
 #        each run alone with --emulate-rank (its shards, schedule and memory; collectives as
 #        copies).
@@ -82,6 +82,7 @@ if [[ $backend == cuda ]]; then
     "tiny-1gpu-bf16|tiny|h200|1|-|mbs=8,gbs=32,dtype=bf16,attention=unfused|20|"
     "llama1b-1gpu|llama3.2-1b|h200|1|-|mbs=1,gbs=4,dtype=fp32,attention=unfused|3|--seq-len 2048"
     "llama1b-1gpu-bf16|llama3.2-1b|h200|1|-|mbs=1,gbs=8,dtype=bf16,attention=unfused|4|--seq-len 2048"
+    "llama1b-1gpu-bf16-s1024|llama3.2-1b|h200|1|-|mbs=4,gbs=16,dtype=bf16,attention=unfused|3|--seq-len 1024"
     "llama1b-1gpu-bf16-flash|llama3.2-1b|h200|1|-|mbs=1,gbs=4,dtype=bf16,attention=flash|3|--seq-len 2048"
     "llama1b-8gpu-rank0|llama3.2-1b|dgx-h200|8|0|tp=4,dp=2,sp=on,mbs=1,gbs=8,dtype=bf16,attention=unfused|3|--seq-len 2048"
     "llama70b-1024gpu-rank0|llama3-70b|dgx-h200|1024|0|tp=8,pp=8,dp=16,mbs=1,gbs=128,dtype=bf16,attention=unfused|2|--seq-len 2048 --nodes 128"
@@ -167,11 +168,14 @@ for name in sorted(seen):
         t_meas, t_pred = r["iteration_time_s"], s["iteration_time_s"]
         print(f"\n{name} with the calibrated H200 ({out}/h200-calibrated.yaml): predicted "
               f"{t_pred * 1e3:.1f} ms vs measured {t_meas * 1e3:.1f} ms ({100 * (t_pred - t_meas) / t_meas:+.0f} %)")
-r, s = load(f"{out}/llama1b-1gpu-bf16.run.json"), load(f"{out}/llama1b-1gpu-bf16.sim.json")
-if r and s:
-    mfu = s["mfu"] * s["iteration_time_s"] / r["iteration_time_s"]
-    print(f"\nLlama 3.2 1B, bf16, one GPU: measured MFU {100 * mfu:.1f} % of the bf16 peak "
-          f"({'meets' if mfu >= 0.40 else 'BELOW'} the issue's 40 %).")
+# The 40 % MFU for the 1B model's GEMM-heavy step: 2048-token sequences, and 1024-token
+# ones in micro-batches of 4 (the unfused attention's T^2 traffic is then a smaller share).
+for name in ("llama1b-1gpu-bf16", "llama1b-1gpu-bf16-s1024"):
+    r, s = load(f"{out}/{name}.run.json"), load(f"{out}/{name}.sim.json")
+    if r and s:
+        mfu = s["mfu"] * s["iteration_time_s"] / r["iteration_time_s"]
+        print(f"\n{name}: measured MFU {100 * mfu:.1f} % of the bf16 peak "
+              f"({'meets' if mfu >= 0.40 else 'BELOW'} the issue's 40 %).")
 # The criteria: fp32 kernels and losses as the CPU's to ~1e-4, bf16 to 1e-2.
 for dtype, run, bound in (("fp32", "tiny-1gpu", 1e-4), ("bf16", "tiny-1gpu-bf16", 1e-2)):
     gpu, cpu = load(f"{out}/{run}.run.json"), load(f"{out}/tiny-cpu-{dtype}.run.json")

@@ -2,6 +2,7 @@
 #include "runtime/cuda/cuda_backend.h"
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -37,6 +38,15 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
     return Status::Error("CUDA device " + std::to_string(device) +
                          " does not support stream-ordered allocation (cudaMallocAsync)");
   }
+  // The pool keeps what is freed instead of returning it to the driver at every
+  // synchronisation (its default release threshold is 0): every buffer of a step is allocated
+  // and freed again each step, and Now() synchronises at each phase boundary, so without this
+  // each allocation would map fresh memory (as a caching allocator, e.g. PyTorch's, avoids).
+  cudaMemPool_t pool = nullptr;
+  SHARDSIM_CUDA_RETURN_IF_ERROR(cudaDeviceGetDefaultMemPool(&pool, device));
+  uint64_t keep_all = UINT64_MAX;
+  SHARDSIM_CUDA_RETURN_IF_ERROR(
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
   SHARDSIM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
   SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasCreate(&b->cublas_));
   SHARDSIM_CUBLAS_RETURN_IF_ERROR(cublasSetStream(b->cublas_, b->stream_));
