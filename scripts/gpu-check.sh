@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check (issue 6), one script for one call on a machine with an NVIDIA GPU:
 #   1. the CUDA kernel tests (each kernel against the CPU backend);
-#   2. `shardsim calibrate --backend cuda` on Llama 3.2 1B's shapes (h200-calibrated.yaml);
+#   2. `shardsim calibrate --backend cuda` on Llama 3.2 1B's shapes, bf16 kernels
+#      (h200-calibrated.yaml);
 #   3. the tiny model trained on the GPU and on the CPU, in fp32 and in bf16 mixed precision,
 #      losses compared step by step;
 #   4. plans trained for a few steps and simulated, one table: plan, predicted vs measured step
@@ -64,9 +65,9 @@ fi
 # --- 2. calibrate the GPU on the 1B model's shapes: predictions with nominal and fitted figures --
 calibrated=""
 if [[ $backend == cuda ]]; then
-  say "== calibrate (cuda, Llama 3.2 1B shapes)"
+  say "== calibrate (cuda, bf16, Llama 3.2 1B shapes)"
   if timeout 120 "$bin" calibrate --backend cuda --base h200 --name h200-calibrated --model llama3.2-1b \
-      --seq-len 2048 --layout mbs=1,dtype=fp32,attention=unfused --out "$out/h200-calibrated.yaml" >> "$log" 2>&1; then
+      --seq-len 2048 --layout mbs=1,dtype=bf16,attention=unfused --out "$out/h200-calibrated.yaml" >> "$log" 2>&1; then
     calibrated="$out/h200-calibrated.yaml"
     sed -n 1,8p "$calibrated" | tee -a "$log"
   else
@@ -107,7 +108,7 @@ for row in "${plans[@]}"; do
   # shellcheck disable=SC2086
   "$bin" simulate --model "$model" --hardware "$hw" --gpus "$gpus" --layout "$layout" \
     $extra --json > "$out/$name.sim.json" 2>> "$log" || say "   simulate failed"
-  if [[ -n $calibrated && $hw == h200 && $layout == *fp32* ]]; then  # fp32 single-GPU plans, fitted figures
+  if [[ -n $calibrated && $hw == h200 && $layout == *bf16* ]]; then  # bf16 single-GPU plans, fitted figures
     # shellcheck disable=SC2086
     "$bin" simulate --model "$model" --hardware "$calibrated" --gpus "$gpus" --layout "$layout" \
       $extra --json > "$out/$name.calsim.json" 2>> "$log" || say "   calibrated simulate failed"

@@ -1,6 +1,8 @@
 // See calibrate.h.
 #include "runtime/calibrate/calibrate.h"
 
+#include <type_traits>
+
 #include <Eigen/Dense>
 
 #include <algorithm>
@@ -119,42 +121,44 @@ void AddWorkloadCases(const ModelSpec& m, const Layout& l, CalibrationOptions* o
   o->attention.push_back({l.mbs, m.seq_len, m.heads / l.tp, std::max<int64_t>(1, m.kv_heads / l.tp), m.head_dim});
 }
 
-StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base,
-                                      const CalibrationOptions& o) {
-  auto say = [&](const std::string& line) {
-    if (o.progress) o.progress(line);
-  };
-  CalibrationResult r;
-  r.hardware = base;
-  TypedKernels<float>& k = backend.kernels().f32();  // calibrated on fp32 storage
-  Memory& mem = backend.memory();
-  // Buffers for the largest case (at least 4M floats, at most 256M: 1 GiB each), filled with
-  // small values (denormal-free arithmetic).
+namespace {
+
+using Measure = std::function<void(const std::string& what, double flops, double bytes,
+                                   double specials, const std::function<void()>& op)>;
+
+// Elements of scratch the cases need (at least 4M, at most 256M).
+int64_t ScratchElements(const CalibrationOptions& o) {
   int64_t need = int64_t{1} << 22;
   for (const GemmShape& g : o.gemms) need = std::max({need, g.rows * g.inner, g.inner * g.cols, g.rows * g.cols});
   for (const CalibrationOptions::Attention& at : o.attention) {
     need = std::max({need, at.batch * at.heads * at.seq * at.seq, at.batch * at.seq * at.heads * at.head_dim});
   }
   for (const CalibrationOptions::ElementwiseOp& e : o.elementwise) need = std::max(need, 3 * e.rows * e.cols);
-  const int64_t kMaxFloats = std::min<int64_t>(need, int64_t{1} << 28);
-  std::vector<float> host(kMaxFloats);
-  for (int64_t i = 0; i < kMaxFloats; ++i) host[i] = 0.001f * static_cast<float>((i * 7919) % 1000 - 500);
-  DeviceBuffer a, w, out;
-  for (DeviceBuffer* b : {&a, &w, &out}) {
-    SHARDSIM_ASSIGN_OR_RETURN(*b, mem.AllocateUncounted(kMaxFloats * sizeof(float), "calibration"));
-    mem.CopyToDevice(b->data(), host.data(), kMaxFloats * static_cast<int64_t>(sizeof(float)));
+  return std::min<int64_t>(need, int64_t{1} << 28);
+}
+
+// The kernel samples on storage type T: GEMMs, the attention, the model's element-wise ops and
+// streams, on scratch of `max_elems` elements filled with small values (denormal-free).
+template <typename T>
+Status MeasureKernels(Backend& backend, const CalibrationOptions& o, int64_t max_elems,
+                      const Measure& measure) {
+  TypedKernels<T>& k = backend.kernels().of<T>();
+  Memory& mem = backend.memory();
+  const int64_t bytes = max_elems * static_cast<int64_t>(sizeof(T));
+  std::vector<T> host(max_elems);
+  for (int64_t i = 0; i < max_elems; ++i) {
+    const float x = 0.001f * static_cast<float>((i * 7919) % 1000 - 500);
+    if constexpr (std::is_same_v<T, float>) {
+      host[i] = x;
+    } else {
+      host[i] = ToBf16(x);
+    }
   }
-  std::vector<std::vector<double>> rows;
-  std::vector<double> times;
-  auto measure = [&](const std::string& what, double flops, double bytes, double specials,
-                     const std::function<void()>& op) {
-    const int calls = *CallsFor(backend, op, o.min_sample_s);  // no collective: cannot fail
-    const double t = TimePerCall(backend, op, calls, o.repetitions);
-    r.samples.push_back({what, flops, bytes, specials, t, 0});
-    rows.push_back({1.0, flops, bytes, specials});
-    times.push_back(t);
-    say(what + Fmt(": %.3g s", t));
-  };
+  DeviceBuffer a, w, out, stats;
+  for (DeviceBuffer* b : {&a, &w, &out}) {
+    SHARDSIM_ASSIGN_OR_RETURN(*b, mem.AllocateUncounted(bytes, "calibration"));
+    mem.CopyToDevice(b->data(), host.data(), bytes);
+  }
   std::vector<GemmShape> gemms = o.gemms;
   std::vector<int64_t> streams = o.streams;
   if (gemms.empty()) {  // tokens by weight shapes
@@ -167,35 +171,41 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
     }
   }
   if (streams.empty() && o.elementwise.empty()) {
-    for (int64_t n = 1 << 10; n <= kMaxFloats; n *= 4) streams.push_back(n);
+    for (int64_t n = 1 << 10; n <= max_elems; n *= 4) streams.push_back(n);
   }
+  T* pa = a.as<T>();
+  T* pw = w.as<T>();
+  T* po = out.as<T>();
   for (const GemmShape& g : gemms) {
-    if (g.rows * g.inner > kMaxFloats || g.inner * g.cols > kMaxFloats || g.rows * g.cols > kMaxFloats) {
+    if (g.rows * g.inner > max_elems || g.inner * g.cols > max_elems || g.rows * g.cols > max_elems) {
       continue;  // beyond the scratch; the grid's cases suffice for the fit
     }
     measure("gemm " + std::to_string(g.rows) + "x" + std::to_string(g.inner) + "x" + std::to_string(g.cols),
             2.0 * g.rows * g.inner * g.cols, 0.0, 0.0,
-            [&, g] { k.LinearForward(a.f(), w.f(), nullptr, out.f(), g.rows, g.inner, g.cols); });
+            [&, g] { k.LinearForward(pa, pw, nullptr, po, g.rows, g.inner, g.cols); });
   }
   for (const CalibrationOptions::Attention& at : o.attention) {
     const AttentionDims dims{at.batch, at.seq, at.heads, at.kv_heads, at.head_dim};
     const int64_t probs = at.batch * at.heads * at.seq * at.seq;
-    if (probs > kMaxFloats || at.batch * at.seq * at.heads * at.head_dim > kMaxFloats) continue;
+    if (probs > max_elems || at.batch * at.seq * at.heads * at.head_dim > max_elems) continue;
     // Q K^T and P V per head: 4 b h T^2 d FLOPs, as the simulator's unfused attention GEMMs.
     measure("attention " + std::to_string(at.batch) + "x" + std::to_string(at.seq) + "x" +
                 std::to_string(at.heads) + "x" + std::to_string(at.head_dim),
             4.0 * at.batch * at.heads * at.seq * at.seq * at.head_dim, 0.0,
             static_cast<double>(at.batch) * at.heads * at.seq * at.seq,  // the softmax's exp
-            [&, dims] { k.AttentionForward(a.f(), w.f(), w.f(), out.f(), a.f(), dims); });
+            [&, dims] { k.AttentionForward(pa, pw, pw, po, pa, dims); });
   }
   // A model's element-wise ops on their own kernels, with the simulator's bytes.
-  std::vector<int32_t> ids(kMaxFloats / 4, 1);
+  std::vector<int32_t> ids(max_elems / 4, 1);
   DeviceBuffer tokens_buf;
   SHARDSIM_ASSIGN_OR_RETURN(tokens_buf, mem.AllocateUncounted(static_cast<int64_t>(ids.size() * sizeof(int32_t)), "calibration ids"));
   mem.CopyToDevice(tokens_buf.data(), ids.data(), static_cast<int64_t>(ids.size() * sizeof(int32_t)));
+  int64_t rows = 1;  // the norms' fp32 statistics
+  for (const CalibrationOptions::ElementwiseOp& e : o.elementwise) rows = std::max(rows, e.rows);
+  SHARDSIM_ASSIGN_OR_RETURN(stats, mem.AllocateUncounted(2 * rows * static_cast<int64_t>(sizeof(float)), "calibration statistics"));
   for (const CalibrationOptions::ElementwiseOp& e : o.elementwise) {
     const int64_t n = e.rows, c = e.cols;
-    if (n * c * 3 > kMaxFloats) continue;
+    if (n * c * 3 > max_elems) continue;
     std::function<void()> op;
     double specials = 0;  // as src/cost/ops.cc counts them
     if (e.name.find("swiglu") != std::string::npos || e.name.find("gelu") != std::string::npos ||
@@ -203,26 +213,56 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
       specials = static_cast<double>(n) * c;
     }
     if (e.name.find("norm") != std::string::npos) {
-      op = [&, e] { k.NormForward(e.norm, a.f(), w.f(), e.norm == Norm::kLayerNorm ? w.f() : nullptr, out.f(),
-                                  out.f() + e.rows * e.cols, out.f() + e.rows * e.cols + e.rows, e.rows, e.cols); };
+      op = [&, e] { k.NormForward(e.norm, pa, pw, e.norm == Norm::kLayerNorm ? pw : nullptr, po,
+                                  stats.f(), stats.f() + e.rows, e.rows, e.cols); };
     } else if (e.name.find("swiglu") != std::string::npos) {
-      op = [&, n, c] { k.SwigluForward(a.f(), w.f(), out.f(), n * c); };
+      op = [&, n, c] { k.SwigluForward(pa, pw, po, n * c); };
     } else if (e.name.find("gelu") != std::string::npos) {
-      op = [&, n, c] { k.GeluForward(a.f(), out.f(), n * c); };
+      op = [&, n, c] { k.GeluForward(pa, po, n * c); };
     } else if (e.name == "cross_entropy") {
-      op = [&, n, c] { (void)k.SoftmaxCrossEntropy(a.f(), tokens_buf.i32(), out.f(), n, c); };
+      op = [&, n, c] { (void)k.SoftmaxCrossEntropy(pa, tokens_buf.i32(), po, n, c); };
     } else if (e.name == "embedding") {
-      op = [&, n, c] { k.EmbeddingForward(tokens_buf.i32(), w.f(), 0, 2, nullptr, out.f(), n, 0, n, c); };
+      op = [&, n, c] { k.EmbeddingForward(tokens_buf.i32(), pw, 0, 2, nullptr, po, n, 0, n, c); };
     } else {  // residual adds
-      op = [&, n, c] { k.Add(out.f(), a.f(), n * c); };
+      op = [&, n, c] { k.Add(po, pa, n * c); };
     }
     measure(e.name + " " + std::to_string(n) + "x" + std::to_string(c), 0.0, e.bytes, specials, op);
   }
-  // Streams dst += src: 12 bytes per element (two reads, one write).
+  // Streams dst += src: two reads and one write of an element each.
   for (int64_t n : streams) {
-    n = std::min(n, kMaxFloats);
-    measure("stream " + std::to_string(n), 0.0, 12.0 * n, 0.0, [&, n] { k.Add(out.f(), a.f(), n); });
+    n = std::min(n, max_elems);
+    measure("stream " + std::to_string(n), 0.0, 3.0 * sizeof(T) * n, 0.0, [&, n] { k.Add(po, pa, n); });
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base,
+                                      const CalibrationOptions& o) {
+  auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  if (o.dtype != DType::kFp32 && o.dtype != DType::kBf16) {
+    return Status::Error("calibrate: the runtime's kernels run fp32 or bf16, not " + DTypeName(o.dtype));
+  }
+  CalibrationResult r;
+  r.hardware = base;
+  r.dtype = o.dtype;
+  std::vector<std::vector<double>> rows;
+  std::vector<double> times;
+  const Measure measure = [&](const std::string& what, double flops, double bytes, double specials,
+                              const std::function<void()>& op) {
+    const int calls = *CallsFor(backend, op, o.min_sample_s);  // no collective: cannot fail
+    const double t = TimePerCall(backend, op, calls, o.repetitions);
+    r.samples.push_back({what, flops, bytes, specials, t, 0});
+    rows.push_back({1.0, flops, bytes, specials});
+    times.push_back(t);
+    say(what + Fmt(": %.3g s", t));
+  };
+  const int64_t kMaxFloats = ScratchElements(o);
+  SHARDSIM_RETURN_IF_ERROR(o.dtype == DType::kBf16 ? MeasureKernels<Bf16>(backend, o, kMaxFloats, measure)
+                                                   : MeasureKernels<float>(backend, o, kMaxFloats, measure));
   // Without transcendental samples that column is all zero: fit the other three.
   const bool specials = std::any_of(r.samples.begin(), r.samples.end(),
                                     [](const CalibrationSample& s) { return s.transcendentals > 0; });
@@ -244,9 +284,9 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
     s.predicted_s = theta[0] + s.flops * theta[1] + s.bytes * theta[2] + s.transcendentals * theta[3];
     r.compute.max_rel_error = std::max(r.compute.max_rel_error, std::fabs(s.predicted_s - s.time_s) / s.time_s);
   }
-  // Into the description: the backend computes in fp32.
+  // Into the description, as the rate of the dtype the kernels ran in.
   GpuSpec& gpu = r.hardware.gpu;
-  double& peak = gpu.peak_flops[DType::kFp32];
+  double& peak = gpu.peak_flops[o.dtype];
   if (peak < r.compute.flop_rate) peak = r.compute.flop_rate;  // a nominal peak below a measured rate
   gpu.efficiency.matmul = r.compute.flop_rate / peak;
   if (r.compute.byte_rate > 0) {
@@ -261,6 +301,9 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
   if (ranks > 1) {
     std::vector<std::vector<double>> crows;
     std::vector<double> ctimes;
+    DeviceBuffer out;
+    SHARDSIM_ASSIGN_OR_RETURN(out, backend.memory().AllocateUncounted(kMaxFloats * static_cast<int64_t>(sizeof(float)), "calibration all-reduce"));
+    backend.memory().Zero(out.data(), out.bytes());
     for (int64_t n = 1; n <= kMaxFloats; n *= 8) {
       auto op = [&, n = n] { (void)comm.AllReduceSum(Group::kWorld, out.f(), n); };
       auto agree = [&](double* t) { return comm.AllReduceMaxHost(Group::kWorld, t, 1); };
@@ -305,7 +348,8 @@ std::string CalibratedHardwareYaml(const CalibrationResult& r, const std::string
   o << "# [C] op time t = a + flops / R + bytes / B + transcendentals / S over " << r.samples.size()
     << " GEMM, attention and element-wise samples (weighted by 1/t):\n";
   o << Fmt("#     a = %.3g s (kernel_latency), R = %.4g GFLOP/s", r.compute.latency_s, r.compute.flop_rate / 1e9)
-    << Fmt(" (matmul efficiency %.4f of the fp32 peak), B = %.4g GB/s", hw.gpu.efficiency.matmul, r.compute.byte_rate / 1e9)
+    << Fmt(" (matmul efficiency %.4f of the ", hw.gpu.efficiency.matmul) << DTypeName(r.dtype)
+    << Fmt(" peak), B = %.4g GB/s", r.compute.byte_rate / 1e9)
     << Fmt(" (memory efficiency %.4f; B = 0: not fitted, the base's)", hw.gpu.efficiency.memory)
     << Fmt(", S = %.4g G/s (transcendental_rate; 0: not fitted)\n", r.compute.transcendental_rate / 1e9);
   o << Fmt("#     R^2 %.4f; largest sample error %.1f %%\n", r.compute.r2, 100 * r.compute.max_rel_error);

@@ -51,6 +51,7 @@ struct CollectiveFit {
 
 struct CalibrationResult {
   HardwareSpec hardware;  // `base` with the fitted figures in place
+  DType dtype = DType::kFp32;  // the kernels' storage type (CalibrationOptions::dtype)
   CalibrationFit compute;
   std::vector<CalibrationSample> samples;
   bool have_collectives = false;
@@ -82,6 +83,10 @@ struct CalibrationOptions {
     Norm norm = Norm::kRmsNorm;
   };
   std::vector<ElementwiseOp> elementwise;
+  // The storage type the kernels are timed in (fp32, or bf16 for mixed precision); the fit
+  // goes to that dtype's peak and the matmul efficiency is relative to it, so a description
+  // calibrated in bf16 prices bf16 layouts.
+  DType dtype = DType::kFp32;
   double min_sample_s = 2e-3;  // repeat each case until it runs this long, then take medians
   int repetitions = 5;         // timed medians per case
   std::function<void(const std::string&)> progress;  // one line per case; may be empty

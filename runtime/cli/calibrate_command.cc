@@ -25,7 +25,7 @@ int Calibrate(int argc, char** argv) {
       {"out", "FILE", "where to write the calibrated description (required)", ""},
       {"name", "NAME", "the description's name", "local"},
       {"model", "M", "fit on this model's op shapes (with --layout) instead of a generic grid", ""},
-      {"layout", "SPEC", "the layout whose per-rank shapes --model uses", "mbs=1"},
+      {"layout", "SPEC", "the layout whose per-rank shapes --model uses, and whose dtype (fp32 or bf16; by default bf16 where the base has a bf16 rate) the kernels run in", "mbs=1"},
       {"seq-len", "T", "with --model: override its training sequence length", ""},
       {"min-sample", "SECONDS", "each case repeats until it runs this long", "0.002"},
       {"json", "", "print the fits as JSON", ""},
@@ -58,6 +58,14 @@ int Calibrate(int argc, char** argv) {
       MakeRunBackend(*args->Get("backend"), layout, process, -1, 60);
   if (!backend.ok()) return fail(backend.status().message());
   CalibrationOptions options;
+  // The kernels' dtype: the layout's, resolved against the base (bf16 where it has a bf16
+  // rate, fp32 on a CPU host), as `run` would train it.
+  StatusOr<Layout> parsed = ParseLayout(*args->Get("layout"));
+  if (!parsed.ok()) return fail(parsed.status().message());
+  StatusOr<Layout> resolved = ResolveLayoutFor(
+      *parsed, parsed->tp * parsed->pp * parsed->cp * std::max<int64_t>(parsed->dp, 1), *base);
+  if (!resolved.ok()) return fail(resolved.status().message());
+  options.dtype = resolved->dtype;
   if (std::optional<std::string> model_name = args->Get("model")) {
     StatusOr<ModelSpec> loaded = LoadModel(*model_name);
     if (!loaded.ok()) return fail(loaded.status().message());
@@ -67,11 +75,6 @@ int Calibrate(int argc, char** argv) {
       if (!t.ok() || *t < 1) return fail("--seq-len must be a positive integer");
       model.seq_len = *t;
     }
-    StatusOr<Layout> parsed = ParseLayout(*args->Get("layout"));
-    if (!parsed.ok()) return fail(parsed.status().message());
-    StatusOr<Layout> resolved =
-        ResolveLayout(*parsed, parsed->tp * parsed->pp * parsed->cp * std::max<int64_t>(parsed->dp, 1));
-    if (!resolved.ok()) return fail(resolved.status().message());
     AddWorkloadCases(model, *resolved, &options);
   }
   options.min_sample_s = std::atof(args->Get("min-sample")->c_str());
