@@ -82,6 +82,15 @@ TEST(RuntimeInit, DependsOnlyOnSeedNameAndIndex) {
   for (int64_t i = 16 * k.cols; i < 32 * k.cols; ++i) {
     ASSERT_EQ(static_cast<float>(InitialValue(1234, k, i)), a.params()[k.offset + i]);
   }
+  // The batched form (one key per call) gives the same floats, for a normal tensor and a
+  // constant one.
+  std::vector<float> row(k.cols);
+  InitialValues(1234, k, 20 * k.cols, k.cols, row.data());
+  EXPECT_TRUE(std::equal(row.begin(), row.end(), a.params().begin() + k.offset + 20 * k.cols));
+  const ParamTensor& gain = a.layout().Get("final_norm.gain");
+  std::vector<float> ones(gain.size());
+  InitialValues(1234, gain, 0, gain.size(), ones.data());
+  EXPECT_TRUE(std::all_of(ones.begin(), ones.end(), [](float x) { return x == 1.0f; }));
 }
 
 TEST(RuntimeInit, ScalesFollowGpt2) {

@@ -16,6 +16,10 @@ namespace shardsim::runtime {
 // two SplitMix64 draws keyed by (seed, FNV-1a(name), index). Computed in double.
 double InitialValue(uint64_t seed, const ParamTensor& t, int64_t index);
 
+// out[j] = float(InitialValue(seed, t, index + j)) for j < n, bitwise, with the tensor's key
+// computed once (the per-element cost is then two SplitMix64 draws and one Box-Muller).
+void InitialValues(uint64_t seed, const ParamTensor& t, int64_t index, int64_t n, float* out);
+
 // Fills every tensor of `layout` in `params` (size layout.total_size()).
 template <typename S>
 void InitParams(const ParamLayout& layout, uint64_t seed, std::span<S> params);

@@ -112,23 +112,43 @@ __global__ void FlashSoftmaxBackwardKernel(const E* p, const float* dp, const E*
   SoftmaxGradRow(p + r * t, dp + r * t, ds + r * t, t, BlockSum(s));
 }
 
-// Bytes from the start of attention's scratch to its bf16 part, rounded up so that part is
-// 256-byte aligned, as cuBLAS's tensor-op kernels prefer.
+// Bytes rounded up to a multiple of 256, so each part of attention's scratch is 256-byte
+// aligned, as cuBLAS's tensor-op kernels prefer.
 int64_t AlignUp(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// Attention's scratch as an fp32 block of `elems` followed, 256-byte aligned, by a T block of
-// `elems`: AlignUp(4 elems) + sizeof(T) elems bytes.
+// Attention's scratch, one Grow of the slot (a second Grow would invalidate the first's
+// pointers): an fp32 block of `elems`, a T block of `elems`, and an fp32 block of `acc_elems`
+// (the backward's dK_g / dV_g accumulator, see AddOverGroup), each 256-byte aligned:
+// AlignUp(4 elems) + AlignUp(sizeof(T) elems) + 4 acc_elems bytes.
 template <typename T>
 struct AttentionScratch {
   float* f32;
   T* typed;
+  float* acc;
 };
 template <typename T>
-AttentionScratch<T> GrowAttentionScratch(CudaWorkspace& ws, int64_t elems) {
+AttentionScratch<T> GrowAttentionScratch(CudaWorkspace& ws, int64_t elems, int64_t acc_elems = 0) {
   const int64_t typed_at = AlignUp(elems * static_cast<int64_t>(sizeof(float)));
-  auto* base = static_cast<char*>(
-      ws.Grow(CudaWorkspace::Slot::kAttention, typed_at + elems * static_cast<int64_t>(sizeof(T))));
-  return {reinterpret_cast<float*>(base), reinterpret_cast<T*>(base + typed_at)};
+  const int64_t acc_at = typed_at + AlignUp(elems * static_cast<int64_t>(sizeof(T)));
+  auto* base = static_cast<char*>(ws.Grow(
+      CudaWorkspace::Slot::kAttention, acc_at + acc_elems * static_cast<int64_t>(sizeof(float))));
+  return {reinterpret_cast<float*>(base), reinterpret_cast<T*>(base + typed_at),
+          reinterpret_cast<float*>(base + acc_at)};
+}
+
+// dst (rows, cols) fp32, dense = src (rows, cols) at leading dimension ld, widened; and back,
+// rounded once.
+template <typename E>
+__global__ void WidenBlockKernel(const E* src, int64_t ld, float* dst, int64_t rows, int64_t cols) {
+  for (int64_t idx = GlobalIndex(); idx < rows * cols; idx += GlobalStride()) {
+    dst[idx] = Load(src + (idx / cols) * ld + idx % cols);
+  }
+}
+template <typename E>
+__global__ void NarrowBlockKernel(const float* src, E* dst, int64_t ld, int64_t rows, int64_t cols) {
+  for (int64_t idx = GlobalIndex(); idx < rows * cols; idx += GlobalStride()) {
+    Store(dst + (idx / cols) * ld + idx % cols, src[idx]);
+  }
 }
 
 // One (sequence b, KV head g) of attention, the unit every member below loops over. The query
@@ -174,29 +194,51 @@ void GroupOutput(cublasHandle_t h, const GroupGeometry& x, const T* p0, const T*
                0.0f, Out(out0, x.ldq, x.d), x.group);
 }
 
-// dP_h = dO_h V_g^T into fp32 dp (group, T, T), batched over j; then dV_g += P_h^T dO_h, one
-// GEMM per j (the outputs coincide).
-template <typename T>
-void GroupGradProbsAndV(cublasHandle_t h, const GroupGeometry& x, const T* do0, const T* vg,
-                        const T* p0, float* dp, T* dvg) {
-  RowMajorGemm(h, x.t, x.t, x.d, 1.0f, In(do0, x.ldq, false, x.d), In(vg, x.ldk, true, 0), 0.0f,
-               Out(dp, x.t, x.t * x.t), x.group);
-  for (int64_t j = 0; j < x.group; ++j) {
-    RowMajorGemm(h, x.t, x.d, x.t, 1.0f, In(p0 + j * x.t * x.t, x.t, true),
-                 In(do0 + j * x.d, x.ldq, false), 1.0f, Out(dvg, x.ldk));
+// dX_g (T, d, ld ldk) += sum over j < group of one GEMM each (gemm(j, C) adds term j into C with
+// beta 1; the outputs coincide, so they cannot be one batched call). fp32, or a bf16 group of 1:
+// straight into dX_g, as attention.cc adds head by head. A bf16 group of several heads: into an
+// fp32 copy of dX_g (acc, T*d floats), rounded back once, so the accumulated T output is rounded
+// once per call (backend.h), not once per query head.
+template <typename T, typename GemmJ>
+void AddOverGroup(cudaStream_t stream, const GroupGeometry& x, T* dxg, float* acc, GemmJ gemm) {
+  bool direct = x.group == 1;
+  if constexpr (std::is_same_v<T, float>) direct = true;
+  if (direct) {
+    for (int64_t j = 0; j < x.group; ++j) gemm(j, Out(dxg, x.ldk));
+    return;
   }
+  CHECK(acc != nullptr);
+  WidenBlockKernel<<<BlocksFor(x.t * x.d), kThreads, 0, stream>>>(ToDev(dxg), x.ldk, acc, x.t, x.d);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
+  for (int64_t j = 0; j < x.group; ++j) gemm(j, Out(acc, x.d));
+  NarrowBlockKernel<<<BlocksFor(x.t * x.d), kThreads, 0, stream>>>(acc, ToDev(dxg), x.ldk, x.t, x.d);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
 }
 
-// dQ_h += scale dS_h K_g (batched over j), then dK_g += scale dS_h^T Q_h (one GEMM per j).
+// dP_h = dO_h V_g^T into fp32 dp (group, T, T), batched over j; then dV_g += P_h^T dO_h, one
+// GEMM per j (AddOverGroup).
 template <typename T>
-void GroupAddGradQK(cublasHandle_t h, const GroupGeometry& x, const T* ds, const T* kg, const T* q0,
-                    T* dq0, T* dkg) {
+void GroupGradProbsAndV(cublasHandle_t h, cudaStream_t stream, const GroupGeometry& x,
+                        const T* do0, const T* vg, const T* p0, float* dp, T* dvg, float* acc) {
+  RowMajorGemm(h, x.t, x.t, x.d, 1.0f, In(do0, x.ldq, false, x.d), In(vg, x.ldk, true, 0), 0.0f,
+               Out(dp, x.t, x.t * x.t), x.group);
+  AddOverGroup(stream, x, dvg, acc, [&](int64_t j, const cuda_gemm::Output& c) {
+    RowMajorGemm(h, x.t, x.d, x.t, 1.0f, In(p0 + j * x.t * x.t, x.t, true),
+                 In(do0 + j * x.d, x.ldq, false), 1.0f, c);
+  });
+}
+
+// dQ_h += scale dS_h K_g (batched over j), then dK_g += scale dS_h^T Q_h (one GEMM per j,
+// AddOverGroup).
+template <typename T>
+void GroupAddGradQK(cublasHandle_t h, cudaStream_t stream, const GroupGeometry& x, const T* ds,
+                    const T* kg, const T* q0, T* dq0, T* dkg, float* acc) {
   RowMajorGemm(h, x.t, x.d, x.t, x.scale, In<T>(ds, x.t, false, x.t * x.t), In(kg, x.ldk, false, 0),
                1.0f, Out(dq0, x.ldq, x.d), x.group);
-  for (int64_t j = 0; j < x.group; ++j) {
+  AddOverGroup(stream, x, dkg, acc, [&](int64_t j, const cuda_gemm::Output& c) {
     RowMajorGemm(h, x.t, x.d, x.t, x.scale, In<T>(ds + j * x.t * x.t, x.t, true),
-                 In(q0 + j * x.d, x.ldq, false), 1.0f, Out(dkg, x.ldk));
-  }
+                 In(q0 + j * x.d, x.ldq, false), 1.0f, c);
+  });
 }
 
 }  // namespace
@@ -279,6 +321,8 @@ void CudaTypedKernels<T>::AttentionForward(const T* q, const T* k, const T* v, T
 //   dS_h = P_h (dP_h - rowsum(P_h dP_h))     (row kernel)
 //   dQ_h += scale dS_h K_g                   (batched over j)
 //   dK_g += scale dS_h^T Q_h                 (one GEMM per j)
+// On bf16 with group > 1, dV_g and dK_g accumulate their group terms in an fp32 (T, d) scratch
+// after the others and are rounded once (AddOverGroup).
 template <typename T>
 void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* k, const T* v,
                                             const T* probs, T* dq, T* dk, T* dv,
@@ -287,24 +331,26 @@ void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* 
   if (s.batch * s.heads * x.t == 0) return;
   float* dp;
   T* ds;
+  float* acc = nullptr;
   if constexpr (std::is_same_v<T, float>) {
     dp = static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kAttention,
                                       x.group * x.t * x.t * static_cast<int64_t>(sizeof(float))));
     ds = dp;
   } else {
-    const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t);
+    const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t, x.t * x.d);
     dp = scratch.f32;
     ds = scratch.typed;
+    acc = scratch.acc;
   }
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
       const T* p0 = probs + x.RowsAt(b, g, s.heads, x.t);
       const int64_t qa = x.QAt(b, g), ka = x.KAt(b, g);
-      GroupGradProbsAndV(ws_.cublas(), x, dout + qa, v + ka, p0, dp, dv + ka);
+      GroupGradProbsAndV(ws_.cublas(), ws_.stream(), x, dout + qa, v + ka, p0, dp, dv + ka, acc);
       SoftmaxBackwardKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
           ToDev(p0), dp, ToDev(ds), x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      GroupAddGradQK(ws_.cublas(), x, ds, k + ka, q + qa, dq + qa, dk + ka);
+      GroupAddGradQK(ws_.cublas(), ws_.stream(), x, ds, k + ka, q + qa, dq + qa, dk + ka, acc);
     }
   }
 }
@@ -313,8 +359,9 @@ void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* 
 // steps above per (b, g), with the probabilities in the workspace instead of a caller buffer.
 // Scratch (GrowAttentionScratch, one (b, g) at a time): fp32 (group, T, T) for S (and dP in the
 // backward), then T (group, T, T) for P (and dS in place of P in the backward):
-// AlignUp(4 group T^2) + sizeof(T) group T^2 bytes, 8 group T^2 on fp32 and 6 group T^2 on bf16
-// (e.g. 384 MiB for bf16, group 4, T 4096), outside Memory's accounting as the rest of the
+// AlignUp(4 group T^2) + AlignUp(sizeof(T) group T^2) bytes, 8 group T^2 on fp32 and 6 group T^2
+// on bf16 (e.g. 384 MiB for bf16, group 4, T 4096), plus, in the backward, the (T, d) fp32
+// accumulator of dK_g / dV_g (AddOverGroup), outside Memory's accounting as the rest of the
 // workspace. On bf16, P is rounded to bf16 for the P V and P^T dO GEMMs and dS for the dQ, dK
 // GEMMs, as the unfused bf16 path rounds its stored probs and dS.
 //
@@ -352,7 +399,7 @@ void CudaTypedKernels<T>::FlashAttentionBackward(const T* dout, const T* q, cons
                                                  T* dv, const AttentionDims& s) {
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
-  const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t);
+  const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t, x.t * x.d);
   float* const sdp = scratch.f32;  // S, then dP
   T* const pds = scratch.typed;    // P, then dS
   for (int64_t b = 0; b < s.batch; ++b) {
@@ -362,11 +409,13 @@ void CudaTypedKernels<T>::FlashAttentionBackward(const T* dout, const T* q, cons
       CausalProbsFromLseKernel<<<BlocksFor(x.group * x.t * x.t), kThreads, 0, ws_.stream()>>>(
           sdp, lse + x.RowsAt(b, g, s.heads, 1), ToDev(pds), x.group * x.t, x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      GroupGradProbsAndV(ws_.cublas(), x, dout + qa, v + ka, pds, sdp, dv + ka);
+      GroupGradProbsAndV(ws_.cublas(), ws_.stream(), x, dout + qa, v + ka, pds, sdp, dv + ka,
+                         scratch.acc);
       FlashSoftmaxBackwardKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
           ToDev(pds), sdp, ToDev(dout + qa), ToDev(out + qa), x.ldq, x.d, ToDev(pds), x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      GroupAddGradQK(ws_.cublas(), x, pds, k + ka, q + qa, dq + qa, dk + ka);
+      GroupAddGradQK(ws_.cublas(), ws_.stream(), x, pds, k + ka, q + qa, dq + qa, dk + ka,
+                     scratch.acc);
     }
   }
 }

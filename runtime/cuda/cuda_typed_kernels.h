@@ -57,7 +57,8 @@ class CudaTypedKernels final : public TypedKernels<T> {
   // Per (sequence, KV head): strided-batched cuBLAS GEMMs over the query heads sharing it, and
   // a causal row-softmax kernel; the full (T, T) score matrix is formed, as attention.cc.
   // bf16: scores, dP and the softmax in fp32 scratch; probs (stored) and dS (fed to the dQ/dK
-  // GEMMs) rounded to bf16, as FlashAttention's bf16 backward does.
+  // GEMMs) rounded to bf16, as FlashAttention's bf16 backward does. dK, dV sum their query
+  // heads' terms in fp32 and are rounded once.
   void AttentionForward(const T* q, const T* k, const T* v, T* probs, T* out,
                         const AttentionDims& dims) override;
   void AttentionBackward(const T* dout, const T* q, const T* k, const T* v, const T* probs, T* dq,

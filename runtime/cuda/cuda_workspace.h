@@ -18,8 +18,8 @@ class CudaWorkspace {
     kRows,       // per-row losses: n floats
     kPartials,   // the reduction's per-block partial sums: kReduceBlocks doubles
     kAttention,  // attention's per-(sequence, KV head) scores / dP / dS (and the flash
-                 // variant's P): (group, T, T), see cuda_attention.cu for the layout per
-                 // storage type
+                 // variant's P): (group, T, T), and bf16 dK / dV accumulators (T, d); see
+                 // cuda_attention.cu for the layout per storage type
     kColumns,    // column sums' per-chunk partials: 2 x ceil(n / 64) x c floats
     kTokens,     // embedding backward's per-row links: n int32 + n bytes
   };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 
 #include "runtime/cpu/param_init.h"
 
@@ -116,11 +117,28 @@ void RankShard::Place(const float* local, float* full) const {
 
 std::vector<float> RankShard::InitialParams(uint64_t seed) const {
   std::vector<float> local(local_.total_size());
+  struct Row {
+    const ParamTensor* f;
+    int64_t index, at, cols;
+  };
+  std::vector<Row> rows;
   ForEachRow([&](const ParamTensor& f, int64_t index, int64_t at, int64_t cols) {
-    for (int64_t j = 0; j < cols; ++j) {
-      local[at + j] = static_cast<float>(InitialValue(seed, f, index + j));
-    }
+    rows.push_back({&f, index, at, cols});
   });
+  // Each value is a pure function of (seed, tensor, index), so threads may fill disjoint rows
+  // in any order: a 70B model's rank holds ~1e9 parameters, tens of seconds on one core.
+  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 16);
+  const int64_t per = (static_cast<int64_t>(rows.size()) + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (int64_t w = 0; w < threads && w * per < static_cast<int64_t>(rows.size()); ++w) {
+    pool.emplace_back([&, w] {
+      const int64_t end = std::min<int64_t>(static_cast<int64_t>(rows.size()), (w + 1) * per);
+      for (int64_t r = w * per; r < end; ++r) {
+        InitialValues(seed, *rows[r].f, rows[r].index, rows[r].cols, local.data() + rows[r].at);
+      }
+    });
+  }
+  for (std::thread& t : pool) t.join();
   return local;
 }
 
