@@ -6,11 +6,14 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "runtime/cuda/cuda_device.cuh"
 #include "runtime/cuda/cuda_gemm.h"
 #include "runtime/cuda/cuda_typed_kernels.h"
+#include "runtime/cuda/flash_fused.h"
 
 namespace shardsim::runtime {
 namespace {
@@ -28,6 +31,17 @@ using cuda_device::ToDev;
 using cuda_gemm::In;
 using cuda_gemm::Out;
 using cuda_gemm::RowMajorGemm;
+
+// attention=flash in bf16 runs the fused tensor-core kernels (flash_fused.h) where they take
+// the shape, unless SHARDSIM_FUSED_ATTENTION=0 selects the cuBLAS recomputation below (the same
+// contract; a way to tell the two apart on a GPU). fp32 always takes the cuBLAS path.
+bool UseFusedFlash(const AttentionDims& dims) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("SHARDSIM_FUSED_ATTENTION");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return enabled && flash_fused::Supported(dims);
+}
 
 // out (n, c) = bias broadcast over rows: the C that a bf16 linear layer's GEMM adds into.
 template <typename E>
@@ -374,6 +388,12 @@ void CudaTypedKernels<T>::FlashAttentionForward(const T* q, const T* k, const T*
                                                 T* out, const AttentionDims& s) {
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
+  if constexpr (std::is_same_v<T, Bf16>) {
+    if (UseFusedFlash(s)) {
+      flash_fused::Forward(ws_.stream(), ToDev(q), ToDev(k), ToDev(v), lse, ToDev(out), s);
+      return;
+    }
+  }
   const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
@@ -399,6 +419,15 @@ void CudaTypedKernels<T>::FlashAttentionBackward(const T* dout, const T* q, cons
                                                  T* dv, const AttentionDims& s) {
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
+  if constexpr (std::is_same_v<T, Bf16>) {
+    if (UseFusedFlash(s)) {
+      auto* delta = static_cast<float*>(
+          ws_.Grow(CudaWorkspace::Slot::kFlash, flash_fused::BackwardWorkspaceBytes(s)));
+      flash_fused::Backward(ws_.stream(), ToDev(dout), ToDev(q), ToDev(k), ToDev(v), ToDev(out),
+                            lse, ToDev(dq), ToDev(dk), ToDev(dv), s, delta);
+      return;
+    }
+  }
   const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t, x.t * x.d);
   float* const sdp = scratch.f32;  // S, then dP
   T* const pds = scratch.typed;    // P, then dS

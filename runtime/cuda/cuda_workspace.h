@@ -22,6 +22,7 @@ class CudaWorkspace {
                  // cuda_attention.cu for the layout per storage type
     kColumns,    // column sums' per-chunk partials: 2 x ceil(n / 64) x c floats
     kTokens,     // embedding backward's per-row links: n int32 + n bytes
+    kFlash,      // the fused attention backward's delta: B*H*T floats (flash_fused.h)
   };
 
   // `stream` and `cublas` (already bound to `stream`) are owned by the caller (CudaBackend) and
@@ -48,7 +49,7 @@ class CudaWorkspace {
     void* data = nullptr;
     int64_t bytes = 0;
   };
-  static constexpr int kSlots = 5;
+  static constexpr int kSlots = 6;
 
   cudaStream_t stream_;
   cublasHandle_t cublas_;

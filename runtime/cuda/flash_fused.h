@@ -1,0 +1,45 @@
+// Fused causal GQA attention for bf16 on tensor cores (FlashAttention-2, Dao 2023): the forward
+// pass keeps only each row's log-sum-exp and the backward pass recomputes P tile by tile, so
+// neither writes a (T, T) matrix to global memory, as the cuBLAS path (cuda_attention.cu) does.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "runtime/backend/backend.h"
+
+namespace shardsim::runtime::flash_fused {
+
+// The contract is TypedKernels<Bf16>::FlashAttentionForward / Backward's (backend.h): q, out,
+// dout, dq (B*T, H*d) row-major; k, v, dk, dv (B*T, KV*d); query head h reads KV head
+// h / (H / KV); lse (B, H, T) fp32; scale 1/sqrt(d); causal. Inputs bf16, arithmetic fp32; P
+// and dS are rounded to bf16 for the tensor-core products, as FlashAttention does.
+
+// Whether these kernels take `dims`: every size positive, head_dim a multiple of 16 (whole
+// 16x16x16 tensor-core tiles) up to 128 (shared memory: see flash_fused.cu), kv_heads dividing
+// heads, and T within the grid's y limit (T <= 65535 * 64). Any T >= 1: partial tiles are
+// masked.
+bool Supported(const AttentionDims& dims);
+
+// out (B*T, H*d) = softmax(scale Q K^T, causal) V per head, and lse (B, H, T) = each row's
+// log sum_j exp(scale q_i . k_j). Asynchronous on `stream`. Requires Supported(dims).
+void Forward(cudaStream_t stream, const __nv_bfloat16* q, const __nv_bfloat16* k,
+             const __nv_bfloat16* v, float* lse, __nv_bfloat16* out, const AttentionDims& dims);
+
+// Bytes of fp32 workspace Backward needs: delta, B*H*T floats.
+int64_t BackwardWorkspaceBytes(const AttentionDims& dims);
+
+// dq += scale dS K, dk += scale dS^T Q, dv += P^T dO, with P = exp(scale Q K^T - lse) (causal)
+// and dS = P o (dO V^T - delta), delta_i = dO_i . O_i (Dao 2023, Alg. 2). Each gradient
+// element is rounded to bf16 once: new = bf16(float(old) + fp32 sum), the sum in a fixed order
+// (no atomics: bitwise the same run to run). delta is the workspace (BackwardWorkspaceBytes),
+// overwritten; it must stay allocated until the stream reaches the end of this call.
+// Asynchronous on `stream`. Requires Supported(dims).
+void Backward(cudaStream_t stream, const __nv_bfloat16* dout, const __nv_bfloat16* q,
+              const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
+              const float* lse, __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv,
+              const AttentionDims& dims, float* delta);
+
+}  // namespace shardsim::runtime::flash_fused
