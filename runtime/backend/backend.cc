@@ -44,6 +44,16 @@ const char* GroupName(Group g) {
   return "";
 }
 
+int64_t Backend::Mark() {
+  host_marks_.push_back(Now());
+  return static_cast<int64_t>(host_marks_.size()) - 1;
+}
+
+double Backend::MarkSeconds(int64_t mark) {
+  CHECK(mark >= 0 && mark < static_cast<int64_t>(host_marks_.size())) << "no mark " << mark;
+  return host_marks_[mark];
+}
+
 int64_t ElementBytes(DType type) {
   CHECK(type == DType::kFp32 || type == DType::kBf16) << "the runtime stores fp32 or bf16, not " << DTypeName(type);
   return type == DType::kFp32 ? 4 : 2;

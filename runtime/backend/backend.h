@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/backend/bf16.h"
 #include "src/model/model_spec.h"
@@ -327,10 +328,21 @@ class Backend {
   virtual Collectives& comm() = 0;
   // Seconds on a monotonic clock, read after the work issued so far has finished.
   virtual double Now() = 0;
+  // Timestamps of the work's progress without waiting for it at each one (the timeline's
+  // phase boundaries; CUDA events on a GPU): Mark() notes the point the work issued so far
+  // reaches, MarkSeconds(m) reads when it was reached on Now()'s clock (waiting for it if it
+  // has not been), and ClearMarks() ends the marks' life. By default (a host backend, whose
+  // work is done when issued) Mark() reads Now() at once.
+  virtual int64_t Mark();
+  virtual double MarkSeconds(int64_t mark);
+  virtual void ClearMarks() { host_marks_.clear(); }
   // Bytes the device reports in use by everything (this process's allocations, the driver's
   // context, library workspaces: cudaMemGetInfo), or -1 where the device has no such figure
   // (a CPU host). Shows what the allocation tracking does not see.
   virtual int64_t DeviceBytesInUse() { return -1; }
+
+ private:
+  std::vector<double> host_marks_;  // the default marks: Now() readings
 };
 
 }  // namespace shardsim::runtime

@@ -69,6 +69,8 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  ClearMarks();
+  for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
   comm_.reset();
   kernels_.reset();
   memory_.reset();
@@ -79,6 +81,40 @@ CudaBackend::~CudaBackend() {
 double CudaBackend::Now() {
   SHARDSIM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t CudaBackend::Mark() {
+  auto record = [this] {
+    cudaEvent_t e = nullptr;
+    if (free_events_.empty()) {
+      SHARDSIM_CUDA_CHECK(cudaEventCreate(&e));
+    } else {
+      e = free_events_.back();
+      free_events_.pop_back();
+    }
+    SHARDSIM_CUDA_CHECK(cudaEventRecord(e, stream_));
+    marks_.push_back(e);
+    return static_cast<int64_t>(marks_.size()) - 1;
+  };
+  if (marks_.empty()) {  // the base, read on the host clock once
+    record();
+    SHARDSIM_CUDA_CHECK(cudaEventSynchronize(marks_[0]));
+    base_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  return record();
+}
+
+double CudaBackend::MarkSeconds(int64_t mark) {
+  CHECK(mark >= 0 && mark < static_cast<int64_t>(marks_.size())) << "no mark " << mark;
+  SHARDSIM_CUDA_CHECK(cudaEventSynchronize(marks_[mark]));
+  float ms = 0;
+  SHARDSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[0], marks_[mark]));
+  return base_s_ + 1e-3 * static_cast<double>(ms);
+}
+
+void CudaBackend::ClearMarks() {
+  free_events_.insert(free_events_.end(), marks_.begin(), marks_.end());
+  marks_.clear();
 }
 
 int64_t CudaBackend::DeviceBytesInUse() {

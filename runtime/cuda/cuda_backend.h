@@ -10,6 +10,7 @@
 #include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/cuda/cuda_kernels.h"
@@ -45,6 +46,12 @@ class CudaBackend : public Backend {
   // steady_clock in seconds, after cudaStreamSynchronize on the compute stream (the
   // collectives' streams are joined into it). A device error here is fatal (CHECK).
   double Now() override;
+  // CUDA events recorded on the compute stream (from a pool reused across steps). The first
+  // mark after ClearMarks also synchronises once and reads the host clock there: every other
+  // mark's time is that reading plus cudaEventElapsedTime from it (0.5 us resolution).
+  int64_t Mark() override;
+  double MarkSeconds(int64_t mark) override;
+  void ClearMarks() override;
   int64_t DeviceBytesInUse() override;  // cudaMemGetInfo: total - free
 
   // Replaces the collectives: for ones that need the backend's memory (EmulatedCollectives).
@@ -62,6 +69,9 @@ class CudaBackend : public Backend {
   std::unique_ptr<CudaMemory> memory_;
   std::unique_ptr<CudaKernels> kernels_;
   std::unique_ptr<Collectives> comm_;
+  std::vector<cudaEvent_t> marks_;       // marks_[0] is the base
+  std::vector<cudaEvent_t> free_events_;  // the pool
+  double base_s_ = 0;                     // host time of marks_[0]
 };
 
 }  // namespace shardsim::runtime

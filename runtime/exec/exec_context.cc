@@ -47,13 +47,13 @@ void ExecContext::SetPass(Phase compute, int32_t microbatch, int32_t chunk) {
   chunk_ = chunk;
   layer_ = -1;
   in_pass_ = true;
-  segment_start_ = Now();
+  segment_start_ = Mark();
 }
 
 void ExecContext::SwitchCompute(Phase compute) {
   CloseSegment();
   compute_ = compute;
-  segment_start_ = Now();
+  segment_start_ = Mark();
 }
 
 void ExecContext::EndPass() {
@@ -67,24 +67,35 @@ void ExecContext::CloseSegment() {
 
 Status ExecContext::Comm(Phase phase, double bytes, const std::function<Status()>& fn) {
   CloseSegment();
-  const double start = Now();
+  const int64_t start = Mark();
   Status st = fn();
-  Record(phase, start, bytes);
-  segment_start_ = Now();
+  segment_start_ = Record(phase, start, bytes);  // the compute after it starts there
   return st;
 }
 
-void ExecContext::Record(Phase phase, double start_s, double bytes) {
+int64_t ExecContext::Record(Phase phase, int64_t start_mark, double bytes) {
+  if (timeline_ == nullptr) return -1;
+  Pending p;
+  p.event.phase = phase;
+  p.event.microbatch = microbatch_;
+  p.event.chunk = chunk_;
+  p.event.layer = layer_;
+  p.event.bytes = bytes;
+  p.start_mark = start_mark;
+  p.end_mark = Mark();
+  pending_.push_back(p);
+  return p.end_mark;
+}
+
+void ExecContext::Flush() {
   if (timeline_ == nullptr) return;
-  TimelineEvent e;
-  e.phase = phase;
-  e.microbatch = microbatch_;
-  e.chunk = chunk_;
-  e.layer = layer_;
-  e.start_s = start_s;
-  e.duration_s = Now() - start_s;
-  e.bytes = bytes;
-  timeline_->Record(e);
+  for (Pending& p : pending_) {
+    p.event.start_s = backend_->MarkSeconds(p.start_mark);
+    p.event.duration_s = backend_->MarkSeconds(p.end_mark) - p.event.start_s;
+    timeline_->Record(p.event);
+  }
+  pending_.clear();
+  backend_->ClearMarks();
 }
 
 }  // namespace shardsim::runtime

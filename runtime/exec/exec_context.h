@@ -1,10 +1,13 @@
 // ExecContext: what the executor's layers share on one rank: the backend, the tensor-parallel
 // group's f/g operators, and the measured timeline, with time split into non-overlapping
 // segments (compute is paused while a collective runs, so phases sum to the step time).
+// Segment boundaries are the backend's marks (CUDA events on a GPU: no wait at each one),
+// turned into timeline events by Flush.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/exec/timeline.h"
@@ -66,11 +69,19 @@ class ExecContext {
   void SwitchCompute(Phase compute);
   void EndPass();  // closes the open compute segment
   Status Comm(Phase phase, double bytes, const std::function<Status()>& fn);
-  // Records [start, now) as `phase` with the current micro-batch and chunk.
-  void Record(Phase phase, double start_s, double bytes = 0);
-  double Now() { return backend_->Now(); }
+  // A mark of the work issued so far (-1 without a timeline).
+  int64_t Mark() { return timeline_ == nullptr ? -1 : backend_->Mark(); }
+  // Records [start, a mark now) as `phase` with the current micro-batch and chunk; returns the
+  // end mark.
+  int64_t Record(Phase phase, int64_t start_mark, double bytes = 0);
+  // Resolves the marks of everything recorded so far into the timeline (waits for the work).
+  void Flush();
 
  private:
+  struct Pending {
+    TimelineEvent event;  // without its times
+    int64_t start_mark, end_mark;
+  };
   void CloseSegment();
 
   Backend* backend_;
@@ -80,7 +91,8 @@ class ExecContext {
   bool in_pass_ = false;
   Phase compute_ = Phase::kForward;
   int32_t microbatch_ = -1, chunk_ = -1, layer_ = -1;
-  double segment_start_ = 0;
+  int64_t segment_start_ = -1;   // mark
+  std::vector<Pending> pending_;  // recorded, not yet flushed
 };
 
 }  // namespace shardsim::runtime

@@ -129,6 +129,7 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
   }
   overlap_ = std::make_unique<DpOverlap>(&ctx_, shard_, grads_.f(),
                                          layout_.overlap_dp && layout_.zero == 0 && dp > 1);
+  ctx_.Flush();  // setup's collectives belong to no step
   return Status::Ok();
 }
 
@@ -190,6 +191,7 @@ StatusOr<double> TypedExecutor<T>::Step(const MarkovStream& data, int64_t step) 
   phase_ = "loss";
   double loss = shard_.chunks().back().has_head && shard_.tp_rank() == 0 ? loss_sum_ : 0.0;
   SHARDSIM_RETURN_IF_ERROR(backend_->comm().AllReduceSumHost(Group::kWorld, &loss, 1));
+  ctx_.Flush();  // the step's timeline, complete when Step returns
   return loss / static_cast<double>(layout_.gbs * model_.seq_len);
 }
 
@@ -250,7 +252,7 @@ Status TypedExecutor<T>::Forward(const MarkovStream& data, int64_t step, int32_t
     SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(partial, s.residual[0].template as<T>(), nl, c));
   } else {
     const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);
-    const double start = ctx_.Now();
+    const int64_t start = ctx_.Mark();
     SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, s.residual[0].template as<T>(), nl * c, peer,
                                        Tag(mb, info.model_chunk, false)));
     ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(T));
@@ -280,7 +282,7 @@ Status TypedExecutor<T>::Forward(const MarkovStream& data, int64_t step, int32_t
   ctx_.EndPass();
   // The chunk's output goes to the next model chunk's stage; its buffer lives until sent.
   const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
-  const double start = ctx_.Now();
+  const int64_t start = ctx_.Mark();
   DeviceBuffer out = std::move(s.residual[info.layers]);
   SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, out.template as<T>(), nl * c, peer,
                                                        Tag(mb, info.model_chunk + 1, false)));
@@ -391,7 +393,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kHead));
   } else {
     const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
-    const double start = ctx_.Now();
+    const int64_t start = ctx_.Mark();
     SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, dres.template as<T>(), nl * c, peer,
                                        Tag(mb, info.model_chunk, true)));
     ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(T));
@@ -436,7 +438,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
   ctx_.EndPass();
   live_.erase(it);
   const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);
-  const double start = ctx_.Now();
+  const int64_t start = ctx_.Mark();
   SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, dres.template as<T>(), nl * c, peer,
                                                        Tag(mb, info.model_chunk - 1, true)));
   ctx_.Record(Phase::kPpSendBackward, start, static_cast<double>(nl * c) * sizeof(T));
@@ -504,7 +506,7 @@ template <typename T>
 Status TypedExecutor<T>::OptimizerStep() {
   SHARDSIM_RETURN_IF_ERROR(ReduceGradients());
   SHARDSIM_ASSIGN_OR_RETURN(const double sq, GradSquaredNorm());
-  const double start = ctx_.Now();
+  const int64_t start = ctx_.Mark();
   const double norm = std::sqrt(sq);
   // As runtime/cpu/adamw.cc: clip by max_norm / norm (in fp32) when the norm exceeds it.
   const float clip = opt_.max_grad_norm > 0 && norm > opt_.max_grad_norm
