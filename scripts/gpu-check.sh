@@ -21,7 +21,7 @@
 # and commit $OUT's table under docs/validation/.
 #
 # BACKEND=cpu runs the same steps on the CPU backend with tiny plans only: a dry run of this
-# script's logic where there is no GPU (the test suite does not run it; it is slow).
+# script's logic where there is no GPU (ctest's GpuCheckDryRun, a few seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-results}
@@ -33,13 +33,14 @@ log="$out/gpu-check.log"
 say() { echo "$*" | tee -a "$log"; }
 
 # --- binaries and libraries ---------------------------------------------------------------------
-if [[ -x gpu-carry/bin/shardsim ]]; then
+# SHARDSIM_BIN (a shardsim binary) overrides both.
+if [[ -z ${SHARDSIM_BIN:-} && -x gpu-carry/bin/shardsim ]]; then
   bin=gpu-carry/bin/shardsim
   tests=gpu-carry/bin/shardsim_cuda_tests
   libs="$PWD/gpu-carry/lib"
 else
   bin=${SHARDSIM_BIN:-build/shardsim}
-  tests=build/tests/cuda/shardsim_cuda_tests
+  tests=$(dirname "$bin")/tests/cuda/shardsim_cuda_tests
   libs=""
 fi
 # cuBLAS and cudart: the toolkit's, else PyTorch's nvidia wheels.

@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev
   chromium  # headless, for the HTML report's render test (HtmlReportRendersInChromium)
+  python3   # scripts/gpu-check.sh's table (GpuCheckDryRun) and the validation scripts
 )
 
 missing=()
