@@ -307,7 +307,11 @@ class Collectives {
   // computation (the layout's overlap_dp); `data` must stay alive and untouched until the
   // handle completes.
   virtual StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) = 0;
-  // Completes a handle of Send or IallReduceSum: Wait blocks (bounded by the timeout); Test
+  // Non-blocking reduce-scatter of fp32 gradients (as ReduceScatter: size(g) blocks of n in
+  // `in`, this rank's summed block into `out`), for ZeRO-1's overlap_dp; both buffers stay
+  // alive and `in` unchanged until the handle completes.
+  virtual StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) = 0;
+  // Completes a handle of Send, IallReduceSum or IreduceScatterSum: Wait blocks (bounded by the timeout); Test
   // returns whether it is done without waiting. A completed handle is released.
   virtual Status Wait(int64_t handle) = 0;
   virtual StatusOr<bool> Test(int64_t handle) = 0;

@@ -97,6 +97,12 @@ StatusOr<int64_t> EmulatedCollectives::IallReduceSum(Group g, float* data, int64
   return ++issued_;
 }
 
+StatusOr<int64_t> EmulatedCollectives::IreduceScatterSum(Group g, const float* in, float* out,
+                                                         int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(ReduceScatter(g, in, out, n, DType::kFp32));
+  return ++issued_;
+}
+
 Status EmulatedCollectives::Wait(int64_t handle) {
   CHECK(handle >= 1 && handle <= issued_) << "Wait(" << handle << "): never issued";
   return Status::Ok();

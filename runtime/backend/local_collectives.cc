@@ -56,13 +56,18 @@ StatusOr<int64_t> LocalCollectives::Send(Group g, const void*, int64_t, DType, i
 
 StatusOr<int64_t> LocalCollectives::IallReduceSum(Group, float*, int64_t) { return ++issued_; }
 
+StatusOr<int64_t> LocalCollectives::IreduceScatterSum(Group g, const float* in, float* out, int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(ReduceScatter(g, in, out, n, DType::kFp32));
+  return ++issued_;
+}
+
 Status LocalCollectives::Wait(int64_t handle) {
-  CHECK(handle >= 1 && handle <= issued_) << "Wait(" << handle << "): not an IallReduceSum handle";
+  CHECK(handle >= 1 && handle <= issued_) << "Wait(" << handle << "): not a handle of a non-blocking collective";
   return Status::Ok();
 }
 
 StatusOr<bool> LocalCollectives::Test(int64_t handle) {
-  CHECK(handle >= 1 && handle <= issued_) << "Test(" << handle << "): not an IallReduceSum handle";
+  CHECK(handle >= 1 && handle <= issued_) << "Test(" << handle << "): not a handle of a non-blocking collective";
   return true;
 }
 

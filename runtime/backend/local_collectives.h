@@ -29,20 +29,22 @@ class LocalCollectives : public Collectives {
   Status AllReduceMaxHost(Group g, double* host, int64_t n) override;                // no-op
   Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;  // copy
 
-  // Errors: a one-rank group has no peer. Wait and Test accept only IallReduceSum handles and
+  // Errors: a one-rank group has no peer. Wait and Test accept only the non-blocking collectives' handles and
   // CHECK-fail on others.
   StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
                          int tag) override;
   Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;
   // A one-rank all-reduce is done when issued: its handle completes at once.
   StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
+  // A copy, done when issued (as ReduceScatter over one rank).
+  StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
   Status Wait(int64_t handle) override;
   StatusOr<bool> Test(int64_t handle) override;
   Status Barrier(Group g) override;  // ok
 
  private:
   DeviceCopy copy_;
-  int64_t issued_ = 0;  // IallReduceSum handles are 1..issued_
+  int64_t issued_ = 0;  // IallReduceSum / IreduceScatterSum handles are 1..issued_
 };
 
 }  // namespace shardsim::runtime

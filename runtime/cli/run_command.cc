@@ -35,9 +35,9 @@ using cli::FlagSpec;
 // anyway, but say so (stderr and run.json), never silently.
 std::vector<std::string> NotHonoured(const Layout& l) {
   std::vector<std::string> out;
-  if (l.overlap_dp && l.dp > 1 && l.zero >= 1) {
-    out.push_back("overlap_dp=on with zero>=1: gradients are reduce-scattered (or, ZeRO-2/3, reduced per "
-                  "bucket) blocking, not overlapped; only ZeRO 0's all-reduce is overlapped");
+  if (l.overlap_dp && l.dp > 1 && l.zero >= 2) {
+    out.push_back("overlap_dp=on with zero>=2: each bucket's gradients are reduced per bucket, blocking, "
+                  "not overlapped; only ZeRO 0's all-reduce and ZeRO-1's reduce-scatters are overlapped");
   }
   if (l.overlap_tp && l.tp > 1) out.push_back("overlap_tp=on: TP all-reduces are blocking, not overlapped with GEMMs");
   if (l.overlap_pp && l.pp > 1) out.push_back("overlap_pp=on: pipeline sends are non-blocking, receives block");

@@ -278,6 +278,19 @@ StatusOr<int64_t> NcclCollectives::IallReduceSum(Group g, float* data, int64_t n
   return handle;
 }
 
+StatusOr<int64_t> NcclCollectives::IreduceScatterSum(Group g, const float* in, float* out,
+                                                    int64_t n) {
+  const Channel& ch = groups_nccl_[static_cast<int>(g)];
+  SHARDSIM_RETURN_IF_ERROR(After(ch));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(
+      ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat32, ncclSum, ch.comm, ch.stream));
+  cudaEvent_t done = nullptr;
+  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "reduce-scatter", n, DType::kFp32, /*wait=*/false, &done));
+  const int64_t handle = next_handle_++;
+  pending_.emplace(handle, Pending{done, ch.comm, g, "reduce-scatter", n, DType::kFp32});
+  return handle;
+}
+
 Status NcclCollectives::Wait(int64_t handle) {
   auto it = pending_.find(handle);
   CHECK(it != pending_.end()) << "Wait(" << handle << "): no pending request with this handle";

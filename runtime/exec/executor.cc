@@ -92,21 +92,20 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
   total_ = shard_.layout().total_size();
   const int64_t dp = layout_.dp;
   padded_ = (total_ + dp - 1) / dp * dp;
-  const int64_t per = padded_ / dp;
-  const int64_t r = backend_->comm().rank(Group::kDp);
-  shard_begin_ = layout_.zero >= 1 ? std::min(r * per, total_) : 0;
-  shard_end_ = layout_.zero >= 1 ? std::min((r + 1) * per, total_) : total_;
   const bool shard_grads = layout_.zero >= 2 && dp > 1;  // ZeRO-2's P_g
   const bool shard_params = layout_.zero >= 3 && dp > 1;  // ZeRO-3's P_p
-  zero_ = std::make_unique<ZeroBuckets<T>>(&ctx_, &shard_, layout_.zero, dp, shard_begin_, shard_end_);
-  const int64_t states = layout_.zero >= 1 ? zero_->StateSize() : total_;
+  zero_ = std::make_unique<ZeroBuckets<T>>(&ctx_, &shard_, layout_.zero, dp,
+                                           layout_.overlap_dp && layout_.zero == 1);
+  const int64_t states = zero_->StateSize();
+  // ZeRO-1 reduce-scatters each bucket's dp x chunk floats from its first, up to dp - 1 past
+  // the last bucket's end: dp floats of slack (zeroed with the gradients).
+  const int64_t grad_floats = shard_grads ? states : padded_ + (zero_->bucketed() ? dp : 0);
   SHARDSIM_ASSIGN_OR_RETURN(params_, mem.AllocateOf<T>(MemoryKind::kWeights,
                                                        shard_params ? states : padded_, "parameters"));
   if constexpr (kMixed) {  // the fp32 master copy, sharded as the moments (an optimizer state)
     SHARDSIM_ASSIGN_OR_RETURN(master_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "fp32 master weights"));
   }
-  SHARDSIM_ASSIGN_OR_RETURN(grads_, mem.AllocateFloats(MemoryKind::kGradients,
-                                                       shard_grads ? states : padded_, "gradients"));
+  SHARDSIM_ASSIGN_OR_RETURN(grads_, mem.AllocateFloats(MemoryKind::kGradients, grad_floats, "gradients"));
   SHARDSIM_ASSIGN_OR_RETURN(moment1_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW first moment"));
   SHARDSIM_ASSIGN_OR_RETURN(moment2_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW second moment"));
   for (DeviceBuffer* b : {&params_, &master_, &grads_, &moment1_, &moment2_}) mem.Zero(b->data(), b->bytes());
@@ -334,7 +333,7 @@ Status TypedExecutor<T>::HeadForward(ChunkState& s, const ChunkInfo& info, doubl
 }
 
 template <typename T>
-Status TypedExecutor<T>::HeadBackward(ChunkState& s, T* dres) {
+Status TypedExecutor<T>::HeadBackward(ChunkState& s, T* dres, bool last_mb) {
   const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;
   const int64_t v = shard_.local_model().vocab;
   const int64_t last = static_cast<int64_t>(s.residual.size()) - 1;
@@ -365,7 +364,7 @@ Status TypedExecutor<T>::HeadBackward(ChunkState& s, T* dres) {
                  s.final_rstd.f(), dres, Grad("final_norm.gain"), Grad("final_norm.bias"), nl, c);
   zero_->Release(zero_->head());
   zero_->Release(head_bucket);
-  SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->head()));
+  SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->head(), last_mb));
   s.final_out.Reset();
   s.final_mean.Reset();
   s.final_rstd.Reset();
@@ -389,7 +388,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
   SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer dres, ctx_.Zeros<T>(kWork, nl * c, "residual gradient"));
   if (info.has_head) {
     ctx_.SetPass(Phase::kBackward, mb, chunk);
-    SHARDSIM_RETURN_IF_ERROR(HeadBackward(s, dres.template as<T>()));
+    SHARDSIM_RETURN_IF_ERROR(HeadBackward(s, dres.template as<T>(), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kHead));
   } else {
     const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
@@ -418,7 +417,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, zero_->LayerGrads(layer),
                                            s.residual[i].template as<T>(), s.saved[i], dres.template as<T>()));
     zero_->Release(zero_->layer(layer));
-    SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer)));
+    SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
     s.residual[i + 1].Reset();
   }
@@ -429,7 +428,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     ctx_.kt<T>().EmbeddingBackward(dfull, s.tokens.i32(), Grad("embed.tokens"), shard_.vocab_begin(),
                                shard_.local_model().vocab, Grad("embed.positions"), dims_.n, 0,
                                model_.seq_len, c);
-    SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->embedding()));
+    SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->embedding(), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kEmbedding));
     ctx_.EndPass();
     live_.erase(it);
@@ -449,6 +448,8 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
 template <typename T>
 Status TypedExecutor<T>::ReduceGradients() {
   if (zero_->shards_grads()) return Status::Ok();  // ZeRO-2/3: reduced bucket by bucket
+  // ZeRO-1: each bucket's TP and DP sums, the latter issued already under overlap_dp.
+  if (zero_->bucketed()) return zero_->FinishReductions();
   Collectives& comm = backend_->comm();
   // overlap_dp: the DP sums were issued during the backward pass; they finish first (the SP
   // sums below touch the same buffer).
@@ -461,21 +462,9 @@ Status TypedExecutor<T>::ReduceGradients() {
     SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kTpComm, static_cast<double>(tensors[i].size()) * sizeof(float),
                                        [&] { return comm.AllReduceSum(Group::kTp, g, tensors[i].size()); }));
   }
-  if (layout_.dp == 1) return Status::Ok();
-  if (layout_.zero == 0) {
-    if (overlap_->active()) return Status::Ok();
-    return ctx_.Comm(Phase::kDpComm, static_cast<double>(total_) * sizeof(float),
-                     [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), total_); });
-  }
-  // ZeRO >= 1: this rank's range of the summed gradients, written back in place.
-  const int64_t per = padded_ / layout_.dp;
-  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer shard, ctx_.Alloc(kWork, per, "gradient shard"));
-  SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(padded_) * sizeof(float), [&] {
-    return comm.ReduceScatterSum(Group::kDp, grads_.f(), shard.f(), per);
-  }));
-  backend_->memory().Copy(grads_.f() + shard_begin_, shard.f(),
-                          (shard_end_ - shard_begin_) * static_cast<int64_t>(sizeof(float)));
-  return Status::Ok();
+  if (layout_.dp == 1 || overlap_->active()) return Status::Ok();
+  return ctx_.Comm(Phase::kDpComm, static_cast<double>(total_) * sizeof(float),
+                   [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), total_); });
 }
 
 template <typename T>
@@ -540,17 +529,7 @@ template <typename T>
 Status TypedExecutor<T>::GatherWorkingWeights() {
   // ZeRO-3 keeps only its updated range; the next pass gathers what it needs.
   if (layout_.zero == 0 || layout_.dp == 1 || zero_->shards_params()) return Status::Ok();
-  if (zero_->shards_grads()) return zero_->AllGatherParams();
-  // Every rank's updated range back to all: all-gather into a whole buffer, then copy.
-  const int64_t per = padded_ / layout_.dp;
-  const int64_t bytes = padded_ * static_cast<int64_t>(sizeof(T));
-  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer all, ctx_.Alloc<T>(kWork, padded_, "parameter all-gather"));
-  SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(bytes), [&] {
-    return backend_->comm().AllGather(Group::kDp, params_.template as<T>() + backend_->comm().rank(Group::kDp) * per,
-                                      all.template as<T>(), per);
-  }));
-  backend_->memory().Copy(params_.data(), all.data(), bytes);
-  return Status::Ok();
+  return zero_->AllGatherParams();  // ZeRO-1/2: bucket by bucket
 }
 
 template <typename T>

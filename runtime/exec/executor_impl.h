@@ -51,7 +51,7 @@ class TypedExecutor final : public Executor {
   Status Forward(const MarkovStream& data, int64_t step, int32_t mb, int32_t chunk);
   Status Backward(int32_t mb, int32_t chunk);
   Status HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_sum);
-  Status HeadBackward(ChunkState& s, T* dres);
+  Status HeadBackward(ChunkState& s, T* dres, bool last_mb);
   Status OptimizerStep();
   // ZeRO 1/2 after the optimizer (and once at setup under mixed precision): every DP rank's
   // updated range of the working weights all-gathered into every rank's whole copy.
@@ -79,7 +79,6 @@ class TypedExecutor final : public Executor {
 
   int64_t total_ = 0;   // this rank's parameter count
   int64_t padded_ = 0;  // rounded up to a multiple of dp (ZeRO shards)
-  int64_t shard_begin_ = 0, shard_end_ = 0;  // this rank's optimizer range
   // Persistent model states: whole (padded_ elements) or this rank's share (zero_buckets.h):
   // moments (and the mixed-precision master) under ZeRO >= 1, gradients >= 2, parameters 3.
   DeviceBuffer params_;                      // T: the working weights

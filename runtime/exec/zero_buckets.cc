@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "runtime/exec/timeline.h"
 #include "src/util/check.h"
@@ -24,16 +25,16 @@ constexpr int64_t kFloat = static_cast<int64_t>(sizeof(float));
 
 template <typename T>
 ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp,
-                         int64_t shard_begin, int64_t shard_end)
+                            bool overlap)
     : ctx_(ctx),
       shard_(shard),
+      bucketed_(zero >= 1 && dp > 1),
       shards_grads_(zero >= 2 && dp > 1),
       shards_params_(zero >= 3 && dp > 1),
+      overlap_(overlap),
       dp_(dp),
-      shard_begin_(shard_begin),
-      shard_end_(shard_end),
-      state_size_(shard_end - shard_begin) {
-  if (!shards_grads_) return;
+      state_size_(shard->layout().total_size()) {
+  if (!bucketed_) return;
   const std::vector<ParamTensor>& tensors = shard->layout().tensors();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const int64_t id = BucketId(tensors[i].name);
@@ -69,7 +70,7 @@ ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, 
 
 template <typename T>
 std::vector<std::pair<int64_t, int64_t>> ZeroBuckets<T>::OwnedRanges() const {
-  if (!shards_grads_) return {{shard_begin_, shard_end_}};
+  if (!bucketed_) return {{0, shard_->layout().total_size()}};
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const Bucket& k : buckets_) {
     if (k.own_begin < k.own_end) ranges.emplace_back(k.own_begin, k.own_end);
@@ -79,7 +80,7 @@ std::vector<std::pair<int64_t, int64_t>> ZeroBuckets<T>::OwnedRanges() const {
 
 template <typename T>
 int64_t ZeroBuckets<T>::StateIndex(int64_t offset) const {
-  if (!shards_grads_) return offset - shard_begin_;
+  if (!bucketed_) return offset;
   const int b = BucketOf(offset);
   CHECK(b >= 0 && offset >= buckets_[b].own_begin && offset < buckets_[b].own_end)
       << "element " << offset << " is not this rank's";
@@ -179,25 +180,19 @@ Status ZeroBuckets<T>::OpenGrads(int b) {
 }
 
 template <typename T>
-Status ZeroBuckets<T>::ReduceGrads(int b) {
+Status ZeroBuckets<T>::ReduceGrads(int b, bool last_microbatch) {
+  if (bucketed_ && !shards_grads_) {  // ZeRO-1
+    return overlap_ && last_microbatch && b >= 0 ? IssueReduction(b, /*blocking=*/false) : Status::Ok();
+  }
   if (!shards_grads_) return Status::Ok();
   CHECK(b >= 0) << "no such bucket";
   Bucket& k = buckets_[b];
   CHECK(!k.grads.empty()) << "bucket " << b << " reduced while not open";
-  Collectives& comm = ctx_->comm();
-  // SP: replicated tensors saw only this rank's rows; sum them over the TP group first.
-  const std::vector<ParamTensor>& tensors = shard_->layout().tensors();
-  for (const size_t i : k.tensors) {
-    if (!shard_->PartialOverTp(i)) continue;
-    float* g = k.grads.f() + (tensors[i].offset - k.begin);
-    SHARDSIM_RETURN_IF_ERROR(
-        ctx_->Comm(Phase::kTpComm, static_cast<double>(tensors[i].size() * kFloat),
-                   [&] { return comm.AllReduceSum(Group::kTp, g, tensors[i].size()); }));
-  }
+  SHARDSIM_RETURN_IF_ERROR(SumPartialOverTp(k, k.grads.f()));
   // This rank's chunk of the sum over DP, added into its gradient shard.
   SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer mine, ctx_->Alloc(MemoryKind::kOther, k.chunk, "reduced chunk"));
   SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kFloat), [&] {
-    return comm.ReduceScatterSum(Group::kDp, k.grads.f(), mine.f(), k.chunk);
+    return ctx_->comm().ReduceScatterSum(Group::kDp, k.grads.f(), mine.f(), k.chunk);
   }));
   k.grads.Reset();
   if (k.own_begin < k.own_end) ctx_->k().f32().Add(grads_ + k.base, mine.f(), k.own_end - k.own_begin);
@@ -205,9 +200,71 @@ Status ZeroBuckets<T>::ReduceGrads(int b) {
 }
 
 template <typename T>
+Status ZeroBuckets<T>::SumPartialOverTp(const Bucket& k, float* bucket_grads) {
+  // SP: replicated tensors saw only this rank's rows; sum them over the TP group first.
+  const std::vector<ParamTensor>& tensors = shard_->layout().tensors();
+  for (const size_t i : k.tensors) {
+    if (!shard_->PartialOverTp(i)) continue;
+    float* g = bucket_grads + (tensors[i].offset - k.begin);
+    SHARDSIM_RETURN_IF_ERROR(
+        ctx_->Comm(Phase::kTpComm, static_cast<double>(tensors[i].size() * kFloat),
+                   [&] { return ctx_->comm().AllReduceSum(Group::kTp, g, tensors[i].size()); }));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status ZeroBuckets<T>::IssueReduction(int b, bool blocking) {
+  Bucket& k = buckets_[b];
+  if (k.pending >= 0 || !k.reduced.empty()) return Status::Ok();  // issued already
+  SHARDSIM_RETURN_IF_ERROR(SumPartialOverTp(k, grads_ + k.begin));
+  SHARDSIM_ASSIGN_OR_RETURN(k.reduced, ctx_->Alloc(MemoryKind::kOther, k.chunk, "reduced chunk"));
+  // The bucket's dp x chunk floats from its first: past its end lie up to dp - 1 of the next
+  // bucket's floats (or the buffer's slack), only read, whose sums land in the padding of the
+  // last rank's chunk and are never used.
+  const float* in = grads_ + k.begin;
+  const double bytes = static_cast<double>(dp_ * k.chunk * kFloat);
+  if (blocking) {
+    return ctx_->Comm(Phase::kDpComm, bytes, [&] {
+      return ctx_->comm().ReduceScatterSum(Group::kDp, in, k.reduced.f(), k.chunk);
+    });
+  }
+  // Issuing is timed as communication (it is, on a host backend, where MPI copies eagerly).
+  return ctx_->Comm(Phase::kDpComm, bytes, [&]() -> Status {
+    SHARDSIM_ASSIGN_OR_RETURN(k.pending, ctx_->comm().IreduceScatterSum(Group::kDp, in, k.reduced.f(), k.chunk));
+    return Status::Ok();
+  });
+}
+
+template <typename T>
+Status ZeroBuckets<T>::FinishReductions() {
+  if (!bucketed_ || shards_grads_) return Status::Ok();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    SHARDSIM_RETURN_IF_ERROR(IssueReduction(static_cast<int>(b), /*blocking=*/true));
+  }
+  // The issued ones complete (the exposed part of the overlap), then every chunk goes over this
+  // rank's ranges: only after all have completed, since their inputs overlap those ranges.
+  SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, 0, [&]() -> Status {
+    for (Bucket& k : buckets_) {
+      if (k.pending < 0) continue;
+      const int64_t handle = std::exchange(k.pending, -1);
+      SHARDSIM_RETURN_IF_ERROR(ctx_->comm().Wait(handle));
+    }
+    return Status::Ok();
+  }));
+  for (Bucket& k : buckets_) {
+    if (k.own_begin < k.own_end) {
+      ctx_->mem().Copy(grads_ + k.own_begin, k.reduced.f(), (k.own_end - k.own_begin) * kFloat);
+    }
+    k.reduced.Reset();
+  }
+  return Status::Ok();
+}
+
+template <typename T>
 Status ZeroBuckets<T>::AllGatherParams() {
   constexpr int64_t kElem = static_cast<int64_t>(sizeof(T));
-  CHECK(shards_grads_ && !shards_params_) << "the whole-buffer all-gather is ZeRO-2's";
+  CHECK(bucketed_ && !shards_params_) << "the whole-buffer all-gather is ZeRO-1/2's";
   for (const Bucket& k : buckets_) {
     DeviceBuffer chunk, all;
     SHARDSIM_ASSIGN_OR_RETURN(chunk, ctx_->template Zeros<T>(MemoryKind::kOther, k.chunk, "parameter chunk"));

@@ -11,12 +11,17 @@
 //     state and frees the bucket. After the step, AllGatherParams all-gathers each bucket.
 //   ZeRO-3 (P_os+g+p): the persistent parameters are also only the chunks; Gather all-gathers
 //     a bucket's parameters into a transient buffer for a pass, and Release frees it.
+//   ZeRO-1 (P_os): the gradients stay whole; at the step each bucket is reduce-scattered over
+//     DP (FinishReductions), so this rank holds the sum of its chunks, as Megatron-LM's
+//     distributed optimizer does bucket by bucket. With overlap_dp the last micro-batch's
+//     backward issues each bucket's reduce-scatter, non-blocking, as soon as the bucket is
+//     done (ReduceGrads), and the step only waits for them.
 // Memory kinds, matched by src/cost/memory.cc StageMemory: gradient buckets are counted as
 // kGradients (they are gradients, only short-lived), gathered parameters as kOther (the
 // simulator's "ZeRO-3 gathered parameters", next to the other transient buffers).
 // T is the storage type of the working parameters (float, or Bf16 under mixed precision, where
 // the fp32 master copy is the executor's, sharded as the optimizer states); gradients are fp32.
-// Under ZeRO 0/1 (or dp = 1) nothing is bucketed: the accessors point into the whole buffers
+// Under ZeRO 0 (or dp = 1) nothing is bucketed: the accessors point into the whole buffers
 // and the bucket operations do nothing, so the executor calls them unconditionally.
 #pragma once
 
@@ -39,24 +44,26 @@ class ZeroBuckets {
   // `params` (T) and `grads` (fp32): the executor's persistent buffers, each either the whole
   // padded flat buffer or, where this stage shards it, the StateSize() elements of this rank's
   // chunks. All pointers must outlive this object.
-  ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp, int64_t shard_begin,
-              int64_t shard_end);
+  // `overlap`: the layout's overlap_dp (ZeRO-1's reductions issued during the backward pass).
+  ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp, bool overlap);
   // The persistent buffers, once allocated (StateSize() floats where sharded).
   void Bind(T* params, float* grads) {
     params_ = params;
     grads_ = grads;
   }
 
-  // ZeRO-2/3 shard each bucket evenly over DP (FSDP's and DeepSpeed's per-unit partition): a
-  // bucket of n floats is padded to dp x ceil(n / dp), rank r owns the r-th ceil(n / dp), so
-  // its reduction is a reduce-scatter and its gather an all-gather. ZeRO-1 keeps one flat
-  // range [shard_begin, shard_end). These are the ranges this rank's optimizer updates.
+  // ZeRO 1-3 shard each bucket evenly over DP (FSDP's and DeepSpeed's per-unit partition,
+  // Megatron's distributed optimizer per bucket): a bucket of n floats is padded to
+  // dp x ceil(n / dp), rank r owns the r-th ceil(n / dp), so its reduction is a reduce-scatter
+  // and its gather an all-gather. These are the ranges this rank's optimizer updates (the
+  // whole buffer without ZeRO).
   std::vector<std::pair<int64_t, int64_t>> OwnedRanges() const;
-  // Elements of the sharded state (ZeRO-2/3: the sum of the buckets' chunks).
+  // Elements of the sharded state (ZeRO >= 1: the sum of the buckets' chunks).
   int64_t StateSize() const { return state_size_; }
   // Where element `offset` (in an owned range) lives in the sharded state buffers.
   int64_t StateIndex(int64_t offset) const;
 
+  bool bucketed() const { return bucketed_; }            // ZeRO >= 1 with dp > 1
   bool shards_grads() const { return shards_grads_; }    // ZeRO >= 2 with dp > 1
   bool shards_params() const { return shards_params_; }  // ZeRO 3 with dp > 1
 
@@ -72,7 +79,7 @@ class ZeroBuckets {
   float* Grad(int64_t offset) const;
   BlockWeights<T> LayerParams(int64_t global_layer) const;
   BlockWeights<float> LayerGrads(int64_t global_layer) const;
-  // Element `offset` (in [shard_begin, shard_end)) of the persistent, possibly sharded, buffers.
+  // Element `offset` (in an owned range) of the persistent, possibly sharded, buffers.
   T* ParamState(int64_t offset) const;
   float* GradState(int64_t offset) const;
 
@@ -83,11 +90,16 @@ class ZeroBuckets {
 
   // ZeRO-2/3: bucket b's transient gradients, zeroed (kept if already open).
   Status OpenGrads(int b);
-  // Sums bucket b's gradients over TP (tensors SP leaves partial) and DP, adds this rank's part
-  // into the gradient shard, and frees the bucket.
-  Status ReduceGrads(int b);
+  // Bucket b's backward is done (for this micro-batch). ZeRO-2/3: sums its gradients over TP
+  // (tensors SP leaves partial) and DP, adds this rank's part into the gradient shard, and
+  // frees the bucket. ZeRO-1 with overlap, on the last micro-batch: the TP sum, then the DP
+  // reduce-scatter issued non-blocking. Otherwise nothing.
+  Status ReduceGrads(int b, bool last_microbatch);
+  // ZeRO-1, before the optimizer: every bucket's reduce-scatter (those not issued yet, now),
+  // waited for, and this rank's summed chunks written over its ranges of the gradients.
+  Status FinishReductions();
 
-  // ZeRO-2, after the optimizer: every DP rank's updated share of each bucket all-gathered
+  // ZeRO-1/2, after the optimizer: every DP rank's updated share of each bucket all-gathered
   // into the whole parameter buffer, a bucket at a time (scratch: one bucket).
   Status AllGatherParams();
 
@@ -101,14 +113,20 @@ class ZeroBuckets {
     int64_t chunk = 0;            // ceil(size / dp): each rank's share
     int64_t own_begin = 0, own_end = 0;  // this rank's share (may be empty at the end)
     int64_t base = 0;             // its first float in the sharded state
+    DeviceBuffer reduced;         // ZeRO-1: this rank's chunk of the DP sum, kOther
+    int64_t pending = -1;         // ZeRO-1: the reduce-scatter's handle while in flight
     int64_t size() const { return end - begin; }
   };
+  // ZeRO-1: bucket b's TP sum and DP reduce-scatter, non-blocking or not.
+  Status IssueReduction(int b, bool blocking);
+  // SP: the tensors of bucket k that SP leaves partial (at `bucket_grads`, the bucket's first
+  // gradient) summed over the TP group.
+  Status SumPartialOverTp(const Bucket& k, float* bucket_grads);
 
   ExecContext* ctx_;
   const RankShard* shard_;
-  bool shards_grads_ = false, shards_params_ = false;
+  bool bucketed_ = false, shards_grads_ = false, shards_params_ = false, overlap_ = false;
   int64_t dp_ = 1;
-  int64_t shard_begin_ = 0, shard_end_ = 0;
   int64_t state_size_ = 0;
   T* params_ = nullptr;
   float* grads_ = nullptr;

@@ -189,6 +189,13 @@ StatusOr<MPI_Request> Communicator::IallReduceSum(float* data, size_t n) const {
   return r;
 }
 
+StatusOr<MPI_Request> Communicator::IreduceScatterSum(const float* in, float* out, size_t n) const {
+  MPI_Request r;
+  const int rc = MPI_Ireduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "reduce-scatter");
+  return r;
+}
+
 Status Communicator::TestRequest(MPI_Request* request, int* done, const char* op) const {
   MPI_Status st;
   const int rc = MPI_Test(request, done, &st);

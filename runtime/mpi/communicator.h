@@ -65,6 +65,8 @@ class Communicator {
   // A non-blocking in-place fp32 sum over the group (MPI_Iallreduce); complete it with
   // WaitRequest or TestRequest, leaving `data` untouched until then.
   StatusOr<MPI_Request> IallReduceSum(float* data, size_t n) const;
+  // MPI_Ireduce_scatter_block of fp32: size() blocks of n in `in`, this rank's sum into `out`.
+  StatusOr<MPI_Request> IreduceScatterSum(const float* in, float* out, size_t n) const;
   // Waits for `request` until the timeout; the error names the rank, this group and `op`.
   Status WaitRequest(MPI_Request* request, const char* op) const { return Wait(request, op); }
   // MPI_Test: *done set when the request completed (and was freed by MPI).

@@ -81,6 +81,15 @@ StatusOr<int64_t> MpiCollectives::IallReduceSum(Group g, float* data, int64_t n)
   return handle;
 }
 
+StatusOr<int64_t> MpiCollectives::IreduceScatterSum(Group g, const float* in, float* out, int64_t n) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "reduce-scatter"));
+  SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request,
+                            comm(g).IreduceScatterSum(in, out, static_cast<size_t>(n)));
+  const int64_t handle = next_handle_++;
+  pending_.emplace(handle, PendingSend{request, g, "reduce-scatter"});
+  return handle;
+}
+
 Status MpiCollectives::Wait(int64_t handle) {
   auto it = pending_.find(handle);
   CHECK(it != pending_.end()) << "Wait(" << handle << "): no pending request with this handle";

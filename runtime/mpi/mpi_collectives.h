@@ -40,6 +40,8 @@ class MpiCollectives : public Collectives {
                          int tag) override;
   Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;
   StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;  // MPI_Iallreduce
+  StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out,
+                                      int64_t n) override;  // MPI_Ireduce_scatter_block
   Status Wait(int64_t handle) override;
   StatusOr<bool> Test(int64_t handle) override;
   Status Barrier(Group g) override;
