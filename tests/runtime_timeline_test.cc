@@ -249,6 +249,7 @@ class FakeWorld : public Collectives {
   }
   StatusOr<int64_t> IallReduceSum(Group, float*, int64_t) override { return Unused(); }
   StatusOr<int64_t> IreduceScatterSum(Group, const float*, float*, int64_t) override { return Unused(); }
+  StatusOr<int64_t> IallGatherOf(Group, const void*, void*, int64_t, DType) override { return Unused(); }
   Status Wait(int64_t) override { return Unused(); }
   StatusOr<bool> Test(int64_t) override { return Unused(); }
   Status Receive(Group, void*, int64_t, DType, int, int) override { return Unused(); }

@@ -311,7 +311,15 @@ class Collectives {
   // `in`, this rank's summed block into `out`), for ZeRO-1's overlap_dp; both buffers stay
   // alive and `in` unchanged until the handle completes.
   virtual StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) = 0;
-  // Completes a handle of Send, IallReduceSum or IreduceScatterSum: Wait blocks (bounded by the timeout); Test
+  // Non-blocking all-gather (as AllGatherOf), for SP's backward re-gather under overlap_tp;
+  // both buffers stay alive and `in` unchanged until the handle completes.
+  virtual StatusOr<int64_t> IallGatherOf(Group g, const void* in, void* out, int64_t n,
+                                         DType type) = 0;
+  template <typename T>
+  StatusOr<int64_t> IallGather(Group g, const T* in, T* out, int64_t n) {
+    return IallGatherOf(g, in, out, n, DTypeOf<T>());
+  }
+  // Completes a handle of Send, IallReduceSum, IreduceScatterSum or IallGatherOf: Wait blocks (bounded by the timeout); Test
   // returns whether it is done without waiting. A completed handle is released.
   virtual Status Wait(int64_t handle) = 0;
   virtual StatusOr<bool> Test(int64_t handle) = 0;

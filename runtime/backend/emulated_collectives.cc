@@ -97,6 +97,12 @@ StatusOr<int64_t> EmulatedCollectives::IallReduceSum(Group g, float* data, int64
   return ++issued_;
 }
 
+StatusOr<int64_t> EmulatedCollectives::IallGatherOf(Group g, const void* in, void* out, int64_t n,
+                                                    DType type) {
+  SHARDSIM_RETURN_IF_ERROR(AllGatherOf(g, in, out, n, type));
+  return ++issued_;
+}
+
 StatusOr<int64_t> EmulatedCollectives::IreduceScatterSum(Group g, const float* in, float* out,
                                                          int64_t n) {
   SHARDSIM_RETURN_IF_ERROR(ReduceScatter(g, in, out, n, DType::kFp32));

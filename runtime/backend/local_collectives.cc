@@ -56,6 +56,12 @@ StatusOr<int64_t> LocalCollectives::Send(Group g, const void*, int64_t, DType, i
 
 StatusOr<int64_t> LocalCollectives::IallReduceSum(Group, float*, int64_t) { return ++issued_; }
 
+StatusOr<int64_t> LocalCollectives::IallGatherOf(Group g, const void* in, void* out, int64_t n,
+                                                  DType type) {
+  SHARDSIM_RETURN_IF_ERROR(AllGatherOf(g, in, out, n, type));
+  return ++issued_;
+}
+
 StatusOr<int64_t> LocalCollectives::IreduceScatterSum(Group g, const float* in, float* out, int64_t n) {
   SHARDSIM_RETURN_IF_ERROR(ReduceScatter(g, in, out, n, DType::kFp32));
   return ++issued_;

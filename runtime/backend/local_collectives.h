@@ -38,6 +38,7 @@ class LocalCollectives : public Collectives {
   StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
   // A copy, done when issued (as ReduceScatter over one rank).
   StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
+  StatusOr<int64_t> IallGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status Wait(int64_t handle) override;
   StatusOr<bool> Test(int64_t handle) override;
   Status Barrier(Group g) override;  // ok

@@ -39,7 +39,11 @@ std::vector<std::string> NotHonoured(const Layout& l) {
     out.push_back("overlap_dp=on with zero>=2: each bucket's gradients are reduced per bucket, blocking, "
                   "not overlapped; only ZeRO 0's all-reduce and ZeRO-1's reduce-scatters are overlapped");
   }
-  if (l.overlap_tp && l.tp > 1) out.push_back("overlap_tp=on: TP all-reduces are blocking, not overlapped with GEMMs");
+  if (l.overlap_tp && l.tp > 1) {
+    out.push_back(l.sp ? "overlap_tp=on: only SP's backward re-gathers of the norm outputs are overlapped (with "
+                         "the input-gradient GEMMs); the TP reduce-scatters and forward all-gathers are blocking"
+                       : "overlap_tp=on: TP all-reduces are blocking, not overlapped with GEMMs");
+  }
   if (l.overlap_pp && l.pp > 1) out.push_back("overlap_pp=on: pipeline sends are non-blocking, receives block");
   return out;
 }

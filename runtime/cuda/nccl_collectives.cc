@@ -291,6 +291,20 @@ StatusOr<int64_t> NcclCollectives::IreduceScatterSum(Group g, const float* in, f
   return handle;
 }
 
+StatusOr<int64_t> NcclCollectives::IallGatherOf(Group g, const void* in, void* out, int64_t n,
+                                                DType type) {
+  const ncclDataType_t nccl_type = NcclType(type);
+  const Channel& ch = groups_nccl_[static_cast<int>(g)];
+  SHARDSIM_RETURN_IF_ERROR(After(ch));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(
+      ncclAllGather(in, out, static_cast<size_t>(n), nccl_type, ch.comm, ch.stream));
+  cudaEvent_t done = nullptr;
+  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "all-gather", n, type, /*wait=*/false, &done));
+  const int64_t handle = next_handle_++;
+  pending_.emplace(handle, Pending{done, ch.comm, g, "all-gather", n, type});
+  return handle;
+}
+
 Status NcclCollectives::Wait(int64_t handle) {
   auto it = pending_.find(handle);
   CHECK(it != pending_.end()) << "Wait(" << handle << "): no pending request with this handle";

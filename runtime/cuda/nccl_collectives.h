@@ -61,6 +61,7 @@ class NcclCollectives : public Collectives {
   // On the group's communication stream, not waited for: the overlap the layout asks for.
   StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
   StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
+  StatusOr<int64_t> IallGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status Wait(int64_t handle) override;
   StatusOr<bool> Test(int64_t handle) override;
   Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;

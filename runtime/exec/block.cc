@@ -2,6 +2,8 @@
 // backward pass needs are allocated there and freed when the layer is done.
 #include "runtime/exec/block.h"
 
+#include <utility>
+
 namespace shardsim::runtime {
 namespace {
 
@@ -112,7 +114,14 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   };
   // Row-parallel biases are added after g, to this rank's rows: their gradient is the column
   // sum of d(out) over those rows (summed over the TP group later under SP).
-  DeviceBuffer gathered, dfull, dnorm_full, dnorm;
+  DeviceBuffer gathered, dfull, dnorm_full, dnorm, norm_in;
+  // overlap_tp (with SP): the norm output's re-gather for the weight gradients is started first
+  // and waited for just before them, so it runs under the input-gradient GEMMs.
+  int64_t pending = -1;
+  const T* norm2 = nullptr;
+  if (ctx.overlap_tp()) {
+    SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.StartGather(s.norm2.as<T>(), norm_in, d.n_local, c, &pending));
+  }
   // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
   SHARDSIM_ASSIGN_OR_RETURN(const T* dout, ctx.Gather(dresid, gathered, d.n_local, c));
   DeviceBuffer dact, dhidden, dup;
@@ -122,9 +131,11 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   gathered.Reset();
   s.act.Reset();
   SHARDSIM_RETURN_IF_ERROR(zeros(dhidden, d.n * f, "mlp hidden gradient"));
-  DeviceBuffer norm_in;
-  SHARDSIM_ASSIGN_OR_RETURN(const T* norm2, ctx.Gather(s.norm2.as<T>(), norm_in, d.n_local, c));
+  if (norm2 == nullptr) {
+    SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.Gather(s.norm2.as<T>(), norm_in, d.n_local, c));
+  }
   SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "mlp norm gradient"));
+  SHARDSIM_RETURN_IF_ERROR(ctx.FinishGather(std::exchange(pending, -1)));
   if (m.activation == Activation::kSwiglu) {
     SHARDSIM_RETURN_IF_ERROR(zeros(dup, d.n * f, "mlp up gradient"));
     k.SwigluBackward(dact.as<T>(), s.hidden.as<T>(), s.up.as<T>(), dhidden.as<T>(), dup.as<T>(), d.n * f);
@@ -157,6 +168,10 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
 
   // dresid is now d(mid). Attention branch.
   SHARDSIM_ASSIGN_OR_RETURN(dout, ctx.Gather(dresid, gathered, d.n_local, c));
+  const T* norm1 = nullptr;
+  if (ctx.overlap_tp()) {  // under the output projection's and the attention's backward
+    SHARDSIM_ASSIGN_OR_RETURN(norm1, ctx.StartGather(s.norm1.as<T>(), norm_in, d.n_local, c, &pending));
+  }
   DeviceBuffer dattn, dq, dk, dv;
   SHARDSIM_RETURN_IF_ERROR(zeros(dattn, d.n * qd, "attention output gradient"));
   k.LinearBackward(dout, s.attn.as<T>(), w.wo, dattn.as<T>(), dw.wo, nullptr, d.n, qd, c);
@@ -189,8 +204,11 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     k.RopeBackward(dq.as<T>(), d.b, d.t, m.heads, m.head_dim);
     k.RopeBackward(dk.as<T>(), d.b, d.t, m.kv_heads, m.head_dim);
   }
-  SHARDSIM_ASSIGN_OR_RETURN(const T* norm1, ctx.Gather(s.norm1.as<T>(), norm_in, d.n_local, c));
+  if (norm1 == nullptr) {
+    SHARDSIM_ASSIGN_OR_RETURN(norm1, ctx.Gather(s.norm1.as<T>(), norm_in, d.n_local, c));
+  }
   SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "attention norm gradient"));
+  SHARDSIM_RETURN_IF_ERROR(ctx.FinishGather(std::exchange(pending, -1)));
   k.LinearBackward(dq.as<T>(), norm1, w.wq, dnorm_full.as<T>(), dw.wq, dw.bq, d.n, c, qd);
   k.LinearBackward(dk.as<T>(), norm1, w.wk, dnorm_full.as<T>(), dw.wk, dw.bk, d.n, c, kvd);
   k.LinearBackward(dv.as<T>(), norm1, w.wv, dnorm_full.as<T>(), dw.wv, dw.bv, d.n, c, kvd);

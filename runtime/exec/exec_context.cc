@@ -15,6 +15,26 @@ StatusOr<const T*> ExecContext::Gather(const T* x, DeviceBuffer& tmp, int64_t n_
 }
 
 template <typename T>
+StatusOr<const T*> ExecContext::StartGather(const T* x, DeviceBuffer& tmp, int64_t n_local,
+                                            int64_t c, int64_t* handle) {
+  *handle = -1;
+  if (!sp_ || tp_ == 1) return x;
+  SHARDSIM_ASSIGN_OR_RETURN(tmp, Alloc<T>(MemoryKind::kOther, tp_ * n_local * c, "sp all-gather"));
+  const double bytes = static_cast<double>(tp_ * n_local * c) * sizeof(T);
+  // Issuing is timed as communication (it is, on a host backend, where MPI copies eagerly).
+  SHARDSIM_RETURN_IF_ERROR(Comm(Phase::kTpComm, bytes, [&]() -> Status {
+    SHARDSIM_ASSIGN_OR_RETURN(*handle, comm().IallGather(Group::kTp, x, tmp.as<T>(), n_local * c));
+    return Status::Ok();
+  }));
+  return static_cast<const T*>(tmp.as<T>());
+}
+
+Status ExecContext::FinishGather(int64_t handle) {
+  if (handle < 0) return Status::Ok();
+  return Comm(Phase::kTpComm, 0, [&] { return comm().Wait(handle); });
+}
+
+template <typename T>
 StatusOr<T*> ExecContext::PartialTarget(T* out, DeviceBuffer& tmp, int64_t n_local, int64_t c) {
   if (!sp_ || tp_ == 1) return out;
   SHARDSIM_ASSIGN_OR_RETURN(tmp, Alloc<T>(MemoryKind::kOther, tp_ * n_local * c, "sp partial sum"));
@@ -34,6 +54,8 @@ Status ExecContext::Reduce(T* partial, T* out, int64_t n_local, int64_t c) {
 
 #define SHARDSIM_INSTANTIATE_TP_OPS(T)                                                   \
   template StatusOr<const T*> ExecContext::Gather(const T*, DeviceBuffer&, int64_t, int64_t); \
+  template StatusOr<const T*> ExecContext::StartGather(const T*, DeviceBuffer&, int64_t, int64_t, \
+                                                       int64_t*);                                 \
   template StatusOr<T*> ExecContext::PartialTarget(T*, DeviceBuffer&, int64_t, int64_t);      \
   template Status ExecContext::Reduce(T*, T*, int64_t, int64_t);
 SHARDSIM_INSTANTIATE_TP_OPS(float)

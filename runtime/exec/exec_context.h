@@ -17,8 +17,8 @@ namespace shardsim::runtime {
 
 class ExecContext {
  public:
-  ExecContext(Backend* backend, int64_t tp, bool sp, Timeline* timeline)
-      : backend_(backend), tp_(tp), sp_(sp), timeline_(timeline) {}
+  ExecContext(Backend* backend, int64_t tp, bool sp, Timeline* timeline, bool overlap_tp = false)
+      : backend_(backend), tp_(tp), sp_(sp), overlap_tp_(overlap_tp), timeline_(timeline) {}
 
   Backend& backend() { return *backend_; }
   Kernels& k() { return backend_->kernels(); }
@@ -26,6 +26,8 @@ class ExecContext {
   Collectives& comm() { return backend_->comm(); }
   int64_t tp() const { return tp_; }
   bool sp() const { return sp_; }
+  // The layout's overlap_tp, where it applies: SP's backward re-gathers (StartGather).
+  bool overlap_tp() const { return overlap_tp_ && sp_ && tp_ > 1; }
 
   // The storage type T's kernels (float, or Bf16 under mixed precision).
   template <typename T>
@@ -52,6 +54,14 @@ class ExecContext {
   // `tmp` with SP (the input of a column-parallel layer, and the backward of Reduce).
   template <typename T>
   StatusOr<const T*> Gather(const T* x, DeviceBuffer& tmp, int64_t n_local, int64_t c);
+  // Gather's all-gather started without waiting: the rows are in the returned buffer once
+  // FinishGather(*handle) returns (Megatron-LM starts SP's backward re-gather of a layer's input
+  // before the input-gradient GEMM and waits for it before the weight-gradient GEMM). Without
+  // SP, `x` itself and *handle = -1.
+  template <typename T>
+  StatusOr<const T*> StartGather(const T* x, DeviceBuffer& tmp, int64_t n_local, int64_t c,
+                                 int64_t* handle);
+  Status FinishGather(int64_t handle);
   // Where a row-parallel product (n, c) goes before Reduce: `out` itself, or `tmp` with SP.
   template <typename T>
   StatusOr<T*> PartialTarget(T* out, DeviceBuffer& tmp, int64_t n_local, int64_t c);
@@ -87,6 +97,7 @@ class ExecContext {
   Backend* backend_;
   int64_t tp_;
   bool sp_;
+  bool overlap_tp_;
   Timeline* timeline_;
   bool in_pass_ = false;
   Phase compute_ = Phase::kForward;

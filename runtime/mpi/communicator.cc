@@ -196,6 +196,15 @@ StatusOr<MPI_Request> Communicator::IreduceScatterSum(const float* in, float* ou
   return r;
 }
 
+StatusOr<MPI_Request> Communicator::IallGather(const void* in, void* out, size_t n, DType type) const {
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
+  MPI_Request r;
+  const int rc = MPI_Iallgather(in, static_cast<int>(n), t.datatype, out, static_cast<int>(n),
+                                t.datatype, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "all-gather");
+  return r;
+}
+
 Status Communicator::TestRequest(MPI_Request* request, int* done, const char* op) const {
   MPI_Status st;
   const int rc = MPI_Test(request, done, &st);

@@ -67,6 +67,8 @@ class Communicator {
   StatusOr<MPI_Request> IallReduceSum(float* data, size_t n) const;
   // MPI_Ireduce_scatter_block of fp32: size() blocks of n in `in`, this rank's sum into `out`.
   StatusOr<MPI_Request> IreduceScatterSum(const float* in, float* out, size_t n) const;
+  // MPI_Iallgather of n elements of `type` from every rank.
+  StatusOr<MPI_Request> IallGather(const void* in, void* out, size_t n, DType type) const;
   // Waits for `request` until the timeout; the error names the rank, this group and `op`.
   Status WaitRequest(MPI_Request* request, const char* op) const { return Wait(request, op); }
   // MPI_Test: *done set when the request completed (and was freed by MPI).

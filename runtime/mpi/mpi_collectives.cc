@@ -90,6 +90,16 @@ StatusOr<int64_t> MpiCollectives::IreduceScatterSum(Group g, const float* in, fl
   return handle;
 }
 
+StatusOr<int64_t> MpiCollectives::IallGatherOf(Group g, const void* in, void* out, int64_t n,
+                                               DType type) {
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-gather"));
+  SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request,
+                            comm(g).IallGather(in, out, static_cast<size_t>(n), type));
+  const int64_t handle = next_handle_++;
+  pending_.emplace(handle, PendingSend{request, g, "all-gather"});
+  return handle;
+}
+
 Status MpiCollectives::Wait(int64_t handle) {
   auto it = pending_.find(handle);
   CHECK(it != pending_.end()) << "Wait(" << handle << "): no pending request with this handle";
