@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -266,43 +267,37 @@ StatusOr<int64_t> NcclCollectives::Send(Group g, const void* data, int64_t n, DT
   return handle;
 }
 
-StatusOr<int64_t> NcclCollectives::IallReduceSum(Group g, float* data, int64_t n) {
+StatusOr<int64_t> NcclCollectives::Issue(Group g, const char* op, int64_t n, DType type,
+                                         const std::function<ncclResult_t(const Channel&)>& call) {
   const Channel& ch = groups_nccl_[static_cast<int>(g)];
   SHARDSIM_RETURN_IF_ERROR(After(ch));
-  SHARDSIM_NCCL_RETURN_IF_ERROR(
-      ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclSum, ch.comm, ch.stream));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(call(ch));
   cudaEvent_t done = nullptr;
-  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "all-reduce", n, DType::kFp32, /*wait=*/false, &done));
+  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, op, n, type, /*wait=*/false, &done));
   const int64_t handle = next_handle_++;
-  pending_.emplace(handle, Pending{done, ch.comm, g, "all-reduce", n, DType::kFp32});
+  pending_.emplace(handle, Pending{done, ch.comm, g, op, n, type});
   return handle;
+}
+
+StatusOr<int64_t> NcclCollectives::IallReduceSum(Group g, float* data, int64_t n) {
+  return Issue(g, "all-reduce", n, DType::kFp32, [&](const Channel& ch) {
+    return ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclSum, ch.comm, ch.stream);
+  });
 }
 
 StatusOr<int64_t> NcclCollectives::IreduceScatterSum(Group g, const float* in, float* out,
                                                     int64_t n) {
-  const Channel& ch = groups_nccl_[static_cast<int>(g)];
-  SHARDSIM_RETURN_IF_ERROR(After(ch));
-  SHARDSIM_NCCL_RETURN_IF_ERROR(
-      ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat32, ncclSum, ch.comm, ch.stream));
-  cudaEvent_t done = nullptr;
-  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "reduce-scatter", n, DType::kFp32, /*wait=*/false, &done));
-  const int64_t handle = next_handle_++;
-  pending_.emplace(handle, Pending{done, ch.comm, g, "reduce-scatter", n, DType::kFp32});
-  return handle;
+  return Issue(g, "reduce-scatter", n, DType::kFp32, [&](const Channel& ch) {
+    return ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat32, ncclSum, ch.comm, ch.stream);
+  });
 }
 
 StatusOr<int64_t> NcclCollectives::IallGatherOf(Group g, const void* in, void* out, int64_t n,
                                                 DType type) {
   const ncclDataType_t nccl_type = NcclType(type);
-  const Channel& ch = groups_nccl_[static_cast<int>(g)];
-  SHARDSIM_RETURN_IF_ERROR(After(ch));
-  SHARDSIM_NCCL_RETURN_IF_ERROR(
-      ncclAllGather(in, out, static_cast<size_t>(n), nccl_type, ch.comm, ch.stream));
-  cudaEvent_t done = nullptr;
-  SHARDSIM_RETURN_IF_ERROR(Finish(ch, g, "all-gather", n, type, /*wait=*/false, &done));
-  const int64_t handle = next_handle_++;
-  pending_.emplace(handle, Pending{done, ch.comm, g, "all-gather", n, type});
-  return handle;
+  return Issue(g, "all-gather", n, type, [&](const Channel& ch) {
+    return ncclAllGather(in, out, static_cast<size_t>(n), nccl_type, ch.comm, ch.stream);
+  });
 }
 
 Status NcclCollectives::Wait(int64_t handle) {

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -93,6 +94,10 @@ class NcclCollectives : public Collectives {
   // Records completion on `channel`, makes the compute stream wait for it, and (when `wait`)
   // polls it until done, an NCCL error, or the timeout. `done` receives the event if non-null
   // (then the caller owns it and `wait` is false).
+  // A non-blocking collective on group g's channel: `call` enqueues it there (after the compute
+  // stream's work so far); the handle completes with it.
+  StatusOr<int64_t> Issue(Group g, const char* op, int64_t n, DType type,
+                          const std::function<ncclResult_t(const Channel&)>& call);
   Status Finish(const Channel& channel, Group g, const char* op, int64_t n, DType type, bool wait,
                 cudaEvent_t* done = nullptr);
   Status WaitEvent(cudaEvent_t event, ncclComm_t comm, Group g, const char* op, int64_t n,
