@@ -260,9 +260,9 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
     times.push_back(t);
     say(what + Fmt(": %.3g s", t));
   };
-  const int64_t kMaxFloats = ScratchElements(o);
-  SHARDSIM_RETURN_IF_ERROR(o.dtype == DType::kBf16 ? MeasureKernels<Bf16>(backend, o, kMaxFloats, measure)
-                                                   : MeasureKernels<float>(backend, o, kMaxFloats, measure));
+  const int64_t max_elems = ScratchElements(o);
+  SHARDSIM_RETURN_IF_ERROR(o.dtype == DType::kBf16 ? MeasureKernels<Bf16>(backend, o, max_elems, measure)
+                                                   : MeasureKernels<float>(backend, o, max_elems, measure));
   // Without transcendental samples that column is all zero: fit the other three.
   const bool specials = std::any_of(r.samples.begin(), r.samples.end(),
                                     [](const CalibrationSample& s) { return s.transcendentals > 0; });
@@ -302,9 +302,9 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
     std::vector<std::vector<double>> crows;
     std::vector<double> ctimes;
     DeviceBuffer out;
-    SHARDSIM_ASSIGN_OR_RETURN(out, backend.memory().AllocateUncounted(kMaxFloats * static_cast<int64_t>(sizeof(float)), "calibration all-reduce"));
+    SHARDSIM_ASSIGN_OR_RETURN(out, backend.memory().AllocateUncounted(max_elems * static_cast<int64_t>(sizeof(float)), "calibration all-reduce"));
     backend.memory().Zero(out.data(), out.bytes());
-    for (int64_t n = 1; n <= kMaxFloats; n *= 8) {
+    for (int64_t n = 1; n <= max_elems; n *= 8) {
       auto op = [&, n = n] { (void)comm.AllReduceSum(Group::kWorld, out.f(), n); };
       auto agree = [&](double* t) { return comm.AllReduceMaxHost(Group::kWorld, t, 1); };
       SHARDSIM_ASSIGN_OR_RETURN(const int calls, CallsFor(backend, op, o.min_sample_s, agree));

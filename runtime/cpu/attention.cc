@@ -11,8 +11,8 @@
 namespace shardsim::runtime {
 
 template <typename S>
-void AttentionForward(const S* q, const S* k, const S* v, S* probs, S* out,
-                      const AttentionShape& s) {
+void CausalAttentionForward(const S* q, const S* k, const S* v, S* probs, S* lse, S* out,
+                            const AttentionShape& s) {
   CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0) << s.heads << " / " << s.kv_heads;
   const int64_t t = s.seq;
   const int64_t d = s.head_dim;
@@ -22,21 +22,31 @@ void AttentionForward(const S* q, const S* k, const S* v, S* probs, S* out,
   ConstMatrixMap<S> K(k, s.batch * t, s.kv_heads * d);
   ConstMatrixMap<S> V(v, s.batch * t, s.kv_heads * d);
   MatrixMap<S> O(out, s.batch * t, s.heads * d);
+  Matrix<S> workspace(probs == nullptr ? t : 0, probs == nullptr ? t : 0);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t g = h / group;
-      MatrixMap<S> P(probs + (b * s.heads + h) * t * t, t, t);  // (T, T)
+      MatrixMap<S> P(probs == nullptr ? workspace.data() : probs + (b * s.heads + h) * t * t, t, t);
+      S* l = lse == nullptr ? nullptr : lse + (b * s.heads + h) * t;
       P.noalias() = scale * Q.block(b * t, h * d, t, d) * K.block(b * t, g * d, t, d).transpose();
       for (int64_t i = 0; i < t; ++i) {
         auto row = P.row(i).head(i + 1);  // causal: keys 0..i
         const S max = row.maxCoeff();
         row = (row.array() - max).exp().matrix();
-        row /= row.sum();
+        const S sum = row.sum();
+        row /= sum;
+        if (l != nullptr) l[i] = max + std::log(sum);
         P.row(i).tail(t - i - 1).setZero();
       }
       O.block(b * t, h * d, t, d).noalias() = P * V.block(b * t, g * d, t, d);
     }
   }
+}
+
+template <typename S>
+void AttentionForward(const S* q, const S* k, const S* v, S* probs, S* out,
+                      const AttentionShape& s) {
+  CausalAttentionForward<S>(q, k, v, probs, nullptr, out, s);
 }
 
 template <typename S>
@@ -72,6 +82,10 @@ void AttentionBackward(const S* dout, const S* q, const S* k, const S* v, const 
   }
 }
 
+template void CausalAttentionForward<float>(const float*, const float*, const float*, float*,
+                                            float*, float*, const AttentionShape&);
+template void CausalAttentionForward<double>(const double*, const double*, const double*, double*,
+                                             double*, double*, const AttentionShape&);
 template void AttentionForward<float>(const float*, const float*, const float*, float*, float*,
                                       const AttentionShape&);
 template void AttentionForward<double>(const double*, const double*, const double*, double*,

@@ -22,6 +22,13 @@ template <typename S>
 void AttentionForward(const S* q, const S* k, const S* v, S* probs, S* out,
                       const AttentionShape& shape);
 
+// The same forward, keeping what the caller asks for: probs (B, H, T, T) when non-null (else
+// one head's (T, T) workspace), and each row's log-sum-exp of the scaled, masked scores,
+// lse (B, H, T), when non-null (attention=flash, flash_attention.h).
+template <typename S>
+void CausalAttentionForward(const S* q, const S* k, const S* v, S* probs, S* lse, S* out,
+                            const AttentionShape& shape);
+
 // dout (B, T, H, d). Adds, for each (b, h):
 //   dP = dO_h V_g^T,  dS = P * (dP - rowsum(P * dP))   (softmax Jacobian, elementwise *),
 //   dq_h += dS K_g / sqrt(d),  dk_g += dS^T Q_h / sqrt(d),  dv_g += P^T dO_h.

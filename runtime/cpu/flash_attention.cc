@@ -1,11 +1,10 @@
-// See flash_attention.h. Per (sequence, head): the scaled scores as attention.cc forms them,
-// the row statistics, and the products; the backward pass rebuilds P from the statistics.
+// See flash_attention.h. The forward pass is attention.cc's, keeping the row statistics instead
+// of P; the backward pass rebuilds P from them, per (sequence, head).
 #include "runtime/cpu/flash_attention.h"
 
 #include <cmath>
 
 #include "runtime/cpu/eigen_types.h"
-#include "src/util/check.h"
 
 namespace shardsim::runtime {
 namespace {
@@ -27,31 +26,7 @@ void Probabilities(const Eigen::Ref<const Matrix<S>>& qh, const Eigen::Ref<const
 template <typename S>
 void FlashAttentionForward(const S* q, const S* k, const S* v, S* lse, S* out,
                            const AttentionShape& s) {
-  CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0) << s.heads << " / " << s.kv_heads;
-  const int64_t t = s.seq, d = s.head_dim, group = s.heads / s.kv_heads;
-  const S scale = S(1) / std::sqrt(static_cast<S>(d));
-  ConstMatrixMap<S> Q(q, s.batch * t, s.heads * d);
-  ConstMatrixMap<S> K(k, s.batch * t, s.kv_heads * d);
-  ConstMatrixMap<S> V(v, s.batch * t, s.kv_heads * d);
-  MatrixMap<S> O(out, s.batch * t, s.heads * d);
-  Matrix<S> p(t, t);  // one head's scores, then probabilities: the workspace
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.heads; ++h) {
-      const int64_t g = h / group;
-      S* l = lse + (b * s.heads + h) * t;
-      p.noalias() = scale * Q.block(b * t, h * d, t, d) * K.block(b * t, g * d, t, d).transpose();
-      for (int64_t i = 0; i < t; ++i) {  // causal: keys 0..i
-        auto row = p.row(i).head(i + 1);
-        const S max = row.maxCoeff();
-        row = (row.array() - max).exp().matrix();
-        const S sum = row.sum();
-        row /= sum;
-        l[i] = max + std::log(sum);
-        p.row(i).tail(t - i - 1).setZero();
-      }
-      O.block(b * t, h * d, t, d).noalias() = p * V.block(b * t, g * d, t, d);
-    }
-  }
+  CausalAttentionForward<S>(q, k, v, nullptr, lse, out, s);  // one head's P as workspace
 }
 
 template <typename S>
