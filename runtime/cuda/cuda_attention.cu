@@ -30,7 +30,6 @@ using cuda_device::Store;
 using cuda_device::ToDev;
 using cuda_gemm::In;
 using cuda_gemm::Out;
-using cuda_gemm::RowMajorGemm;
 
 // attention=flash in bf16 runs the fused tensor-core kernels (flash_fused.h) where they take
 // the shape, unless SHARDSIM_FUSED_ATTENTION=0 selects the cuBLAS recomputation below (the same
@@ -195,16 +194,16 @@ GroupGeometry GeometryOf(const AttentionDims& s) {
 
 // S_h (T, T) = scale Q_h K_g^T into fp32 scores (group, T, T), batched over j (stride T*T).
 template <typename T>
-void GroupScores(cublasHandle_t h, const GroupGeometry& x, const T* q0, const T* kg,
+void GroupScores(cuda_gemm::Gemm& g, const GroupGeometry& x, const T* q0, const T* kg,
                  float* scores) {
-  RowMajorGemm(h, x.t, x.t, x.d, x.scale, In(q0, x.ldq, false, x.d), In(kg, x.ldk, true, 0), 0.0f,
+  g.Run(x.t, x.t, x.d, x.scale, In(q0, x.ldq, false, x.d), In(kg, x.ldk, true, 0), 0.0f,
                Out(scores, x.t, x.t * x.t), x.group);
 }
 
 // O_h (T, d) = P_h V_g from P (group, T, T), batched over j.
 template <typename T>
-void GroupOutput(cublasHandle_t h, const GroupGeometry& x, const T* p0, const T* vg, T* out0) {
-  RowMajorGemm(h, x.t, x.d, x.t, 1.0f, In<T>(p0, x.t, false, x.t * x.t), In(vg, x.ldk, false, 0),
+void GroupOutput(cuda_gemm::Gemm& g, const GroupGeometry& x, const T* p0, const T* vg, T* out0) {
+  g.Run(x.t, x.d, x.t, 1.0f, In<T>(p0, x.t, false, x.t * x.t), In(vg, x.ldk, false, 0),
                0.0f, Out(out0, x.ldq, x.d), x.group);
 }
 
@@ -232,12 +231,12 @@ void AddOverGroup(cudaStream_t stream, const GroupGeometry& x, T* dxg, float* ac
 // dP_h = dO_h V_g^T into fp32 dp (group, T, T), batched over j; then dV_g += P_h^T dO_h, one
 // GEMM per j (AddOverGroup).
 template <typename T>
-void GroupGradProbsAndV(cublasHandle_t h, cudaStream_t stream, const GroupGeometry& x,
+void GroupGradProbsAndV(cuda_gemm::Gemm& g, cudaStream_t stream, const GroupGeometry& x,
                         const T* do0, const T* vg, const T* p0, float* dp, T* dvg, float* acc) {
-  RowMajorGemm(h, x.t, x.t, x.d, 1.0f, In(do0, x.ldq, false, x.d), In(vg, x.ldk, true, 0), 0.0f,
+  g.Run(x.t, x.t, x.d, 1.0f, In(do0, x.ldq, false, x.d), In(vg, x.ldk, true, 0), 0.0f,
                Out(dp, x.t, x.t * x.t), x.group);
   AddOverGroup(stream, x, dvg, acc, [&](int64_t j, const cuda_gemm::Output& c) {
-    RowMajorGemm(h, x.t, x.d, x.t, 1.0f, In(p0 + j * x.t * x.t, x.t, true),
+    g.Run(x.t, x.d, x.t, 1.0f, In(p0 + j * x.t * x.t, x.t, true),
                  In(do0 + j * x.d, x.ldq, false), 1.0f, c);
   });
 }
@@ -245,27 +244,27 @@ void GroupGradProbsAndV(cublasHandle_t h, cudaStream_t stream, const GroupGeomet
 // dQ_h += scale dS_h K_g (batched over j), then dK_g += scale dS_h^T Q_h (one GEMM per j,
 // AddOverGroup).
 template <typename T>
-void GroupAddGradQK(cublasHandle_t h, cudaStream_t stream, const GroupGeometry& x, const T* ds,
+void GroupAddGradQK(cuda_gemm::Gemm& g, cudaStream_t stream, const GroupGeometry& x, const T* ds,
                     const T* kg, const T* q0, T* dq0, T* dkg, float* acc) {
-  RowMajorGemm(h, x.t, x.d, x.t, x.scale, In<T>(ds, x.t, false, x.t * x.t), In(kg, x.ldk, false, 0),
+  g.Run(x.t, x.d, x.t, x.scale, In<T>(ds, x.t, false, x.t * x.t), In(kg, x.ldk, false, 0),
                1.0f, Out(dq0, x.ldq, x.d), x.group);
   AddOverGroup(stream, x, dkg, acc, [&](int64_t j, const cuda_gemm::Output& c) {
-    RowMajorGemm(h, x.t, x.d, x.t, x.scale, In<T>(ds + j * x.t * x.t, x.t, true),
+    g.Run(x.t, x.d, x.t, x.scale, In<T>(ds + j * x.t * x.t, x.t, true),
                  In(q0 + j * x.d, x.ldq, false), 1.0f, c);
   });
 }
 
 }  // namespace
 
-// out (n, m) = in (n, k) w^T: RowMajorGemm(M=n, N=m, K=k, A=in (ld k), B=w transposed (ld k)),
-// i.e. cublasSgemm(T, N, m, n, k, w, k, in, k, out, m). fp32: then += bias (as before). bf16:
+// out (n, m) = in (n, k) w^T: the row-major GEMM M=n, N=m, K=k, A=in (ld k), B=w transposed
+// (ld k), i.e. column-major gemm(T, N, m, n, k, w, k, in, k, out, m) (cuda_gemm.h). fp32: then += bias (as before). bf16:
 // out = bias rows first and the GEMM accumulates into them (beta 1): one rounding.
 template <typename T>
 void CudaTypedKernels<T>::LinearForward(const T* in, const T* w, const T* bias, T* out, int64_t n,
                                         int64_t k, int64_t m) {
   if (n * m == 0) return;
   if constexpr (std::is_same_v<T, float>) {
-    RowMajorGemm(ws_.cublas(), n, m, k, 1.0f, In(in, k, false), In(w, k, true), 0.0f, Out(out, m));
+    ws_.gemm().Run(n, m, k, 1.0f, In(in, k, false), In(w, k, true), 0.0f, Out(out, m));
     if (bias != nullptr) AddRowBias(out, bias, n, m);
   } else {
     float beta = 0.0f;
@@ -275,11 +274,12 @@ void CudaTypedKernels<T>::LinearForward(const T* in, const T* w, const T* bias, 
       SHARDSIM_CUDA_CHECK_LAUNCH();
       beta = 1.0f;
     }
-    RowMajorGemm(ws_.cublas(), n, m, k, 1.0f, In(in, k, false), In(w, k, true), beta, Out(out, m));
+    ws_.gemm().Run(n, m, k, 1.0f, In(in, k, false), In(w, k, true), beta, Out(out, m));
   }
 }
 
-// din (n, k) += dout (n, m) w (m, k); dw (m, k) += dout^T (m, n) in (n, k); db += colsum(dout).
+// din (n, k) += dout (n, m) w (m, k); dw (m, k) += dout^T (m, n) in (n, k); db += colsum(dout);
+// each skipped when null.
 // dw and db are fp32 whatever T is: on bf16 the dw GEMM takes bf16 operands and accumulates
 // into the fp32 C (beta 1).
 template <typename T>
@@ -287,10 +287,13 @@ void CudaTypedKernels<T>::LinearBackward(const T* dout, const T* in, const T* w,
                                          float* db, int64_t n, int64_t k, int64_t m) {
   if (n == 0) return;
   if (din != nullptr) {
-    RowMajorGemm(ws_.cublas(), n, k, m, 1.0f, In(dout, m, false), In(w, k, false), 1.0f,
+    ws_.gemm().Run(n, k, m, 1.0f, In(dout, m, false), In(w, k, false), 1.0f,
                  Out(din, k));
   }
-  RowMajorGemm(ws_.cublas(), m, k, n, 1.0f, In(dout, m, true), In(in, k, false), 1.0f, Out(dw, k));
+  if (dw != nullptr) {
+    ws_.gemm().Run(m, k, n, 1.0f, In(dout, m, true), In(in, k, false), 1.0f,
+                 Out(dw, k));
+  }
   if (db != nullptr) AddColumnSums(dout, db, n, m);
 }
 
@@ -319,11 +322,11 @@ void CudaTypedKernels<T>::AttentionForward(const T* q, const T* k, const T* v, T
       } else {
         scores = scratch;
       }
-      GroupScores(ws_.cublas(), x, q + x.QAt(b, g), k + x.KAt(b, g), scores);
+      GroupScores(ws_.gemm(), x, q + x.QAt(b, g), k + x.KAt(b, g), scores);
       CausalSoftmaxKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
           scores, ToDev(p0), nullptr, x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      GroupOutput(ws_.cublas(), x, p0, v + x.KAt(b, g), out + x.QAt(b, g));
+      GroupOutput(ws_.gemm(), x, p0, v + x.KAt(b, g), out + x.QAt(b, g));
     }
   }
 }
@@ -360,11 +363,11 @@ void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* 
     for (int64_t g = 0; g < s.kv_heads; ++g) {
       const T* p0 = probs + x.RowsAt(b, g, s.heads, x.t);
       const int64_t qa = x.QAt(b, g), ka = x.KAt(b, g);
-      GroupGradProbsAndV(ws_.cublas(), ws_.stream(), x, dout + qa, v + ka, p0, dp, dv + ka, acc);
+      GroupGradProbsAndV(ws_.gemm(), ws_.stream(), x, dout + qa, v + ka, p0, dp, dv + ka, acc);
       SoftmaxBackwardKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
           ToDev(p0), dp, ToDev(ds), x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      GroupAddGradQK(ws_.cublas(), ws_.stream(), x, ds, k + ka, q + qa, dq + qa, dk + ka, acc);
+      GroupAddGradQK(ws_.gemm(), ws_.stream(), x, ds, k + ka, q + qa, dq + qa, dk + ka, acc);
     }
   }
 }
@@ -397,11 +400,11 @@ void CudaTypedKernels<T>::FlashAttentionForward(const T* q, const T* k, const T*
   const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
-      GroupScores(ws_.cublas(), x, q + x.QAt(b, g), k + x.KAt(b, g), scratch.f32);
+      GroupScores(ws_.gemm(), x, q + x.QAt(b, g), k + x.KAt(b, g), scratch.f32);
       CausalSoftmaxKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
           scratch.f32, ToDev(scratch.typed), lse + x.RowsAt(b, g, s.heads, 1), x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      GroupOutput(ws_.cublas(), x, scratch.typed, v + x.KAt(b, g), out + x.QAt(b, g));
+      GroupOutput(ws_.gemm(), x, scratch.typed, v + x.KAt(b, g), out + x.QAt(b, g));
     }
   }
 }
@@ -434,16 +437,16 @@ void CudaTypedKernels<T>::FlashAttentionBackward(const T* dout, const T* q, cons
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
       const int64_t qa = x.QAt(b, g), ka = x.KAt(b, g);
-      GroupScores(ws_.cublas(), x, q + qa, k + ka, sdp);
+      GroupScores(ws_.gemm(), x, q + qa, k + ka, sdp);
       CausalProbsFromLseKernel<<<BlocksFor(x.group * x.t * x.t), kThreads, 0, ws_.stream()>>>(
           sdp, lse + x.RowsAt(b, g, s.heads, 1), ToDev(pds), x.group * x.t, x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      GroupGradProbsAndV(ws_.cublas(), ws_.stream(), x, dout + qa, v + ka, pds, sdp, dv + ka,
+      GroupGradProbsAndV(ws_.gemm(), ws_.stream(), x, dout + qa, v + ka, pds, sdp, dv + ka,
                          scratch.acc);
       FlashSoftmaxBackwardKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
           ToDev(pds), sdp, ToDev(dout + qa), ToDev(out + qa), x.ldq, x.d, ToDev(pds), x.t);
       SHARDSIM_CUDA_CHECK_LAUNCH();
-      GroupAddGradQK(ws_.cublas(), ws_.stream(), x, pds, k + ka, q + qa, dq + qa, dk + ka,
+      GroupAddGradQK(ws_.gemm(), ws_.stream(), x, pds, k + ka, q + qa, dq + qa, dk + ka,
                      scratch.acc);
     }
   }

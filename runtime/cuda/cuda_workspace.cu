@@ -37,7 +37,7 @@ __global__ void FinalSumKernel(double* partials, int count) {
 }  // namespace
 
 CudaWorkspace::CudaWorkspace(cudaStream_t stream, cublasHandle_t cublas)
-    : stream_(stream), cublas_(cublas) {
+    : stream_(stream), gemm_(stream, cublas) {
   SHARDSIM_CUDA_CHECK(cudaMallocHost(&host_result_, sizeof(double)));
 }
 

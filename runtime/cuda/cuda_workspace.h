@@ -1,5 +1,6 @@
-// CudaWorkspace: what CudaKernels' fp32 and bf16 halves share: the compute stream, the cuBLAS
-// handle, device scratch that grows on demand, and the deterministic sum-to-host reduction.
+// CudaWorkspace: what CudaKernels' fp32 and bf16 halves share: the compute stream, the GEMM
+// entry point (cuBLASLt / cuBLAS, cuda_gemm.h), device scratch that grows on demand, and the
+// deterministic sum-to-host reduction.
 // One object, so the two storage types' kernels use one set of scratch buffers.
 #pragma once
 
@@ -7,6 +8,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "runtime/cuda/cuda_gemm.h"
 
 namespace shardsim::runtime {
 
@@ -33,7 +36,7 @@ class CudaWorkspace {
   ~CudaWorkspace();
 
   cudaStream_t stream() const { return stream_; }
-  cublasHandle_t cublas() const { return cublas_; }
+  cuda_gemm::Gemm& gemm() { return gemm_; }
 
   // At least `bytes` of device scratch in `slot`, valid until the next Grow of that slot;
   // stream-ordered (cudaMallocAsync / cudaFreeAsync), so work already enqueued on the old block
@@ -52,7 +55,7 @@ class CudaWorkspace {
   static constexpr int kSlots = 6;
 
   cudaStream_t stream_;
-  cublasHandle_t cublas_;
+  cuda_gemm::Gemm gemm_;
   Scratch scratch_[kSlots];
   double* host_result_ = nullptr;  // pinned, one double
 };
