@@ -121,6 +121,19 @@ class CudaGemmTest : public CudaKernelsTest {
     }
   }
 
+  // Every case on cuBLASLt, then on cuBLAS. The aligned cases must have run through cuBLASLt
+  // itself (no fallback); the cuBLAS path never touches it.
+  template <typename TA, typename TC>
+  void BothPaths(float tol, const std::string& what) {
+    Gemm lt(backend_->stream(), Cublas(), Gemm::Path::kLt);
+    const int aligned = RunCases<TA, TC>(lt, tol, "lt " + what);
+    EXPECT_GE(lt.lt_calls(), aligned);
+    Gemm plain(backend_->stream(), Cublas(), Gemm::Path::kCublas);
+    RunCases<TA, TC>(plain, tol, "cublas " + what);
+    EXPECT_EQ(plain.lt_calls(), 0);
+    EXPECT_EQ(plain.cublas_calls(), static_cast<int64_t>(Cases().size()));
+  }
+
   cublasHandle_t Cublas() {
     if (cublas_ == nullptr) {
       CHECK(cublasCreate(&cublas_) == CUBLAS_STATUS_SUCCESS);
@@ -145,30 +158,13 @@ class CudaGemmTest : public CudaKernelsTest {
 //     accumulation: 1e-4;
 //   bf16 C: one rounding to bf16, relative 2^-8 = 3.9e-3: the bf16 bound 1e-2.
 TEST_F(CudaGemmTest, Fp32MatchesTheHostProductOnBothPaths) {
-  Gemm lt(backend_->stream(), Cublas(), Gemm::Path::kLt);
-  const int aligned = RunCases<float, float>(lt, 1e-4f, "lt fp32");
-  // The aligned cases must have run through cuBLASLt itself (no fallback).
-  EXPECT_GE(lt.lt_calls(), aligned);
-  Gemm plain(backend_->stream(), Cublas(), Gemm::Path::kCublas);
-  RunCases<float, float>(plain, 1e-4f, "cublas fp32");
-  EXPECT_EQ(plain.lt_calls(), 0);
-  EXPECT_EQ(plain.cublas_calls(), static_cast<int64_t>(Cases().size()));
+  BothPaths<float, float>(1e-4f, "fp32");
 }
-
 TEST_F(CudaGemmTest, Bf16MatchesTheHostProductOnBothPaths) {
-  Gemm lt(backend_->stream(), Cublas(), Gemm::Path::kLt);
-  const int aligned = RunCases<Bf16, Bf16>(lt, 1e-2f, "lt bf16");
-  EXPECT_GE(lt.lt_calls(), aligned);
-  Gemm plain(backend_->stream(), Cublas(), Gemm::Path::kCublas);
-  RunCases<Bf16, Bf16>(plain, 1e-2f, "cublas bf16");
+  BothPaths<Bf16, Bf16>(1e-2f, "bf16");
 }
-
 TEST_F(CudaGemmTest, Bf16OperandsIntoFp32OnBothPaths) {
-  Gemm lt(backend_->stream(), Cublas(), Gemm::Path::kLt);
-  const int aligned = RunCases<Bf16, float>(lt, 1e-4f, "lt bf16->fp32");
-  EXPECT_GE(lt.lt_calls(), aligned);
-  Gemm plain(backend_->stream(), Cublas(), Gemm::Path::kCublas);
-  RunCases<Bf16, float>(plain, 1e-4f, "cublas bf16->fp32");
+  BothPaths<Bf16, float>(1e-4f, "bf16->fp32");
 }
 
 // The same key twice gives bitwise the same C (one cached algorithm, no atomics).
