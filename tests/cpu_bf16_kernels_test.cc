@@ -158,6 +158,15 @@ TEST_F(CpuBf16KernelsTest, LinearRoundsEachOutputOnce) {
   f_.LinearBackward(Widen(dy).data(), Widen(x).data(), Widen(w).data(), nullptr, dw_ref.data(),
                     nullptr, n, kin, m);
   EXPECT_EQ(Mismatches(dw, dw_ref), 0);
+  // Without dw and db (nullptr, overlap_tp's split backward): only din, rounded once again;
+  // `in` is never read (null here) and dw is untouched.
+  const Floats dw_before = dw;
+  din_ref = Widen(din);  // from the rounded values, as the kernel widens them
+  h_.LinearBackward(dy.data(), nullptr, w.data(), din.data(), nullptr, nullptr, n, kin, m);
+  f_.LinearBackward(Widen(dy).data(), nullptr, Widen(w).data(), din_ref.data(), nullptr,
+                    nullptr, n, kin, m);
+  EXPECT_EQ(NotRoundedOnce(din, din_ref), 0);
+  EXPECT_EQ(Mismatches(dw, dw_before), 0);
 }
 
 TEST_F(CpuBf16KernelsTest, EmbeddingRoundsOutputsAndPassesGradientsThrough) {

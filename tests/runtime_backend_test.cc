@@ -341,6 +341,16 @@ TEST(RuntimeBackendKernels, LinearMatchesTheOperator) {
   // din and db may be null: only dw is accumulated, again, so dw = 2 * dw_ref exactly.
   k.LinearBackward(dy.data(), x.data(), w.data(), nullptr, dw.data(), nullptr, n, kin, m);
   EXPECT_EQ(dw[7], 2.0f * dw_ref[7]);
+  // dw and db null (overlap_tp's split backward): only din is accumulated, again, so
+  // dx = 2 dx_ref exactly (doubling is exact); dw is untouched, and `in` is never read (null
+  // here). Then db alone (din and dw null): db = 2 db_ref.
+  const std::vector<float> dw_before = dw;
+  k.LinearBackward(dy.data(), nullptr, w.data(), dx.data(), nullptr, nullptr, n, kin, m);
+  for (int64_t i = 0; i < n * kin; ++i) EXPECT_EQ(dx[i], 2.0f * dx_ref[i]) << i;
+  EXPECT_EQ(Mismatches(dw, dw_before), 0);
+  k.LinearBackward(dy.data(), nullptr, w.data(), nullptr, nullptr, db.data(), n, kin, m);
+  for (int64_t i = 0; i < m; ++i) EXPECT_EQ(db[i], 2.0f * db_ref[i]) << i;
+  EXPECT_EQ(Mismatches(dw, dw_before), 0);
 }
 
 TEST(RuntimeBackendKernels, RopeMatchesTheOperatorWhateverTheCachedLength) {

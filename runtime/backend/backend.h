@@ -164,7 +164,9 @@ class TypedKernels {
                             const float* mean, const float* rstd, T* dx, float* dgain,
                             float* dbias, int64_t n, int64_t c) = 0;
   // out (n, m) = in (n, k) w^T + bias; w is (m, k). Backward: din += dout w (din may be null),
-  // dw += dout^T in, db += column sums of dout (db may be null).
+  // dw += dout^T in, db += column sums of dout (db may be null). dw may be null too (`in` is
+  // then unused and may be null): overlap_tp's split backward computes din alone first and the
+  // weight gradients (din null) while din's TP reduction is in flight.
   virtual void LinearForward(const T* in, const T* w, const T* bias, T* out, int64_t n,
                              int64_t k, int64_t m) = 0;
   virtual void LinearBackward(const T* dout, const T* in, const T* w, T* din, float* dw,
@@ -304,12 +306,13 @@ class Collectives {
   virtual Status AllGatherHost(Group g, const double* in, double* out, int64_t n) = 0;
 
   // Non-blocking all-reduce (sum) of fp32 gradients in place, for overlapping it with
-  // computation (the layout's overlap_dp); `data` must stay alive and untouched until the
-  // handle completes.
+  // computation (the layout's overlap_dp; overlap_tp's input-gradient all-reduce); `data` must
+  // stay alive and untouched until the handle completes.
   virtual StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) = 0;
   // Non-blocking reduce-scatter of fp32 gradients (as ReduceScatter: size(g) blocks of n in
-  // `in`, this rank's summed block into `out`), for ZeRO-1's overlap_dp; both buffers stay
-  // alive and `in` unchanged until the handle completes.
+  // `in`, this rank's summed block into `out`), for ZeRO-1's overlap_dp and overlap_tp's SP
+  // input-gradient reduce-scatter; both buffers stay alive and `in` unchanged until the handle
+  // completes.
   virtual StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) = 0;
   // Non-blocking all-gather (as AllGatherOf), for SP's backward re-gather under overlap_tp;
   // both buffers stay alive and `in` unchanged until the handle completes.

@@ -40,9 +40,18 @@ std::vector<std::string> NotHonoured(const Layout& l) {
                   "not overlapped; only ZeRO 0's all-reduce and ZeRO-1's reduce-scatters are overlapped");
   }
   if (l.overlap_tp && l.tp > 1) {
-    out.push_back(l.sp ? "overlap_tp=on: only SP's backward re-gathers of the norm outputs are overlapped (with "
-                         "the input-gradient GEMMs); the TP reduce-scatters and forward all-gathers are blocking"
-                       : "overlap_tp=on: TP all-reduces are blocking, not overlapped with GEMMs");
+    std::string w = "overlap_tp=on: only the backward pass's column-parallel layers overlap TP communication "
+                    "(Megatron-LM's async input-gradient reduction: ";
+    w += l.sp ? "the re-gather of their input runs under the input-gradient GEMMs and the reduce-scatter of "
+                "the input gradient under the weight-gradient GEMMs"
+              : "the all-reduce of the input gradient runs under the weight-gradient GEMMs";
+    if (l.dtype == DType::kBf16) w += "; with dtype=bf16 that reduction is blocking: the non-blocking ones are fp32";
+    w += l.sp ? "); the forward's all-gathers and reduce-scatters and the backward's all-gathers of the output "
+                "gradient are blocking"
+              : "); the forward's all-reduces are blocking";
+    w += " (they feed the next op directly). The simulator's overlap_tp hides all TP communication, as "
+         "Megatron-LM's --tp-comm-overlap (userbuffers) does; this runtime does not";
+    out.push_back(w);
   }
   if (l.overlap_pp && l.pp > 1) out.push_back("overlap_pp=on: pipeline sends are non-blocking, receives block");
   return out;

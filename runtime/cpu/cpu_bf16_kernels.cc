@@ -106,8 +106,9 @@ void CpuBf16Kernels::LinearBackward(const Bf16* dout, const Bf16* in, const Bf16
                                     float* dw, float* db, int64_t n, int64_t k, int64_t m) {
   Scratch s(buffers_);
   float* din_f = s.Wide(din, n * k);  // accumulated; null when not needed
-  f32_.LinearBackward(s.Wide(dout, n * m), s.Wide(in, n * k), s.Wide(w, m * k), din_f, dw, db, n, k,
-                      m);
+  // Only what is used is widened: w for din, in for dw.
+  f32_.LinearBackward(s.Wide(dout, n * m), s.Wide(dw != nullptr ? in : nullptr, n * k),
+                      s.Wide(din != nullptr ? w : nullptr, m * k), din_f, dw, db, n, k, m);
   Narrow(din_f, din, n * k);
 }
 

@@ -19,10 +19,11 @@ template <typename S>
 void LinearBackward(const S* dy, const S* x, const S* w, S* dx, S* dw, S* db, int64_t n, int64_t c,
                     int64_t oc) {
   ConstMatrixMap<S> dY(dy, n, oc);  // (N, OC)
-  ConstMatrixMap<S> X(x, n, c);     // (N, C)
-  ConstMatrixMap<S> W(w, oc, c);    // (OC, C)
-  if (dx != nullptr) MatrixMap<S>(dx, n, c).noalias() += dY * W;
-  MatrixMap<S>(dw, oc, c).noalias() += dY.transpose() * X;
+  // w (OC, C) is read only for dx, x (N, C) only for dw: either may be null without them.
+  if (dx != nullptr) MatrixMap<S>(dx, n, c).noalias() += dY * ConstMatrixMap<S>(w, oc, c);
+  if (dw != nullptr) {
+    MatrixMap<S>(dw, oc, c).noalias() += dY.transpose() * ConstMatrixMap<S>(x, n, c);
+  }
   if (db != nullptr) RowVectorMap<S>(db, oc) += dY.colwise().sum();
 }
 

@@ -15,7 +15,8 @@ template <typename S>
 void LinearForward(const S* x, const S* w, const S* b, S* y, int64_t n, int64_t c, int64_t oc);
 
 // dy (N, OC). Adds dx (N, C) += dy w;  dw (OC, C) += dy^T x;  db (OC) += sum over rows of dy.
-// dx, db may be nullptr (not needed / no bias).
+// dx, dw, db may each be nullptr (not needed / no bias), and are then skipped (x is unused
+// without dw).
 template <typename S>
 void LinearBackward(const S* dy, const S* x, const S* w, S* dx, S* dw, S* db, int64_t n, int64_t c,
                     int64_t oc);

@@ -3,6 +3,7 @@
 #include "runtime/exec/block.h"
 
 #include <utility>
+#include <vector>
 
 namespace shardsim::runtime {
 namespace {
@@ -26,6 +27,50 @@ Status RowParallel(ExecContext& ctx, const BlockDims& d, const T* in, const T* w
   if (bias != nullptr) ctx.kt<T>().AddRowBias(out, bias, d.n_local, c);
   ctx.kt<T>().Add(out, residual, d.n_local * c);
   return Status::Ok();
+}
+
+// One column-parallel projection out (n, m) = in (n, c) w^T + b, for its backward.
+template <typename T>
+struct ColumnProj {
+  const T* dout;  // (n, m)
+  const T* w;     // (m, c)
+  float* dw;      // (m, c)
+  float* db;      // (m), or null without a bias
+  int64_t m;
+};
+
+// overlap_tp: the backward of the column-parallel projections that share the input `in`
+// (n, c), as Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward
+// (megatron/core/tensor_parallel/layers.py): the input gradients first, accumulated into
+// din_full (n, c) in the order given; then the re-gathered input is waited for (SP: started by
+// the caller, `gather`), f's backward reduction of din_full started (all-reduce in place, or
+// reduce-scatter into `rows` (n_local, c), allocated here, with SP), the weight gradients
+// computed while it is in flight, and the reduction waited for. Returns this rank's rows of the
+// reduced gradient. The same sums in the same order as one LinearBackward per projection then
+// ExecContext::Reduce, so the same results bitwise.
+template <typename T>
+StatusOr<T*> ColumnParallelBackwardOverlapped(ExecContext& ctx, const BlockDims& d,
+                                              const std::vector<ColumnProj<T>>& projs,
+                                              const T* in, int64_t gather, T* din_full,
+                                              DeviceBuffer& rows, const char* rows_what) {
+  const int64_t c = d.m->hidden;
+  TypedKernels<T>& k = ctx.kt<T>();
+  for (const ColumnProj<T>& p : projs) {
+    k.LinearBackward(p.dout, nullptr, p.w, din_full, nullptr, nullptr, d.n, c, p.m);
+  }
+  SHARDSIM_RETURN_IF_ERROR(ctx.FinishGather(gather));
+  T* dn = din_full;
+  if (ctx.sp()) {
+    SHARDSIM_ASSIGN_OR_RETURN(rows, ctx.Alloc<T>(kWork, d.n_local * c, rows_what));
+    dn = rows.as<T>();
+  }
+  int64_t reduce = -1;
+  SHARDSIM_RETURN_IF_ERROR(ctx.StartReduce(din_full, dn, d.n_local, c, &reduce));
+  for (const ColumnProj<T>& p : projs) {
+    k.LinearBackward(p.dout, in, p.w, nullptr, p.dw, p.db, d.n, c, p.m);
+  }
+  SHARDSIM_RETURN_IF_ERROR(ctx.FinishReduce(reduce));
+  return dn;
 }
 
 }  // namespace
@@ -115,8 +160,10 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   // Row-parallel biases are added after g, to this rank's rows: their gradient is the column
   // sum of d(out) over those rows (summed over the TP group later under SP).
   DeviceBuffer gathered, dfull, dnorm_full, dnorm, norm_in;
-  // overlap_tp (with SP): the norm output's re-gather for the weight gradients is started first
-  // and waited for just before them, so it runs under the input-gradient GEMMs.
+  // overlap_tp with SP: the norm output's re-gather for the weight gradients is started first
+  // and waited for just before them, so it runs under the input-gradient GEMMs (and without SP
+  // StartGather is `x` itself). The input gradient's reduction then runs under the weight-
+  // gradient GEMMs (ColumnParallelBackwardOverlapped).
   int64_t pending = -1;
   const T* norm2 = nullptr;
   if (ctx.overlap_tp()) {
@@ -135,28 +182,44 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.Gather(s.norm2.as<T>(), norm_in, d.n_local, c));
   }
   SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "mlp norm gradient"));
-  SHARDSIM_RETURN_IF_ERROR(ctx.FinishGather(std::exchange(pending, -1)));
   if (m.activation == Activation::kSwiglu) {
     SHARDSIM_RETURN_IF_ERROR(zeros(dup, d.n * f, "mlp up gradient"));
     k.SwigluBackward(dact.as<T>(), s.hidden.as<T>(), s.up.as<T>(), dhidden.as<T>(), dup.as<T>(), d.n * f);
-    k.LinearBackward(dup.as<T>(), norm2, w.w_up, dnorm_full.as<T>(), dw.w_up, dw.b_up, d.n, c, f);
-    dup.Reset();
-    s.up.Reset();
   } else {
     k.GeluBackward(dact.as<T>(), s.hidden.as<T>(), dhidden.as<T>(), d.n * f);
   }
-  dact.Reset();
-  k.LinearBackward(dhidden.as<T>(), norm2, w.w_in, dnorm_full.as<T>(), dw.w_in, dw.b_in, d.n, c, f);
-  dhidden.Reset();
-  s.hidden.Reset();
-  norm_in.Reset();
-  // f's backward: sum d(norm2) over the group (into this rank's rows with SP).
   T* dn = dnorm_full.as<T>();
-  if (ctx.sp() && ctx.tp() > 1) {
-    SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc<T>(kWork, d.n_local * c, "mlp norm gradient rows"));
-    dn = dnorm.as<T>();
+  if (ctx.overlap_tp()) {  // w_up's and w_in's input gradients, reduced under their dW GEMMs
+    dact.Reset();
+    s.up.Reset();
+    s.hidden.Reset();
+    std::vector<ColumnProj<T>> projs;
+    if (!dup.empty()) projs.push_back({dup.as<T>(), w.w_up, dw.w_up, dw.b_up, f});
+    projs.push_back({dhidden.as<T>(), w.w_in, dw.w_in, dw.b_in, f});
+    SHARDSIM_ASSIGN_OR_RETURN(
+        dn, ColumnParallelBackwardOverlapped(ctx, d, projs, norm2, std::exchange(pending, -1),
+                                             dnorm_full.as<T>(), dnorm, "mlp norm gradient rows"));
+    dup.Reset();
+    dhidden.Reset();
+    norm_in.Reset();
+  } else {
+    if (!dup.empty()) {
+      k.LinearBackward(dup.as<T>(), norm2, w.w_up, dnorm_full.as<T>(), dw.w_up, dw.b_up, d.n, c, f);
+      dup.Reset();
+      s.up.Reset();
+    }
+    dact.Reset();
+    k.LinearBackward(dhidden.as<T>(), norm2, w.w_in, dnorm_full.as<T>(), dw.w_in, dw.b_in, d.n, c, f);
+    dhidden.Reset();
+    s.hidden.Reset();
+    norm_in.Reset();
+    // f's backward: sum d(norm2) over the group (into this rank's rows with SP).
+    if (ctx.sp() && ctx.tp() > 1) {
+      SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc<T>(kWork, d.n_local * c, "mlp norm gradient rows"));
+      dn = dnorm.as<T>();
+    }
+    SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.as<T>(), dn, d.n_local, c));
   }
-  SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.as<T>(), dn, d.n_local, c));
   k.NormBackward(m.norm, dn, s.mid.as<T>(), w.mlp_norm_gain, s.norm2_mean.f(), s.norm2_rstd.f(),
                  dresid, dw.mlp_norm_gain, dw.mlp_norm_bias, d.n_local, c);
   dnorm.Reset();
@@ -208,23 +271,38 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     SHARDSIM_ASSIGN_OR_RETURN(norm1, ctx.Gather(s.norm1.as<T>(), norm_in, d.n_local, c));
   }
   SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "attention norm gradient"));
-  SHARDSIM_RETURN_IF_ERROR(ctx.FinishGather(std::exchange(pending, -1)));
-  k.LinearBackward(dq.as<T>(), norm1, w.wq, dnorm_full.as<T>(), dw.wq, dw.bq, d.n, c, qd);
-  k.LinearBackward(dk.as<T>(), norm1, w.wk, dnorm_full.as<T>(), dw.wk, dw.bk, d.n, c, kvd);
-  k.LinearBackward(dv.as<T>(), norm1, w.wv, dnorm_full.as<T>(), dw.wv, dw.bv, d.n, c, kvd);
-  dq.Reset();
-  dk.Reset();
-  dv.Reset();
-  norm_in.Reset();
-  s.q.Reset();
-  s.k.Reset();
-  s.v.Reset();
   dn = dnorm_full.as<T>();
-  if (ctx.sp() && ctx.tp() > 1) {
-    SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc<T>(kWork, d.n_local * c, "attention norm gradient rows"));
-    dn = dnorm.as<T>();
+  if (ctx.overlap_tp()) {  // Q's, K's and V's input gradients, reduced under their dW GEMMs
+    s.q.Reset();
+    s.k.Reset();
+    s.v.Reset();
+    const std::vector<ColumnProj<T>> projs = {{dq.as<T>(), w.wq, dw.wq, dw.bq, qd},
+                                              {dk.as<T>(), w.wk, dw.wk, dw.bk, kvd},
+                                              {dv.as<T>(), w.wv, dw.wv, dw.bv, kvd}};
+    SHARDSIM_ASSIGN_OR_RETURN(
+        dn, ColumnParallelBackwardOverlapped(ctx, d, projs, norm1, std::exchange(pending, -1),
+                                             dnorm_full.as<T>(), dnorm, "attention norm gradient rows"));
+    dq.Reset();
+    dk.Reset();
+    dv.Reset();
+    norm_in.Reset();
+  } else {
+    k.LinearBackward(dq.as<T>(), norm1, w.wq, dnorm_full.as<T>(), dw.wq, dw.bq, d.n, c, qd);
+    k.LinearBackward(dk.as<T>(), norm1, w.wk, dnorm_full.as<T>(), dw.wk, dw.bk, d.n, c, kvd);
+    k.LinearBackward(dv.as<T>(), norm1, w.wv, dnorm_full.as<T>(), dw.wv, dw.bv, d.n, c, kvd);
+    dq.Reset();
+    dk.Reset();
+    dv.Reset();
+    norm_in.Reset();
+    s.q.Reset();
+    s.k.Reset();
+    s.v.Reset();
+    if (ctx.sp() && ctx.tp() > 1) {
+      SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc<T>(kWork, d.n_local * c, "attention norm gradient rows"));
+      dn = dnorm.as<T>();
+    }
+    SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.as<T>(), dn, d.n_local, c));
   }
-  SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.as<T>(), dn, d.n_local, c));
   k.NormBackward(m.norm, dn, x, w.attn_norm_gain, s.norm1_mean.f(), s.norm1_rstd.f(), dresid,
                  dw.attn_norm_gain, dw.attn_norm_bias, d.n_local, c);
   s.Clear();

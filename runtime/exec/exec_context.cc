@@ -1,6 +1,8 @@
 // See exec_context.h.
 #include "runtime/exec/exec_context.h"
 
+#include <type_traits>
+
 namespace shardsim::runtime {
 
 template <typename T>
@@ -52,12 +54,33 @@ Status ExecContext::Reduce(T* partial, T* out, int64_t n_local, int64_t c) {
               [&] { return comm().ReduceScatterSum(Group::kTp, partial, out, n_local * c); });
 }
 
+template <typename T>
+Status ExecContext::StartReduce(T* partial, T* out, int64_t n_local, int64_t c, int64_t* handle) {
+  *handle = -1;
+  if constexpr (!std::is_same_v<T, float>) {
+    return Reduce(partial, out, n_local, c);
+  } else {
+    if (tp_ == 1) return Status::Ok();
+    // Bytes as Reduce's; issuing is timed as communication, as in StartGather.
+    const double bytes = static_cast<double>((sp_ ? tp_ : 1) * n_local * c) * sizeof(T);
+    return Comm(Phase::kTpComm, bytes, [&]() -> Status {
+      if (sp_) {
+        SHARDSIM_ASSIGN_OR_RETURN(*handle, comm().IreduceScatterSum(Group::kTp, partial, out, n_local * c));
+      } else {
+        SHARDSIM_ASSIGN_OR_RETURN(*handle, comm().IallReduceSum(Group::kTp, partial, n_local * c));
+      }
+      return Status::Ok();
+    });
+  }
+}
+
 #define SHARDSIM_INSTANTIATE_TP_OPS(T)                                                   \
   template StatusOr<const T*> ExecContext::Gather(const T*, DeviceBuffer&, int64_t, int64_t); \
   template StatusOr<const T*> ExecContext::StartGather(const T*, DeviceBuffer&, int64_t, int64_t, \
                                                        int64_t*);                                 \
   template StatusOr<T*> ExecContext::PartialTarget(T*, DeviceBuffer&, int64_t, int64_t);      \
-  template Status ExecContext::Reduce(T*, T*, int64_t, int64_t);
+  template Status ExecContext::Reduce(T*, T*, int64_t, int64_t);                             \
+  template Status ExecContext::StartReduce(T*, T*, int64_t, int64_t, int64_t*);
 SHARDSIM_INSTANTIATE_TP_OPS(float)
 SHARDSIM_INSTANTIATE_TP_OPS(Bf16)
 #undef SHARDSIM_INSTANTIATE_TP_OPS

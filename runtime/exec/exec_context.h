@@ -26,8 +26,10 @@ class ExecContext {
   Collectives& comm() { return backend_->comm(); }
   int64_t tp() const { return tp_; }
   bool sp() const { return sp_; }
-  // The layout's overlap_tp, where it applies: SP's backward re-gathers (StartGather).
-  bool overlap_tp() const { return overlap_tp_ && sp_ && tp_ > 1; }
+  // The layout's overlap_tp, where it applies (tp > 1): in the backward pass, the input
+  // gradient's reduction of the column-parallel layers (StartReduce) and, with SP, the re-gather
+  // of their input (StartGather) run under GEMMs. The forward's TP collectives stay blocking.
+  bool overlap_tp() const { return overlap_tp_ && tp_ > 1; }
 
   // The storage type T's kernels (float, or Bf16 under mixed precision).
   template <typename T>
@@ -70,6 +72,15 @@ class ExecContext {
   // output of a row-parallel layer, and the backward of Gather). Nothing when tp = 1.
   template <typename T>
   Status Reduce(T* partial, T* out, int64_t n_local, int64_t c);
+  // Reduce started without waiting: the sum is in `out` once FinishReduce(*handle) returns, and
+  // `partial` (and `out`) stay alive and untouched until then (Megatron-LM starts the input
+  // gradient's all-reduce or reduce-scatter of a column-parallel layer before its weight-
+  // gradient GEMM and waits for it after). *handle = -1 when it completed before returning:
+  // tp = 1, or T = Bf16, whose reduction is blocking (the backends' non-blocking reductions,
+  // IallReduceSum and IreduceScatterSum, are fp32 only).
+  template <typename T>
+  Status StartReduce(T* partial, T* out, int64_t n_local, int64_t c, int64_t* handle);
+  Status FinishReduce(int64_t handle) { return FinishGather(handle); }  // the same wait
 
   // --- Timeline. Compute runs in the current phase (forward, backward or recompute) between
   // the calls below; Comm pauses it for the duration of `fn`.

@@ -14,7 +14,8 @@
 // itself ~6e-5 (worst tensor) away from the same run in fp64. For such layouts the parameters
 // must instead be no further from the fp64 run than 2x the fp32 reference is, and within 2e-4
 // of the fp32 reference; the losses keep the 1e-5 bound. Layouts with dtype=bf16 (mixed
-// precision) have their own criteria, at kBf16Loss below.
+// precision) have their own criteria, at kBf16Loss below. A layout with overlap_tp=on must in
+// addition equal the same layout with overlap_tp=off bitwise (ExpectSameAsWithoutOverlapTp).
 #include <mpi.h>
 
 #include <algorithm>
@@ -160,6 +161,59 @@ Bf16Single RunBf16Single(const ModelSpec& spec, const MarkovStream& data) {
   return r;
 }
 
+// One layout trained for kSteps on this world: its losses and, gathered, its parameters.
+struct Trained {
+  Layout layout;
+  std::vector<double> losses;
+  std::vector<float> params;
+};
+
+StatusOr<Trained> Train(const ModelSpec& spec, const std::string& spec_text,
+                        const MarkovStream& data, int world) {
+  const bool bf16 = spec_text.find("dtype=bf16") != std::string::npos;
+  const bool flash = spec_text.find("attention=flash") != std::string::npos;
+  SHARDSIM_ASSIGN_OR_RETURN(const Layout parsed,
+                            ParseLayout(spec_text + ",mbs=2,gbs=8" + (flash ? "" : ",attention=unfused") +
+                                        (bf16 ? "" : ",dtype=fp32")));
+  Trained t;
+  SHARDSIM_ASSIGN_OR_RETURN(t.layout, ResolveLayout(parsed, world));
+  SHARDSIM_ASSIGN_OR_RETURN(ProcessGroups groups, ProcessGroups::Create(t.layout, 60));
+  CpuBackend backend(std::make_unique<MpiCollectives>(std::move(groups)));
+  SHARDSIM_ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec,
+                            Executor::Create(spec, t.layout, &backend, kAdam, 1234, nullptr));
+  for (int s = 0; s < kSteps; ++s) {
+    StatusOr<double> loss = exec->Step(data, s);
+    if (!loss.ok()) return Status::Error("step " + std::to_string(s) + ": " + loss.status().message());
+    t.losses.push_back(*loss);
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(t.params, exec->FullParams());
+  return t;
+}
+
+// overlap_tp=on only reorders independent work in the backward pass (each column-parallel
+// layer's weight-gradient GEMMs run after its input gradient's reduction is started): every
+// sum has the same terms in the same order, so the run must equal the same layout with
+// overlap_tp=off bitwise, losses and parameters.
+void ExpectSameAsWithoutOverlapTp(const ModelSpec& spec, const std::string& spec_text,
+                                  const Trained& run, const MarkovStream& data, int world, int me) {
+  const std::string label = spec.name + " " + spec_text;
+  std::string twin = spec_text;
+  twin.replace(twin.find("overlap_tp=on"), 13, "overlap_tp=off");
+  StatusOr<Trained> off = Train(spec, twin, data, world);
+  Expect(off.ok(), label + " without overlap_tp: " + (off.ok() ? "" : off.status().message()), me);
+  if (!off.ok()) return;
+  int64_t losses_differ = 0, params_differ = 0;
+  for (size_t i = 0; i < run.losses.size(); ++i) losses_differ += run.losses[i] != off->losses[i];
+  for (size_t i = 0; i < run.params.size(); ++i) params_differ += run.params[i] != off->params[i];
+  Expect(losses_differ == 0 && params_differ == 0 && run.params.size() == off->params.size(),
+         label + " bitwise equal to overlap_tp=off (" + std::to_string(losses_differ) + " losses, " +
+             std::to_string(params_differ) + " parameters differ)", me);
+  if (me == 0) {
+    std::printf("%-40s vs overlap_tp=off: %lld losses, %lld parameters differ\n", label.c_str(),
+                static_cast<long long>(losses_differ), static_cast<long long>(params_differ));
+  }
+}
+
 void RunCase(const ModelSpec& spec, const std::string& spec_text, const Reference& ref,
              const MarkovStream& data, const Bf16Single* single, int world) {
   int me = 0;
@@ -167,33 +221,19 @@ void RunCase(const ModelSpec& spec, const std::string& spec_text, const Referenc
   const std::string label = spec.name + " " + spec_text;
   const bool bf16 = spec_text.find("dtype=bf16") != std::string::npos;
   const bool flash = spec_text.find("attention=flash") != std::string::npos;
-  StatusOr<Layout> parsed = ParseLayout(spec_text + ",mbs=2,gbs=8" + (flash ? "" : ",attention=unfused") +
-                                        (bf16 ? "" : ",dtype=fp32"));
-  Expect(parsed.ok(), label + " parse", me);
-  if (!parsed.ok()) return;
-  StatusOr<Layout> layout = ResolveLayout(*parsed, world);
-  Expect(layout.ok(), label + " resolve: " + (layout.ok() ? "" : layout.status().message()), me);
-  if (!layout.ok()) return;
-  StatusOr<ProcessGroups> groups = ProcessGroups::Create(*layout, 60);
-  Expect(groups.ok(), label + " groups", me);
-  if (!groups.ok()) return;
-  CpuBackend backend(std::make_unique<MpiCollectives>(std::move(groups).value()));
-  StatusOr<std::unique_ptr<Executor>> exec =
-      Executor::Create(spec, *layout, &backend, kAdam, 1234, nullptr);
-  Expect(exec.ok(), label + " create: " + (exec.ok() ? "" : exec.status().message()), me);
-  if (!exec.ok()) return;
+  StatusOr<Trained> run = Train(spec, spec_text, data, world);
+  Expect(run.ok(), label + ": " + (run.ok() ? "" : run.status().message()), me);
+  if (!run.ok()) return;
+  const Layout* layout = &run->layout;
   double worst_loss = 0, worst_single = 0;
   for (int s = 0; s < kSteps; ++s) {
-    StatusOr<double> loss = (*exec)->Step(data, s);
-    Expect(loss.ok(), label + " step " + std::to_string(s) + ": " +
-                          (loss.ok() ? "" : loss.status().message()), me);
-    if (!loss.ok()) return;
-    worst_loss = std::max(worst_loss, Relative(*loss, ref.losses[s]));
-    if (bf16) worst_single = std::max(worst_single, Relative(*loss, single->losses[s]));
+    worst_loss = std::max(worst_loss, Relative(run->losses[s], ref.losses[s]));
+    if (bf16) worst_single = std::max(worst_single, Relative(run->losses[s], single->losses[s]));
   }
-  StatusOr<std::vector<float>> full = (*exec)->FullParams();
-  Expect(full.ok(), label + " gather", me);
-  if (!full.ok()) return;
+  if (spec_text.find("overlap_tp=on") != std::string::npos) {
+    ExpectSameAsWithoutOverlapTp(spec, spec_text, *run, data, world, me);
+  }
+  const std::vector<float>* full = &run->params;
   const ParamLayout& pl = ref.layout;
   const auto vs_ref = Worst(pl, TensorErrors<float, float>(pl, *full, ref.params));
   const auto vs_exact = Worst(pl, TensorErrors<float, double>(pl, *full, ref.params64));
