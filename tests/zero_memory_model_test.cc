@@ -16,8 +16,10 @@ namespace {
 // stage (pp = 1) holds 4 x 61,568 + 32,768 + 32,832 = 311,872 parameters (1,247,488 B).
 ModelSpec Tiny() { return testing::TinyModel(32); }
 
+// overlap_dp off unless a test says otherwise: each bucket reduced before the next opens.
 Layout Dp2(int zero) {
   Layout l;
+  l.overlap_dp = false;
   l.dp = 2;
   l.mbs = 2;
   l.gbs = 8;
@@ -90,6 +92,34 @@ TEST(ZeroMemoryModelTest, TiedTableBucketStaysOpenThroughTheLayers) {
   const ZeroTransients z = ZeroTransientBytes(m, Dp2(2), 0);
   EXPECT_DOUBLE_EQ(z.layer_grads, kLayerBytes + kEmbedBytes);
   EXPECT_DOUBLE_EQ(z.head_grads, 64 * 4 + kEmbedBytes);  // the final norm's gain + the table
+}
+
+// overlap_dp (ZeroBuckets: a bucket's reduce-scatter completes when the next bucket's backward
+// ends): during the top layer's backward the head's bucket (131,328 B) is still in flight with
+// this rank's half of its sum (65,664 B); during a lower layer's, the layer above's (246,272 B
+// + 123,136 B), whose activations are freed by then. In tiny the top layer's moment is the
+// peak: a lower layer's holds 369,408 - 196,992 = 172,416 B more in buckets but has freed a
+// layer's stored activations (two 32-token sequences), which are more. So gradients 623,744 +
+// 246,272 + 131,328 = 1,001,344 B, other ZeRO-1's + 65,664 B, activations unchanged.
+TEST(ZeroMemoryModelTest, OverlapKeepsThePreviousBucketInFlight) {
+  Layout l = Dp2(2);
+  l.overlap_dp = true;
+  const ZeroTransients z = ZeroTransientBytes(Tiny(), l, 0);
+  EXPECT_DOUBLE_EQ(z.head_in_flight_grads, kHeadBytes);
+  EXPECT_DOUBLE_EQ(z.head_in_flight_other, kHeadBytes / 2);
+  EXPECT_DOUBLE_EQ(z.layer_in_flight_grads, kLayerBytes);
+  EXPECT_DOUBLE_EQ(z.layer_in_flight_other, kLayerBytes / 2);
+  const HardwareSpec hw;
+  const MemoryBreakdown z1 = StageMemory(Tiny(), hw, Dp2(1), 0);
+  const MemoryBreakdown mem = StageMemory(Tiny(), hw, l, 0);
+  EXPECT_DOUBLE_EQ(mem.gradients, 1001344);
+  EXPECT_DOUBLE_EQ(mem.other, z1.other + 65664);
+  EXPECT_DOUBLE_EQ(mem.activations, z1.activations);
+  // Nothing in flight without the overlap, and nothing below ZeRO-2.
+  EXPECT_DOUBLE_EQ(ZeroTransientBytes(Tiny(), Dp2(2), 0).layer_in_flight_grads, 0);
+  Layout z1_overlap = Dp2(1);
+  z1_overlap.overlap_dp = true;
+  EXPECT_DOUBLE_EQ(ZeroTransientBytes(Tiny(), z1_overlap, 0).head_in_flight_grads, 0);
 }
 
 // bf16 (Megatron-LM's mixed precision and the runtime's): buckets hold fp32 gradients,

@@ -35,10 +35,6 @@ using cli::FlagSpec;
 // anyway, but say so (stderr and run.json), never silently.
 std::vector<std::string> NotHonoured(const Layout& l) {
   std::vector<std::string> out;
-  if (l.overlap_dp && l.dp > 1 && l.zero >= 2) {
-    out.push_back("overlap_dp=on with zero>=2: each bucket's gradients are reduced per bucket, blocking, "
-                  "not overlapped; only ZeRO 0's all-reduce and ZeRO-1's reduce-scatters are overlapped");
-  }
   if (l.overlap_tp && l.tp > 1) {
     std::string w = "overlap_tp=on: only the backward pass's column-parallel layers overlap TP communication "
                     "(Megatron-LM's async input-gradient reduction: ";

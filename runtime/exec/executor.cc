@@ -95,7 +95,7 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
   const bool shard_grads = layout_.zero >= 2 && dp > 1;  // ZeRO-2's P_g
   const bool shard_params = layout_.zero >= 3 && dp > 1;  // ZeRO-3's P_p
   zero_ = std::make_unique<ZeroBuckets<T>>(&ctx_, &shard_, layout_.zero, dp,
-                                           layout_.overlap_dp && layout_.zero == 1);
+                                           layout_.overlap_dp && layout_.zero >= 1);
   const int64_t states = zero_->StateSize();
   // ZeRO-1 reduce-scatters each bucket's dp x chunk floats from its first, up to dp - 1 past
   // the last bucket's end: dp floats of slack (zeroed with the gradients).
@@ -430,10 +430,12 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
                                model_.seq_len, c);
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->embedding(), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kEmbedding));
+    SHARDSIM_RETURN_IF_ERROR(zero_->WaitReductions());  // ZeRO-2/3 overlap: none outlives the pass
     ctx_.EndPass();
     live_.erase(it);
     return Status::Ok();
   }
+  SHARDSIM_RETURN_IF_ERROR(zero_->WaitReductions());
   ctx_.EndPass();
   live_.erase(it);
   const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);

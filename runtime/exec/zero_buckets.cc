@@ -188,15 +188,46 @@ Status ZeroBuckets<T>::ReduceGrads(int b, bool last_microbatch) {
   CHECK(b >= 0) << "no such bucket";
   Bucket& k = buckets_[b];
   CHECK(!k.grads.empty()) << "bucket " << b << " reduced while not open";
+  CHECK(k.pending < 0) << "bucket " << b << " reduced while its reduction is in flight";
   SHARDSIM_RETURN_IF_ERROR(SumPartialOverTp(k, k.grads.f()));
   // This rank's chunk of the sum over DP, added into its gradient shard.
-  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer mine, ctx_->Alloc(MemoryKind::kOther, k.chunk, "reduced chunk"));
-  SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kFloat), [&] {
-    return ctx_->comm().ReduceScatterSum(Group::kDp, k.grads.f(), mine.f(), k.chunk);
+  SHARDSIM_ASSIGN_OR_RETURN(k.reduced, ctx_->Alloc(MemoryKind::kOther, k.chunk, "reduced chunk"));
+  const double bytes = static_cast<double>(dp_ * k.chunk * kFloat);
+  if (!overlap_) {
+    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, bytes, [&] {
+      return ctx_->comm().ReduceScatterSum(Group::kDp, k.grads.f(), k.reduced.f(), k.chunk);
+    }));
+    return CompleteReduction(b);
+  }
+  // Issued (timed as communication, as ZeRO-1's), then the bucket before it completed: it has
+  // had this bucket's backward to finish in.
+  SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, bytes, [&]() -> Status {
+    SHARDSIM_ASSIGN_OR_RETURN(k.pending, ctx_->comm().IreduceScatterSum(Group::kDp, k.grads.f(), k.reduced.f(), k.chunk));
+    return Status::Ok();
   }));
-  k.grads.Reset();
-  if (k.own_begin < k.own_end) ctx_->k().f32().Add(grads_ + k.base, mine.f(), k.own_end - k.own_begin);
+  SHARDSIM_RETURN_IF_ERROR(WaitReductions());
+  in_flight_ = b;
   return Status::Ok();
+}
+
+template <typename T>
+Status ZeroBuckets<T>::CompleteReduction(int b) {
+  Bucket& k = buckets_[b];
+  if (k.pending >= 0) {
+    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, 0, [&] {
+      return ctx_->comm().Wait(std::exchange(k.pending, -1));
+    }));
+  }
+  k.grads.Reset();
+  if (k.own_begin < k.own_end) ctx_->k().f32().Add(grads_ + k.base, k.reduced.f(), k.own_end - k.own_begin);
+  k.reduced.Reset();
+  return Status::Ok();
+}
+
+template <typename T>
+Status ZeroBuckets<T>::WaitReductions() {
+  if (in_flight_ < 0) return Status::Ok();
+  return CompleteReduction(std::exchange(in_flight_, -1));
 }
 
 template <typename T>

@@ -8,7 +8,12 @@
 //   ZeRO-2 (P_os+g): the persistent gradients are this rank's chunks. A bucket's backward
 //     writes into a transient (dp x chunk) buffer (OpenGrads); ReduceGrads sums SP's partial
 //     tensors over TP, reduce-scatters the bucket over DP, adds this rank's chunk into its
-//     state and frees the bucket. After the step, AllGatherParams all-gathers each bucket.
+//     state and frees the bucket. With overlap_dp (DeepSpeed's overlap_comm, FSDP's
+//     reduce-scatter on its own stream) the reduce-scatter is issued non-blocking and the
+//     bucket stays open until the next bucket's ReduceGrads (or WaitReductions, at the end of
+//     the micro-batch's backward on this stage) completes it: one bucket in flight behind the
+//     next bucket's backward, the sums and their order unchanged. After the step,
+//     AllGatherParams all-gathers each bucket.
 //   ZeRO-3 (P_os+g+p): the persistent parameters are also only the chunks; Gather all-gathers
 //     a bucket's parameters into a transient buffer for a pass, and Release frees it.
 //   ZeRO-1 (P_os): the gradients stay whole; at the step each bucket is reduce-scattered over
@@ -92,9 +97,13 @@ class ZeroBuckets {
   Status OpenGrads(int b);
   // Bucket b's backward is done (for this micro-batch). ZeRO-2/3: sums its gradients over TP
   // (tensors SP leaves partial) and DP, adds this rank's part into the gradient shard, and
-  // frees the bucket. ZeRO-1 with overlap, on the last micro-batch: the TP sum, then the DP
-  // reduce-scatter issued non-blocking. Otherwise nothing.
+  // frees the bucket; with overlap the DP reduce-scatter is issued non-blocking and the bucket
+  // issued before it is completed instead. ZeRO-1 with overlap, on the last micro-batch: the
+  // TP sum, then the DP reduce-scatter issued non-blocking. Otherwise nothing.
   Status ReduceGrads(int b, bool last_microbatch);
+  // ZeRO-2/3 with overlap: completes the bucket still in flight (if any), as at the end of a
+  // micro-batch's backward pass on this stage, so none outlives it. Otherwise nothing.
+  Status WaitReductions();
   // ZeRO-1, before the optimizer: every bucket's reduce-scatter (those not issued yet, now),
   // waited for, and this rank's summed chunks written over its ranges of the gradients.
   Status FinishReductions();
@@ -113,12 +122,16 @@ class ZeroBuckets {
     int64_t chunk = 0;            // ceil(size / dp): each rank's share
     int64_t own_begin = 0, own_end = 0;  // this rank's share (may be empty at the end)
     int64_t base = 0;             // its first float in the sharded state
-    DeviceBuffer reduced;         // ZeRO-1: this rank's chunk of the DP sum, kOther
-    int64_t pending = -1;         // ZeRO-1: the reduce-scatter's handle while in flight
+    DeviceBuffer reduced;         // ZeRO-1, or 2/3 with overlap: this rank's chunk of the DP
+                                  // sum, kOther
+    int64_t pending = -1;         // the reduce-scatter's handle while in flight
     int64_t size() const { return end - begin; }
   };
   // ZeRO-1: bucket b's TP sum and DP reduce-scatter, non-blocking or not.
   Status IssueReduction(int b, bool blocking);
+  // ZeRO-2/3 with overlap: waits for bucket b's reduce-scatter, adds this rank's chunk into the
+  // gradient shard and frees the bucket.
+  Status CompleteReduction(int b);
   // SP: the tensors of bucket k that SP leaves partial (at `bucket_grads`, the bucket's first
   // gradient) summed over the TP group.
   Status SumPartialOverTp(const Bucket& k, float* bucket_grads);
@@ -133,6 +146,7 @@ class ZeroBuckets {
   std::vector<Bucket> buckets_;    // in flat-buffer order
   std::vector<int64_t> layer_of_;  // per bucket: global layer, or -1 (embeddings), -2 (head)
   int embedding_ = -1, head_ = -1;
+  int in_flight_ = -1;  // ZeRO-2/3 with overlap: the bucket whose reduce-scatter is in flight
 };
 
 }  // namespace shardsim::runtime

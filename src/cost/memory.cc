@@ -194,6 +194,19 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   const double open_table = tied ? embed * sb.gradients : 0;
   z.layer_grads = layer * sb.gradients + open_table;
   z.head_grads = head * sb.gradients + open_table;
+  // overlap_dp (DeepSpeed's overlap_comm, FSDP's reduce-scatter stream; the runtime's
+  // ZeroBuckets): a bucket's reduce-scatter is issued when its backward ends and completed when
+  // the next bucket's ends, so the previous bucket is still open during each backward, plus
+  // this rank's chunk of its sum (1 / dp of it). A micro-batch's last one completes with its
+  // pass. The tied table's bucket is open anyway (above).
+  if (l.overlap_dp) {
+    if (stage == l.pp - 1) {
+      z.head_in_flight_grads = head * sb.gradients;
+      z.head_in_flight_other = z.head_in_flight_grads / static_cast<double>(l.dp);
+    }
+    z.layer_in_flight_grads = layer * sb.gradients;
+    z.layer_in_flight_other = z.layer_in_flight_grads / static_cast<double>(l.dp);
+  }
   if (stage == 0) {
     z.embed_grads = embed * sb.gradients;
     // With the bucket: the residual stream's gradient (its rows) and, under SP, all rows
@@ -246,11 +259,21 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   // The transient peak is one of: a layer's backward (every stage), the head's (last stage),
   // the embedding's backward and ZeRO-3 forward (first stage, ZeRO >= 2); each adds its own
   // buffers to the activations, and the largest is taken, its gradient bucket counted under
-  // gradients and the rest under other.
+  // gradients and the rest under other. Activations already freed at a moment (those of the
+  // layers above, in this micro-batch's backward) are taken off the activations.
   struct Moment {
-    double other, gradients;
+    double other, gradients, freed_activations = 0;
+    double total() const { return other + gradients - freed_activations; }
   };
-  std::vector<Moment> moments = {{BackwardWorkspaceBytes(m, l) + z.layer_params, z.layer_grads}};
+  const double layer_backward = BackwardWorkspaceBytes(m, l) + z.layer_params;
+  std::vector<Moment> moments = {{layer_backward + z.head_in_flight_other, z.layer_grads + z.head_in_flight_grads}};
+  // overlap_dp, a lower layer's backward: the bucket above is in flight, and that layer's
+  // activations of this micro-batch are freed by then (at least the smallest layer's).
+  const double one_layer = std::min(stored[0], stored[1]);
+  if (chunk >= 2 && z.layer_in_flight_grads > 0) {
+    moments.push_back({layer_backward + z.layer_in_flight_other, z.layer_grads + z.layer_in_flight_grads, one_layer});
+  }
+  const size_t layer_moments = moments.size();
   if (stage == l.pp - 1) {
     // The loss keeps each in-flight micro-batch's logits (as probabilities) for its backward
     // (Megatron's vocab-parallel cross-entropy saves them): every micro-batch under GPipe, one
@@ -261,18 +284,19 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     const double k = l.schedule == Schedule::kGpipe ? static_cast<double>(l.microbatches()) : 1.0;
     const double e = l.dtype == DType::kFp32 ? 4 : 2;
     const double head = e * tokens * m.hidden * (1.0 + 1.0 / (l.sp ? l.tp : 1));
-    moments[0].other += (k - 1) * logits;
+    for (size_t i = 0; i < layer_moments; ++i) moments[i].other += (k - 1) * logits;
     moments.push_back({k * logits + head + z.head_params, z.head_grads});
   }
-  if (stage == 0 && z.embed_grads > 0) moments.push_back({z.embed_other, z.embed_grads});
+  if (stage == 0 && z.embed_grads > 0) {  // overlap_dp: the first layer's bucket in flight
+    moments.push_back({z.embed_other + z.layer_in_flight_other, z.embed_grads + z.layer_in_flight_grads,
+                       z.layer_in_flight_grads > 0 ? one_layer : 0});
+  }
   if (stage == 0 && z.embed_params > 0) moments.push_back({z.embed_params, 0});  // its forward
   const Moment peak = *std::max_element(
-      moments.begin(), moments.end(),
-      [](const Moment& a, const Moment& b) {
-        return a.other + a.gradients < b.other + b.gradients;
-      });
+      moments.begin(), moments.end(), [](const Moment& a, const Moment& b) { return a.total() < b.total(); });
   mem.other += peak.other;
   mem.gradients += peak.gradients;
+  mem.activations -= peak.freed_activations;
   return mem;
 }
 

@@ -87,6 +87,11 @@ struct ZeroTransients {
   double embed_grads = 0;   // during the embedding's backward (first stage)
   double embed_other = 0;   // ... the residual stream's gradient (and SP's gathered rows)
   double embed_params = 0;  // during the embedding's forward: its gathered table
+  // overlap_dp: a bucket whose reduce-scatter is still in flight, and this rank's chunk of its
+  // sum: the head's during the top layer's backward (last stage); the layer's above during a
+  // lower layer's (a chunk of two or more layers); the first layer's during the embedding's.
+  double head_in_flight_grads = 0, head_in_flight_other = 0;
+  double layer_in_flight_grads = 0, layer_in_flight_other = 0;
 };
 ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage);
 

@@ -14,8 +14,9 @@
 // itself ~6e-5 (worst tensor) away from the same run in fp64. For such layouts the parameters
 // must instead be no further from the fp64 run than 2x the fp32 reference is, and within 2e-4
 // of the fp32 reference; the losses keep the 1e-5 bound. Layouts with dtype=bf16 (mixed
-// precision) have their own criteria, at kBf16Loss below. A layout with overlap_tp=on must in
-// addition equal the same layout with overlap_tp=off bitwise (ExpectSameAsWithoutOverlapTp).
+// precision) have their own criteria, at kBf16Loss below. A layout with overlap_tp=on, or with
+// ZeRO-2/3 and overlap_dp on, must in addition equal the same layout with that overlap off
+// bitwise (ExpectSameAsWithoutOverlap).
 #include <mpi.h>
 
 #include <algorithm>
@@ -191,25 +192,26 @@ StatusOr<Trained> Train(const ModelSpec& spec, const std::string& spec_text,
 }
 
 // overlap_tp=on only reorders independent work in the backward pass (each column-parallel
-// layer's weight-gradient GEMMs run after its input gradient's reduction is started): every
-// sum has the same terms in the same order, so the run must equal the same layout with
-// overlap_tp=off bitwise, losses and parameters.
-void ExpectSameAsWithoutOverlapTp(const ModelSpec& spec, const std::string& spec_text,
-                                  const Trained& run, const MarkovStream& data, int world, int me) {
+// layer's weight-gradient GEMMs run after its input gradient's reduction is started), and so
+// does ZeRO-2/3's overlap_dp (each bucket's reduce-scatter completes, and its chunk is added to
+// the gradient shard, when the next bucket's backward ends, buckets in the same order): every
+// sum has the same terms in the same order, so the run must equal its `twin` (the same layout
+// with that overlap off) bitwise, losses and parameters.
+void ExpectSameAsWithoutOverlap(const ModelSpec& spec, const std::string& spec_text,
+                                const std::string& twin, const Trained& run,
+                                const MarkovStream& data, int world, int me) {
   const std::string label = spec.name + " " + spec_text;
-  std::string twin = spec_text;
-  twin.replace(twin.find("overlap_tp=on"), 13, "overlap_tp=off");
   StatusOr<Trained> off = Train(spec, twin, data, world);
-  Expect(off.ok(), label + " without overlap_tp: " + (off.ok() ? "" : off.status().message()), me);
+  Expect(off.ok(), label + " as " + twin + ": " + (off.ok() ? "" : off.status().message()), me);
   if (!off.ok()) return;
   int64_t losses_differ = 0, params_differ = 0;
   for (size_t i = 0; i < run.losses.size(); ++i) losses_differ += run.losses[i] != off->losses[i];
   for (size_t i = 0; i < run.params.size(); ++i) params_differ += run.params[i] != off->params[i];
   Expect(losses_differ == 0 && params_differ == 0 && run.params.size() == off->params.size(),
-         label + " bitwise equal to overlap_tp=off (" + std::to_string(losses_differ) + " losses, " +
+         label + " bitwise equal to " + twin + " (" + std::to_string(losses_differ) + " losses, " +
              std::to_string(params_differ) + " parameters differ)", me);
   if (me == 0) {
-    std::printf("%-40s vs overlap_tp=off: %lld losses, %lld parameters differ\n", label.c_str(),
+    std::printf("%-40s vs %s: %lld losses, %lld parameters differ\n", label.c_str(), twin.c_str(),
                 static_cast<long long>(losses_differ), static_cast<long long>(params_differ));
   }
 }
@@ -230,8 +232,13 @@ void RunCase(const ModelSpec& spec, const std::string& spec_text, const Referenc
     worst_loss = std::max(worst_loss, Relative(run->losses[s], ref.losses[s]));
     if (bf16) worst_single = std::max(worst_single, Relative(run->losses[s], single->losses[s]));
   }
-  if (spec_text.find("overlap_tp=on") != std::string::npos) {
-    ExpectSameAsWithoutOverlapTp(spec, spec_text, *run, data, world, me);
+  if (const size_t at = spec_text.find("overlap_tp=on"); at != std::string::npos) {
+    std::string twin = spec_text;
+    ExpectSameAsWithoutOverlap(spec, spec_text, twin.replace(at, 13, "overlap_tp=off"), *run, data,
+                               world, me);
+  }
+  if (run->layout.zero >= 2 && run->layout.dp > 1 && run->layout.overlap_dp) {
+    ExpectSameAsWithoutOverlap(spec, spec_text, spec_text + ",overlap_dp=off", *run, data, world, me);
   }
   const std::vector<float>* full = &run->params;
   const ParamLayout& pl = ref.layout;
