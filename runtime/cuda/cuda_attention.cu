@@ -39,7 +39,7 @@ bool UseFusedFlash(const AttentionDims& dims) {
     const char* e = std::getenv("SHARDSIM_FUSED_ATTENTION");
     return e == nullptr || std::strcmp(e, "0") != 0;
   }();
-  return enabled && flash_fused::Supported(dims);
+  return enabled && flash_fused::FitsDevice(dims);
 }
 
 // out (n, c) = bias broadcast over rows: the C that a bf16 linear layer's GEMM adds into.

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -186,6 +187,19 @@ bool Supported(const AttentionDims& dims) {
          dims.heads % dims.kv_heads == 0 && dims.head_dim > 0 && dims.head_dim % kTile == 0 &&
          dims.head_dim <= 128 && Tiles(dims.seq, 64) <= 65535 &&
          dims.batch * dims.heads <= 0x7fffffff;
+}
+
+int64_t ForwardSharedBytes(int64_t d) { return ForwardSmem(static_cast<int>(d)).bytes; }
+
+bool FitsDevice(const AttentionDims& dims) {
+  if (!Supported(dims)) return false;
+  static const int optin = [] {  // a process drives one device (CudaBackend)
+    int device = 0, bytes = 0;
+    SHARDSIM_CUDA_CHECK(cudaGetDevice(&device));
+    SHARDSIM_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return bytes;
+  }();
+  return std::max(ForwardSharedBytes(dims.head_dim), BackwardSharedBytes(dims.head_dim)) <= optin;
 }
 
 void Forward(cudaStream_t stream, const Elem* q, const Elem* k, const Elem* v, float* lse,

@@ -23,6 +23,16 @@ namespace shardsim::runtime::flash_fused {
 // masked.
 bool Supported(const AttentionDims& dims);
 
+// Dynamic shared memory per block of the forward kernel, and the larger of the two backward
+// kernels', for head_dim d (flash_fused.cu, flash_fused_backward.cu: 113,152 and 147,968 B at
+// d = 128).
+int64_t ForwardSharedBytes(int64_t d);
+int64_t BackwardSharedBytes(int64_t d);
+// Supported(dims), and all three kernels fit the current device's opt-in shared memory per
+// block (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KB on Hopper, 163 KB on A100, 99 KB on
+// sm_86/sm_89, where d >= 80 does not fit and the caller takes the cuBLAS path instead).
+bool FitsDevice(const AttentionDims& dims);
+
 // out (B*T, H*d) = softmax(scale Q K^T, causal) V per head, and lse (B, H, T) = each row's
 // log sum_j exp(scale q_i . k_j). Asynchronous on `stream`. Requires Supported(dims).
 void Forward(cudaStream_t stream, const __nv_bfloat16* q, const __nv_bfloat16* k,

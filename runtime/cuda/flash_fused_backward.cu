@@ -357,6 +357,10 @@ __global__ void __launch_bounds__(kDqThreads)
 
 }  // namespace
 
+int64_t BackwardSharedBytes(int64_t d) {
+  return std::max<int64_t>(BackwardSmem(static_cast<int>(d)).bytes, DqSmem(static_cast<int>(d)).bytes);
+}
+
 int64_t BackwardWorkspaceBytes(const AttentionDims& dims) {
   return static_cast<int64_t>(sizeof(float)) * dims.batch * dims.heads * dims.seq;  // delta
 }

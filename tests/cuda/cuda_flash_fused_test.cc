@@ -17,6 +17,7 @@
 // no write outside the tensors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -89,12 +90,24 @@ TEST(FlashFusedHostTest, BackwardWorkspaceBytes) {
   EXPECT_EQ(flash_fused::BackwardWorkspaceBytes(dims), 6400);
 }
 
+// Shared memory per block (flash_fused.cu's and flash_fused_backward.cu's layout comments): at
+// d = 128 the forward 113,152 B and the larger backward kernel (dQ) 147,968 B, both above the
+// 101,376 B that sm_86/sm_89 allow (FitsDevice then sends the call to the cuBLAS path) and
+// below Hopper's 232,448 B; at d = 64 the forward 640 x 64 + 31,232 = 72,192 B.
+TEST(FlashFusedHostTest, SharedBytes) {
+  EXPECT_EQ(flash_fused::ForwardSharedBytes(128), 113152);
+  EXPECT_EQ(flash_fused::BackwardSharedBytes(128), 147968);
+  EXPECT_EQ(flash_fused::ForwardSharedBytes(64), 72192);
+}
+
 class FlashFusedTest : public CudaKernelsTest {
  protected:
   // Forward and backward on random bf16 inputs (q, k in [-2, 2); v, dout and the accumulated
   // dq, dk, dv's start values in [-1, 1)), each compared with the CPU's. The backward takes the
-  // CPU's out and lse, so its check does not depend on the forward's.
-  void Check(const AttentionDims& dims, uint64_t seed) {
+  // CPU's out and lse, so its check does not depend on the forward's. `misaligned`: the inputs
+  // start one element (2 bytes) past an allocation, so the kernels take their scalar loads
+  // instead of 16-byte ones.
+  void Check(const AttentionDims& dims, uint64_t seed, bool misaligned = false) {
     const std::string name = "B " + std::to_string(dims.batch) + " T " + std::to_string(dims.seq) +
                              " H " + std::to_string(dims.heads) + " KV " +
                              std::to_string(dims.kv_heads) + " d " + std::to_string(dims.head_dim) +
@@ -108,7 +121,14 @@ class FlashFusedTest : public CudaKernelsTest {
     const auto v = RoundToBf16(Random(nk, seed + 2)), dout = RoundToBf16(Random(nq, seed + 3));
     const auto dq0 = RoundToBf16(Random(nq, seed + 4)), dk0 = RoundToBf16(Random(nk, seed + 5));
     const auto dv0 = RoundToBf16(Random(nk, seed + 6));
-    const Bf16 *q_d = Up(q), *k_d = Up(k), *v_d = Up(v), *dout_d = Up(dout);
+    auto up_input = [&](const std::vector<Bf16>& x) -> const Bf16* {
+      if (!misaligned) return Up(x);
+      std::vector<Bf16> shifted(x.size() + 1);
+      std::copy(x.begin(), x.end(), shifted.begin() + 1);
+      return Up(shifted) + 1;
+    };
+    const Bf16 *q_d = up_input(q), *k_d = up_input(k), *v_d = up_input(v);
+    const Bf16* dout_d = up_input(dout);
     cudaStream_t stream = backend_->stream();
 
     std::vector<float> lse(nl);
@@ -160,6 +180,11 @@ TEST_F(FlashFusedTest, PartialTilesGqa4) {
 // T = 130: three tiles, the last of 2 rows; no grouping; the largest head (d = 128).
 TEST_F(FlashFusedTest, HeadDim128) {
   Check({.batch = 1, .seq = 130, .heads = 4, .kv_heads = 4, .head_dim = 128}, 200);
+}
+
+// The inputs 2 bytes off their 16-byte alignment: the scalar load path, same results.
+TEST_F(FlashFusedTest, MisalignedInputs) {
+  Check({.batch = 1, .seq = 70, .heads = 4, .kv_heads = 2, .head_dim = 32}, 400, /*misaligned=*/true);
 }
 
 // T = 64: exactly one tile; the smallest head (d = 16, one tensor-core step); one KV head.
