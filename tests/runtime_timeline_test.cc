@@ -247,8 +247,8 @@ class FakeWorld : public Collectives {
   StatusOr<int64_t> Send(Group, const void*, int64_t, DType, int, int) override {
     return Unused();
   }
-  StatusOr<int64_t> IallReduceSum(Group, float*, int64_t) override { return Unused(); }
-  StatusOr<int64_t> IreduceScatterSum(Group, const float*, float*, int64_t) override { return Unused(); }
+  StatusOr<int64_t> IallReduce(Group, void*, int64_t, DType) override { return Unused(); }
+  StatusOr<int64_t> IreduceScatter(Group, const void*, void*, int64_t, DType) override { return Unused(); }
   StatusOr<int64_t> IallGatherOf(Group, const void*, void*, int64_t, DType) override { return Unused(); }
   Status Wait(int64_t) override { return Unused(); }
   StatusOr<bool> Test(int64_t) override { return Unused(); }

@@ -305,15 +305,22 @@ class Collectives {
   // The all-gather on host doubles (timelines, per-rank figures gathered for the report).
   virtual Status AllGatherHost(Group g, const double* in, double* out, int64_t n) = 0;
 
-  // Non-blocking all-reduce (sum) of fp32 gradients in place, for overlapping it with
-  // computation (the layout's overlap_dp; overlap_tp's input-gradient all-reduce); `data` must
-  // stay alive and untouched until the handle completes.
-  virtual StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) = 0;
-  // Non-blocking reduce-scatter of fp32 gradients (as ReduceScatter: size(g) blocks of n in
-  // `in`, this rank's summed block into `out`), for ZeRO-1's overlap_dp and overlap_tp's SP
-  // input-gradient reduce-scatter; both buffers stay alive and `in` unchanged until the handle
-  // completes.
-  virtual StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) = 0;
+  // Non-blocking all-reduce (sum, in place) and reduce-scatter (as ReduceScatter: size(g)
+  // blocks of n in `in`, this rank's summed block into `out`) of `type` (fp32, or bf16 summed
+  // as the blocking ones), for overlapping them with computation: the layout's overlap_dp
+  // (ZeRO 0's all-reduces, ZeRO 1-3's reduce-scatters) and overlap_tp's input-gradient
+  // reduction. The buffers stay alive, and the inputs unchanged, until the handle completes.
+  virtual StatusOr<int64_t> IallReduce(Group g, void* data, int64_t n, DType type) = 0;
+  virtual StatusOr<int64_t> IreduceScatter(Group g, const void* in, void* out, int64_t n,
+                                           DType type) = 0;
+  template <typename T>
+  StatusOr<int64_t> IallReduceSum(Group g, T* data, int64_t n) {
+    return IallReduce(g, data, n, DTypeOf<T>());
+  }
+  template <typename T>
+  StatusOr<int64_t> IreduceScatterSum(Group g, const T* in, T* out, int64_t n) {
+    return IreduceScatter(g, in, out, n, DTypeOf<T>());
+  }
   // Non-blocking all-gather (as AllGatherOf), for SP's backward re-gather under overlap_tp;
   // both buffers stay alive and `in` unchanged until the handle completes.
   virtual StatusOr<int64_t> IallGatherOf(Group g, const void* in, void* out, int64_t n,
@@ -322,7 +329,7 @@ class Collectives {
   StatusOr<int64_t> IallGather(Group g, const T* in, T* out, int64_t n) {
     return IallGatherOf(g, in, out, n, DTypeOf<T>());
   }
-  // Completes a handle of Send, IallReduceSum, IreduceScatterSum or IallGatherOf: Wait blocks (bounded by the timeout); Test
+  // Completes a handle of Send, IallReduce, IreduceScatter or IallGatherOf: Wait blocks (bounded by the timeout); Test
   // returns whether it is done without waiting. A completed handle is released.
   virtual Status Wait(int64_t handle) = 0;
   virtual StatusOr<bool> Test(int64_t handle) = 0;

@@ -92,8 +92,8 @@ Status EmulatedCollectives::Receive(Group, void* data, int64_t n, DType type, in
   return Arrive(data, n * ElementBytes(type));  // n elements arrive
 }
 
-StatusOr<int64_t> EmulatedCollectives::IallReduceSum(Group g, float* data, int64_t n) {
-  SHARDSIM_RETURN_IF_ERROR(AllReduce(g, data, n, DType::kFp32));
+StatusOr<int64_t> EmulatedCollectives::IallReduce(Group g, void* data, int64_t n, DType type) {
+  SHARDSIM_RETURN_IF_ERROR(AllReduce(g, data, n, type));
   return ++issued_;
 }
 
@@ -103,9 +103,9 @@ StatusOr<int64_t> EmulatedCollectives::IallGatherOf(Group g, const void* in, voi
   return ++issued_;
 }
 
-StatusOr<int64_t> EmulatedCollectives::IreduceScatterSum(Group g, const float* in, float* out,
-                                                         int64_t n) {
-  SHARDSIM_RETURN_IF_ERROR(ReduceScatter(g, in, out, n, DType::kFp32));
+StatusOr<int64_t> EmulatedCollectives::IreduceScatter(Group g, const void* in, void* out,
+                                                      int64_t n, DType type) {
+  SHARDSIM_RETURN_IF_ERROR(ReduceScatter(g, in, out, n, type));
   return ++issued_;
 }
 

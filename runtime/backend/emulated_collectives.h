@@ -36,8 +36,8 @@ class EmulatedCollectives : public Collectives {
   StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
                          int tag) override;
   Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;
-  StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
-  StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
+  StatusOr<int64_t> IallReduce(Group g, void* data, int64_t n, DType type) override;
+  StatusOr<int64_t> IreduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
   StatusOr<int64_t> IallGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status Wait(int64_t handle) override;  // every handle is complete when issued
   StatusOr<bool> Test(int64_t handle) override;

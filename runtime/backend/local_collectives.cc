@@ -54,7 +54,7 @@ StatusOr<int64_t> LocalCollectives::Send(Group g, const void*, int64_t, DType, i
   return NoPeer("send", g, peer);
 }
 
-StatusOr<int64_t> LocalCollectives::IallReduceSum(Group, float*, int64_t) { return ++issued_; }
+StatusOr<int64_t> LocalCollectives::IallReduce(Group, void*, int64_t, DType) { return ++issued_; }
 
 StatusOr<int64_t> LocalCollectives::IallGatherOf(Group g, const void* in, void* out, int64_t n,
                                                   DType type) {
@@ -62,8 +62,9 @@ StatusOr<int64_t> LocalCollectives::IallGatherOf(Group g, const void* in, void* 
   return ++issued_;
 }
 
-StatusOr<int64_t> LocalCollectives::IreduceScatterSum(Group g, const float* in, float* out, int64_t n) {
-  SHARDSIM_RETURN_IF_ERROR(ReduceScatter(g, in, out, n, DType::kFp32));
+StatusOr<int64_t> LocalCollectives::IreduceScatter(Group g, const void* in, void* out, int64_t n,
+                                                    DType type) {
+  SHARDSIM_RETURN_IF_ERROR(ReduceScatter(g, in, out, n, type));
   return ++issued_;
 }
 

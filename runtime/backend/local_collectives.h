@@ -35,9 +35,9 @@ class LocalCollectives : public Collectives {
                          int tag) override;
   Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;
   // A one-rank all-reduce is done when issued: its handle completes at once.
-  StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
+  StatusOr<int64_t> IallReduce(Group g, void* data, int64_t n, DType type) override;
   // A copy, done when issued (as ReduceScatter over one rank).
-  StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
+  StatusOr<int64_t> IreduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
   StatusOr<int64_t> IallGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status Wait(int64_t handle) override;
   StatusOr<bool> Test(int64_t handle) override;
@@ -45,7 +45,7 @@ class LocalCollectives : public Collectives {
 
  private:
   DeviceCopy copy_;
-  int64_t issued_ = 0;  // IallReduceSum / IreduceScatterSum handles are 1..issued_
+  int64_t issued_ = 0;  // IallReduce / IreduceScatter / IallGatherOf handles are 1..issued_
 };
 
 }  // namespace shardsim::runtime

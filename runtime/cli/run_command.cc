@@ -41,7 +41,6 @@ std::vector<std::string> NotHonoured(const Layout& l) {
     w += l.sp ? "the re-gather of their input runs under the input-gradient GEMMs and the reduce-scatter of "
                 "the input gradient under the weight-gradient GEMMs"
               : "the all-reduce of the input gradient runs under the weight-gradient GEMMs";
-    if (l.dtype == DType::kBf16) w += "; with dtype=bf16 that reduction is blocking: the non-blocking ones are fp32";
     w += l.sp ? "); the forward's all-gathers and reduce-scatters and the backward's all-gathers of the output "
                 "gradient are blocking"
               : "); the forward's all-reduces are blocking";

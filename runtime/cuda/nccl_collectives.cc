@@ -279,16 +279,18 @@ StatusOr<int64_t> NcclCollectives::Issue(Group g, const char* op, int64_t n, DTy
   return handle;
 }
 
-StatusOr<int64_t> NcclCollectives::IallReduceSum(Group g, float* data, int64_t n) {
-  return Issue(g, "all-reduce", n, DType::kFp32, [&](const Channel& ch) {
-    return ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclSum, ch.comm, ch.stream);
+StatusOr<int64_t> NcclCollectives::IallReduce(Group g, void* data, int64_t n, DType type) {
+  const ncclDataType_t nccl_type = NcclType(type);
+  return Issue(g, "all-reduce", n, type, [&](const Channel& ch) {
+    return ncclAllReduce(data, data, static_cast<size_t>(n), nccl_type, ncclSum, ch.comm, ch.stream);
   });
 }
 
-StatusOr<int64_t> NcclCollectives::IreduceScatterSum(Group g, const float* in, float* out,
-                                                    int64_t n) {
-  return Issue(g, "reduce-scatter", n, DType::kFp32, [&](const Channel& ch) {
-    return ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat32, ncclSum, ch.comm, ch.stream);
+StatusOr<int64_t> NcclCollectives::IreduceScatter(Group g, const void* in, void* out, int64_t n,
+                                                 DType type) {
+  const ncclDataType_t nccl_type = NcclType(type);
+  return Issue(g, "reduce-scatter", n, type, [&](const Channel& ch) {
+    return ncclReduceScatter(in, out, static_cast<size_t>(n), nccl_type, ncclSum, ch.comm, ch.stream);
   });
 }
 

@@ -60,8 +60,8 @@ class NcclCollectives : public Collectives {
   StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
                          int tag) override;
   // On the group's communication stream, not waited for: the overlap the layout asks for.
-  StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;
-  StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out, int64_t n) override;
+  StatusOr<int64_t> IallReduce(Group g, void* data, int64_t n, DType type) override;
+  StatusOr<int64_t> IreduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
   StatusOr<int64_t> IallGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status Wait(int64_t handle) override;
   StatusOr<bool> Test(int64_t handle) override;
@@ -76,7 +76,7 @@ class NcclCollectives : public Collectives {
   };
   static constexpr int kClasses = 2;  // message classes per directed pair (tag % kClasses)
   using ChannelKey = std::pair<int, int>;  // (pp peer, class)
-  struct Pending {  // an issued Send or IallReduceSum
+  struct Pending {  // an issued Send or non-blocking collective
     cudaEvent_t done;
     ncclComm_t comm;  // polled for asynchronous errors
     Group group;

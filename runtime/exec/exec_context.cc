@@ -1,7 +1,6 @@
 // See exec_context.h.
 #include "runtime/exec/exec_context.h"
 
-#include <type_traits>
 
 namespace shardsim::runtime {
 
@@ -57,21 +56,17 @@ Status ExecContext::Reduce(T* partial, T* out, int64_t n_local, int64_t c) {
 template <typename T>
 Status ExecContext::StartReduce(T* partial, T* out, int64_t n_local, int64_t c, int64_t* handle) {
   *handle = -1;
-  if constexpr (!std::is_same_v<T, float>) {
-    return Reduce(partial, out, n_local, c);
-  } else {
-    if (tp_ == 1) return Status::Ok();
-    // Bytes as Reduce's; issuing is timed as communication, as in StartGather.
-    const double bytes = static_cast<double>((sp_ ? tp_ : 1) * n_local * c) * sizeof(T);
-    return Comm(Phase::kTpComm, bytes, [&]() -> Status {
-      if (sp_) {
-        SHARDSIM_ASSIGN_OR_RETURN(*handle, comm().IreduceScatterSum(Group::kTp, partial, out, n_local * c));
-      } else {
-        SHARDSIM_ASSIGN_OR_RETURN(*handle, comm().IallReduceSum(Group::kTp, partial, n_local * c));
-      }
-      return Status::Ok();
-    });
-  }
+  if (tp_ == 1) return Status::Ok();
+  // Bytes as Reduce's; issuing is timed as communication, as in StartGather.
+  const double bytes = static_cast<double>((sp_ ? tp_ : 1) * n_local * c) * sizeof(T);
+  return Comm(Phase::kTpComm, bytes, [&]() -> Status {
+    if (sp_) {
+      SHARDSIM_ASSIGN_OR_RETURN(*handle, comm().IreduceScatterSum(Group::kTp, partial, out, n_local * c));
+    } else {
+      SHARDSIM_ASSIGN_OR_RETURN(*handle, comm().IallReduceSum(Group::kTp, partial, n_local * c));
+    }
+    return Status::Ok();
+  });
 }
 
 #define SHARDSIM_INSTANTIATE_TP_OPS(T)                                                   \

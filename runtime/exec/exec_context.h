@@ -75,9 +75,8 @@ class ExecContext {
   // Reduce started without waiting: the sum is in `out` once FinishReduce(*handle) returns, and
   // `partial` (and `out`) stay alive and untouched until then (Megatron-LM starts the input
   // gradient's all-reduce or reduce-scatter of a column-parallel layer before its weight-
-  // gradient GEMM and waits for it after). *handle = -1 when it completed before returning:
-  // tp = 1, or T = Bf16, whose reduction is blocking (the backends' non-blocking reductions,
-  // IallReduceSum and IreduceScatterSum, are fp32 only).
+  // gradient GEMM and waits for it after). *handle = -1 when there is nothing to wait for
+  // (tp = 1).
   template <typename T>
   Status StartReduce(T* partial, T* out, int64_t n_local, int64_t c, int64_t* handle);
   Status FinishReduce(int64_t handle) { return FinishGather(handle); }  // the same wait

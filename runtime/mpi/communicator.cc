@@ -181,17 +181,20 @@ StatusOr<MPI_Request> Communicator::Isend(const void* data, size_t n, DType type
   return r;
 }
 
-StatusOr<MPI_Request> Communicator::IallReduceSum(float* data, size_t n) const {
+StatusOr<MPI_Request> Communicator::IallReduceSum(void* data, size_t n, DType type) const {
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
   MPI_Request r;
   const int rc =
-      MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &r);
+      MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), t.datatype, t.sum, comm_, &r);
   if (rc != MPI_SUCCESS) return Error(rc, "all-reduce");
   return r;
 }
 
-StatusOr<MPI_Request> Communicator::IreduceScatterSum(const float* in, float* out, size_t n) const {
+StatusOr<MPI_Request> Communicator::IreduceScatterSum(const void* in, void* out, size_t n,
+                                                     DType type) const {
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
   MPI_Request r;
-  const int rc = MPI_Ireduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &r);
+  const int rc = MPI_Ireduce_scatter_block(in, out, static_cast<int>(n), t.datatype, t.sum, comm_, &r);
   if (rc != MPI_SUCCESS) return Error(rc, "reduce-scatter");
   return r;
 }

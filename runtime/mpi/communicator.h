@@ -62,11 +62,12 @@ class Communicator {
   // A non-blocking send of `n` elements to `to`: `data` must stay unchanged until WaitRequest
   // on the returned request succeeds.
   StatusOr<MPI_Request> Isend(const void* data, size_t n, DType type, int to, int tag) const;
-  // A non-blocking in-place fp32 sum over the group (MPI_Iallreduce); complete it with
-  // WaitRequest or TestRequest, leaving `data` untouched until then.
-  StatusOr<MPI_Request> IallReduceSum(float* data, size_t n) const;
-  // MPI_Ireduce_scatter_block of fp32: size() blocks of n in `in`, this rank's sum into `out`.
-  StatusOr<MPI_Request> IreduceScatterSum(const float* in, float* out, size_t n) const;
+  // A non-blocking in-place sum of n elements of `type` over the group (MPI_Iallreduce; bf16
+  // with the bf16 sum op); complete it with WaitRequest or TestRequest, leaving `data`
+  // untouched until then.
+  StatusOr<MPI_Request> IallReduceSum(void* data, size_t n, DType type) const;
+  // MPI_Ireduce_scatter_block of `type`: size() blocks of n in `in`, this rank's sum into `out`.
+  StatusOr<MPI_Request> IreduceScatterSum(const void* in, void* out, size_t n, DType type) const;
   // MPI_Iallgather of n elements of `type` from every rank.
   StatusOr<MPI_Request> IallGather(const void* in, void* out, size_t n, DType type) const;
   // Waits for `request` until the timeout; the error names the rank, this group and `op`.

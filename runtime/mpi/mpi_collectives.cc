@@ -73,18 +73,19 @@ StatusOr<int64_t> MpiCollectives::Send(Group g, const void* data, int64_t n, DTy
   return handle;
 }
 
-StatusOr<int64_t> MpiCollectives::IallReduceSum(Group g, float* data, int64_t n) {
+StatusOr<int64_t> MpiCollectives::IallReduce(Group g, void* data, int64_t n, DType type) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-reduce"));
-  SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request, comm(g).IallReduceSum(data, static_cast<size_t>(n)));
+  SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request, comm(g).IallReduceSum(data, static_cast<size_t>(n), type));
   const int64_t handle = next_handle_++;
   pending_.emplace(handle, PendingSend{request, g, "all-reduce"});
   return handle;
 }
 
-StatusOr<int64_t> MpiCollectives::IreduceScatterSum(Group g, const float* in, float* out, int64_t n) {
+StatusOr<int64_t> MpiCollectives::IreduceScatter(Group g, const void* in, void* out, int64_t n,
+                                                 DType type) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "reduce-scatter"));
   SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request,
-                            comm(g).IreduceScatterSum(in, out, static_cast<size_t>(n)));
+                            comm(g).IreduceScatterSum(in, out, static_cast<size_t>(n), type));
   const int64_t handle = next_handle_++;
   pending_.emplace(handle, PendingSend{request, g, "reduce-scatter"});
   return handle;

@@ -39,9 +39,9 @@ class MpiCollectives : public Collectives {
   StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
                          int tag) override;
   Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override;
-  StatusOr<int64_t> IallReduceSum(Group g, float* data, int64_t n) override;  // MPI_Iallreduce
-  StatusOr<int64_t> IreduceScatterSum(Group g, const float* in, float* out,
-                                      int64_t n) override;  // MPI_Ireduce_scatter_block
+  StatusOr<int64_t> IallReduce(Group g, void* data, int64_t n, DType type) override;  // MPI_Iallreduce
+  StatusOr<int64_t> IreduceScatter(Group g, const void* in, void* out, int64_t n,
+                                   DType type) override;  // MPI_Ireduce_scatter_block  // MPI_Ireduce_scatter_block
   StatusOr<int64_t> IallGatherOf(Group g, const void* in, void* out, int64_t n,
                                  DType type) override;  // MPI_Iallgather
   Status Wait(int64_t handle) override;

@@ -136,6 +136,19 @@ int main(int argc, char** argv) {
     Expect(mc.ReduceScatterSum(Group::kDp, rs_in, rs_out, 1).ok(), "bf16 reduce-scatter ok", me);
     Expect(ToFloat(rs_out[0]) == block && ToFloat(rs_out[1]) == 99.0f, "bf16 reduce-scatter value",
            me);
+    // The non-blocking bf16 forms give the same values: the all-reduce's three elements and the
+    // reduce-scatter's block, as above.
+    Bf16 ihb[3] = {ToBf16(me + 1.0f), ToBf16(tp0 ? 256.0f : 1.0f), ToBf16(tp0 ? 256.0f : 3.0f)};
+    Bf16 irs_out[2] = {ToBf16(-1.0f), ToBf16(99.0f)};
+    StatusOr<int64_t> iar = mc.IallReduceSum(Group::kTp, ihb, 3);
+    StatusOr<int64_t> irs = mc.IreduceScatterSum(Group::kDp, rs_in, irs_out, 1);
+    Expect(iar.ok() && irs.ok() && mc.Wait(*iar).ok() && mc.Wait(*irs).ok(),
+           "bf16 non-blocking all-reduce and reduce-scatter ok", me);
+    Expect(ToFloat(ihb[0]) == (me < 2 ? 3.0f : 7.0f) && ToFloat(ihb[1]) == 256.0f &&
+               ToFloat(ihb[2]) == 260.0f,
+           "bf16 non-blocking all-reduce values", me);
+    Expect(ToFloat(irs_out[0]) == block && ToFloat(irs_out[1]) == 99.0f,
+           "bf16 non-blocking reduce-scatter value", me);
     // All-gather over DP of (rank, -rank): both members see [a, -a, b, -b].
     const Bf16 ag_in[2] = {ToBf16(static_cast<float>(me)), ToBf16(-static_cast<float>(me))};
     Bf16 ag_out[4];
