@@ -25,7 +25,8 @@ class CudaWorkspace {
                  // cuda_attention.cu for the layout per storage type
     kColumns,    // column sums' per-chunk partials: 2 x ceil(n / 64) x c floats
     kTokens,     // embedding backward's per-row links: n int32 + n bytes
-    kFlash,      // the fused attention backward's delta: B*H*T floats (flash_fused.h)
+    kFlash,      // the fused attention backward's delta and GQA partials
+                 // (flash_fused::BackwardWorkspaceBytes)
   };
 
   // `stream` and `cublas` (already bound to `stream`) are owned by the caller (CudaBackend) and

@@ -38,18 +38,20 @@ bool FitsDevice(const AttentionDims& dims);
 void Forward(cudaStream_t stream, const __nv_bfloat16* q, const __nv_bfloat16* k,
              const __nv_bfloat16* v, float* lse, __nv_bfloat16* out, const AttentionDims& dims);
 
-// Bytes of fp32 workspace Backward needs: delta, B*H*T floats.
+// Bytes of fp32 workspace Backward needs: delta, B*H*T floats (rounded up to 64), and under GQA
+// (heads > kv_heads) the per-query-head dK and dV partials, 2 x B*T*H*d floats (32 MiB at
+// Llama 3.2 1B's B 1, T 2048, 32 heads of 64).
 int64_t BackwardWorkspaceBytes(const AttentionDims& dims);
 
 // dq += scale dS K, dk += scale dS^T Q, dv += P^T dO, with P = exp(scale Q K^T - lse) (causal)
 // and dS = P o (dO V^T - delta), delta_i = dO_i . O_i (Dao 2023, Alg. 2). Each gradient
 // element is rounded to bf16 once: new = bf16(float(old) + fp32 sum), the sum in a fixed order
-// (no atomics: bitwise the same run to run). delta is the workspace (BackwardWorkspaceBytes),
-// overwritten; it must stay allocated until the stream reaches the end of this call.
-// Asynchronous on `stream`. Requires Supported(dims).
+// (no atomics: bitwise the same run to run). `workspace` (BackwardWorkspaceBytes, 256-byte
+// aligned) is overwritten; it must stay allocated until the stream reaches the end of this
+// call. Asynchronous on `stream`. Requires Supported(dims).
 void Backward(cudaStream_t stream, const __nv_bfloat16* dout, const __nv_bfloat16* q,
               const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
               const float* lse, __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv,
-              const AttentionDims& dims, float* delta);
+              const AttentionDims& dims, float* workspace);
 
 }  // namespace shardsim::runtime::flash_fused

@@ -1,10 +1,15 @@
 // See flash_fused.h. This file: the backward pass (Dao 2023, FlashAttention-2, Alg. 2) in three
-// kernels: delta = rowsum(dO o O); dK, dV with one block per (64-key tile, batch, KV head) that
-// walks the group's query heads and the query tiles from the diagonal down, recomputing P; and
-// dQ with one block per (64-query tile, batch, head) that walks the key tiles up to the
-// diagonal, recomputing P and dS. Every output element is owned by one block and summed in a
-// fixed order: no atomics, so results are bitwise the same run to run (cuda_typed_kernels.h's
-// promise), at the price of computing S and dP twice.
+// or four kernels: delta = rowsum(dO o O); dK, dV with one block per (64-key tile, batch, query
+// head) that walks the query tiles from the diagonal down, recomputing P; under GQA (groups of
+// more than one query head) each block's sums go to fp32 partials, one per query head, and a
+// fourth kernel adds a KV head's group of partials in head order; and dQ with one block per
+// (64-query tile, batch, head) that walks the key tiles up to the diagonal, recomputing P and
+// dS. Every output element is owned by one block (or one thread) and summed in a fixed order:
+// no atomics, so results are bitwise the same run to run (cuda_typed_kernels.h's promise), at
+// the price of computing S and dP twice. One block per query head rather than per KV head
+// (FlashAttention-2's own grid) gives group times more blocks: at Llama 3.2 1B's shape on one
+// H200 (B 1, T 2048, 32 heads, 8 KV heads) 1,024 blocks instead of 256, and a longest block of
+// 64 query-tile steps instead of 4 x 64.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -92,18 +97,20 @@ __global__ void DeltaKernel(const Elem* dout, const Elem* out, float* delta, int
   }
 }
 
-// grid (B*KV, ceil(T/64)), kThreads threads; x = b * KV + g, y = the key tile (tile 0, which
-// sees every query tile, first). For each query head h of KV head g's group and each query tile
-// from the one holding key k0 to the last (earlier ones are masked out entirely), with i a query
-// row and j a key row:
+// grid (B*H, ceil(T/64)), kThreads threads; x = b * H + h, y = the key tile (tile 0, which
+// sees every query tile, first). For query head h (of KV head g = h / group) and each query
+// tile from the one holding key k0 to the last (earlier ones are masked out entirely), with i a
+// query row and j a key row:
 //   S = Q K^T, dP = dO V^T                             (tensor cores, fp32 out)
 //   P = exp(scale S - lse_i) where j <= i < T, else 0;  dS = P o (dP - delta_i)
 //   dV += P^T dO, dK += dS^T Q                       (shared fp32)
-// and finally dk += scale dK, dv += dV, one bf16 rounding per element.
+// and finally, with one query head per KV head, dk += scale dK, dv += dV, one bf16 rounding per
+// element; otherwise (dk_part non-null) the fp32 scale dK and dV into the partials (B*T, H*d),
+// row j, columns h*d.., for GroupSumKernel.
 __global__ void __launch_bounds__(kThreads)
     BackwardKernel(const Elem* dout, const Elem* q, const Elem* k, const Elem* v, const float* lse,
-                   const float* delta, Elem* dk, Elem* dv, int64_t t, int heads, int kv_heads,
-                   int d, float scale, bool vec) {
+                   const float* delta, Elem* dk, Elem* dv, float* dk_part, float* dv_part,
+                   int64_t t, int heads, int kv_heads, int d, float scale, bool vec) {
   extern __shared__ __align__(128) unsigned char smem[];
   const BackwardSmem lay(d);
   Elem* k_s = reinterpret_cast<Elem*>(smem + lay.k);
@@ -119,9 +126,9 @@ __global__ void __launch_bounds__(kThreads)
   float* lse_s = reinterpret_cast<float*>(smem + lay.lse);
   float* delta_s = reinterpret_cast<float*>(smem + lay.delta);
 
-  const int64_t b = blockIdx.x / kv_heads;
-  const int g = static_cast<int>(blockIdx.x % kv_heads);
-  const int group = heads / kv_heads;
+  const int64_t b = blockIdx.x / heads;
+  const int64_t h = blockIdx.x % heads;
+  const int g = static_cast<int>(h / (heads / kv_heads));
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kCols;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
@@ -139,65 +146,63 @@ __global__ void __launch_bounds__(kThreads)
 
   const int q_tiles = static_cast<int>(Tiles(t, kRows));
   const int kv_jobs = (kCols / kTile) * d_tiles;  // 16x16 tiles of dK (and of dV)
-  for (int hh = 0; hh < group; ++hh) {  // block-uniform loops: every barrier is reached by all
-    const int64_t h = static_cast<int64_t>(g) * group + hh;
-    const int64_t q_offset = b * t * ld_q + h * d;  // row i of q, dout: + i * ld_q
-    const float* lse_bh = lse + (b * heads + h) * t;
-    const float* delta_bh = delta + (b * heads + h) * t;
-    for (int qt = static_cast<int>(k0 / kRows); qt < q_tiles; ++qt) {
-      const int64_t q0 = static_cast<int64_t>(qt) * kRows;
-      __syncthreads();  // the previous step's reads of q_s, dout_s are done (and setup)
-      LoadRows(q_s, lay.ld_x, q + q_offset, ld_q, q0, kRows, t, d, vec);
-      LoadRows(dout_s, lay.ld_x, dout + q_offset, ld_q, q0, kRows, t, d, vec);
-      if (tid < kRows) {
-        const bool in = q0 + tid < t;
-        lse_s[tid] = in ? lse_bh[q0 + tid] : 0.0f;
-        delta_s[tid] = in ? delta_bh[q0 + tid] : 0.0f;
-      }
-      __syncthreads();
+  const int64_t q_offset = b * t * ld_q + h * d;  // row i of q, dout: + i * ld_q
+  const float* lse_bh = lse + (b * heads + h) * t;
+  const float* delta_bh = delta + (b * heads + h) * t;
+  // Block-uniform loop bounds: every barrier is reached by all threads.
+  for (int qt = static_cast<int>(k0 / kRows); qt < q_tiles; ++qt) {
+    const int64_t q0 = static_cast<int64_t>(qt) * kRows;
+    __syncthreads();  // the previous step's reads of q_s, dout_s are done (and setup)
+    LoadRows(q_s, lay.ld_x, q + q_offset, ld_q, q0, kRows, t, d, vec);
+    LoadRows(dout_s, lay.ld_x, dout + q_offset, ld_q, q0, kRows, t, d, vec);
+    if (tid < kRows) {
+      const bool in = q0 + tid < t;
+      lse_s[tid] = in ? lse_bh[q0 + tid] : 0.0f;
+      delta_s[tid] = in ? delta_bh[q0 + tid] : 0.0f;
+    }
+    __syncthreads();
 
-      // S = Q K^T and dP = dO V^T: A row-major, B = K^T or V^T (col-major views of K, V).
-      for (int job = warp; job < 2 * kScoreTiles; job += kWarps) {
-        const bool is_dp = job >= kScoreTiles;
-        const int tile = job % kScoreTiles;
-        const int m = tile / (kCols / kTile), n = tile % (kCols / kTile);
-        FragC acc;
-        wmma::fill_fragment(acc, 0.0f);
-        MmaAccumulate<FragA, FragBTransposed>(
-            acc, (is_dp ? dout_s : q_s) + m * kTile * lay.ld_x, kTile, lay.ld_x,
-            (is_dp ? v_s : k_s) + n * kTile * lay.ld_x, kTile, lay.ld_x, d_tiles);
-        wmma::store_matrix_sync((is_dp ? dp_s : s_s) + m * kTile * lay.ld_s + n * kTile, acc,
-                                lay.ld_s, wmma::mem_row_major);
-      }
-      __syncthreads();
+    // S = Q K^T and dP = dO V^T: A row-major, B = K^T or V^T (col-major views of K, V).
+    for (int job = warp; job < 2 * kScoreTiles; job += kWarps) {
+      const bool is_dp = job >= kScoreTiles;
+      const int tile = job % kScoreTiles;
+      const int m = tile / (kCols / kTile), n = tile % (kCols / kTile);
+      FragC acc;
+      wmma::fill_fragment(acc, 0.0f);
+      MmaAccumulate<FragA, FragBTransposed>(
+          acc, (is_dp ? dout_s : q_s) + m * kTile * lay.ld_x, kTile, lay.ld_x,
+          (is_dp ? v_s : k_s) + n * kTile * lay.ld_x, kTile, lay.ld_x, d_tiles);
+      wmma::store_matrix_sync((is_dp ? dp_s : s_s) + m * kTile * lay.ld_s + n * kTile, acc,
+                              lay.ld_s, wmma::mem_row_major);
+    }
+    __syncthreads();
 
-      // P and dS (Alg. 2 lines 13 and 16), rounded to bf16 for the products below.
-      for (int e = tid; e < kRows * kCols; e += kThreads) {
-        const int r = e / kCols, c = e % kCols;
-        const int64_t i = q0 + r, j = k0 + c;
-        const bool valid = i < t && j <= i;  // causal; j <= i < T keeps j below T too
-        const float p = valid ? expf(s_s[r * lay.ld_s + c] * scale - lse_s[r]) : 0.0f;
-        const float ds = p * (dp_s[r * lay.ld_s + c] - delta_s[r]);
-        p_s[r * lay.ld_p + c] = __float2bfloat16_rn(p);
-        ds_s[r * lay.ld_p + c] = __float2bfloat16_rn(ds);
-      }
-      __syncthreads();
+    // P and dS (Alg. 2 lines 13 and 16), rounded to bf16 for the products below.
+    for (int e = tid; e < kRows * kCols; e += kThreads) {
+      const int r = e / kCols, c = e % kCols;
+      const int64_t i = q0 + r, j = k0 + c;
+      const bool valid = i < t && j <= i;  // causal; j <= i < T keeps j below T too
+      const float p = valid ? expf(s_s[r * lay.ld_s + c] * scale - lse_s[r]) : 0.0f;
+      const float ds = p * (dp_s[r * lay.ld_s + c] - delta_s[r]);
+      p_s[r * lay.ld_p + c] = __float2bfloat16_rn(p);
+      ds_s[r * lay.ld_p + c] = __float2bfloat16_rn(ds);
+    }
+    __syncthreads();
 
-      // dV += P^T dO and dK += dS^T Q (A = P^T, dS^T: col-major views of P, dS; B row-major),
-      // accumulators through shared memory.
-      for (int job = warp; job < 2 * kv_jobs; job += kWarps) {
-        const bool is_dk = job >= kv_jobs;
-        const int tile = job % kv_jobs;
-        const int m = tile / d_tiles, n = tile % d_tiles;  // key rows 16 m.., columns 16 n..
-        float* c_tile = (is_dk ? dk_s : dv_s) + m * kTile * lay.ld_a + n * kTile;
-        FragC acc;
-        wmma::load_matrix_sync(acc, c_tile, lay.ld_a, wmma::mem_row_major);
-        MmaAccumulate<FragATransposed, FragB>(
-            acc, (is_dk ? ds_s : p_s) + m * kTile, static_cast<int64_t>(kTile) * lay.ld_p, lay.ld_p,
-            (is_dk ? q_s : dout_s) + n * kTile, static_cast<int64_t>(kTile) * lay.ld_x, lay.ld_x,
-            kRows / kTile);
-        wmma::store_matrix_sync(c_tile, acc, lay.ld_a, wmma::mem_row_major);
-      }
+    // dV += P^T dO and dK += dS^T Q (A = P^T, dS^T: col-major views of P, dS; B row-major),
+    // accumulators through shared memory.
+    for (int job = warp; job < 2 * kv_jobs; job += kWarps) {
+      const bool is_dk = job >= kv_jobs;
+      const int tile = job % kv_jobs;
+      const int m = tile / d_tiles, n = tile % d_tiles;  // key rows 16 m.., columns 16 n..
+      float* c_tile = (is_dk ? dk_s : dv_s) + m * kTile * lay.ld_a + n * kTile;
+      FragC acc;
+      wmma::load_matrix_sync(acc, c_tile, lay.ld_a, wmma::mem_row_major);
+      MmaAccumulate<FragATransposed, FragB>(
+          acc, (is_dk ? ds_s : p_s) + m * kTile, static_cast<int64_t>(kTile) * lay.ld_p, lay.ld_p,
+          (is_dk ? q_s : dout_s) + n * kTile, static_cast<int64_t>(kTile) * lay.ld_x, lay.ld_x,
+          kRows / kTile);
+      wmma::store_matrix_sync(c_tile, acc, lay.ld_a, wmma::mem_row_major);
     }
   }
   __syncthreads();
@@ -205,9 +210,37 @@ __global__ void __launch_bounds__(kThreads)
   for (int e = tid; e < kCols * d; e += kThreads) {
     const int c = e / d, x = e % d;
     if (k0 + c >= t) continue;
-    const int64_t idx = kv_offset + (k0 + c) * ld_k + x;
-    dk[idx] = __float2bfloat16_rn(__bfloat162float(dk[idx]) + scale * dk_s[c * lay.ld_a + x]);
-    dv[idx] = __float2bfloat16_rn(__bfloat162float(dv[idx]) + dv_s[c * lay.ld_a + x]);
+    if (dk_part != nullptr) {
+      const int64_t idx = (b * t + k0 + c) * ld_q + h * d + x;
+      dk_part[idx] = scale * dk_s[c * lay.ld_a + x];
+      dv_part[idx] = dv_s[c * lay.ld_a + x];
+    } else {
+      const int64_t idx = kv_offset + (k0 + c) * ld_k + x;
+      dk[idx] = __float2bfloat16_rn(__bfloat162float(dk[idx]) + scale * dk_s[c * lay.ld_a + x]);
+      dv[idx] = __float2bfloat16_rn(__bfloat162float(dv[idx]) + dv_s[c * lay.ld_a + x]);
+    }
+  }
+}
+
+// GQA: dk[b*T + j, g*d + x] += sum over the group's query heads h = g*group .. in order of the
+// partial dk_part[b*T + j, h*d + x] (fp32), rounded to bf16 once; dv likewise. One thread per
+// element of dk (rows B*T, KV*d columns).
+__global__ void GroupSumKernel(const float* dk_part, const float* dv_part, Elem* dk, Elem* dv,
+                               int64_t rows, int heads, int kv_heads, int d) {
+  const int group = heads / kv_heads;
+  const int64_t ld_k = static_cast<int64_t>(kv_heads) * d, ld_q = static_cast<int64_t>(heads) * d;
+  for (int64_t e = cuda_device::GlobalIndex(); e < rows * ld_k; e += cuda_device::GlobalStride()) {
+    const int64_t row = e / ld_k, col = e % ld_k;  // col = g*d + x
+    const int64_t g = col / d, x = col % d;
+    const float* pk = dk_part + row * ld_q + g * group * d + x;
+    const float* pv = dv_part + row * ld_q + g * group * d + x;
+    float sk = 0.0f, sv = 0.0f;
+    for (int hh = 0; hh < group; ++hh) {
+      sk += pk[hh * d];
+      sv += pv[hh * d];
+    }
+    dk[e] = __float2bfloat16_rn(__bfloat162float(dk[e]) + sk);
+    dv[e] = __float2bfloat16_rn(__bfloat162float(dv[e]) + sv);
   }
 }
 
@@ -361,13 +394,26 @@ int64_t BackwardSharedBytes(int64_t d) {
   return std::max<int64_t>(BackwardSmem(static_cast<int>(d)).bytes, DqSmem(static_cast<int>(d)).bytes);
 }
 
+namespace {
+
+// The workspace: delta (B*H*T floats, rounded up to 64 so the partials start 256-byte aligned),
+// then under GQA the dK and dV partials, (B*T, H*d) floats each.
+int64_t DeltaFloats(const AttentionDims& dims) {
+  return (dims.batch * dims.heads * dims.seq + 63) / 64 * 64;
+}
+int64_t PartialFloats(const AttentionDims& dims) {
+  return dims.heads == dims.kv_heads ? 0 : dims.batch * dims.seq * dims.heads * dims.head_dim;
+}
+
+}  // namespace
+
 int64_t BackwardWorkspaceBytes(const AttentionDims& dims) {
-  return static_cast<int64_t>(sizeof(float)) * dims.batch * dims.heads * dims.seq;  // delta
+  return static_cast<int64_t>(sizeof(float)) * (DeltaFloats(dims) + 2 * PartialFloats(dims));
 }
 
 void Backward(cudaStream_t stream, const Elem* dout, const Elem* q, const Elem* k, const Elem* v,
               const Elem* out, const float* lse, Elem* dq, Elem* dk, Elem* dv,
-              const AttentionDims& dims, float* delta) {
+              const AttentionDims& dims, float* workspace) {
   CHECK(Supported(dims)) << "flash_fused::Backward: unsupported dims B " << dims.batch << " T "
                          << dims.seq << " H " << dims.heads << " KV " << dims.kv_heads << " d "
                          << dims.head_dim;
@@ -376,6 +422,10 @@ void Backward(cudaStream_t stream, const Elem* dout, const Elem* q, const Elem* 
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t rows = dims.batch * dims.seq * dims.heads;  // (token, head) rows of d elements
   const bool vec = Aligned16(dout) && Aligned16(q) && Aligned16(k) && Aligned16(v);
+  float* delta = workspace;
+  const int64_t partials = PartialFloats(dims);
+  float* dk_part = partials > 0 ? workspace + DeltaFloats(dims) : nullptr;
+  float* dv_part = partials > 0 ? dk_part + partials : nullptr;
 
   DeltaKernel<<<cuda_device::BlocksFor(rows * 32), cuda_device::kThreads, 0, stream>>>(
       dout, out, delta, rows, dims.seq, heads, d);
@@ -384,11 +434,18 @@ void Backward(cudaStream_t stream, const Elem* dout, const Elem* q, const Elem* 
   const BackwardSmem lay(d);
   SHARDSIM_CUDA_CHECK(
       cudaFuncSetAttribute(BackwardKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.bytes));
-  const dim3 grid(static_cast<unsigned>(dims.batch * dims.kv_heads),
+  const dim3 grid(static_cast<unsigned>(dims.batch * dims.heads),
                   static_cast<unsigned>(Tiles(dims.seq, kCols)));
-  BackwardKernel<<<grid, kThreads, lay.bytes, stream>>>(dout, q, k, v, lse, delta, dk, dv, dims.seq,
-                                                        heads, kv_heads, d, scale, vec);
+  BackwardKernel<<<grid, kThreads, lay.bytes, stream>>>(dout, q, k, v, lse, delta, dk, dv, dk_part,
+                                                        dv_part, dims.seq, heads, kv_heads, d,
+                                                        scale, vec);
   SHARDSIM_CUDA_CHECK_LAUNCH();
+  if (partials > 0) {
+    const int64_t tokens = dims.batch * dims.seq;
+    GroupSumKernel<<<cuda_device::BlocksFor(tokens * dims.kv_heads * d), cuda_device::kThreads, 0,
+                     stream>>>(dk_part, dv_part, dk, dv, tokens, heads, kv_heads, d);
+    SHARDSIM_CUDA_CHECK_LAUNCH();
+  }
 
   const DqSmem dq_lay(d);
   SHARDSIM_CUDA_CHECK(

@@ -84,10 +84,15 @@ TEST(FlashFusedHostTest, SupportedDims) {
   EXPECT_FALSE(flash_fused::Supported(d));
 }
 
-// delta, B*H*T floats: 2 * 8 * 100 = 1600, 6400 bytes.
+// delta, B*H*T floats: 2 * 8 * 100 = 1600 (a multiple of 64), 6400 bytes; under GQA (8 heads
+// on 2 KV heads) the dK and dV partials, 2 * (2 * 100 * 8 * 64) floats = 819,200 bytes more.
+// Without GQA no partials, and delta rounded up to 64 floats: 1 * 4 * 130 = 520 -> 576 floats,
+// 2304 bytes.
 TEST(FlashFusedHostTest, BackwardWorkspaceBytes) {
   const AttentionDims dims{.batch = 2, .seq = 100, .heads = 8, .kv_heads = 2, .head_dim = 64};
-  EXPECT_EQ(flash_fused::BackwardWorkspaceBytes(dims), 6400);
+  EXPECT_EQ(flash_fused::BackwardWorkspaceBytes(dims), 6400 + 819200);
+  const AttentionDims mha{.batch = 1, .seq = 130, .heads = 4, .kv_heads = 4, .head_dim = 128};
+  EXPECT_EQ(flash_fused::BackwardWorkspaceBytes(mha), 2304);
 }
 
 // Shared memory per block (flash_fused.cu's and flash_fused_backward.cu's layout comments): at
