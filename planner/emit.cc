@@ -181,7 +181,11 @@ void AddOptimizerAndOverlap(const Layout& l, MegatronArgs& a) {
     // validate_args: needs the distributed optimizer and --overlap-grad-reduce.
     if (l.zero >= 1) a.Flag("--overlap-param-gather");
   }
-  if (l.tp > 1 && l.overlap_tp) {
+  // overlap_tp=backward is Megatron-LM's default (LinearWithGradAccumulationAndAsyncCommunication
+  // reduces the input gradient under the weight-gradient GEMMs): no flag. off is left as
+  // backward's arguments: this era has no switch for it (--no-async-tensor-model-parallel-
+  // allreduce is "DEPRECATED. This flag is ignored.").
+  if (l.tp > 1 && l.overlap_tp == TpOverlap::kOn) {
     if (l.sp) {
       a.Flag("--tp-comm-overlap");
     } else {
@@ -285,8 +289,9 @@ std::vector<std::string> DeepSpeedNotes(const ModelSpec& m, const Layout& l) {
         "dtype=fp8: the DeepSpeed config has no fp8 mode (fp8 GEMMs come from "
         "Transformer Engine in the model code); bf16 is enabled");
   }
-  if (l.tp > 1 && l.overlap_tp) {
-    notes.push_back("overlap_tp=on is a model-code setting (Megatron TP), not in the config");
+  if (l.tp > 1 && l.overlap_tp != TpOverlap::kOff) {
+    notes.push_back("overlap_tp=" + TpOverlapName(l.overlap_tp) +
+                    " is a model-code setting (Megatron TP), not in the config");
   }
   if (l.grad_compression > 1) {
     notes.push_back("compress=" + Ratio(l.grad_compression) +

@@ -367,6 +367,14 @@ TEST(EmitMegatron, UnsupportedSchedulesAndSwitchesAreStatedNotDropped) {
   const std::string tp_overlap =
       EmitMegatron(m, Resolve("tp=8,pp=8,dp=16,sp=on,overlap_tp=on", 1024));
   EXPECT_TRUE(Contains(tp_overlap, "--tp-comm-overlap \\\n"));
+  // overlap_tp=backward is Megatron-LM's default async input-gradient reduction: no flag, and
+  // expressible without SP too.
+  for (const char* spec :
+       {"tp=8,pp=8,dp=16,overlap_tp=backward", "tp=8,pp=8,dp=16,sp=on,overlap_tp=backward"}) {
+    const std::string text = EmitMegatron(m, Resolve(spec, 1024));
+    EXPECT_FALSE(Contains(text, "tp-comm-overlap")) << spec;
+    EXPECT_FALSE(Contains(text, "not expressible")) << spec;
+  }
   const std::string p2p =
       EmitMegatron(m, Resolve("tp=8,pp=8,dp=16,vpp=2,schedule=interleaved,overlap_pp=on", 1024));
   EXPECT_FALSE(Contains(p2p, "p2p-communication"));

@@ -60,8 +60,28 @@ TEST(ParseLayout, ReadsEveryKindOfValue) {
   EXPECT_EQ(l.offload, Offload::kOptimizer);
   EXPECT_EQ(l.grad_compression, 4.0);
   EXPECT_FALSE(l.overlap_dp);
-  EXPECT_TRUE(l.overlap_tp);
+  EXPECT_EQ(l.overlap_tp, TpOverlap::kOn);
   EXPECT_FALSE(l.prefetch);
+}
+
+// overlap_tp has three values; on and off keep the boolean spellings the other switches take.
+TEST(ParseLayout, OverlapTpThreeValues) {
+  EXPECT_EQ(MustParse("tp=2").overlap_tp, TpOverlap::kOff);  // the default
+  EXPECT_EQ(MustParse("overlap_tp=off").overlap_tp, TpOverlap::kOff);
+  EXPECT_EQ(MustParse("overlap_tp=false").overlap_tp, TpOverlap::kOff);
+  EXPECT_EQ(MustParse("overlap_tp=0").overlap_tp, TpOverlap::kOff);
+  EXPECT_EQ(MustParse("overlap_tp=backward").overlap_tp, TpOverlap::kBackward);
+  EXPECT_EQ(MustParse("overlap_tp=on").overlap_tp, TpOverlap::kOn);
+  EXPECT_EQ(MustParse("overlap_tp=true").overlap_tp, TpOverlap::kOn);
+  EXPECT_EQ(MustParse("overlap_tp=1").overlap_tp, TpOverlap::kOn);
+  for (const char* v : {"off", "backward", "on"}) {
+    const std::string spec = std::string("tp=2,overlap_tp=") + v;
+    EXPECT_TRUE(Contains(FormatLayout(MustParse(spec)), std::string(",overlap_tp=") + v + ","))
+        << v;
+  }
+  StatusOr<Layout> y = ParseLayoutYaml("tp: 2\noverlap_tp: backward\n", "layout.yaml");
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_EQ(y->overlap_tp, TpOverlap::kBackward);
 }
 
 TEST(ParseLayout, UnsetKeysKeepTheirDefaults) {
@@ -82,6 +102,7 @@ TEST(FormatLayout, RoundTripIsStableForResolvedLayouts) {
        {std::string("tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"),
         std::string("tp=2,pp=4,cp=2,ep=2,zero=3,offload=optimizer+params,dtype=fp8,"
                     "schedule=zero-bubble,compress=2.5,overlap_tp=on,prefetch=off"),
+        std::string("tp=4,sp=on,overlap_tp=backward"),
         std::string("mbs=4,recompute=full,schedule=gpipe,dtype=fp32,overlap_dp=off")}) {
     SCOPED_TRACE(spec);
     const Layout resolved = MustResolve(spec, 1024);
@@ -198,6 +219,11 @@ TEST(ParseLayoutErrors, BadChoices) {
   EXPECT_TRUE(Contains(ParseError("schedule=interleave"), "did you mean 'interleaved'"));
   EXPECT_TRUE(Contains(ParseError("dtype=bf8"), "expected one of fp32, fp16, bf16, fp8"));
   EXPECT_TRUE(Contains(ParseError("compress=0.5"), "a compression ratio >= 1"));
+  const std::string tp = ParseError("overlap_tp=backwards");
+  EXPECT_TRUE(Contains(tp, "layout key 'overlap_tp'"));
+  EXPECT_TRUE(Contains(tp, "expected one of off, backward, on, found 'backwards'"));
+  EXPECT_TRUE(Contains(tp, "did you mean 'backward'"));
+  EXPECT_TRUE(Contains(ParseError("overlap_tp=maybe"), "expected one of off, backward, on"));
 }
 
 TEST(ParseLayoutErrors, Syntax) {

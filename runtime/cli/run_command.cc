@@ -35,7 +35,8 @@ using cli::FlagSpec;
 // anyway, but say so (stderr and run.json), never silently.
 std::vector<std::string> NotHonoured(const Layout& l) {
   std::vector<std::string> out;
-  if (l.overlap_tp && l.tp > 1) {
+  // overlap_tp=backward is exactly what the runtime does; on asks for more.
+  if (l.overlap_tp == TpOverlap::kOn && l.tp > 1) {
     std::string w = "overlap_tp=on: only the backward pass's column-parallel layers overlap TP communication "
                     "(Megatron-LM's async input-gradient reduction: ";
     w += l.sp ? "the re-gather of their input runs under the input-gradient GEMMs and the reduce-scatter of "
@@ -44,8 +45,9 @@ std::vector<std::string> NotHonoured(const Layout& l) {
     w += l.sp ? "); the forward's all-gathers and reduce-scatters and the backward's all-gathers of the output "
                 "gradient are blocking"
               : "); the forward's all-reduces are blocking";
-    w += " (they feed the next op directly). The simulator's overlap_tp hides all TP communication, as "
-         "Megatron-LM's --tp-comm-overlap (userbuffers) does; this runtime does not";
+    w += " (they feed the next op directly), as with overlap_tp=backward. The simulator's "
+         "overlap_tp=on hides all TP communication, as Megatron-LM's --tp-comm-overlap "
+         "(userbuffers) does; this runtime does not";
     out.push_back(w);
   }
   if (l.overlap_pp && l.pp > 1) out.push_back("overlap_pp=on: pipeline sends are non-blocking, receives block");

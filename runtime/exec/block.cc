@@ -160,17 +160,18 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   // Row-parallel biases are added after g, to this rank's rows: their gradient is the column
   // sum of d(out) over those rows (summed over the TP group later under SP).
   DeviceBuffer gathered, dfull, dnorm_full, dnorm, norm_in;
-  // overlap_tp with SP: the norm output's re-gather for the weight gradients is started first
-  // and waited for just before them, so it runs under the input-gradient GEMMs (and without SP
-  // StartGather is `x` itself). The input gradient's reduction then runs under the weight-
-  // gradient GEMMs (ColumnParallelBackwardOverlapped).
+  // overlap_tp with SP: the norm output's re-gather for the weight gradients is started right
+  // after the output gradient's (blocking) gather, queued behind it as in Megatron-LM, and
+  // waited for just before the weight gradients, so it runs under the input-gradient GEMMs
+  // (without SP StartGather is `x` itself). The input gradient's reduction then runs under the
+  // weight-gradient GEMMs (ColumnParallelBackwardOverlapped).
   int64_t pending = -1;
   const T* norm2 = nullptr;
+  // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
+  SHARDSIM_ASSIGN_OR_RETURN(const T* dout, ctx.Gather(dresid, gathered, d.n_local, c));
   if (ctx.overlap_tp()) {
     SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.StartGather(s.norm2.as<T>(), norm_in, d.n_local, c, &pending));
   }
-  // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
-  SHARDSIM_ASSIGN_OR_RETURN(const T* dout, ctx.Gather(dresid, gathered, d.n_local, c));
   DeviceBuffer dact, dhidden, dup;
   SHARDSIM_RETURN_IF_ERROR(zeros(dact, d.n * f, "mlp activation gradient"));
   k.LinearBackward(dout, s.act.as<T>(), w.w_out, dact.as<T>(), dw.w_out, nullptr, d.n, f, c);

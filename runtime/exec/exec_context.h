@@ -26,9 +26,10 @@ class ExecContext {
   Collectives& comm() { return backend_->comm(); }
   int64_t tp() const { return tp_; }
   bool sp() const { return sp_; }
-  // The layout's overlap_tp, where it applies (tp > 1): in the backward pass, the input
-  // gradient's reduction of the column-parallel layers (StartReduce) and, with SP, the re-gather
-  // of their input (StartGather) run under GEMMs. The forward's TP collectives stay blocking.
+  // The layout's overlap_tp (backward or on), where it applies (tp > 1): in the backward pass,
+  // the input gradient's reduction of the column-parallel layers (StartReduce) and, with SP, the
+  // re-gather of their input (StartGather) run under GEMMs. The forward's TP collectives stay
+  // blocking (on asks for them hidden too; run_command.cc warns).
   bool overlap_tp() const { return overlap_tp_ && tp_ > 1; }
 
   // The storage type T's kernels (float, or Bf16 under mixed precision).

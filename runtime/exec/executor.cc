@@ -45,7 +45,7 @@ TypedExecutor<T>::TypedExecutor(const ModelSpec& m, const Layout& l, Backend* ba
       backend_(backend),
       shard_(std::move(shard)),
       opt_(opt),
-      ctx_(backend, l.tp, l.sp && l.tp > 1, timeline, l.overlap_tp) {
+      ctx_(backend, l.tp, l.sp && l.tp > 1, timeline, l.overlap_tp != TpOverlap::kOff) {
   dims_.m = &shard_.local_model();
   dims_.b = l.mbs;
   dims_.t = m.seq_len;

@@ -20,6 +20,14 @@ struct StageCompute {
   double forward = 0, backward = 0, recompute = 0, wgrad = 0;
   double attention_forward = 0;
   std::vector<OpTiming> ops;
+  // overlap_tp=backward's windows: per layer kind, one layer's column-parallel weight-gradient
+  // time in the attention branch (qkv) and in the MLP branch (up or gate_up), and the number
+  // of such layers on the stage.
+  struct TpWindow {
+    double attention_s = 0, mlp_s = 0;
+    int64_t layers = 0;
+  };
+  std::vector<TpWindow> tp_windows;
 };
 
 // Adds `count` instances of `ops` to the stage.
@@ -27,7 +35,13 @@ void AddOps(StageCompute& s, const GpuSpec& gpu, const Layout& l, const std::vec
             bool recomputable, int64_t count) {
   if (count == 0) return;
   const double n = static_cast<double>(count);
+  StageCompute::TpWindow window{0, 0, count};
+  bool in_mlp = false;  // after the attention branch's residual1
   for (const Op& op : ops) {
+    if (op.column_parallel) {  // the weight-gradient GEMM: half the backward
+      (in_mlp ? window.mlp_s : window.attention_s) += OpBackwardTime(gpu, l.dtype, op) / 2;
+    }
+    in_mlp = in_mlp || op.name == "residual1";
     const double f = OpForwardTime(gpu, l.dtype, op);
     const double b = OpBackwardTime(gpu, l.dtype, op);
     s.forward += n * f;
@@ -46,6 +60,7 @@ void AddOps(StageCompute& s, const GpuSpec& gpu, const Layout& l, const std::vec
       it->count += count;
     }
   }
+  if (recomputable) s.tp_windows.push_back(window);
 }
 
 // The per-kind layer ops of a layout, built once and shared by every stage.
@@ -147,13 +162,31 @@ Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, cons
       tp_per_mb += add("tp all-reduce", ParallelDim::kTp, count, Collective::kAllReduce, act);
     }
     tp_per_mb /= mb;
-    if (l.overlap_tp) {
+    if (l.overlap_tp == TpOverlap::kOn) {
       // Overlapped with the GEMMs they feed: exposed only beyond the matmul time.
       double matmul = 0;
       for (const OpTiming& t : slow.ops) {
         if (t.op.kind == OpKind::kMatmul) matmul += t.count * (t.forward_s + t.backward_s);
       }
       tp_per_mb = std::max(0.0, tp_per_mb - matmul);
+    } else if (l.overlap_tp == TpOverlap::kBackward && l.schedule != Schedule::kZeroBubble) {
+      // Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward
+      // (megatron/core/tensor_parallel/layers.py): in each backward branch the input gradient
+      // of the column-parallel projections (qkv; up or gate_up) is reduced (all-reduce, SP:
+      // reduce-scatter) while their weight-gradient GEMMs run, so per layer and branch
+      //   hidden = min(t_reduction, t_wgrad(column-parallel))
+      // and tp_per_mb drops by the sum over the stage's layers. Forward (and recompute) TP and
+      // the output-gradient all-gathers stay exposed. (SP's backward re-gathers, which this
+      // estimate does not count, would hide under the input-gradient GEMMs.) Zero-bubble
+      // defers the weight gradients to the W pass: nothing to hide under.
+      const Collective kind = l.sp ? Collective::kReduceScatter : Collective::kAllReduce;
+      const double reduction = comm.Estimate(kind, group(ParallelDim::kTp), act).time_s;
+      double hidden = 0;
+      for (const StageCompute::TpWindow& w : slow.tp_windows) {
+        hidden += static_cast<double>(w.layers) *
+                  (std::min(reduction, w.attention_s) + std::min(reduction, w.mlp_s));
+      }
+      tp_per_mb = std::max(0.0, tp_per_mb - hidden);
     }
   }
 

@@ -45,10 +45,12 @@ void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t t
   if (m.activation == Activation::kSwiglu) {
     // gate and up fused: (T x h) x (h x 2f/t); SiLU(gate) * up; down: (T x f/t) x (f/t x h).
     ops.push_back(Matmul(prefix + "gate_up", tokens, 2 * f, m.hidden, b));
+    ops.back().column_parallel = true;
     ops.push_back(Memory(prefix + "swiglu", b * 3.0 * tokens * f));
     ops.back().transcendentals = static_cast<double>(tokens) * f;  // exp in SiLU
   } else {
     ops.push_back(Matmul(prefix + "up", tokens, f, m.hidden, b));
+    ops.back().column_parallel = true;
     ops.push_back(Memory(prefix + "gelu", b * 2.0 * tokens * f));
     ops.back().transcendentals = static_cast<double>(tokens) * f;  // tanh
   }
@@ -71,6 +73,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
 
   ops.push_back(Memory("norm1", b * 2.0 * Tn * h));
   ops.push_back(Matmul("qkv", T, q + 2 * kv, h, b));
+  ops.back().column_parallel = true;
   const double s_kv = static_cast<double>(m.seq_len);  // keys each query meets (all chunks)
   if (l.attention == AttentionImpl::kFlash) {
     // Fused causal attention (flash-style). Scores QK^T and context PV, each 2*T*s*d per

@@ -31,6 +31,10 @@ struct Op {
   // SwiGLU, GELU, softmax and the loss).
   double transcendentals = 0;
   bool recomputed_selective = false;  // recomputed under recompute=selective
+  // A column-parallel projection of a branch's input (qkv; the MLP's up or gate_up, experts'
+  // included): the projections whose summed input gradient TP reduces in backward, and whose
+  // weight-gradient GEMMs hide that reduction under overlap_tp=backward.
+  bool column_parallel = false;
   double backward_factor = 2;  // backward cost / forward cost
 };
 

@@ -44,6 +44,15 @@ std::string AttentionName(AttentionImpl a) {
   return a == AttentionImpl::kFlash ? "flash" : "unfused";
 }
 
+std::string TpOverlapName(TpOverlap o) {
+  switch (o) {
+    case TpOverlap::kOff: return "off";
+    case TpOverlap::kBackward: return "backward";
+    case TpOverlap::kOn: return "on";
+  }
+  return "?";
+}
+
 namespace {
 
 const std::vector<std::string> kKeys = {
@@ -88,11 +97,20 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
   } else if (key == "zero") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"0", "1", "2", "3"}));
     l.zero = static_cast<int>(i);
-  } else if (key == "sp" || key == "overlap_dp" || key == "overlap_tp" || key == "overlap_pp" ||
-             key == "prefetch") {
+  } else if (key == "overlap_tp") {
+    // on/off (and their boolean spellings, as for the other switches) or backward.
+    if (value == "backward") {
+      l.overlap_tp = TpOverlap::kBackward;
+    } else if (value == "on" || value == "true" || value == "1") {
+      l.overlap_tp = TpOverlap::kOn;
+    } else if (value == "off" || value == "false" || value == "0") {
+      l.overlap_tp = TpOverlap::kOff;
+    } else {
+      return BadValue(key, value, "one of off, backward, on", {"off", "backward", "on"});
+    }
+  } else if (key == "sp" || key == "overlap_dp" || key == "overlap_pp" || key == "prefetch") {
     SHARDSIM_ASSIGN_OR_RETURN(bool v, OnOff(key, value));
     (key == "sp" ? l.sp : key == "overlap_dp" ? l.overlap_dp
-                        : key == "overlap_tp" ? l.overlap_tp
                         : key == "overlap_pp" ? l.overlap_pp : l.prefetch) = v;
   } else if (key == "recompute") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "selective", "full"}));
@@ -202,7 +220,7 @@ std::string FormatLayout(const Layout& l) {
   if (l.dtype_given) out << ",dtype=" << DTypeName(l.dtype);
   out << ",offload=" << OffloadName(l.offload)
       << ",compress=" << compress
-      << ",overlap_dp=" << on(l.overlap_dp) << ",overlap_tp=" << on(l.overlap_tp)
+      << ",overlap_dp=" << on(l.overlap_dp) << ",overlap_tp=" << TpOverlapName(l.overlap_tp)
       << ",overlap_pp=" << on(l.overlap_pp)
       << ",prefetch=" << on(l.prefetch) << ",attention=" << AttentionName(l.attention);
   return out.str();

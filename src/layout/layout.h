@@ -19,6 +19,16 @@ enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
 // skipped) or unfused (score GEMM, softmax and dropout kernels over s x s tensors, as
 // Megatron-LM ran before FlashAttention; Korthikanti et al. 2022's 5as^2b term).
 enum class AttentionImpl { kFlash, kUnfused };
+// Which TP collectives run under GEMMs (tp > 1):
+//   kOff      every TP collective is blocking;
+//   kBackward in the backward pass, each column-parallel group's (Q/K/V; the MLP's up or
+//             gate+up) input-gradient reduction runs under its weight-gradient GEMMs, and with
+//             SP the re-gather of its input under the input-gradient GEMMs: Megatron-LM's
+//             default LinearWithGradAccumulationAndAsyncCommunication.backward, and what the
+//             runtime does; the forward's collectives and the output-gradient all-gathers block;
+//   kOn       every TP collective hidden (Megatron-LM's --tp-comm-overlap, TransformerEngine
+//             userbuffers), joined only at the pass's end.
+enum class TpOverlap { kOff, kBackward, kOn };
 
 struct Layout {
   int64_t tp = 1;   // tensor parallel
@@ -39,7 +49,7 @@ struct Layout {
   Offload offload = Offload::kNone;
   double grad_compression = 1;  // DP gradient bytes are divided by this ratio (>= 1)
   bool overlap_dp = true;       // DP gradient reduction overlapped with backward
-  bool overlap_tp = false;      // TP collectives overlapped with GEMMs
+  TpOverlap overlap_tp = TpOverlap::kOff;  // TP collectives overlapped with GEMMs
   bool overlap_pp = false;      // pipeline sends overlapped with compute (Megatron-LM's
                                 // --overlap-p2p-communication); off: the sender waits
   bool prefetch = true;         // ZeRO-3 parameter all-gather prefetched
@@ -55,6 +65,7 @@ std::string ScheduleName(Schedule s);
 std::string RecomputeName(Recompute r);
 std::string OffloadName(Offload o);
 std::string AttentionName(AttentionImpl a);
+std::string TpOverlapName(TpOverlap o);  // "off", "backward", "on"
 
 // Parses a spec string; syntax errors name the key, the expected value and a "did you mean".
 // dp and gbs may be left 0 and filled in by ResolveLayout.

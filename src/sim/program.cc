@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "src/cost/op_time.h"
 #include "src/cost/ops.h"
@@ -36,6 +37,9 @@ namespace {
 // Time and FLOPs of a run of consecutive ops of a layer.
 struct Block {
   double fwd = 0, bwd = 0, wgrad = 0, selective = 0, flops = 0;
+  // The column-parallel projections' (Op::column_parallel) weight-gradient GEMMs, part of
+  // `wgrad`, and their forward FLOPs (a weight gradient costs as many as the forward).
+  double col_wgrad = 0, col_flops = 0;
 };
 
 Block SumOps(const GpuSpec& gpu, DType dtype, const std::vector<Op>& ops) {
@@ -46,6 +50,10 @@ Block SumOps(const GpuSpec& gpu, DType dtype, const std::vector<Op>& ops) {
     b.fwd += f;
     b.bwd += bw;
     if (op.kind == OpKind::kMatmul) b.wgrad += bw / 2;  // the weight-gradient GEMM
+    if (op.column_parallel) {
+      b.col_wgrad += bw / 2;
+      b.col_flops += op.flops;
+    }
     if (op.recomputed_selective) b.selective += f;
     b.flops += op.flops;
   }
@@ -202,34 +210,81 @@ class StageBuilder {
   }
 
   // TP exchange after (or before, for an SP all-gather) a block. Returns the task the next
-  // compute must wait for: the collective, or with overlap_tp the producing compute.
-  int32_t TpAfter(int32_t producer, Pass pass, int32_t mb, int32_t layer, Category cat) {
+  // compute must wait for: the collective, or with overlap_tp=on the producing compute (the
+  // collective is then joined only at the pass's end, TakePassJoins). overlap_tp=backward
+  // leaves these blocking; it splits the backward branches instead (ColumnParallelBackward).
+  int32_t TpAfter(int32_t producer, Pass pass, int32_t mb, int32_t layer) {
     if (l_.tp == 1) return producer;
-    const Collective c = l_.sp ? Collective::kReduceScatter : Collective::kAllReduce;
-    const int32_t coll = Coll(l_.sp ? "tp reduce-scatter" : "tp all-reduce", c, GroupKind::kTp,
-                              tp_bytes_, Stream::kTp, cat == Category::kRecompute ? Category::kTp : Category::kTp,
-                              pass, mb, layer, {producer});
-    if (l_.overlap_tp) {
-      joins_.push_back(coll);
-      return producer;
-    }
-    return coll;
+    return Tp(TpReduction(producer, pass, mb, layer), producer);
   }
   int32_t TpBefore(int32_t prev, Pass pass, int32_t mb, int32_t layer) {
     if (l_.tp == 1 || !l_.sp) return prev;
-    const int32_t coll = Coll("tp all-gather", Collective::kAllGather, GroupKind::kTp, tp_bytes_,
-                              Stream::kTp, Category::kTp, pass, mb, layer, {prev});
-    if (l_.overlap_tp) {
-      joins_.push_back(coll);
-      return prev;
-    }
-    return coll;
+    return Tp(TpGather({prev}, pass, mb, layer), prev);
   }
+  int32_t Tp(int32_t coll, int32_t producer) {
+    if (l_.overlap_tp != TpOverlap::kOn) return coll;
+    tp_joins_.push_back(coll);
+    return producer;
+  }
+  // f's backward / g's forward: all-reduce, or reduce-scatter with SP.
+  int32_t TpReduction(int32_t producer, Pass pass, int32_t mb, int32_t layer) {
+    return Coll(l_.sp ? "tp reduce-scatter" : "tp all-reduce",
+                l_.sp ? Collective::kReduceScatter : Collective::kAllReduce, GroupKind::kTp,
+                tp_bytes_, Stream::kTp, Category::kTp, pass, mb, layer, {producer});
+  }
+  int32_t TpGather(std::vector<int32_t> deps, Pass pass, int32_t mb, int32_t layer) {
+    return Coll("tp all-gather", Collective::kAllGather, GroupKind::kTp, tp_bytes_, Stream::kTp,
+                Category::kTp, pass, mb, layer, std::move(deps));
+  }
+  // The dependencies of the next compute: `t` and the joins pending (blocking sends, an
+  // overlap_tp=backward reduction).
   std::vector<int32_t> TakeJoins(int32_t t) {
     std::vector<int32_t> deps = joins_;
     deps.push_back(t);
     joins_.clear();
     return deps;
+  }
+  // At a pass's end (its pipeline send, LM head or embedding backward, the optimizer step):
+  // also overlap_tp=on's collectives.
+  std::vector<int32_t> TakePassJoins(int32_t t) {
+    std::vector<int32_t> deps = TakeJoins(t);
+    deps.insert(deps.end(), tp_joins_.begin(), tp_joins_.end());
+    tp_joins_.clear();
+    return deps;
+  }
+
+  // overlap_tp=backward, the start of a backward branch after `t`. With SP: the output
+  // gradient's all-gather, blocking as with off, then the norm output's re-gather for the
+  // weight gradients, which depends only on the branch's start (on the TP stream it queues
+  // behind the first gather, as in Megatron-LM, where the column-parallel layer's backward
+  // starts it). Returns the input-gradient part's dependencies and the re-gather (-1
+  // without SP).
+  std::pair<std::vector<int32_t>, int32_t> BackwardBranchStart(int32_t t, int32_t mb,
+                                                               int32_t layer) {
+    std::vector<int32_t> start = TakeJoins(t);
+    if (!l_.sp) return {start, -1};
+    const int32_t dout = TpGather(start, Pass::kBackward, mb, layer);
+    const int32_t regather = TpGather(start, Pass::kBackward, mb, layer);
+    start.push_back(dout);
+    return {start, regather};
+  }
+  // overlap_tp=backward, the end of a backward branch whose input-gradient part ended at
+  // `dgrad` (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward, the
+  // runtime's ColumnParallelBackwardOverlapped): the input gradient's reduction starts once it
+  // and the re-gather are done and runs under the column-parallel weight-gradient GEMMs
+  // (`seconds`), which need the re-gathered input too. The next compute waits for both.
+  // Returns the weight-gradient task.
+  int32_t ColumnParallelBackward(const std::string& branch, int32_t dgrad, int32_t regather,
+                                 double seconds, double flops, int32_t mb, int32_t chunk,
+                                 int32_t layer) {
+    const int32_t reduction = Coll(l_.sp ? "tp reduce-scatter" : "tp all-reduce",
+                                   l_.sp ? Collective::kReduceScatter : Collective::kAllReduce,
+                                   GroupKind::kTp, tp_bytes_, Stream::kTp, Category::kTp,
+                                   Pass::kBackward, mb, layer, {dgrad, regather});
+    const int32_t wgrad = Compute(branch + " weight gradients", seconds, flops, Category::kCompute,
+                                  Pass::kBackward, mb, chunk, layer, {dgrad, regather});
+    joins_.push_back(reduction);
+    return wgrad;
   }
 
   // One layer's forward (or its recomputation). Returns the last task.
@@ -254,7 +309,7 @@ class StageBuilder {
       cp = Coll("cp k/v exchange", Collective::kAllGather, GroupKind::kCp, cp_bytes_, Stream::kCp,
                 Category::kCp, pass, mb, layer, {prev});
     }
-    t = TpAfter(attn, pass, mb, layer, cat);
+    t = TpAfter(attn, pass, mb, layer);
     t = TpBefore(t, pass, mb, layer);
     deps = TakeJoins(t);
     deps.push_back(cp);
@@ -270,7 +325,7 @@ class StageBuilder {
       t = Compute("mlp" + tag, c.mlp_pre.fwd + c.mlp.fwd + c.mlp_post.fwd,
                   c.mlp_pre.flops + c.mlp.flops, cat, pass, mb, chunk, layer, deps);
     }
-    return TpAfter(t, pass, mb, layer, cat);
+    return TpAfter(t, pass, mb, layer);
   }
 
   int32_t Position(int32_t chunk) const { return chunk * static_cast<int32_t>(l_.pp) + stage_; }
@@ -293,7 +348,7 @@ class StageBuilder {
     }
     if (pos == Positions() - 1) {
       t = Compute("lm head + loss forward", head_.fwd, head_.flops, Category::kCompute,
-                  Pass::kForward, mb, chunk, -1, TakeJoins(t));
+                  Pass::kForward, mb, chunk, -1, TakePassJoins(t));
     } else {
       TaskSpec s;
       s.kind = TaskKind::kSend;
@@ -304,7 +359,7 @@ class StageBuilder {
       s.chunk = chunk;
       s.bytes = pp_bytes_;
       s.peer_stage = (pos + 1) % static_cast<int32_t>(l_.pp);
-      const int32_t send = Add(s, "pp send activations", TakeJoins(t));
+      const int32_t send = Add(s, "pp send activations", TakePassJoins(t));
       (*sends_)[{static_cast<int>(Pass::kForward), mb, pos + 1}] = send;
       if (!l_.overlap_pp) joins_.push_back(send);  // the sender's next compute waits for it
     }
@@ -339,29 +394,49 @@ class StageBuilder {
       const double mlp_b = zb ? (c.mlp_pre.bwd + c.mlp.bwd + c.mlp_post.bwd) -
                                     (c.mlp_pre.wgrad + c.mlp.wgrad + c.mlp_post.wgrad)
                               : c.mlp_pre.bwd + c.mlp.bwd + c.mlp_post.bwd;
-      t = TpBefore(t, Pass::kBackward, mb, layer);
+      // overlap_tp=backward splits each branch into its input-gradient part and the
+      // column-parallel weight gradients that hide its TP reduction. Under zero-bubble those
+      // are deferred to the W pass, so there is nothing to hide under: the reductions block.
+      const bool split = l_.overlap_tp == TpOverlap::kBackward && l_.tp > 1 && !zb;
+      const double mlp_w = split ? c.mlp_pre.col_wgrad + c.mlp.col_wgrad : 0;
+      const double mlp_w_flops = split ? c.mlp_pre.col_flops + c.mlp.col_flops : 0;
+      const double attn_w = split ? c.attn.col_wgrad : 0;
+      const double attn_w_flops = split ? c.attn.col_flops : 0;
       // SP keeps only this rank's rows of the norm output, so the MLP's (and below the
       // attention's) weight gradient needs it all-gathered again (Megatron-LM's
-      // LinearWithGradAccumulationAndAsyncCommunication.backward; overlapped with the input
-      // gradient's GEMM only under overlap_tp).
-      t = TpBefore(t, Pass::kBackward, mb, layer);
-      std::vector<int32_t> deps = TakeJoins(t);
+      // LinearWithGradAccumulationAndAsyncCommunication.backward): blocking after the output
+      // gradient's all-gather with overlap_tp off, joined at the pass's end with on, under the
+      // input-gradient GEMMs with backward (BackwardBranchStart).
+      int32_t regather = -1;
+      std::vector<int32_t> deps;
+      if (split) {
+        std::tie(deps, regather) = BackwardBranchStart(t, mb, layer);
+      } else {
+        t = TpBefore(t, Pass::kBackward, mb, layer);
+        t = TpBefore(t, Pass::kBackward, mb, layer);
+        deps = TakeJoins(t);
+      }
       deps.insert(deps.end(), gather.begin(), gather.end());
       if (c.moe && l_.ep > 1) {
         t = Coll("ep all-to-all dispatch", Collective::kAllToAll, GroupKind::kEp, ep_bytes_, Stream::kEp,
                  Category::kEp, Pass::kBackward, mb, layer, deps);
         deps = {t};
       }
-      t = Compute("mlp backward", mlp_b, 2 * (c.mlp_pre.flops + c.mlp.flops), Category::kCompute,
-                  Pass::kBackward, mb, chunk, layer, deps);
+      t = Compute("mlp backward", mlp_b - mlp_w, 2 * (c.mlp_pre.flops + c.mlp.flops) - mlp_w_flops,
+                  Category::kCompute, Pass::kBackward, mb, chunk, layer, deps);
       if (c.moe && l_.ep > 1) {
         t = Coll("ep all-to-all combine", Collective::kAllToAll, GroupKind::kEp, ep_bytes_, Stream::kEp,
                  Category::kEp, Pass::kBackward, mb, layer, {t});
       }
-      t = TpAfter(t, Pass::kBackward, mb, layer, Category::kCompute);
-      t = TpBefore(t, Pass::kBackward, mb, layer);
-      t = TpBefore(t, Pass::kBackward, mb, layer);  // the norm output re-gathered, as above
-      deps = TakeJoins(t);
+      if (split) {
+        t = ColumnParallelBackward("mlp", t, regather, mlp_w, mlp_w_flops, mb, chunk, layer);
+        std::tie(deps, regather) = BackwardBranchStart(t, mb, layer);
+      } else {
+        t = TpAfter(t, Pass::kBackward, mb, layer);
+        t = TpBefore(t, Pass::kBackward, mb, layer);
+        t = TpBefore(t, Pass::kBackward, mb, layer);  // the norm output re-gathered, as above
+        deps = TakeJoins(t);
+      }
       if (l_.recompute == Recompute::kSelective) {
         t = Compute("attention core recompute", c.attn.selective, 0, Category::kRecompute,
                     Pass::kRecompute, mb, chunk, layer, deps);
@@ -373,10 +448,15 @@ class StageBuilder {
         deps.push_back(Coll("cp dk/dv reduce-scatter", Collective::kReduceScatter, GroupKind::kCp,
                             cp_bytes_, Stream::kCp, Category::kCp, Pass::kBackward, mb, layer, {t}));
       }
-      t = Compute("attention backward", attn_b, 2 * c.attn.flops, Category::kCompute,
-                  Pass::kBackward, mb, chunk, layer, deps);
-      const int32_t bwd_end = t;
-      t = TpAfter(t, Pass::kBackward, mb, layer, Category::kCompute);
+      t = Compute("attention backward", attn_b - attn_w, 2 * c.attn.flops - attn_w_flops,
+                  Category::kCompute, Pass::kBackward, mb, chunk, layer, deps);
+      int32_t bwd_end = t;
+      if (split) {
+        t = bwd_end = ColumnParallelBackward("attention", t, regather, attn_w, attn_w_flops, mb,
+                                             chunk, layer);
+      } else {
+        t = TpAfter(t, Pass::kBackward, mb, layer);
+      }
       if (!zb) {
         prog_->tasks[bwd_end].memory_delta -= c.act + (l_.recompute == Recompute::kFull ? c.full_act : 0);
         Gradients(c, bwd_end, mb, layer, last_mb);
@@ -384,7 +464,7 @@ class StageBuilder {
     }
     if (pos == 0) {
       t = Compute("embedding backward", embedding_.bwd, 0, Category::kCompute, Pass::kBackward, mb,
-                  chunk, -1, TakeJoins(t));
+                  chunk, -1, TakePassJoins(t));
     } else {
       TaskSpec s;
       s.kind = TaskKind::kSend;
@@ -395,7 +475,7 @@ class StageBuilder {
       s.chunk = chunk;
       s.bytes = pp_bytes_;
       s.peer_stage = (pos - 1) % static_cast<int32_t>(l_.pp);
-      const int32_t send = Add(s, "pp send gradients", TakeJoins(t));
+      const int32_t send = Add(s, "pp send gradients", TakePassJoins(t));
       (*sends_)[{static_cast<int>(Pass::kBackward), mb, pos - 1}] = send;
       if (!l_.overlap_pp) joins_.push_back(send);
     }
@@ -453,7 +533,7 @@ class StageBuilder {
     if (!l_.overlap_dp) FlushBuckets(last);
     std::vector<int32_t> deps = grad_tasks_;
     deps.push_back(last);
-    for (int32_t j : TakeJoins(-1)) deps.push_back(j);
+    for (int32_t j : TakePassJoins(-1)) deps.push_back(j);
     // Embedding and head gradients are small; they ride with the optimizer step.
     const StageParams params = ParamsOnStage(m_, l_, stage_);
     const double shard = l_.zero >= 1 ? params.dense / static_cast<double>(l_.dp) +
@@ -521,7 +601,8 @@ class StageBuilder {
   Block embedding_, head_;
   StateBytes state_{};
   double tokens_ = 0, tp_bytes_ = 0, pp_bytes_ = 0, cp_bytes_ = 0, ep_bytes_ = 0;
-  std::vector<int32_t> joins_;
+  std::vector<int32_t> joins_;     // joined by the next compute
+  std::vector<int32_t> tp_joins_;  // overlap_tp=on's collectives, joined at the pass's end
   std::vector<int32_t> grad_tasks_;
   std::vector<Bucket> pending_buckets_;
   std::map<std::tuple<int, int, int>, int32_t>* sends_ = nullptr;

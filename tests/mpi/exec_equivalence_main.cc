@@ -14,9 +14,9 @@
 // itself ~6e-5 (worst tensor) away from the same run in fp64. For such layouts the parameters
 // must instead be no further from the fp64 run than 2x the fp32 reference is, and within 2e-4
 // of the fp32 reference; the losses keep the 1e-5 bound. Layouts with dtype=bf16 (mixed
-// precision) have their own criteria, at kBf16Loss below. A layout with overlap_tp=on, or with
-// ZeRO-2/3 and overlap_dp on, must in addition equal the same layout with that overlap off
-// bitwise (ExpectSameAsWithoutOverlap).
+// precision) have their own criteria, at kBf16Loss below. A layout with overlap_tp=backward or
+// on (the runtime does the same for both), or with ZeRO-2/3 and overlap_dp on, must in
+// addition equal the same layout with that overlap off bitwise (ExpectSameAsWithoutOverlap).
 #include <mpi.h>
 
 #include <algorithm>
@@ -191,8 +191,9 @@ StatusOr<Trained> Train(const ModelSpec& spec, const std::string& spec_text,
   return t;
 }
 
-// overlap_tp=on only reorders independent work in the backward pass (each column-parallel
-// layer's weight-gradient GEMMs run after its input gradient's reduction is started), and so
+// overlap_tp=backward (and on) only reorders independent work in the backward pass (each
+// column-parallel layer's weight-gradient GEMMs run after its input gradient's reduction is
+// started), and so
 // does ZeRO-2/3's overlap_dp (each bucket's reduce-scatter completes, and its chunk is added to
 // the gradient shard, when the next bucket's backward ends, buckets in the same order): every
 // sum has the same terms in the same order, so the run must equal its `twin` (the same layout
@@ -232,10 +233,12 @@ void RunCase(const ModelSpec& spec, const std::string& spec_text, const Referenc
     worst_loss = std::max(worst_loss, Relative(run->losses[s], ref.losses[s]));
     if (bf16) worst_single = std::max(worst_single, Relative(run->losses[s], single->losses[s]));
   }
-  if (const size_t at = spec_text.find("overlap_tp=on"); at != std::string::npos) {
-    std::string twin = spec_text;
-    ExpectSameAsWithoutOverlap(spec, spec_text, twin.replace(at, 13, "overlap_tp=off"), *run, data,
-                               world, me);
+  for (const std::string overlap : {"overlap_tp=on", "overlap_tp=backward"}) {
+    if (const size_t at = spec_text.find(overlap); at != std::string::npos) {
+      std::string twin = spec_text;
+      twin.replace(at, overlap.size(), "overlap_tp=off");
+      ExpectSameAsWithoutOverlap(spec, spec_text, twin, *run, data, world, me);
+    }
   }
   if (run->layout.zero >= 2 && run->layout.dp > 1 && run->layout.overlap_dp) {
     ExpectSameAsWithoutOverlap(spec, spec_text, spec_text + ",overlap_dp=off", *run, data, world, me);

@@ -1,0 +1,169 @@
+// overlap_tp off / backward / on in the simulator and the analytical estimate, on one node
+// whose compute and link speeds are chosen so that each expected difference is a sum of
+// collective and weight-gradient times the test reads from the cost model:
+//   off       every TP collective blocks: per layer and micro-batch 2 forward + 2 backward
+//             all-reduces (SP: the forward's all-gather + reduce-scatter pairs, and in
+//             backward per branch the output gradient's all-gather, the norm output's
+//             re-gather and the input gradient's reduce-scatter);
+//   backward  each backward branch's input-gradient reduction runs under its column-parallel
+//             weight-gradient GEMMs (qkv; the MLP's up), and SP's re-gather under the
+//             input-gradient GEMMs: hidden = min(C, W) per branch; forward unchanged;
+//   on        nothing waits for a TP collective until the pass's end, where only the last
+//             one (if no compute follows it) is exposed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "src/cost/estimate.h"
+#include "src/cost/op_time.h"
+#include "src/cost/ops.h"
+#include "src/sim/simulator.h"
+#include "tests/test_models.h"
+
+namespace shardsim {
+namespace {
+
+// 1 node x 2 GPUs at 100 TFLOP/s bf16, HBM fast enough that GEMMs are compute-bound, no
+// latencies; the fabric's bandwidth sets the TP collective time C.
+HardwareSpec Node(const std::string& fabric_bandwidth) {
+  StatusOr<HardwareSpec> hw = ParseHardwareYaml(R"(name: two
+source: test
+nodes: 1
+gpu:
+  name: test
+  peak: {bf16: "100 TFLOP/s"}
+  memory: "80 GiB"
+  memory_bandwidth: "1000000 TB/s"
+  sm_count: 100
+  efficiency: {matmul: 1.0, attention: 1.0, memory: 1.0, kernel_latency: "0 us"}
+node:
+  gpus: 2
+  fabric: {kind: nvswitch, bandwidth: ")" + fabric_bandwidth + R"(", efficiency: 1.0, latency: "0 us"}
+  host: {memory: "1 TiB", memory_bandwidth: "1000000 TB/s", link_bandwidth: "1000000 TB/s", link_latency: "0 us"}
+)", "two");
+  CHECK(hw.ok()) << hw.status().message();
+  return *hw;
+}
+
+// L = 2 layers, h = 1024, 16 heads, 1024-token sequences, vocabulary 8 (a negligible head).
+constexpr int64_t kLayers = 2;
+ModelSpec Model() { return testing::GptModel(kLayers, 1024, 16, 8, 1024); }
+
+Layout Tp2(TpOverlap o, bool sp, int64_t microbatches = 1) {
+  Layout l;
+  l.tp = 2;
+  l.dp = 1;
+  l.sp = sp;
+  l.mbs = 1;
+  l.gbs = microbatches;
+  l.schedule_given = true;
+  l.dtype_given = true;
+  l.overlap_tp = o;
+  return l;
+}
+
+struct SimRun {
+  double iteration_s, compute_s, tp_s;
+};
+
+SimRun SimulateTp(const std::string& bw, const Layout& l) {
+  const Cluster cluster(Node(bw));
+  StatusOr<SimResult> r = Simulate(Model(), cluster, l, SimOptions{});
+  CHECK(r.ok()) << r.status().message();
+  const RankResult& c = r->ranks[r->critical];
+  return {r->iteration_time_s, c.breakdown_s[static_cast<int>(Category::kCompute)],
+          c.breakdown_s[static_cast<int>(Category::kTp)]};
+}
+
+// One layer's column-parallel weight-gradient time per branch, W = backward / 2 of qkv (the
+// attention) and of the MLP's up projection: at h = 1024, tp = 2, T = 1024 tokens,
+// qkv 2·T·(3h/2)·h = 3.2 GFLOP -> 32 us, up 2·T·(4h/2)·h = 4.3 GFLOP -> 43 us at 100 TFLOP/s.
+std::pair<double, double> Windows(const HardwareSpec& hw, const Layout& l) {
+  double attention = 0, mlp = 0;
+  for (const Op& op : LayerOps(Model(), l, false)) {
+    if (!op.column_parallel) continue;
+    (op.name == "qkv" ? attention : mlp) += OpBackwardTime(hw.gpu, l.dtype, op) / 2;
+  }
+  return {attention, mlp};
+}
+
+// Fabric 200 GB/s: an all-reduce of T·h·2 B = 2 MiB over 2 GPUs moves 2(n-1)/n · 2 MiB at
+// 200 GB/s, C ≈ 10.5 us, below both windows and below every compute block.
+TEST(TpOverlapSim, BackwardHidesTheBackwardReductionsOnly) {
+  const SimRun off = SimulateTp("200 GB/s", Tp2(TpOverlap::kOff, false));
+  const SimRun bwd = SimulateTp("200 GB/s", Tp2(TpOverlap::kBackward, false));
+  const SimRun on = SimulateTp("200 GB/s", Tp2(TpOverlap::kOn, false));
+  const auto [wa, wm] = Windows(Node("200 GB/s"), Tp2(TpOverlap::kOff, false));
+  // off: 4 all-reduces per layer, all exposed: C = tp / (4 L).
+  const double c = off.tp_s / (4 * kLayers);
+  ASSERT_GT(c, 5e-6);
+  ASSERT_LT(c, std::min(wa, wm));
+  // The split moves compute between tasks, it adds none.
+  EXPECT_NEAR(bwd.compute_s, off.compute_s, 1e-9);
+  EXPECT_NEAR(on.compute_s, off.compute_s, 1e-9);
+  // backward: the 2 L backward reductions hidden (C < W), the 2 L forward ones exposed.
+  EXPECT_NEAR(bwd.tp_s, 2 * kLayers * c, 1e-9);
+  EXPECT_NEAR(off.iteration_s - bwd.iteration_s, 2 * kLayers * c, 1e-9);
+  // on: only the last all-reduce of each pass (forward, backward) is exposed: 2 C.
+  EXPECT_NEAR(on.tp_s, 2 * c, 1e-9);
+  EXPECT_NEAR(off.iteration_s - on.iteration_s, (4 * kLayers - 2) * c, 1e-9);
+}
+
+// With SP, backward also hides each branch's re-gather under its input-gradient GEMMs: of the
+// 10 collectives per layer (forward 2 all-gathers + 2 reduce-scatters; backward per branch an
+// output-gradient all-gather, a re-gather and a reduce-scatter), each costing C (all-gather
+// and reduce-scatter move (n-1)/n of the same T·h bytes), backward exposes 6.
+TEST(TpOverlapSim, BackwardWithSpAlsoHidesTheReGathers) {
+  const SimRun off = SimulateTp("200 GB/s", Tp2(TpOverlap::kOff, true));
+  const SimRun bwd = SimulateTp("200 GB/s", Tp2(TpOverlap::kBackward, true));
+  const double c = off.tp_s / (10 * kLayers);
+  EXPECT_NEAR(bwd.tp_s, 6 * kLayers * c, 1e-9);
+  EXPECT_NEAR(off.iteration_s - bwd.iteration_s, 4 * kLayers * c, 1e-9);
+}
+
+// Fabric 20 GB/s: C ≈ 105 us exceeds both windows, so backward hides W per branch:
+// off - backward = L (W_attention + W_mlp).
+TEST(TpOverlapSim, BackwardHidesAtMostTheWeightGradientTime) {
+  const SimRun off = SimulateTp("20 GB/s", Tp2(TpOverlap::kOff, false));
+  const SimRun bwd = SimulateTp("20 GB/s", Tp2(TpOverlap::kBackward, false));
+  const auto [wa, wm] = Windows(Node("20 GB/s"), Tp2(TpOverlap::kOff, false));
+  ASSERT_GT(off.tp_s / (4 * kLayers), std::max(wa, wm));
+  EXPECT_NEAR(off.iteration_s - bwd.iteration_s, kLayers * (wa + wm), 1e-9);
+}
+
+// Zero-bubble defers the weight gradients to the W pass: nothing left to hide under.
+TEST(TpOverlapSim, BackwardUnderZeroBubbleIsOff) {
+  Layout off = Tp2(TpOverlap::kOff, false, 4);
+  off.schedule = Schedule::kZeroBubble;
+  Layout bwd = off;
+  bwd.overlap_tp = TpOverlap::kBackward;
+  EXPECT_DOUBLE_EQ(SimulateTp("200 GB/s", off).iteration_s,
+                   SimulateTp("200 GB/s", bwd).iteration_s);
+}
+
+// The estimate: off counts 4 L reductions of C per micro-batch (no SP); backward subtracts
+// L (min(C, W_attention) + min(C, W_mlp)), so with C below both windows exactly half remains,
+// and with C above them L (W_attention + W_mlp) is hidden.
+TEST(TpOverlapEstimate, BackwardHidesMinOfReductionAndWeightGradientPerBranch) {
+  for (const std::string bw : {"200 GB/s", "20 GB/s"}) {
+    SCOPED_TRACE(bw);
+    const Cluster cluster(Node(bw));
+    const Estimate off = EstimateIteration(Model(), cluster, Tp2(TpOverlap::kOff, false, 4));
+    const Estimate bwd = EstimateIteration(Model(), cluster, Tp2(TpOverlap::kBackward, false, 4));
+    const auto [wa, wm] = Windows(cluster.hardware(), Tp2(TpOverlap::kOff, false));
+    const double c = off.time.tp_comm / (4 * kLayers * 4);  // 4 micro-batches
+    const double hidden = 4 * kLayers * (std::min(c, wa) + std::min(c, wm));
+    EXPECT_NEAR(off.time.tp_comm - bwd.time.tp_comm, hidden, 1e-9);
+    EXPECT_NEAR(off.time.compute, bwd.time.compute, 1e-12);
+    if (bw == "200 GB/s") EXPECT_NEAR(bwd.time.tp_comm, off.time.tp_comm / 2, 1e-9);
+  }
+  // With SP the estimate counts 2 all-gathers + 2 reduce-scatters per layer and pass; the
+  // backward hides the 2 reduce-scatters: 3/4 of off's TP time remains (C below W).
+  const Cluster cluster(Node("200 GB/s"));
+  const Estimate off = EstimateIteration(Model(), cluster, Tp2(TpOverlap::kOff, true, 4));
+  const Estimate bwd = EstimateIteration(Model(), cluster, Tp2(TpOverlap::kBackward, true, 4));
+  EXPECT_NEAR(bwd.time.tp_comm, 0.75 * off.time.tp_comm, 1e-9);
+}
+
+}  // namespace
+}  // namespace shardsim
