@@ -1,7 +1,8 @@
-// The CUDA device vocabulary the fused attention kernels use, on the host: qualifiers as empty
-// macros, the built-in index variables (thread-local per emulated thread), uint4, bf16 and its
-// conversions, and the few runtime-API calls the host code makes. Part of the CPU emulator that
-// runs runtime/cuda's flash_fused kernels in CI without a GPU (tests/cuda_emu/CMakeLists.txt).
+// The CUDA device vocabulary runtime/cuda's kernels use, on the host: qualifiers as empty macros,
+// the built-in index variables (thread-local per emulated thread), uint4, bf16 and its
+// conversions, and the integer min / max overloads of device code. Part of the CPU emulator that
+// runs runtime/cuda's kernels in CI without a GPU (tests/cuda_emu/CMakeLists.txt); the runtime
+// API is emu_runtime.h.
 #pragma once
 
 #include <math.h>  // expf, logf, fmaxf, INFINITY in the global namespace, as in device code
@@ -17,8 +18,9 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-// __shared__ has no host meaning: cuda_to_cc.cmake rewrites the one form the emulator models
-// (extern __shared__ dynamic memory) and fails the build on any other use.
+// __shared__ has no host meaning: cuda_to_cc.cmake rewrites the two forms the emulator models
+// (extern __shared__ dynamic memory, fixed-size __shared__ arrays) and fails the build on any
+// other use.
 
 // An emulator check (a rule the hardware or the CUDA runtime enforces): aborts with the rule.
 #define CUDA_EMU_CHECK(cond, ...)                                                      \
@@ -65,37 +67,13 @@ inline float __bfloat162float(__nv_bfloat16 h) {
   return f;
 }
 
-// The runtime API the host code calls, on an emulated H100/H200 (sm_90).
-using cudaStream_t = struct CUstream_st*;
-enum cudaError_t { cudaSuccess = 0 };
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
-inline const char* cudaGetErrorName(cudaError_t) { return "cudaSuccess"; }
-inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
-
-namespace cuda_emu {
-// sm_90's opt-in dynamic shared memory per block (cudaDevAttrMaxSharedMemoryPerBlockOptin on
-// H100 and H200: 227 KiB), and the default without cudaFuncSetAttribute (48 KiB).
-inline constexpr size_t kMaxSharedOptin = 232448;
-inline constexpr size_t kDefaultShared = 48 * 1024;
-// Records a kernel's cudaFuncAttributeMaxDynamicSharedMemorySize (emu_launch.cc).
-void SetMaxDynamicShared(const void* kernel, int bytes);
-}  // namespace cuda_emu
-
-inline cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
-  return cudaSuccess;
+// Device code's min and max of two values of one type (CUDA overloads them for the integer and
+// floating types; runtime/cuda calls them on int64_t).
+template <typename T>
+inline T min(T a, T b) {
+  return b < a ? b : a;
 }
-inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-  CUDA_EMU_CHECK(attr == cudaDevAttrMaxSharedMemoryPerBlockOptin && device == 0,
-                 "attribute %d of device %d is not emulated", attr, device);
-  *value = static_cast<int>(cuda_emu::kMaxSharedOptin);
-  return cudaSuccess;
-}
-template <typename... P>
-cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute attr, int value) {
-  CUDA_EMU_CHECK(attr == cudaFuncAttributeMaxDynamicSharedMemorySize, "attribute %d", attr);
-  cuda_emu::SetMaxDynamicShared(reinterpret_cast<const void*>(kernel), value);
-  return cudaSuccess;
+template <typename T>
+inline T max(T a, T b) {
+  return a < b ? b : a;
 }

@@ -34,9 +34,17 @@ struct Block {
   std::unique_ptr<std::barrier<>> block_barrier;
   std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
   std::vector<int64_t> syncthreads, syncwarps;  // per thread
-  std::vector<uint32_t> exchange;               // per thread, __shfl_xor_sync's values
+  std::vector<uint64_t> exchange;               // per thread, __shfl_xor_sync's values
 };
 Block* g_block = nullptr;
+
+// Static __shared__ arrays (StaticShared): storage, bytes, guard bytes after them.
+struct StaticArray {
+  unsigned char* storage;
+  size_t bytes, guard;
+};
+std::mutex g_static_mutex;
+std::vector<StaticArray> g_static_shared;
 thread_local unsigned t_thread = 0;  // threadIdx.x of the emulated thread
 
 void StartBlock(Block& b, uint3 id, unsigned threads) {
@@ -50,6 +58,8 @@ void StartBlock(Block& b, uint3 id, unsigned threads) {
   b.syncwarps.assign(threads, 0);
   b.exchange.assign(threads, 0);
   std::memset(g_shared, 0xff, g_shared_bytes + kSharedGuard);
+  const std::lock_guard<std::mutex> lock(g_static_mutex);
+  for (const StaticArray& a : g_static_shared) std::memset(a.storage, 0xff, a.bytes + a.guard);
 }
 
 void FinishBlock(const Block& b) {
@@ -72,6 +82,14 @@ void FinishBlock(const Block& b) {
                    "block (%u, %u, %u) wrote byte %zu of dynamic shared memory, past its %zu",
                    b.id.x, b.id.y, b.id.z, i, g_shared_bytes);
   }
+  const std::lock_guard<std::mutex> lock(g_static_mutex);
+  for (const StaticArray& a : g_static_shared) {
+    for (size_t i = a.bytes; i < a.bytes + a.guard; ++i) {
+      CUDA_EMU_CHECK(a.storage[i] == 0xff,
+                     "block (%u, %u, %u) wrote byte %zu of a %zu-byte static __shared__ array",
+                     b.id.x, b.id.y, b.id.z, i, a.bytes);
+    }
+  }
 }
 
 void WarpBarrier() {
@@ -89,19 +107,25 @@ void SetMaxDynamicShared(const void* kernel, int bytes) {
   g_max_dynamic[kernel] = static_cast<size_t>(bytes);
 }
 
+void RegisterStaticShared(unsigned char* storage, size_t bytes, size_t guard) {
+  std::memset(storage, 0xff, bytes + guard);
+  const std::lock_guard<std::mutex> lock(g_static_mutex);
+  g_static_shared.push_back({storage, bytes, guard});
+}
+
 void SetBlockOrder(BlockOrder order) { g_order = order; }
 int64_t Launches() { return g_launches.load(); }
 unsigned char* DynamicSharedMemory() { return g_shared; }
 size_t DynamicSharedBytes() { return g_shared_bytes; }
 
-uint32_t ShuffleXor(uint32_t bits, int lane_mask) {
+uint64_t ShuffleXor(uint64_t bits, int lane_mask) {
   CUDA_EMU_CHECK(lane_mask >= 0 && lane_mask < static_cast<int>(kWarp), "lane mask %d",
                  lane_mask);
-  std::vector<uint32_t>& x = g_block->exchange;
+  std::vector<uint64_t>& x = g_block->exchange;
   x[t_thread] = bits;
   WarpBarrier();  // every lane has published its value
   const unsigned lane0 = t_thread / kWarp * kWarp;
-  const uint32_t r = x[lane0 + ((t_thread - lane0) ^ static_cast<unsigned>(lane_mask))];
+  const uint64_t r = x[lane0 + ((t_thread - lane0) ^ static_cast<unsigned>(lane_mask))];
   WarpBarrier();  // every lane has read before any publishes the next value
   return r;
 }

@@ -5,8 +5,9 @@
 // cudaFuncSetAttribute value and sm_90's opt-in limit), and each block ends with checks the
 // hardware would not make but a correct kernel passes: every thread reached the same number of
 // __syncthreads (each lane of a warp the same number of __syncwarp), and nothing was written
-// past the block's dynamic shared memory. Dynamic shared memory starts each block as 0xff
-// bytes (NaN as fp32 and bf16), so a read of a word the block never wrote shows in the results.
+// past the block's dynamic shared memory or a static __shared__ array. All shared memory starts
+// each block as 0xff bytes (NaN as fp32 and bf16), so a read of a word the block never wrote
+// shows in the results.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "tests/cuda_emu/emu_device.h"
+#include "tests/cuda_emu/emu_runtime.h"
 
 namespace cuda_emu {
 
@@ -38,7 +39,7 @@ size_t DynamicSharedBytes();
 void RunGrid(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
              const std::function<void()>& body);
 
-// kernel<<<grid, block, shared_bytes, stream>>>(args...), as cuda_to_cc.cmake rewrites it. The
+// kernel<<<grid, block, shared_bytes, stream>>>(args...) for a kernel given by its pointer. The
 // arguments are converted to the kernel's parameter types once, as a launch copies them.
 template <typename... P, typename... A>
 void Launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, void (*kernel)(P...),
@@ -49,10 +50,72 @@ void Launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, void (*ker
           [&] { std::apply(kernel, params); });
 }
 
-// Warp-level exchange of one 32-bit value (emu_launch.cc).
-uint32_t ShuffleXor(uint32_t bits, int lane_mask);
+// A kernel named at a launch site (CUDA_EMU_KERNEL): `id` its address when the name is one
+// function, nullptr for a template, whose instance the call deduces from the arguments as
+// `Name<<<...>>>(args)` does (only the pointer's cudaFuncSetAttribute value needs it);
+// `call(args...)` calls it.
+template <typename F>
+struct NamedKernel {
+  const void* id;
+  F call;
+};
+template <typename Tag, typename... P>
+const void* AddressOf(void (*kernel)(P...)) {
+  return reinterpret_cast<const void*>(kernel);
+}
+
+// Name<<<grid, block, shared_bytes, stream>>>(args...) as cuda_to_cc.cmake rewrites it. The
+// arguments are copied once (decayed), as a launch copies them; each thread converts them to
+// the parameter types (a pure conversion, so the same values).
+template <typename F, typename... A>
+void Launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const NamedKernel<F>& kernel,
+            A&&... args) {
+  const std::tuple<std::decay_t<A>...> params(std::forward<A>(args)...);
+  RunGrid(kernel.id, grid, block, shared_bytes, [&] { std::apply(kernel.call, params); });
+}
+
+// Registers a static __shared__ array's storage (`bytes`, then `guard` bytes that must stay
+// 0xff): it is filled with 0xff now and at the start of every block, and its guard checked at
+// the end of every block (emu_launch.cc).
+void RegisterStaticShared(unsigned char* storage, size_t bytes, size_t guard);
+inline constexpr size_t kStaticSharedGuard = 64;
+
+// `__shared__ T name[N];` in a kernel or device function, as cuda_to_cc.cmake rewrites it:
+// `auto& name = StaticShared<T[N]>([] {});`. One array per declaration (the lambda's type is
+// unique to it, and to each instance of an enclosing template, as each instance's __shared__
+// variable is its own on the device), shared by every thread that reaches it. Blocks run one at
+// a time, so one array per declaration is exactly the running block's.
+template <typename A, typename Site>
+A& StaticShared(Site) {
+  struct Storage {
+    alignas(16) A array;
+    unsigned char guard[kStaticSharedGuard];
+  };
+  static Storage s;
+  static const bool registered =
+      (RegisterStaticShared(reinterpret_cast<unsigned char*>(&s), sizeof(A), kStaticSharedGuard),
+       true);
+  (void)registered;
+  return s.array;
+}
+
+// Warp-level exchange of one 32- or 64-bit value (emu_launch.cc).
+uint64_t ShuffleXor(uint64_t bits, int lane_mask);
 
 }  // namespace cuda_emu
+
+// The kernel `name` at a launch site (cuda_to_cc.cmake): a cuda_emu::NamedKernel.
+#define CUDA_EMU_KERNEL(name)                                                                 \
+  ::cuda_emu::NamedKernel{[](auto tag) -> const void* {                                     \
+                            if constexpr (requires {                                        \
+                                            ::cuda_emu::AddressOf<decltype(tag)>(name);     \
+                                          }) {                                              \
+                              return ::cuda_emu::AddressOf<decltype(tag)>(name);            \
+                            } else {                                                        \
+                              return nullptr;                                               \
+                            }                                                               \
+                          }(0),                                                             \
+                          [](auto&&... a) { name(static_cast<decltype(a)>(a)...); }}
 
 // The block-wide and warp-wide barriers. Only full warps are modelled: mask must be all 32 lanes.
 void __syncthreads();
@@ -60,10 +123,11 @@ void __syncwarp(unsigned mask = 0xffffffffu);
 
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
-  static_assert(sizeof(T) == 4 && std::is_trivially_copyable_v<T>, "32-bit shuffles only");
+  static_assert((sizeof(T) == 4 || sizeof(T) == 8) && std::is_trivially_copyable_v<T>,
+                "32- and 64-bit shuffles only");
   CUDA_EMU_CHECK(mask == 0xffffffffu, "shuffle mask %#x: only full warps are emulated", mask);
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof v);
   bits = cuda_emu::ShuffleXor(bits, lane_mask);
   std::memcpy(&v, &bits, sizeof v);
   return v;

@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <mma.h>  // tests/cuda_emu/fake/mma.h
 
+#include <cublas_v2.h>     // tests/cuda_emu/fake/cublas_v2.h
 #include <cuda_runtime.h>  // tests/cuda_emu/fake/cuda_runtime.h
+
+#include <cmath>
+#include <vector>
 
 namespace {
 
@@ -44,6 +48,27 @@ __global__ void Sum(float* out) {
   float v = static_cast<float>(threadIdx.x);
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   out[threadIdx.x] = v;
+}
+
+// A static __shared__ array as cuda_to_cc.cmake rewrites `__shared__ float s[64];`: thread t
+// writes s[t] (64 threads), reads s[t ^ 1] after the barrier; out[t] gets what it read, or
+// s[63 - t] read before anything was written there (threads up to 31 write, every block).
+__global__ void StaticArray(float* out, bool half) {
+  auto& s = cuda_emu::StaticShared<float[64]>([] {});
+  if (!half || threadIdx.x < 32) s[threadIdx.x] = static_cast<float>(threadIdx.x + blockIdx.x);
+  __syncthreads();
+  out[blockIdx.x * 64 + threadIdx.x] = half ? s[63 - threadIdx.x] : s[threadIdx.x ^ 1];
+}
+
+__global__ void StaticArrayPast() {
+  auto& s = cuda_emu::StaticShared<float[8]>([] {});
+  if (threadIdx.x == 0) (&s[0])[8] = 0.0f;
+}
+
+// A kernel template, launched as `Twice<<<1, 32, 0, nullptr>>>(out, v)` is rewritten.
+template <typename T>
+__global__ void Twice(T* out, T v) {
+  out[threadIdx.x] = v + __shfl_xor_sync(0xffffffffu, v, 1);
 }
 
 class EmulatorTest : public testing::Test {
@@ -99,6 +124,63 @@ TEST_F(EmulatorTest, ShuffleSumsAWarp) {
   std::vector<float> out(64, -1.0f);
   cuda_emu::Launch(dim3(1), dim3(64), 0, nullptr, Sum, out.data());
   for (int t = 0; t < 64; ++t) EXPECT_EQ(out[t], t < 32 ? 496.0f : 496.0f + 32 * 32) << t;
+}
+
+// Static shared arrays are the block's: what a block wrote is there after its barrier, and a
+// word no thread of the block wrote reads as NaN (0xff bytes), even after an earlier block.
+TEST_F(EmulatorTest, StaticSharedArraysAreTheBlocks) {
+  std::vector<float> out(3 * 64);
+  cuda_emu::Launch(dim3(3), dim3(64), 0, nullptr, CUDA_EMU_KERNEL(StaticArray), out.data(), false);
+  for (int i = 0; i < 3 * 64; ++i) EXPECT_EQ(out[i], static_cast<float>((i % 64 ^ 1) + i / 64));
+  cuda_emu::Launch(dim3(2), dim3(64), 0, nullptr, CUDA_EMU_KERNEL(StaticArray), out.data(), true);
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(std::isnan(out[64 + t]), t < 32) << t;
+  EXPECT_DEATH(cuda_emu::Launch(dim3(1), dim3(32), 0, nullptr, CUDA_EMU_KERNEL(StaticArrayPast)),
+               "wrote byte 32 of a 32-byte static __shared__ array");
+}
+
+// A template kernel is deduced from the arguments, as CUDA does; 64-bit shuffles exchange whole
+// doubles.
+TEST_F(EmulatorTest, LaunchesTemplatesAndShufflesDoubles) {
+  std::vector<double> out(32);
+  cuda_emu::Launch(dim3(1), dim3(32), 0, nullptr, CUDA_EMU_KERNEL(Twice), out.data(), 0.25);
+  for (double x : out) EXPECT_EQ(x, 0.5);
+}
+
+// Copies and memsets check their device side; cudaGetLastError returns an error once.
+TEST_F(EmulatorTest, RuntimeChecksDeviceMemory) {
+  float* d = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&d, 16 * sizeof(float), nullptr), cudaSuccess);
+  std::vector<float> h(17, 1.0f);
+  EXPECT_EQ(cudaMemcpy(d, h.data(), 16 * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d, h.data(), 17 * sizeof(float), cudaMemcpyHostToDevice),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(h.data(), d, 4, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaMemset(h.data(), 0, 4), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeAsync(d, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaFreeAsync(d, nullptr), cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+}
+
+// Column-major C (2, 2) = A (2, 3) B (3, 2) with beta 0 over a NaN C (not read), and a leading
+// dimension below the rows refused as cuBLAS does. A = [1 2 3; 4 5 6], B = [1 0; 0 1; 1 1]:
+// C = [1+3 2+3; 4+6 5+6] = [4 5; 10 11].
+TEST_F(EmulatorTest, CublasGemmIsColumnMajor) {
+  cublasHandle_t h = nullptr;
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  const float a[6] = {1, 4, 2, 5, 3, 6}, b[6] = {1, 0, 1, 0, 1, 1};
+  float c[4] = {NAN, NAN, NAN, NAN};
+  const float alpha = 1.0f, beta = 0.0f;
+  ASSERT_EQ(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &alpha, a, 2, b, 3, &beta, c, 2),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(c[0], 4.0f);
+  EXPECT_EQ(c[1], 10.0f);
+  EXPECT_EQ(c[2], 5.0f);
+  EXPECT_EQ(c[3], 11.0f);
+  EXPECT_EQ(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &alpha, a, 1, b, 3, &beta, c, 2),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
 }
 
 }  // namespace
