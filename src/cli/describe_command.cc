@@ -73,6 +73,9 @@ int RunDescribe(int argc, char** argv) {
   std::cout << "hardware " << hw.name << ": " << hw.nodes << " nodes x " << hw.node.gpus << " "
             << hw.gpu.name << ", " << FormatQuantity(hw.gpu.memory_bytes, Dimension::kBytes)
             << " each\n  graph: " << cluster.Describe() << "\n";
+  if (!hw.gpu.overlaps_communication) {
+    std::cout << "  communication serialised with compute (gpu.overlaps_communication: false)\n";
+  }
   const Layout& l = in->layout;
   std::cout << "layout " << FormatLayout(l) << "\n  micro-batches per iteration: "
             << l.microbatches() << "\n";

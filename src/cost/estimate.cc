@@ -5,6 +5,9 @@
 //     B/W split (Qi et al. 2023; their ZB-H1 placement of W in the cool-down, which reaches
 //     (p-1)(T_F + T_B - T_W), is not modelled)
 //   + exposed pipeline sends, DP/ZeRO communication, optimizer step and offload transfers.
+// On a device that does not overlap communication with computation
+// (GpuSpec::overlaps_communication false) nothing is hidden: every collective and send is
+// exposed in full, whatever the layout's overlap switches.
 #include "src/cost/estimate.h"
 
 #include <algorithm>
@@ -96,6 +99,7 @@ Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, cons
   const Cluster& cluster = comm.cluster();
   const HardwareSpec& hw = cluster.hardware();
   const GpuSpec& gpu = hw.gpu;
+  const bool overlaps = gpu.overlaps_communication;  // false: every "hidden" term below is 0
   Estimate est;
   est.layout = l;
   est.parameters = m.TotalParams();
@@ -162,14 +166,15 @@ Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, cons
       tp_per_mb += add("tp all-reduce", ParallelDim::kTp, count, Collective::kAllReduce, act);
     }
     tp_per_mb /= mb;
-    if (l.overlap_tp == TpOverlap::kOn) {
+    if (overlaps && l.overlap_tp == TpOverlap::kOn) {
       // Overlapped with the GEMMs they feed: exposed only beyond the matmul time.
       double matmul = 0;
       for (const OpTiming& t : slow.ops) {
         if (t.op.kind == OpKind::kMatmul) matmul += t.count * (t.forward_s + t.backward_s);
       }
       tp_per_mb = std::max(0.0, tp_per_mb - matmul);
-    } else if (l.overlap_tp == TpOverlap::kBackward && l.schedule != Schedule::kZeroBubble) {
+    } else if (overlaps && l.overlap_tp == TpOverlap::kBackward &&
+               l.schedule != Schedule::kZeroBubble) {
       // Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward
       // (megatron/core/tensor_parallel/layers.py): in each backward branch the input gradient
       // of the column-parallel projections (qkv; up or gate_up) is reduced (all-reduce, SP:
@@ -200,7 +205,7 @@ Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, cons
     const double ring = add("cp k/v exchange", ParallelDim::kCp,
                             3 * layers_per_stage * l.microbatches(), Collective::kAllGather,
                             kv_bytes) / mb;
-    cp_per_mb = std::max(0.0, ring - 3.0 * slow.attention_forward);
+    cp_per_mb = overlaps ? std::max(0.0, ring - 3.0 * slow.attention_forward) : ring;
   }
 
   // Expert parallel: all-to-all dispatch and combine, forward and backward.
@@ -236,7 +241,7 @@ Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, cons
     t.group = ParallelDim::kPp;
     // Blocking sends (the default) sit on the critical path every step; overlapped ones
     // only in the fill and drain.
-    t.count = static_cast<int64_t>(l.overlap_pp ? 2 * (p - 1) : 2 * (mb * v + p - 2));
+    t.count = static_cast<int64_t>(l.overlap_pp && overlaps ? 2 * (p - 1) : 2 * (mb * v + p - 2));
     t.cost = comm.Estimate(Collective::kSendRecv, {rank, next}, act);
     est.collectives.push_back(t);
     est.time.pp_comm = static_cast<double>(t.count) * t.cost.time_s;
@@ -265,7 +270,8 @@ Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, cons
       grad_sync = add("zero-3 gradient reduce-scatter", ParallelDim::kDp, static_cast<int64_t>(mb),
                       Collective::kReduceScatter, grads);
       const double per_mb = (gather + grad_sync) / mb;
-      dp_time = l.prefetch ? mb * std::max(0.0, per_mb - (slow.forward + slow.backward)) : gather + grad_sync;
+      dp_time = l.prefetch && overlaps ? mb * std::max(0.0, per_mb - (slow.forward + slow.backward))
+                                       : gather + grad_sync;
       grad_sync = 0;
     }
     if (l.ep > 1 && params.expert > 0 && l.dp / l.ep > 1) {
@@ -285,7 +291,8 @@ Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, cons
                        params.expert * sb.gradients / l.grad_compression);
     }
     // Overlapped with the last micro-batch's backward (bucketed reduction).
-    const double exposed_sync = l.overlap_dp ? std::max(0.0, grad_sync - slow.backward) : grad_sync;
+    const double exposed_sync =
+        l.overlap_dp && overlaps ? std::max(0.0, grad_sync - slow.backward) : grad_sync;
     dp_time += exposed_sync + param_gather;
   }
   est.time.dp_comm = dp_time;

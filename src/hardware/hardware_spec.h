@@ -34,6 +34,12 @@ struct GpuSpec {
   int64_t sm_count = 1;
   double reserved_memory_bytes = 0;
   GpuEfficiency efficiency;
+  // Whether the device's collectives and pipeline sends run beside its compute (true: GPUs,
+  // whose NCCL kernels and copy engines run next to compute kernels) or on the same engine,
+  // serialised with it (false: a CPU core whose MPI progresses only inside its own MPI calls).
+  // When false the simulator runs communication on the compute stream and the estimate hides
+  // none of it; the overlap switches then change no time. Default true.
+  bool overlaps_communication = true;
   // Peak for a dtype's matmuls, or nullopt if the device has none.
   std::optional<double> Peak(DType d) const;
 };

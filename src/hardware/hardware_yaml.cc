@@ -70,6 +70,7 @@ GpuSpec ReadGpu(YamlMap g) {
     }
   }
   e.Finish();
+  gpu.overlaps_communication = g.OptionalBool("overlaps_communication").value_or(true);
   g.Finish();
   if (gpu.peak_flops.empty()) g.Error("peak", "give at least one dtype's peak rate");
   if (gpu.reserved_memory_bytes >= gpu.memory_bytes) {

@@ -59,6 +59,8 @@ std::string HardwareYaml(const HardwareSpec& hw) {
     << Num(g.efficiency.attention) << "\n    memory: " << Num(g.efficiency.memory)
     << "\n    kernel_latency: " << Q(g.efficiency.kernel_latency_s, "s") << "\n    matmul_tile: ["
     << g.efficiency.tile_m << ", " << g.efficiency.tile_n << "]\n";
+  // Written only where it differs from the default, like transcendental_rate above.
+  if (!g.overlaps_communication) o << "  overlaps_communication: false\n";
   const FabricSpec& f = hw.node.fabric;
   static const char* kKinds[] = {"nvswitch", "nvlink", "pcie", "shared-memory"};
   o << "node:\n  gpus: " << hw.node.gpus << "\n  fabric:\n    kind: " << kKinds[static_cast<int>(f.kind)]

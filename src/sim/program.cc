@@ -645,7 +645,14 @@ IterationProgram BuildIteration(const ModelSpec& m, const HardwareSpec& hw, cons
     p.dependents.assign(p.tasks.size(), {});
     p.stream_order.assign(kStreamCount, {});
     for (int32_t i = 0; i < static_cast<int32_t>(p.tasks.size()); ++i) {
-      const TaskSpec& t = p.tasks[i];
+      TaskSpec& t = p.tasks[i];
+      // A device that cannot overlap communication with computation (a CPU core that drives
+      // MPI inside its own calls) runs each collective and send on its compute stream, in
+      // issue order: serialised with its compute, whatever the layout's overlap switches say.
+      if (!hw.gpu.overlaps_communication &&
+          (t.kind == TaskKind::kCollective || t.kind == TaskKind::kSend)) {
+        t.stream = Stream::kCompute;
+      }
       for (int32_t d = t.dep_begin; d < t.dep_end; ++d) p.dependents[p.deps[d]].push_back(i);
       p.stream_order[static_cast<int>(t.stream)].push_back(i);
     }

@@ -32,6 +32,10 @@ struct RankState {
   int32_t next[kStreamCount] = {};  // position in the stage's stream order
   bool busy[kStreamCount] = {};
   SimTime compute_free = 0;  // when the compute stream last went idle
+  // When the compute stream's current task was issued: its start, or for a collective run on
+  // the compute stream (HardwareSpec: overlaps_communication false) its arrival, so the wait
+  // for the group's other members is charged to the collective too.
+  SimTime compute_issued = 0;
   double activations = 0, peak_activations = 0;
   double breakdown[kCategoryCount] = {};
   SimTime last_end = 0;
@@ -264,8 +268,9 @@ void Runner::Start(int32_t s, int32_t task) {
   const TaskSpec& t = prog_.stages[r.stage].tasks[task];
   const int st = static_cast<int>(t.stream);
   r.busy[st] = true;
-  if (t.stream == Stream::kCompute && engine_.now() > r.compute_free) {
-    ChargeWaiting(r, task, r.compute_free, engine_.now(), 0);
+  if (t.stream == Stream::kCompute) {
+    if (engine_.now() > r.compute_free) ChargeWaiting(r, task, r.compute_free, engine_.now(), 0);
+    r.compute_issued = engine_.now();
   }
   switch (t.kind) {
     case TaskKind::kCompute:
@@ -345,7 +350,7 @@ void Runner::Complete(int32_t s, int32_t task) {
   r.busy[st] = false;
   ++r.next[st];
   if (t.stream == Stream::kCompute) {
-    r.breakdown[static_cast<int>(t.category)] += ToSeconds(now - r.started[task]);
+    r.breakdown[static_cast<int>(t.category)] += ToSeconds(now - r.compute_issued);
     r.compute_free = now;
   }
   if (now >= r.last_end) {

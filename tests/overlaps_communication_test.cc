@@ -1,0 +1,193 @@
+// gpu.overlaps_communication: parsed strictly, written back, and honoured by the simulator
+// (false: every collective and send runs on the rank's compute stream) and the estimate
+// (false: nothing is hidden). The cases run on one node of 2 GPUs whose figures make each
+// expected value a sum of compute and collective times read from the cost model:
+// 100 TFLOP/s bf16, memory and host links fast enough to cost nothing, no latencies, so an
+// all-reduce of b bytes over 2 GPUs takes 2(n-1)/n · b / B = b / B exactly, and the costs of
+// a set of collectives add up to the cost of one over their total bytes.
+#include <gtest/gtest.h>
+
+#include "src/cost/collective.h"
+#include "src/cost/estimate.h"
+#include "src/cost/memory.h"
+#include "src/io/plan_file.h"
+#include "src/sim/simulator.h"
+#include "tests/contains.h"
+#include "tests/test_models.h"
+
+namespace shardsim {
+namespace {
+
+std::string NodeYaml(const std::string& gpu_extra) {
+  return R"(name: two
+source: test
+nodes: 1
+gpu:
+  name: test
+  peak: {bf16: "100 TFLOP/s"}
+  memory: "80 GiB"
+  memory_bandwidth: "1000000 TB/s"
+  sm_count: 100
+  efficiency: {matmul: 1.0, attention: 1.0, memory: 1.0, kernel_latency: "0 us"}
+)" + gpu_extra +
+         R"(node:
+  gpus: 2
+  fabric: {kind: nvswitch, bandwidth: "200 GB/s", efficiency: 1.0, latency: "0 us"}
+  host: {memory: "1 TiB", memory_bandwidth: "1000000 TB/s", link_bandwidth: "1000000 TB/s", link_latency: "0 us"}
+)";
+}
+
+HardwareSpec Node(bool overlaps) {
+  StatusOr<HardwareSpec> hw =
+      ParseHardwareYaml(NodeYaml(overlaps ? "" : "  overlaps_communication: false\n"), "two");
+  CHECK(hw.ok()) << hw.status().message();
+  return *hw;
+}
+
+// L = 4 layers, h = 1024, 16 heads, 1024-token sequences, vocabulary 8 (a negligible head).
+constexpr int64_t kLayers = 4;
+ModelSpec Model() { return testing::GptModel(kLayers, 1024, 16, 8, 1024); }
+
+// A layout spec resolved for the 2-GPU node (dtype bf16).
+Layout L(const std::string& spec) {
+  StatusOr<Layout> l = ParseLayout(spec);
+  CHECK(l.ok()) << l.status().message();
+  StatusOr<Layout> r = ResolveLayoutFor(*l, 2, Node(true));
+  CHECK(r.ok()) << r.status().message();
+  return *r;
+}
+
+// dp = 2, one micro-batch per rank, ZeRO-0.
+Layout Dp2(bool overlap_dp) {
+  return L(std::string("dp=2,mbs=1,gbs=2,overlap_dp=") + (overlap_dp ? "on" : "off"));
+}
+
+struct SimRun {
+  double iteration_s, compute_s, dp_s;
+};
+
+SimRun Sim(bool overlaps, const Layout& l) {
+  const Cluster cluster(Node(overlaps));
+  StatusOr<SimResult> r = Simulate(Model(), cluster, l, SimOptions{});
+  CHECK(r.ok()) << r.status().message();
+  const RankResult& c = r->ranks[r->critical];
+  return {r->iteration_time_s, c.breakdown_s[static_cast<int>(Category::kCompute)],
+          c.breakdown_s[static_cast<int>(Category::kDp)]};
+}
+
+TEST(OverlapsCommunication, DefaultsToTrueAndParsesFalse) {
+  EXPECT_TRUE(Node(true).gpu.overlaps_communication);
+  EXPECT_FALSE(Node(false).gpu.overlaps_communication);
+}
+
+TEST(OverlapsCommunication, BadValueAndMisspelledKeyAreErrors) {
+  StatusOr<HardwareSpec> bad =
+      ParseHardwareYaml(NodeYaml("  overlaps_communication: sometimes\n"), "two");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(testing::Contains(bad.status().message(), "gpu.overlaps_communication"));
+  EXPECT_TRUE(
+      testing::Contains(bad.status().message(), "expected true or false, found 'sometimes'"));
+  StatusOr<HardwareSpec> typo =
+      ParseHardwareYaml(NodeYaml("  overlap_communication: false\n"), "two");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_TRUE(testing::Contains(typo.status().message(), "did you mean 'overlaps_communication'"));
+}
+
+// Written only when false (the default leaves plan files and calibrated descriptions as they
+// were), and read back as written.
+TEST(OverlapsCommunication, SurvivesBeingWrittenAndReadBack) {
+  for (bool overlaps : {true, false}) {
+    const std::string yaml = HardwareYaml(Node(overlaps));
+    EXPECT_EQ(yaml.find("overlaps_communication") == std::string::npos, overlaps) << yaml;
+    StatusOr<HardwareSpec> back = ParseHardwareYaml(yaml, "written");
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->gpu.overlaps_communication, overlaps);
+  }
+}
+
+// The CPU host's ranks drive MPI on their own cores; the GPU clusters overlap.
+TEST(OverlapsCommunication, BundledDescriptions) {
+  StatusOr<HardwareSpec> cpu = LoadHardware("cpu-host");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  EXPECT_FALSE(cpu->gpu.overlaps_communication);
+  StatusOr<HardwareSpec> h100 = LoadHardware("dgx-h100");
+  ASSERT_TRUE(h100.ok()) << h100.status().message();
+  EXPECT_TRUE(h100->gpu.overlaps_communication);
+}
+
+// dp = 2, ZeRO-0: one gradient all-reduce per layer (bucket) of g = 12.6 M params x 4 B
+// (fp32 gradients under bf16) ≈ 50 MB, A = g / B ≈ 252 us at 200 GB/s, below one layer's
+// backward (2 x (24·T·h² + 4·T²·h) FLOP ≈ 60 GFLOP -> ~600 us), so with overlap the buckets of
+// layers L-1..1 run under the next layer's backward and only layer 0's is exposed (the
+// embedding's backward after it is memory-bound: ~0 here).
+//   overlaps, overlap_dp off:  iteration = C + L·A  (all buckets after the last compute)
+//   overlaps, overlap_dp on:   iteration = C + A
+//   serialised, either switch: iteration = C + L·A, every bucket charged to dp.
+TEST(OverlapsCommunicationSim, DataParallelAllReduceSerialisesWithCompute) {
+  const double grads =
+      static_cast<double>(Model().DenseLayerParams()) * StateBytesPerParam(DType::kBf16).gradients;
+  const Cluster cluster(Node(true));
+  const double a = CollectiveModel(cluster).Estimate(Collective::kAllReduce, {0, 1}, grads).time_s;
+  ASSERT_NEAR(a, grads / 200e9, 1e-12);
+
+  const SimRun off = Sim(true, Dp2(false));
+  const SimRun on = Sim(true, Dp2(true));
+  const SimRun serial_on = Sim(false, Dp2(true));
+  const SimRun serial_off = Sim(false, Dp2(false));
+  ASSERT_LT(a, off.compute_s / (3 * kLayers));  // A below a layer's backward
+  EXPECT_NEAR(off.iteration_s - on.iteration_s, (kLayers - 1) * a, 1e-9);
+  EXPECT_NEAR(on.dp_s, a, 1e-9);
+  // Serialised: nothing hidden, the switch changes no time.
+  EXPECT_NEAR(serial_on.iteration_s, off.iteration_s, 1e-9);
+  EXPECT_NEAR(serial_off.iteration_s, off.iteration_s, 1e-9);
+  EXPECT_NEAR(serial_on.dp_s, kLayers * a, 1e-9);
+  EXPECT_NEAR(serial_on.compute_s, off.compute_s, 1e-9);
+}
+
+// The other overlap switches lose their effect the same way: TP (backward, on), ZeRO-3
+// prefetch, pipeline sends (overlap_pp). Each pair runs the same work in one stream.
+TEST(OverlapsCommunicationSim, OverlapSwitchesChangeNoTime) {
+  auto check = [](const std::string& off, const std::string& on) {
+    SCOPED_TRACE(on);
+    EXPECT_NEAR(Sim(false, L(on)).iteration_s, Sim(false, L(off)).iteration_s, 1e-9);
+    EXPECT_LT(Sim(true, L(on)).iteration_s, Sim(true, L(off)).iteration_s);  // where they act
+  };
+  check("tp=2,mbs=1,gbs=1,overlap_tp=off", "tp=2,mbs=1,gbs=1,overlap_tp=backward");
+  check("tp=2,sp=on,mbs=1,gbs=1,overlap_tp=off", "tp=2,sp=on,mbs=1,gbs=1,overlap_tp=on");
+  check("dp=2,zero=3,mbs=1,gbs=4,prefetch=off", "dp=2,zero=3,mbs=1,gbs=4,prefetch=on");
+  check("pp=2,mbs=1,gbs=4,schedule=1f1b,overlap_pp=off",
+        "pp=2,mbs=1,gbs=4,schedule=1f1b,overlap_pp=on");
+}
+
+// The estimate, dp = 2 ZeRO-0 with 1 micro-batch: the gradient all-reduce of all the stage's
+// dense gradients, D, is exposed beyond the backward with overlap (max(0, D - backward)) and
+// in full when serialised, whatever overlap_dp says.
+TEST(OverlapsCommunicationEstimate, NothingIsHidden) {
+  const Cluster overlapping(Node(true)), serial(Node(false));
+  const Estimate off = EstimateIteration(Model(), overlapping, Dp2(false));
+  const Estimate on = EstimateIteration(Model(), overlapping, Dp2(true));
+  const Estimate serial_on = EstimateIteration(Model(), serial, Dp2(true));
+  ASSERT_EQ(off.collectives.size(), 1u);
+  const double d = off.collectives[0].cost.time_s;
+  EXPECT_NEAR(off.time.dp_comm, d, 1e-12);
+  EXPECT_NEAR(on.time.dp_comm, std::max(0.0, d - off.time.compute * 2 / 3), 1e-9);
+  EXPECT_LT(on.time.dp_comm, d);
+  EXPECT_NEAR(serial_on.time.dp_comm, d, 1e-12);
+  EXPECT_NEAR(serial_on.iteration_time_s, off.iteration_time_s, 1e-12);
+  // TP overlap, ZeRO-3 prefetch and overlapped sends: as their switch off.
+  auto same = [&](const std::string& l_off, const std::string& l_on) {
+    SCOPED_TRACE(l_on);
+    EXPECT_NEAR(EstimateIteration(Model(), serial, L(l_off)).iteration_time_s,
+                EstimateIteration(Model(), serial, L(l_on)).iteration_time_s, 1e-12);
+    EXPECT_LT(EstimateIteration(Model(), overlapping, L(l_on)).iteration_time_s,
+              EstimateIteration(Model(), overlapping, L(l_off)).iteration_time_s);
+  };
+  same("tp=2,mbs=1,gbs=1,overlap_tp=off", "tp=2,mbs=1,gbs=1,overlap_tp=backward");
+  same("tp=2,sp=on,mbs=1,gbs=1,overlap_tp=off", "tp=2,sp=on,mbs=1,gbs=1,overlap_tp=on");
+  same("dp=2,zero=3,mbs=1,gbs=4,prefetch=off", "dp=2,zero=3,mbs=1,gbs=4,prefetch=on");
+  same("pp=2,mbs=1,gbs=4,schedule=1f1b,overlap_pp=off",
+       "pp=2,mbs=1,gbs=4,schedule=1f1b,overlap_pp=on");
+}
+
+}  // namespace
+}  // namespace shardsim
