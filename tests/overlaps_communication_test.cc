@@ -13,35 +13,19 @@
 #include "src/io/plan_file.h"
 #include "src/sim/simulator.h"
 #include "tests/contains.h"
+#include "tests/test_hardware.h"
 #include "tests/test_models.h"
 
 namespace shardsim {
 namespace {
 
+// The ideal 2-GPU node (tests/test_hardware.h) at 200 GB/s, with `gpu_extra` in its gpu section.
 std::string NodeYaml(const std::string& gpu_extra) {
-  return R"(name: two
-source: test
-nodes: 1
-gpu:
-  name: test
-  peak: {bf16: "100 TFLOP/s"}
-  memory: "80 GiB"
-  memory_bandwidth: "1000000 TB/s"
-  sm_count: 100
-  efficiency: {matmul: 1.0, attention: 1.0, memory: 1.0, kernel_latency: "0 us"}
-)" + gpu_extra +
-         R"(node:
-  gpus: 2
-  fabric: {kind: nvswitch, bandwidth: "200 GB/s", efficiency: 1.0, latency: "0 us"}
-  host: {memory: "1 TiB", memory_bandwidth: "1000000 TB/s", link_bandwidth: "1000000 TB/s", link_latency: "0 us"}
-)";
+  return testing::TwoGpuNodeYaml("200 GB/s", gpu_extra);
 }
 
 HardwareSpec Node(bool overlaps) {
-  StatusOr<HardwareSpec> hw =
-      ParseHardwareYaml(NodeYaml(overlaps ? "" : "  overlaps_communication: false\n"), "two");
-  CHECK(hw.ok()) << hw.status().message();
-  return *hw;
+  return testing::TwoGpuNode("200 GB/s", overlaps ? "" : "  overlaps_communication: false\n");
 }
 
 // L = 4 layers, h = 1024, 16 heads, 1024-token sequences, vocabulary 8 (a negligible head).

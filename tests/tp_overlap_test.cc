@@ -18,31 +18,16 @@
 #include "src/cost/op_time.h"
 #include "src/cost/ops.h"
 #include "src/sim/simulator.h"
+#include "tests/test_hardware.h"
 #include "tests/test_models.h"
 
 namespace shardsim {
 namespace {
 
-// 1 node x 2 GPUs at 100 TFLOP/s bf16, HBM fast enough that GEMMs are compute-bound, no
-// latencies; the fabric's bandwidth sets the TP collective time C.
+// The ideal 2-GPU node (tests/test_hardware.h); the fabric's bandwidth sets the TP collective
+// time C.
 HardwareSpec Node(const std::string& fabric_bandwidth) {
-  StatusOr<HardwareSpec> hw = ParseHardwareYaml(R"(name: two
-source: test
-nodes: 1
-gpu:
-  name: test
-  peak: {bf16: "100 TFLOP/s"}
-  memory: "80 GiB"
-  memory_bandwidth: "1000000 TB/s"
-  sm_count: 100
-  efficiency: {matmul: 1.0, attention: 1.0, memory: 1.0, kernel_latency: "0 us"}
-node:
-  gpus: 2
-  fabric: {kind: nvswitch, bandwidth: ")" + fabric_bandwidth + R"(", efficiency: 1.0, latency: "0 us"}
-  host: {memory: "1 TiB", memory_bandwidth: "1000000 TB/s", link_bandwidth: "1000000 TB/s", link_latency: "0 us"}
-)", "two");
-  CHECK(hw.ok()) << hw.status().message();
-  return *hw;
+  return testing::TwoGpuNode(fabric_bandwidth);
 }
 
 // L = 2 layers, h = 1024, 16 heads, 1024-token sequences, vocabulary 8 (a negligible head).
