@@ -63,22 +63,24 @@ Status MpiCollectives::AllGatherHost(Group g, const double* in, double* out, int
   return comm(g).AllGather(in, out, static_cast<size_t>(n));
 }
 
+int64_t MpiCollectives::Track(MPI_Request request, Group g, const char* op) {
+  const int64_t handle = next_handle_++;
+  pending_.emplace(handle, PendingSend{request, g, op});
+  return handle;
+}
+
 StatusOr<int64_t> MpiCollectives::Send(Group g, const void* data, int64_t n, DType type,
                                        int peer, int tag) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "send"));
   SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request,
                             comm(g).Isend(data, static_cast<size_t>(n), type, peer, tag));
-  const int64_t handle = next_handle_++;
-  pending_.emplace(handle, PendingSend{request, g, "send"});
-  return handle;
+  return Track(request, g, "send");
 }
 
 StatusOr<int64_t> MpiCollectives::IallReduce(Group g, void* data, int64_t n, DType type) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-reduce"));
   SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request, comm(g).IallReduceSum(data, static_cast<size_t>(n), type));
-  const int64_t handle = next_handle_++;
-  pending_.emplace(handle, PendingSend{request, g, "all-reduce"});
-  return handle;
+  return Track(request, g, "all-reduce");
 }
 
 StatusOr<int64_t> MpiCollectives::IreduceScatter(Group g, const void* in, void* out, int64_t n,
@@ -86,9 +88,7 @@ StatusOr<int64_t> MpiCollectives::IreduceScatter(Group g, const void* in, void* 
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "reduce-scatter"));
   SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request,
                             comm(g).IreduceScatterSum(in, out, static_cast<size_t>(n), type));
-  const int64_t handle = next_handle_++;
-  pending_.emplace(handle, PendingSend{request, g, "reduce-scatter"});
-  return handle;
+  return Track(request, g, "reduce-scatter");
 }
 
 StatusOr<int64_t> MpiCollectives::IallGatherOf(Group g, const void* in, void* out, int64_t n,
@@ -96,9 +96,7 @@ StatusOr<int64_t> MpiCollectives::IallGatherOf(Group g, const void* in, void* ou
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-gather"));
   SHARDSIM_ASSIGN_OR_RETURN(MPI_Request request,
                             comm(g).IallGather(in, out, static_cast<size_t>(n), type));
-  const int64_t handle = next_handle_++;
-  pending_.emplace(handle, PendingSend{request, g, "all-gather"});
-  return handle;
+  return Track(request, g, "all-gather");
 }
 
 Status MpiCollectives::Wait(int64_t handle) {

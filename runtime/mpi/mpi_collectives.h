@@ -59,6 +59,8 @@ class MpiCollectives : public Collectives {
 
   ProcessGroups groups_;
   std::unordered_map<int64_t, PendingSend> pending_;
+  // Keeps `request` (of op `op` on group g) pending under a new handle, which it returns.
+  int64_t Track(MPI_Request request, Group g, const char* op);
   int64_t next_handle_ = 1;
 };
 
