@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "src/io/yaml_reader.h"
+#include "src/util/strings.h"
 
 namespace shardsim {
 namespace {
@@ -28,7 +29,7 @@ void Indent(std::ostringstream& out, const std::string& text, int spaces) {
 
 std::string ModelYaml(const ModelSpec& m) {
   std::ostringstream o;
-  o << "name: \"" << m.name << "\"\nsource: \"" << m.source << "\"\n";
+  o << "name: " << YamlQuoted(m.name) << "\nsource: " << YamlQuoted(m.source) << "\n";
   o << "layers: " << m.layers << "\nhidden: " << m.hidden << "\nheads: " << m.heads
     << "\nkv_heads: " << m.kv_heads << "\nhead_dim: " << m.head_dim << "\nffn_hidden: " << m.ffn_hidden
     << "\nvocab: " << m.vocab << "\nseq_len: " << m.seq_len << "\n";
@@ -46,9 +47,9 @@ std::string ModelYaml(const ModelSpec& m) {
 
 std::string HardwareYaml(const HardwareSpec& hw) {
   std::ostringstream o;
-  o << "name: \"" << hw.name << "\"\nsource: \"" << hw.source << "\"\nnodes: " << hw.nodes << "\n";
+  o << "name: " << YamlQuoted(hw.name) << "\nsource: " << YamlQuoted(hw.source) << "\nnodes: " << hw.nodes << "\n";
   const GpuSpec& g = hw.gpu;
-  o << "gpu:\n  name: \"" << g.name << "\"\n  peak:\n";
+  o << "gpu:\n  name: " << YamlQuoted(g.name) << "\n  peak:\n";
   for (const auto& [d, rate] : g.peak_flops) o << "    " << DTypeName(d) << ": " << Q(rate, "FLOP/s") << "\n";
   o << "  memory: " << Q(g.memory_bytes, "B") << "\n  memory_bandwidth: " << Q(g.memory_bandwidth, "B/s")
     << "\n  sm_count: " << g.sm_count << "\n";
@@ -88,7 +89,7 @@ std::string FormatPlanFile(const PlanFile& p) {
   std::ostringstream o;
   o << "# shardsim plan: run it with `shardsim simulate --plan FILE` (or `run --plan FILE`).\n"
     << "# The model and hardware are embedded, so this file stands alone.\n";
-  o << "gpus: " << p.gpus << "\nlayout: \"" << FormatLayout(p.layout) << "\"\n";
+  o << "gpus: " << p.gpus << "\nlayout: " << YamlQuoted(FormatLayout(p.layout)) << "\n";
   o << "objective: " << (p.objective.empty() ? "throughput" : p.objective) << "\n";
   o << "predicted:\n  iteration_time_s: " << Num(p.predicted.iteration_time_s)
     << "\n  tokens_per_s: " << Num(p.predicted.tokens_per_s) << "\n  model_tflops_per_gpu: "
