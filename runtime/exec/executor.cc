@@ -11,7 +11,7 @@
 #include <string>
 
 #include "runtime/exec/executor_impl.h"
-#include "src/sim/schedule.h"
+#include "src/layout/pipeline.h"
 
 namespace shardsim::runtime {
 namespace {

@@ -1,7 +1,7 @@
 // Executor: trains one rank's share of a model under a layout, on any Backend: data
 // parallelism with ZeRO 0-3, Megatron tensor parallelism with optional sequence parallelism,
 // pipeline parallelism with the simulator's schedules (GPipe, 1F1B, interleaved; the order
-// comes from src/sim/schedule.h), gradient accumulation, and activation recomputation (none,
+// comes from src/layout/pipeline.h), gradient accumulation, and activation recomputation (none,
 // selective, full). Every rank of the layout's world runs one Executor; together they compute
 // what the single-process runtime/cpu Transformer computes, up to floating-point order.
 #pragma once

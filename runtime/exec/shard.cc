@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "runtime/cpu/param_init.h"
+#include "src/layout/pipeline.h"
 
 namespace shardsim::runtime {
 namespace {
@@ -51,15 +52,13 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
   SHARDSIM_ASSIGN_OR_RETURN(s.full_, ParamLayout::ForModel(m));
   SHARDSIM_ASSIGN_OR_RETURN(ParamLayout local_all, ParamLayout::ForModel(s.local_spec_));
 
-  const int64_t per_chunk = m.layers / (l.pp * l.vpp);
-  const int64_t last_chunk = l.pp * l.vpp - 1;
-  for (int64_t c = 0; c < l.vpp; ++c) {
+  for (const ModelChunk& c : StageChunks(m, l, static_cast<int32_t>(pp_rank))) {
     ChunkInfo info;
-    info.model_chunk = c * l.pp + pp_rank;
-    info.first_layer = info.model_chunk * per_chunk;
-    info.layers = per_chunk;
-    info.has_embedding = info.model_chunk == 0;
-    info.has_head = info.model_chunk == last_chunk;
+    info.model_chunk = c.position;
+    info.first_layer = c.first_layer;
+    info.layers = c.layers;
+    info.has_embedding = c.has_embedding;
+    info.has_head = c.has_head;
     s.chunks_.push_back(info);
   }
   const bool first = s.chunks_.front().has_embedding;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "src/layout/pipeline.h"
+
 namespace shardsim {
 
 StateBytes StateBytesPerParam(DType dtype) {
@@ -22,11 +24,9 @@ StateBytes StateBytesPerParam(DType dtype) {
 StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   StageParams p;
   // Megatron assigns layers in chunks: with vpp, stage s holds chunks s, s+pp, s+2pp, ...
-  const int64_t chunk = m.layers / (l.pp * l.vpp);
   const double t = static_cast<double>(l.tp);
-  for (int64_t v = 0; v < l.vpp; ++v) {
-    const int64_t first = (v * l.pp + stage) * chunk;
-    for (int64_t i = first; i < first + chunk; ++i) {
+  for (const ModelChunk& c : StageChunks(m, l, static_cast<int32_t>(stage))) {
+    for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
       // Attention and MLP weights are split over TP; norms (and the router) are replicated.
       p.dense += static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams();
       if (m.IsMoeLayer(i)) {
@@ -219,8 +219,8 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   // ZeRO-3 parameters: the running layer's, plus with prefetch the next one's (the runtime
   // prefetches within a model chunk, so a one-layer chunk holds one); the head's weights
   // (with the tied table) around the head's passes.
-  const int64_t chunk = m.layers / (l.pp * l.vpp);
-  const double resident = std::min<double>(l.prefetch ? 2 : 1, static_cast<double>(chunk));
+  const double chunk = static_cast<double>(ChunkOf(m, l, static_cast<int32_t>(stage), 0).layers);
+  const double resident = std::min<double>(l.prefetch ? 2 : 1, chunk);
   z.layer_params = resident * layer * sb.weights;
   z.head_params = (head + (tied ? embed : 0)) * sb.weights;
   if (stage == 0) z.embed_params = embed * sb.weights;
@@ -233,16 +233,16 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   MemoryBreakdown mem = ModelStateMemory(params, l);
 
   // Activations of the stage's layers for every micro-batch in flight.
-  const int64_t chunk = m.layers / (l.pp * l.vpp);
+  const std::vector<ModelChunk> chunks = StageChunks(m, l, static_cast<int32_t>(stage));
+  const int64_t chunk = chunks.front().layers;
   double per_microbatch = 0;
   double largest_layer = 0;
   Layout none = l;
   none.recompute = Recompute::kNone;
   const double stored[2] = {LayerActivationBytes(m, l, false), LayerActivationBytes(m, l, true)};
   const double full[2] = {LayerActivationBytes(m, none, false), LayerActivationBytes(m, none, true)};
-  for (int64_t v = 0; v < l.vpp; ++v) {
-    const int64_t first = (v * l.pp + stage) * chunk;
-    for (int64_t i = first; i < first + chunk; ++i) {
+  for (const ModelChunk& c : chunks) {
+    for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
       const int k = m.IsMoeLayer(i) ? 1 : 0;
       per_microbatch += stored[k];
       largest_layer = std::max(largest_layer, full[k]);

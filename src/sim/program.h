@@ -14,7 +14,7 @@
 #include "src/hardware/hardware_spec.h"
 #include "src/layout/layout.h"
 #include "src/model/model_spec.h"
-#include "src/sim/schedule.h"
+#include "src/layout/pipeline.h"
 
 namespace shardsim {
 

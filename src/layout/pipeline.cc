@@ -1,11 +1,36 @@
-// The pipeline schedules' pass order; see schedule.h. The orders follow Narayanan et al. 2021
-// (GPipe, 1F1B, interleaved with Megatron-LM's warm-up count) and Qi et al. 2023 (the B/W split
-// of zero-bubble pipelines).
-#include "src/sim/schedule.h"
+// Pipeline placement and the schedules' pass order; see pipeline.h. The orders follow
+// Narayanan et al. 2021 (GPipe, 1F1B, interleaved with Megatron-LM's warm-up count) and Qi et
+// al. 2023 (the B/W split of zero-bubble pipelines).
+#include "src/layout/pipeline.h"
 
 #include <algorithm>
 
 namespace shardsim {
+
+int32_t ChunksPerStage(const Layout& l) { return static_cast<int32_t>(l.vpp); }
+int32_t PositionCount(const Layout& l) { return static_cast<int32_t>(l.pp * l.vpp); }
+int32_t PositionOf(const Layout& l, int32_t stage, int32_t chunk) {
+  return chunk * static_cast<int32_t>(l.pp) + stage;
+}
+int32_t StageOfPosition(const Layout& l, int32_t position) {
+  return position % static_cast<int32_t>(l.pp);
+}
+
+ModelChunk ChunkOf(const ModelSpec& m, const Layout& l, int32_t stage, int32_t chunk) {
+  ModelChunk c;
+  c.position = PositionOf(l, stage, chunk);
+  c.layers = m.layers / PositionCount(l);
+  c.first_layer = c.position * c.layers;
+  c.has_embedding = c.position == 0;
+  c.has_head = c.position == PositionCount(l) - 1;
+  return c;
+}
+
+std::vector<ModelChunk> StageChunks(const ModelSpec& m, const Layout& l, int32_t stage) {
+  std::vector<ModelChunk> out;
+  for (int32_t c = 0; c < ChunksPerStage(l); ++c) out.push_back(ChunkOf(m, l, stage, c));
+  return out;
+}
 
 std::vector<PipelineStep> ScheduleOrder(const Layout& l, int32_t stage) {
   const int32_t p = static_cast<int32_t>(l.pp), v = static_cast<int32_t>(l.vpp);

@@ -1,0 +1,49 @@
+// Pipeline placement and order: which layers each model chunk holds, which stage runs it, and
+// the order in which a stage runs its passes under the layout's schedule (GPipe, 1F1B,
+// interleaved, zero-bubble's B/W split). The one place the memory model, the iteration plan
+// (estimate and simulator), the runtime's executor and the emitters take them from.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim {
+
+enum class Pass : uint8_t { kForward, kBackward, kWeightGrad, kRecompute, kStep };
+
+// One pass of one micro-batch through one model chunk (chunk < ChunksPerStage; 0 without
+// interleaving).
+struct PipelineStep {
+  Pass pass = Pass::kForward;
+  int32_t mb = 0;
+  int32_t chunk = 0;
+};
+
+// A model chunk: the pipeline position it occupies (0 is the embedding's end, PositionCount-1
+// the head's), its layers [first_layer, first_layer + layers).
+struct ModelChunk {
+  int32_t position = 0;
+  int64_t first_layer = 0, layers = 0;
+  bool has_embedding = false, has_head = false;
+};
+
+// Model chunks per stage (vpp) and along the whole pipeline (pp x vpp).
+int32_t ChunksPerStage(const Layout& l);
+int32_t PositionCount(const Layout& l);
+// Megatron-LM's interleaving: chunk c of stage s is position c * pp + s, so position q runs on
+// stage q % pp.
+int32_t PositionOf(const Layout& l, int32_t stage, int32_t chunk);
+int32_t StageOfPosition(const Layout& l, int32_t position);
+// Chunk `chunk` of `stage`: the layers split evenly over the positions (CheckLayout requires
+// pp x vpp to divide the layers).
+ModelChunk ChunkOf(const ModelSpec& m, const Layout& l, int32_t stage, int32_t chunk);
+// Every chunk of `stage`, chunk 0 first.
+std::vector<ModelChunk> StageChunks(const ModelSpec& m, const Layout& l, int32_t stage);
+
+// The passes `stage` runs, in order, for one iteration of `l` (resolved and valid).
+std::vector<PipelineStep> ScheduleOrder(const Layout& l, int32_t stage);
+
+}  // namespace shardsim
