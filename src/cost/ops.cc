@@ -8,11 +8,21 @@ namespace shardsim {
 
 int64_t TokensPerRank(const ModelSpec& m, const Layout& l) { return l.mbs * m.seq_len / l.cp; }
 
+const char* OpRoleName(OpRole r) {
+  static const char* kNames[] = {"norm", "qkv", "attention_scores", "softmax", "attention_dropout",
+                                 "attention_context", "flash_attention", "projection", "residual",
+                                 "router", "mlp_up", "mlp_activation", "mlp_down", "embedding",
+                                 "lm_head", "cross_entropy"};
+  return kNames[static_cast<int>(r)];
+}
+
 namespace {
 
-Op Matmul(std::string name, int64_t rows, int64_t cols, int64_t inner, double bytes_per) {
+Op Matmul(std::string name, OpRole role, int64_t rows, int64_t cols, int64_t inner,
+          double bytes_per) {
   Op op;
   op.name = std::move(name);
+  op.role = role;
   op.kind = OpKind::kMatmul;
   op.m = rows;
   op.n = cols;
@@ -25,9 +35,10 @@ Op Matmul(std::string name, int64_t rows, int64_t cols, int64_t inner, double by
   return op;
 }
 
-Op Memory(std::string name, double bytes, bool selective = false) {
+Op Memory(std::string name, OpRole role, double bytes, bool selective = false) {
   Op op;
   op.name = std::move(name);
+  op.role = role;
   op.kind = OpKind::kMemory;
   op.bytes = bytes;
   op.recomputed_selective = selective;
@@ -44,17 +55,17 @@ void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t t
   const int64_t f = ffn / l.tp;
   if (m.activation == Activation::kSwiglu) {
     // gate and up fused: (T x h) x (h x 2f/t); SiLU(gate) * up; down: (T x f/t) x (f/t x h).
-    ops.push_back(Matmul(prefix + "gate_up", tokens, 2 * f, m.hidden, b));
+    ops.push_back(Matmul(prefix + "gate_up", OpRole::kMlpUp, tokens, 2 * f, m.hidden, b));
     ops.back().column_parallel = true;
-    ops.push_back(Memory(prefix + "swiglu", b * 3.0 * tokens * f));
+    ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * 3.0 * tokens * f));
     ops.back().transcendentals = static_cast<double>(tokens) * f;  // exp in SiLU
   } else {
-    ops.push_back(Matmul(prefix + "up", tokens, f, m.hidden, b));
+    ops.push_back(Matmul(prefix + "up", OpRole::kMlpUp, tokens, f, m.hidden, b));
     ops.back().column_parallel = true;
-    ops.push_back(Memory(prefix + "gelu", b * 2.0 * tokens * f));
+    ops.push_back(Memory(prefix + "gelu", OpRole::kMlpActivation, b * 2.0 * tokens * f));
     ops.back().transcendentals = static_cast<double>(tokens) * f;  // tanh
   }
-  ops.push_back(Matmul(prefix + "down", tokens, m.hidden, f, b));
+  ops.push_back(Matmul(prefix + "down", OpRole::kMlpDown, tokens, m.hidden, f, b));
 }
 
 }  // namespace
@@ -71,8 +82,8 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   const int64_t kv = kv_heads * m.head_dim;
   std::vector<Op> ops;
 
-  ops.push_back(Memory("norm1", b * 2.0 * Tn * h));
-  ops.push_back(Matmul("qkv", T, q + 2 * kv, h, b));
+  ops.push_back(Memory("norm1", OpRole::kNorm, b * 2.0 * Tn * h));
+  ops.push_back(Matmul("qkv", OpRole::kQkv, T, q + 2 * kv, h, b));
   ops.back().column_parallel = true;
   const double s_kv = static_cast<double>(m.seq_len);  // keys each query meets (all chunks)
   if (l.attention == AttentionImpl::kFlash) {
@@ -82,6 +93,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     Op attn;
     attn.name = "attention";
     attn.kind = OpKind::kAttention;
+    attn.role = OpRole::kFlashAttention;
     attn.flops = 4.0 * static_cast<double>(T) * s_kv * m.head_dim * heads;
     attn.executed_flops = attn.flops / 2;
     attn.bytes = b * static_cast<double>(T) * (2.0 * q + 2.0 * kv * l.cp);
@@ -92,16 +104,18 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     // a fused scale-mask-softmax kernel (read, write), dropout (read, write, 1-byte mask),
     // batched context GEMM reading the probabilities. Nothing is skipped for causality.
     const double scores = static_cast<double>(heads) * T * s_kv;
-    Op qk = Matmul("attn_scores", T, m.seq_len, m.head_dim, b);
+    Op qk = Matmul("attn_scores", OpRole::kAttentionScores, T, m.seq_len, m.head_dim, b);
     qk.flops = qk.executed_flops = 2.0 * scores * m.head_dim;
     qk.bytes = b * (scores + static_cast<double>(T) * q + s_kv * kv);  // write S; read Q, K
     qk.n = m.seq_len * heads;  // all heads' tiles run in one batched launch
     qk.recomputed_selective = true;
     ops.push_back(qk);
-    ops.push_back(Memory("softmax", 2.0 * b * scores, true));
+    ops.push_back(Memory("softmax", OpRole::kSoftmax, 2.0 * b * scores, true));
     ops.back().transcendentals = scores;  // exp per score
-    if (m.dropout) ops.push_back(Memory("attn_dropout", (2.0 * b + 1.0) * scores, true));
-    Op pv = Matmul("attn_context", T, m.head_dim, m.seq_len, b);
+    if (m.dropout) {
+      ops.push_back(Memory("attn_dropout", OpRole::kAttentionDropout, (2.0 * b + 1.0) * scores, true));
+    }
+    Op pv = Matmul("attn_context", OpRole::kAttentionContext, T, m.head_dim, m.seq_len, b);
     pv.flops = pv.executed_flops = 2.0 * scores * m.head_dim;
     pv.bytes = b * (scores + s_kv * kv + static_cast<double>(T) * q);  // read P, V; write O
     pv.m = T;
@@ -109,18 +123,26 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     pv.recomputed_selective = true;
     ops.push_back(pv);
   }
-  ops.push_back(Matmul("proj", T, h, q, b));
-  ops.push_back(Memory("residual1", b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
-  ops.push_back(Memory("norm2", b * 2.0 * Tn * h));
+  ops.push_back(Matmul("proj", OpRole::kProjection, T, h, q, b));
+  ops.push_back(Memory("residual1", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
+  const size_t mlp_input = ops.size();
+  ops.push_back(Memory("norm2", OpRole::kNorm, b * 2.0 * Tn * h));
   if (moe_layer && m.moe) {
     // Router: (T x h) x (h x E), replicated over TP; each token goes to top_k experts, and an
     // EP rank runs its E/ep experts on T * top_k tokens in total (balanced routing).
-    ops.push_back(Matmul("router", T, m.moe->experts, h, b));
+    ops.push_back(Matmul("router", OpRole::kRouter, T, m.moe->experts, h, b));
+  }
+  const size_t mlp = ops.size();
+  if (moe_layer && m.moe) {
     AddMlp(ops, m, l, T * m.moe->top_k, m.moe->ffn_hidden, "expert_");
   } else {
     AddMlp(ops, m, l, T, m.ffn_hidden, "mlp_");
   }
-  ops.push_back(Memory("residual2", b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
+  const size_t mlp_output = ops.size();
+  ops.push_back(Memory("residual2", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
+  for (size_t i = mlp_input; i < ops.size(); ++i) {
+    ops[i].part = i < mlp ? LayerPart::kMlpInput : i < mlp_output ? LayerPart::kMlp : LayerPart::kMlpOutput;
+  }
   return ops;
 }
 
@@ -129,8 +151,8 @@ std::vector<Op> EmbeddingOps(const ModelSpec& m, const Layout& l) {
   const double Tn = l.sp ? static_cast<double>(TokensPerRank(m, l)) / l.tp
                          : static_cast<double>(TokensPerRank(m, l));
   // Gather T rows of the (V/t x h) table and write T x h (+ position embedding add).
-  return {Memory("embedding", b * 2.0 * Tn * m.hidden *
-                                  (m.position == Position::kLearned ? 1.5 : 1.0))};
+  return {Memory("embedding", OpRole::kEmbedding,
+                 b * 2.0 * Tn * m.hidden * (m.position == Position::kLearned ? 1.5 : 1.0))};
 }
 
 std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
@@ -139,10 +161,10 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
   const double Tn = l.sp ? static_cast<double>(T) / l.tp : static_cast<double>(T);
   const int64_t v = (m.vocab + l.tp - 1) / l.tp;
   std::vector<Op> ops;
-  ops.push_back(Memory("final_norm", b * 2.0 * Tn * m.hidden));
-  ops.push_back(Matmul("lm_head", T, v, m.hidden, b));
+  ops.push_back(Memory("final_norm", OpRole::kNorm, b * 2.0 * Tn * m.hidden));
+  ops.push_back(Matmul("lm_head", OpRole::kLmHead, T, v, m.hidden, b));
   // Softmax cross-entropy over the vocabulary shard in fp32: read logits, write grads.
-  Op loss = Memory("cross_entropy", 4.0 * 2.0 * static_cast<double>(T) * v);
+  Op loss = Memory("cross_entropy", OpRole::kCrossEntropy, 4.0 * 2.0 * static_cast<double>(T) * v);
   loss.backward_factor = 0.5;  // the gradient is produced in the forward kernel's pass
   loss.transcendentals = static_cast<double>(T) * v;  // exp per logit
   ops.push_back(loss);

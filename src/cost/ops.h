@@ -19,9 +19,38 @@ namespace shardsim {
 
 enum class OpKind { kMatmul, kAttention, kMemory };
 
+// What an op is, for every reader that treats ops differently (calibrate's kernels, the
+// estimate's table); readers switch on it, never on the display name.
+enum class OpRole : uint8_t {
+  kNorm,              // a layer's two norms and the final norm
+  kQkv,               // the fused Q, K, V projection
+  kAttentionScores,   // unfused: Q K^T
+  kSoftmax,           // unfused: scale, mask, softmax
+  kAttentionDropout,  // unfused: dropout on the probabilities
+  kAttentionContext,  // unfused: P V
+  kFlashAttention,    // fused scores, softmax and context
+  kProjection,        // the attention output projection
+  kResidual,          // residual add (+ dropout)
+  kRouter,            // MoE router
+  kMlpUp,             // the MLP's first projection (up, or gate and up fused)
+  kMlpActivation,     // GELU, or SwiGLU's SiLU(gate) * up
+  kMlpDown,           // the MLP's second projection
+  kEmbedding,         // token (+ position) lookup
+  kLmHead,            // the vocabulary projection
+  kCrossEntropy,      // softmax cross-entropy over the vocabulary shard
+};
+const char* OpRoleName(OpRole r);
+
+// Where an op sits in a transformer layer, between its communication points: the attention
+// branch (norm1 .. residual1), the MLP's input (norm2, the router), the MLP or the experts,
+// and the MLP's output (residual2). Embedding and head ops are kAttention.
+enum class LayerPart : uint8_t { kAttention, kMlpInput, kMlp, kMlpOutput };
+
 struct Op {
-  std::string name;
+  std::string name;  // for display only
   OpKind kind = OpKind::kMemory;
+  OpRole role = OpRole::kResidual;
+  LayerPart part = LayerPart::kAttention;
   double flops = 0;           // forward model FLOPs on this rank
   double executed_flops = 0;  // forward FLOPs the kernel executes
   double bytes = 0;           // forward HBM traffic

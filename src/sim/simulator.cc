@@ -20,7 +20,7 @@ namespace {
 
 enum EventKind : uint32_t { kTaskDone, kLatencyDone, kFlowDone };
 
-constexpr int kGroupKinds = 5;
+constexpr int kGroupKinds = kGroupKindCount;
 constexpr SimTime kNever = -1;
 
 struct RankState {
@@ -151,19 +151,10 @@ void Runner::InitRanks() {
     }
     r.started.assign(p.tasks.size(), kNever);
     r.finished.assign(p.tasks.size(), kNever);
-    // Groups: the layout's, plus expert-data-parallel (same tp, cp, pp; dp = mine mod ep).
-    const ParallelDim dims[] = {ParallelDim::kTp, ParallelDim::kCp, ParallelDim::kEp, ParallelDim::kDp};
+    // Groups: the layout's, the expert-data-parallel and the embedding group (task.h).
     for (int g = 0; g < kGroupKinds; ++g) {
-      std::vector<int64_t> members;
-      if (g < 4) {
-        if (dims[g] == ParallelDim::kEp && l_.dp % l_.ep != 0) continue;
-        members = GroupOf(l_, r.rank, dims[g]);
-      } else {
-        const RankCoord me = CoordOf(l_, r.rank);
-        for (int64_t d = me.dp % l_.ep; d < l_.dp; d += l_.ep) {
-          members.push_back(RankOf(l_, RankCoord{me.tp, me.cp, d, me.pp}));
-        }
-      }
+      if (static_cast<GroupKind>(g) == GroupKind::kEp && l_.dp % l_.ep != 0) continue;
+      std::vector<int64_t> members = GroupMembers(l_, r.rank, static_cast<GroupKind>(g));
       r.group_leader[g] = *std::min_element(members.begin(), members.end());
       for (int64_t mbr : members) r.group_needed[g] += state_of_rank_[mbr] >= 0 ? 1 : 0;
       r.group_members[g] = std::move(members);

@@ -97,11 +97,8 @@ CriticalPath FindCriticalPath(const IterationProgram& program, const Cluster& cl
     if (t.kind == TaskKind::kSend) {
       gpus = {rank, RankOf(l, RankCoord{0, 0, 0, t.peer_stage})};
       c = Collective::kSendRecv;
-    } else if (t.group == GroupKind::kEdp) {
-      for (int64_t d = 0; d < l.dp; d += l.ep) gpus.push_back(RankOf(l, RankCoord{0, 0, d, static_cast<int64_t>(s)}));
     } else {
-      const ParallelDim dims[] = {ParallelDim::kTp, ParallelDim::kCp, ParallelDim::kEp, ParallelDim::kDp};
-      gpus = GroupOf(l, rank, dims[static_cast<int>(t.group)]);
+      gpus = GroupMembers(l, rank, t.group);
     }
     const auto key = std::make_tuple(static_cast<int>(c), static_cast<int>(t.group), gpus.front() * 100000 + gpus.back(), t.bytes);
     auto it = cache.find(key);

@@ -1,0 +1,651 @@
+// Builds the layer plan; see layer_plan.h. The order of passes follows the schedules of
+// Narayanan et al. 2021 (GPipe, 1F1B, interleaved with Megatron-LM's warm-up count) and Qi et
+// al. 2023 (the B/W split of zero-bubble pipelines); the collectives inside a layer follow
+// Megatron-LM's tensor-parallel layers (megatron/core/tensor_parallel/layers.py, mappings.py).
+#include "src/cost/layer_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "src/cost/op_time.h"
+#include "src/util/check.h"
+
+namespace shardsim {
+
+const PassPlan& StagePlan::PassFor(const PipelineStep& s, bool last_mb) const {
+  const int kind = s.pass == Pass::kForward ? 0 : s.pass == Pass::kBackward ? 1 : 2;
+  const int32_t i = pass_of[s.chunk][kind][last_mb ? 1 : 0];
+  CHECK(i >= 0) << "no pass list for chunk " << s.chunk << " kind " << kind;
+  return passes[i];
+}
+
+std::vector<int32_t> LastGradientMicrobatch(const Layout& l, const std::vector<PipelineStep>& order) {
+  std::vector<int32_t> last(l.vpp, -1);
+  const Pass grad = l.schedule == Schedule::kZeroBubble ? Pass::kWeightGrad : Pass::kBackward;
+  for (const PipelineStep& s : order) {
+    if (s.pass == grad) last[s.chunk] = s.mb;
+  }
+  return last;
+}
+
+namespace {
+
+// Time and FLOPs of a run of consecutive ops of a layer.
+struct Block {
+  double fwd = 0, bwd = 0, wgrad = 0, selective = 0, flops = 0;
+  // The column-parallel projections' (Op::column_parallel) weight-gradient GEMMs, part of
+  // `wgrad`, and their forward FLOPs (a weight gradient costs as many as the forward).
+  double col_wgrad = 0, col_flops = 0;
+};
+
+Block SumOps(const GpuSpec& gpu, DType dtype, const std::vector<Op>& ops) {
+  Block b;
+  for (const Op& op : ops) {
+    const double f = OpForwardTime(gpu, dtype, op);
+    const double bw = OpBackwardTime(gpu, dtype, op);
+    b.fwd += f;
+    b.bwd += bw;
+    if (op.kind == OpKind::kMatmul) b.wgrad += bw / 2;  // the weight-gradient GEMM
+    if (op.column_parallel) {
+      b.col_wgrad += bw / 2;
+      b.col_flops += op.flops;
+    }
+    if (op.recomputed_selective) b.selective += f;
+    b.flops += op.flops;
+  }
+  return b;
+}
+
+// A layer split where communication goes between its parts.
+struct LayerCost {
+  Block attn;      // norm1 .. residual1
+  Block mlp_pre;   // norm2 (+ router)
+  Block mlp;       // the MLP or the experts
+  Block mlp_post;  // residual2
+  const LayerPlan* plan = nullptr;
+};
+
+LayerCost CostLayer(const GpuSpec& gpu, const Layout& l, const LayerPlan& plan) {
+  std::vector<Op> attn, pre, mlp, post;
+  for (const Op& op : plan.ops) {
+    switch (op.part) {
+      case LayerPart::kAttention: attn.push_back(op); break;
+      case LayerPart::kMlpInput: pre.push_back(op); break;
+      case LayerPart::kMlp: mlp.push_back(op); break;
+      case LayerPart::kMlpOutput: post.push_back(op); break;
+    }
+  }
+  LayerCost c;
+  c.attn = SumOps(gpu, l.dtype, attn);
+  c.mlp_pre = SumOps(gpu, l.dtype, pre);
+  c.mlp = SumOps(gpu, l.dtype, mlp);
+  c.mlp_post = SumOps(gpu, l.dtype, post);
+  c.plan = &plan;
+  return c;
+}
+
+LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
+  LayerPlan p;
+  p.moe = moe && m.moe.has_value();
+  p.ops = LayerOps(m, l, p.moe);
+  const double t = static_cast<double>(l.tp);
+  p.params = static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams();
+  if (p.moe) {
+    p.params += static_cast<double>(m.hidden * m.moe->experts);
+    p.expert_params = static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
+  } else {
+    p.params += static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
+  }
+  p.saved_bytes = LayerActivationBytes(m, l, p.moe);
+  Layout none = l;
+  none.recompute = Recompute::kNone;
+  p.full_saved_bytes = LayerActivationBytes(m, none, p.moe);
+  return p;
+}
+
+// What every pass of one stage shares.
+struct StageContext {
+  const ModelSpec& m;
+  const HardwareSpec& hw;
+  const Layout& l;
+  int32_t stage;
+  LayerCost dense, moe;
+  Block embedding, head;
+  StateBytes state{};
+  double tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, ep_bytes = 0;
+  const LayerCost& Layer(int64_t index) const { return m.IsMoeLayer(index) ? moe : dense; }
+};
+
+// Emits the tasks of one pass (or the tail) into a PassPlan. Inside a pass, `joins_` holds
+// what the next compute must wait for: at the start the pass's entry (kEntryDep), later
+// blocking sends and overlap_tp=backward's reductions; `tp_joins_` overlap_tp=on's
+// collectives, joined at the pass's end.
+class PassBuilder {
+ public:
+  PassBuilder(const StageContext& c, PassPlan* out) : c_(c), l_(c.l), out_(out) {}
+
+  void Forward(const ModelChunk& chunk);
+  void Backward(const ModelChunk& chunk, bool last_mb);
+  void WeightGrad(const ModelChunk& chunk, bool last_mb);
+  void Tail(const std::vector<PassPlan>& passes);
+  void Finish();
+
+ private:
+  int32_t Name(const std::string& n) {
+    for (size_t i = 0; i < out_->names.size(); ++i) {
+      if (out_->names[i] == n) return static_cast<int32_t>(i);
+    }
+    out_->names.push_back(n);
+    return static_cast<int32_t>(out_->names.size() - 1);
+  }
+
+  // deps: earlier tasks of this pass, kEntryDep, or -1 (none).
+  int32_t Add(TaskSpec t, const std::string& name, std::vector<int32_t> deps) {
+    t.name = Name(name);
+    t.dep_begin = static_cast<int32_t>(out_->deps.size());
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    for (int32_t d : deps) {
+      if (d >= 0 || d == kEntryDep) out_->deps.push_back(d);
+    }
+    t.dep_end = static_cast<int32_t>(out_->deps.size());
+    out_->tasks.push_back(t);
+    return static_cast<int32_t>(out_->tasks.size() - 1);
+  }
+
+  // In a pass's list, microbatch 0 and chunk 0 stand for the pass's own (filled in when
+  // stamped); layer is relative to the chunk's first layer.
+  int32_t Compute(const std::string& name, double seconds, double flops, Category cat, Pass pass,
+                  int32_t layer, std::vector<int32_t> deps) {
+    TaskSpec t;
+    t.kind = TaskKind::kCompute;
+    t.stream = Stream::kCompute;
+    t.category = cat;
+    t.pass = pass;
+    t.microbatch = pass == Pass::kStep ? -1 : 0;
+    t.chunk = pass == Pass::kStep ? -1 : 0;
+    t.layer = layer;
+    t.duration_s = seconds;
+    t.flops = flops;
+    return Add(t, name, std::move(deps));
+  }
+
+  TaskSpec CollTask(Collective c, GroupKind g, double bytes, Stream stream, Category cat, Pass pass,
+                    bool per_microbatch, int32_t layer) const {
+    TaskSpec t;
+    t.kind = TaskKind::kCollective;
+    t.stream = stream;
+    t.category = cat;
+    t.pass = pass;
+    t.collective = c;
+    t.group = g;
+    t.bytes = bytes;
+    t.microbatch = per_microbatch ? 0 : -1;
+    t.layer = layer;
+    return t;
+  }
+  int32_t Coll(const std::string& name, Collective c, GroupKind g, double bytes, Stream stream,
+               Category cat, Pass pass, int32_t layer, std::vector<int32_t> deps) {
+    return Add(CollTask(c, g, bytes, stream, cat, pass, true, layer), name, std::move(deps));
+  }
+
+  // TP exchange after (or before, for an SP all-gather) a block. Returns the task the next
+  // compute must wait for: the collective, or with overlap_tp=on the producing compute (the
+  // collective is then joined only at the pass's end, TakePassJoins). overlap_tp=backward
+  // leaves these blocking; it splits the backward branches instead (ColumnParallelBackward).
+  int32_t TpAfter(int32_t producer, Pass pass, int32_t layer) {
+    if (l_.tp == 1) return producer;
+    return Tp(TpReduction(producer, pass, layer), producer);
+  }
+  int32_t TpBefore(int32_t prev, Pass pass, int32_t layer) {
+    if (l_.tp == 1 || !l_.sp) return prev;
+    return Tp(TpGather({prev}, pass, layer), prev);
+  }
+  int32_t Tp(int32_t coll, int32_t producer) {
+    if (l_.overlap_tp != TpOverlap::kOn) return coll;
+    tp_joins_.push_back(coll);
+    return producer;
+  }
+  // f's backward / g's forward: all-reduce, or reduce-scatter with SP.
+  int32_t TpReduction(int32_t producer, Pass pass, int32_t layer) {
+    return Coll(l_.sp ? "tp reduce-scatter" : "tp all-reduce",
+                l_.sp ? Collective::kReduceScatter : Collective::kAllReduce, GroupKind::kTp,
+                c_.tp_bytes, Stream::kTp, Category::kTp, pass, layer, {producer});
+  }
+  int32_t TpGather(std::vector<int32_t> deps, Pass pass, int32_t layer) {
+    return Coll("tp all-gather", Collective::kAllGather, GroupKind::kTp, c_.tp_bytes, Stream::kTp,
+                Category::kTp, pass, layer, std::move(deps));
+  }
+  // The dependencies of the next compute: `t` and the joins pending.
+  std::vector<int32_t> TakeJoins(int32_t t) {
+    std::vector<int32_t> deps = joins_;
+    deps.push_back(t);
+    joins_.clear();
+    return deps;
+  }
+  // At a pass's end (its pipeline send, LM head or embedding backward, the optimizer step):
+  // also overlap_tp=on's collectives.
+  std::vector<int32_t> TakePassJoins(int32_t t) {
+    std::vector<int32_t> deps = TakeJoins(t);
+    deps.insert(deps.end(), tp_joins_.begin(), tp_joins_.end());
+    tp_joins_.clear();
+    return deps;
+  }
+
+  // overlap_tp=backward, the start of a backward branch after `t`. With SP: the output
+  // gradient's all-gather, blocking as with off, then the norm output's re-gather for the
+  // weight gradients, which depends only on the branch's start (on the TP stream it queues
+  // behind the first gather, as in Megatron-LM, where the column-parallel layer's backward
+  // starts it). Returns the input-gradient part's dependencies and the re-gather (-1
+  // without SP).
+  std::pair<std::vector<int32_t>, int32_t> BackwardBranchStart(int32_t t, int32_t layer) {
+    std::vector<int32_t> start = TakeJoins(t);
+    if (!l_.sp) return {start, -1};
+    const int32_t dout = TpGather(start, Pass::kBackward, layer);
+    const int32_t regather = TpGather(start, Pass::kBackward, layer);
+    start.push_back(dout);
+    return {start, regather};
+  }
+  // overlap_tp=backward, the end of a backward branch whose input-gradient part ended at
+  // `dgrad` (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward, the
+  // runtime's ColumnParallelBackwardOverlapped): the input gradient's reduction starts once it
+  // and the re-gather are done and runs under the column-parallel weight-gradient GEMMs
+  // (`seconds`), which need the re-gathered input too. The next compute waits for both.
+  // Returns the weight-gradient task.
+  int32_t ColumnParallelBackward(const std::string& branch, int32_t dgrad, int32_t regather,
+                                 double seconds, double flops, int32_t layer) {
+    const int32_t reduction = Coll(l_.sp ? "tp reduce-scatter" : "tp all-reduce",
+                                   l_.sp ? Collective::kReduceScatter : Collective::kAllReduce,
+                                   GroupKind::kTp, c_.tp_bytes, Stream::kTp, Category::kTp,
+                                   Pass::kBackward, layer, {dgrad, regather});
+    const int32_t wgrad = Compute(branch + " weight gradients", seconds, flops, Category::kCompute,
+                                  Pass::kBackward, layer, {dgrad, regather});
+    joins_.push_back(reduction);
+    return wgrad;
+  }
+
+  int32_t ZeroGather(const LayerCost& c, Pass pass, int32_t layer, int32_t prev) {
+    return Coll("zero-3 parameter all-gather", Collective::kAllGather, GroupKind::kDp,
+                c.plan->params * c_.state.weights, Stream::kDp, Category::kDp, pass, layer,
+                l_.prefetch ? std::vector<int32_t>{} : std::vector<int32_t>{prev});
+  }
+
+  int32_t LayerForward(const LayerCost& c, int32_t prev, int32_t layer, bool recompute);
+  // Gradient communication of one layer after its gradient pass (ZeRO-3: every micro-batch).
+  void Gradients(const LayerCost& c, int32_t producer, int32_t layer, bool last_mb);
+
+  // A zero-time task on the compute stream that waits for the previous pipeline position's
+  // send; every task of the pass that needs the input depends on it (directly or through
+  // the compute stream's order).
+  int32_t ReceiveMarker(Pass pass) {
+    const int32_t t = Compute(pass == Pass::kForward ? "receive activations" : "receive gradients", 0,
+                              0, Category::kCompute, pass, -1, TakeJoins(-1));
+    out_->receive = t;
+    return t;
+  }
+  int32_t Send(Pass pass, int32_t t, int32_t to_position) {
+    TaskSpec s;
+    s.kind = TaskKind::kSend;
+    s.stream = pass == Pass::kForward ? Stream::kPpForward : Stream::kPpBackward;
+    s.category = Category::kPp;
+    s.pass = pass;
+    s.microbatch = 0;
+    s.chunk = 0;
+    s.bytes = c_.pp_bytes;
+    s.peer_stage = StageOfPosition(l_, to_position);
+    const int32_t send = Add(s, pass == Pass::kForward ? "pp send activations" : "pp send gradients",
+                             TakePassJoins(t));
+    out_->send = send;
+    out_->send_blocks = !l_.overlap_pp;  // the sender's next compute waits for it
+    return send;
+  }
+  int32_t LastCompute() const {
+    for (int32_t i = static_cast<int32_t>(out_->tasks.size()) - 1; i >= 0; --i) {
+      if (out_->tasks[i].kind == TaskKind::kCompute) return i;
+    }
+    return -1;
+  }
+
+  const StageContext& c_;
+  const Layout& l_;
+  PassPlan* out_;
+  std::vector<int32_t> joins_{kEntryDep};
+  std::vector<int32_t> tp_joins_;
+};
+
+int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t layer, bool recompute) {
+  const Category cat = recompute ? Category::kRecompute : Category::kCompute;
+  const Pass pass = recompute ? Pass::kRecompute : Pass::kForward;
+  const std::string tag = recompute ? " recompute" : " forward";
+  std::vector<int32_t> gather;
+  if (l_.zero == 3 && l_.dp > 1) gather.push_back(ZeroGather(c, pass, layer, prev));
+  int32_t t = TpBefore(prev, pass, layer);
+  std::vector<int32_t> deps = TakeJoins(t);
+  deps.insert(deps.end(), gather.begin(), gather.end());
+  const int32_t attn = Compute("attention" + tag, c.attn.fwd, c.attn.flops, cat, pass, layer, deps);
+  int32_t cp = -1;
+  if (l_.cp > 1) {
+    // Ring attention: K/V pass around the CP group while attention computes.
+    cp = Coll("cp k/v exchange", Collective::kAllGather, GroupKind::kCp, c_.cp_bytes, Stream::kCp,
+              Category::kCp, pass, layer, {prev});
+  }
+  t = TpAfter(attn, pass, layer);
+  t = TpBefore(t, pass, layer);
+  deps = TakeJoins(t);
+  deps.push_back(cp);
+  if (c.plan->moe && l_.ep > 1) {
+    t = Compute("router" + tag, c.mlp_pre.fwd, c.mlp_pre.flops, cat, pass, layer, deps);
+    t = Coll("ep all-to-all dispatch", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
+             Category::kEp, pass, layer, {t});
+    t = Compute("experts" + tag, c.mlp.fwd, c.mlp.flops, cat, pass, layer, {t});
+    t = Coll("ep all-to-all combine", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
+             Category::kEp, pass, layer, {t});
+    t = Compute("mlp residual" + tag, c.mlp_post.fwd, 0, cat, pass, layer, {t});
+  } else {
+    t = Compute("mlp" + tag, c.mlp_pre.fwd + c.mlp.fwd + c.mlp_post.fwd,
+                c.mlp_pre.flops + c.mlp.flops, cat, pass, layer, deps);
+  }
+  return TpAfter(t, pass, layer);
+}
+
+void PassBuilder::Forward(const ModelChunk& chunk) {
+  int32_t t = -1;
+  if (chunk.has_embedding) {
+    t = Compute("embedding forward", c_.embedding.fwd, 0, Category::kCompute, Pass::kForward, -1,
+                TakeJoins(-1));
+  } else {
+    t = ReceiveMarker(Pass::kForward);
+  }
+  for (int64_t i = 0; i < chunk.layers; ++i) {
+    const LayerCost& c = c_.Layer(chunk.first_layer + i);
+    t = LayerForward(c, t, static_cast<int32_t>(i), false);
+    out_->tasks[LastCompute()].memory_delta += c.plan->saved_bytes;
+  }
+  if (chunk.has_head) {
+    Compute("lm head + loss forward", c_.head.fwd, c_.head.flops, Category::kCompute, Pass::kForward,
+            -1, TakePassJoins(t));
+  } else {
+    Send(Pass::kForward, t, chunk.position + 1);
+  }
+}
+
+void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
+  int32_t t = -1;
+  if (chunk.has_head) {
+    t = Compute("lm head + loss backward", c_.head.bwd, 2 * c_.head.flops, Category::kCompute,
+                Pass::kBackward, -1, TakeJoins(-1));
+  } else {
+    t = ReceiveMarker(Pass::kBackward);
+  }
+  const bool zb = l_.schedule == Schedule::kZeroBubble;
+  for (int64_t k = chunk.layers; k-- > 0;) {
+    const LayerCost& c = c_.Layer(chunk.first_layer + k);
+    const int32_t layer = static_cast<int32_t>(k);
+    if (l_.recompute == Recompute::kFull) {
+      t = LayerForward(c, t, layer, true);
+      out_->tasks[LastCompute()].memory_delta += c.plan->full_saved_bytes;
+    }
+    std::vector<int32_t> gather;
+    if (l_.zero == 3 && l_.dp > 1) gather.push_back(ZeroGather(c, Pass::kBackward, layer, t));
+    // Backward compute: zero-bubble leaves the weight-gradient half for the W pass.
+    const double attn_b = zb ? c.attn.bwd - c.attn.wgrad : c.attn.bwd;
+    const double mlp_b = zb ? (c.mlp_pre.bwd + c.mlp.bwd + c.mlp_post.bwd) -
+                                  (c.mlp_pre.wgrad + c.mlp.wgrad + c.mlp_post.wgrad)
+                            : c.mlp_pre.bwd + c.mlp.bwd + c.mlp_post.bwd;
+    // overlap_tp=backward splits each branch into its input-gradient part and the
+    // column-parallel weight gradients that hide its TP reduction. Under zero-bubble those
+    // are deferred to the W pass, so there is nothing to hide under: the reductions block.
+    const bool split = l_.overlap_tp == TpOverlap::kBackward && l_.tp > 1 && !zb;
+    const double mlp_w = split ? c.mlp_pre.col_wgrad + c.mlp.col_wgrad : 0;
+    const double mlp_w_flops = split ? c.mlp_pre.col_flops + c.mlp.col_flops : 0;
+    const double attn_w = split ? c.attn.col_wgrad : 0;
+    const double attn_w_flops = split ? c.attn.col_flops : 0;
+    // SP keeps only this rank's rows of the norm output, so the MLP's (and below the
+    // attention's) weight gradient needs it all-gathered again (Megatron-LM's
+    // LinearWithGradAccumulationAndAsyncCommunication.backward): blocking after the output
+    // gradient's all-gather with overlap_tp off, joined at the pass's end with on, under the
+    // input-gradient GEMMs with backward (BackwardBranchStart).
+    int32_t regather = -1;
+    std::vector<int32_t> deps;
+    if (split) {
+      std::tie(deps, regather) = BackwardBranchStart(t, layer);
+    } else {
+      t = TpBefore(t, Pass::kBackward, layer);
+      t = TpBefore(t, Pass::kBackward, layer);
+      deps = TakeJoins(t);
+    }
+    deps.insert(deps.end(), gather.begin(), gather.end());
+    if (c.plan->moe && l_.ep > 1) {
+      t = Coll("ep all-to-all dispatch", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
+               Category::kEp, Pass::kBackward, layer, deps);
+      deps = {t};
+    }
+    t = Compute("mlp backward", mlp_b - mlp_w, 2 * (c.mlp_pre.flops + c.mlp.flops) - mlp_w_flops,
+                Category::kCompute, Pass::kBackward, layer, deps);
+    if (c.plan->moe && l_.ep > 1) {
+      t = Coll("ep all-to-all combine", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
+               Category::kEp, Pass::kBackward, layer, {t});
+    }
+    if (split) {
+      t = ColumnParallelBackward("mlp", t, regather, mlp_w, mlp_w_flops, layer);
+      std::tie(deps, regather) = BackwardBranchStart(t, layer);
+    } else {
+      t = TpAfter(t, Pass::kBackward, layer);
+      t = TpBefore(t, Pass::kBackward, layer);
+      t = TpBefore(t, Pass::kBackward, layer);  // the norm output re-gathered, as above
+      deps = TakeJoins(t);
+    }
+    if (l_.recompute == Recompute::kSelective) {
+      t = Compute("attention core recompute", c.attn.selective, 0, Category::kRecompute,
+                  Pass::kRecompute, layer, deps);
+      deps = {t};
+    }
+    if (l_.cp > 1) {
+      deps.push_back(Coll("cp k/v exchange", Collective::kAllGather, GroupKind::kCp, c_.cp_bytes,
+                          Stream::kCp, Category::kCp, Pass::kBackward, layer, {t}));
+      deps.push_back(Coll("cp dk/dv reduce-scatter", Collective::kReduceScatter, GroupKind::kCp,
+                          c_.cp_bytes, Stream::kCp, Category::kCp, Pass::kBackward, layer, {t}));
+    }
+    t = Compute("attention backward", attn_b - attn_w, 2 * c.attn.flops - attn_w_flops,
+                Category::kCompute, Pass::kBackward, layer, deps);
+    int32_t bwd_end = t;
+    if (split) {
+      t = bwd_end = ColumnParallelBackward("attention", t, regather, attn_w, attn_w_flops, layer);
+    } else {
+      t = TpAfter(t, Pass::kBackward, layer);
+    }
+    if (!zb) {
+      out_->tasks[bwd_end].memory_delta -=
+          c.plan->saved_bytes + (l_.recompute == Recompute::kFull ? c.plan->full_saved_bytes : 0);
+      Gradients(c, bwd_end, layer, last_mb);
+    }
+  }
+  if (chunk.has_embedding) {
+    Compute("embedding backward", c_.embedding.bwd, 0, Category::kCompute, Pass::kBackward, -1,
+            TakePassJoins(t));
+  } else {
+    Send(Pass::kBackward, t, chunk.position - 1);
+  }
+}
+
+void PassBuilder::WeightGrad(const ModelChunk& chunk, bool last_mb) {
+  for (int64_t k = chunk.layers; k-- > 0;) {
+    const LayerCost& c = c_.Layer(chunk.first_layer + k);
+    const int32_t layer = static_cast<int32_t>(k);
+    const double w = c.attn.wgrad + c.mlp_pre.wgrad + c.mlp.wgrad + c.mlp_post.wgrad;
+    const int32_t t = Compute("weight gradients", w, 0, Category::kCompute, Pass::kWeightGrad, layer,
+                              TakeJoins(-1));
+    out_->tasks[t].memory_delta -=
+        c.plan->saved_bytes + (l_.recompute == Recompute::kFull ? c.plan->full_saved_bytes : 0);
+    Gradients(c, t, layer, last_mb);
+  }
+}
+
+void PassBuilder::Gradients(const LayerCost& c, int32_t producer, int32_t layer, bool last_mb) {
+  if (l_.dp == 1) return;
+  const double grads = c.plan->params * c_.state.gradients / l_.grad_compression;
+  if (l_.zero == 3) {
+    out_->step_deps.push_back(Coll("zero-3 gradient reduce-scatter", Collective::kReduceScatter,
+                                   GroupKind::kDp, grads, Stream::kDp, Category::kDp, Pass::kBackward,
+                                   layer, {producer}));
+  } else if (last_mb) {
+    const bool rs = l_.zero >= 1;
+    const TaskSpec bucket = CollTask(rs ? Collective::kReduceScatter : Collective::kAllReduce,
+                                     GroupKind::kDp, grads, Stream::kDp, Category::kDp,
+                                     Pass::kBackward, false, layer);
+    const std::string name = rs ? "dp gradient reduce-scatter" : "dp gradient all-reduce";
+    if (l_.overlap_dp) {
+      out_->step_deps.push_back(Add(bucket, name, {producer}));
+    } else {
+      TaskSpec deferred = bucket;
+      deferred.name = Name(name);
+      out_->deferred.emplace_back(deferred, producer);
+    }
+  }
+  if (last_mb && c.plan->expert_params > 0 && l_.dp / l_.ep > 1) {
+    out_->step_deps.push_back(Coll("expert gradient all-reduce", Collective::kAllReduce, GroupKind::kEdp,
+                                   c.plan->expert_params * c_.state.gradients / l_.grad_compression,
+                                   Stream::kDp, Category::kDp, Pass::kBackward, layer, {producer}));
+  }
+}
+
+void PassBuilder::Tail(const std::vector<PassPlan>& passes) {
+  (void)passes;
+  // Entry: the stage's last compute, every gradient reduction of the iteration and what the
+  // last pass left pending; stamping and evaluation resolve kEntryDep to all of them.
+  std::vector<int32_t> deps = TakePassJoins(-1);
+  const StageParams params = ParamsOnStage(c_.m, l_, c_.stage);
+  // Embedding and head gradients are small; they ride with the optimizer step.
+  const double shard = l_.zero >= 1 ? params.dense / static_cast<double>(l_.dp) +
+                                          params.expert / static_cast<double>(std::max<int64_t>(1, l_.dp / l_.ep))
+                                    : params.total();
+  const double opt_bytes = shard * (c_.state.gradients + 2 * c_.state.optimizer + c_.state.weights);
+  int32_t step;
+  if (l_.offload == Offload::kNone) {
+    step = Compute("optimizer step", MemoryTime(c_.hw.gpu, opt_bytes) + c_.hw.gpu.efficiency.kernel_latency_s,
+                   0, Category::kOptimizer, Pass::kStep, -1, deps);
+  } else {
+    // ZeRO-Offload: gradients to host, CPU Adam over the host memory the node's GPUs share,
+    // updated weights back.
+    TaskSpec down;
+    down.kind = TaskKind::kHostTransfer;
+    down.stream = Stream::kOffload;
+    down.category = Category::kOffload;
+    down.pass = Pass::kStep;
+    down.bytes = shard * c_.state.gradients;
+    const int32_t d = Add(down, "gradients to host", deps);
+    TaskSpec adam;
+    adam.kind = TaskKind::kHostCompute;
+    adam.stream = Stream::kOffload;
+    adam.category = Category::kOptimizer;
+    adam.pass = Pass::kStep;
+    adam.duration_s = opt_bytes / (c_.hw.node.host.memory_bandwidth / static_cast<double>(c_.hw.node.gpus));
+    const int32_t a = Add(adam, "cpu adam", {d});
+    TaskSpec up = down;
+    up.bytes = shard * c_.state.weights;
+    step = Add(up, "weights to device", {a});
+  }
+  if (l_.dp > 1 && (l_.zero == 1 || l_.zero == 2)) {
+    Add(CollTask(Collective::kAllGather, GroupKind::kDp, params.dense * c_.state.weights, Stream::kDp,
+                 Category::kDp, Pass::kStep, false, -1),
+        "dp parameter all-gather", {step});
+  }
+}
+
+void PassBuilder::Finish() {
+  // A device that cannot overlap communication with computation (a CPU core that drives MPI
+  // inside its own calls) runs each collective and send on its compute stream, in issue
+  // order: serialised with its compute, whatever the layout's overlap switches say.
+  auto serialise = [&](TaskSpec& t) {
+    if (!c_.hw.gpu.overlaps_communication &&
+        (t.kind == TaskKind::kCollective || t.kind == TaskKind::kSend)) {
+      t.stream = Stream::kCompute;
+    }
+  };
+  for (TaskSpec& t : out_->tasks) serialise(t);
+  for (auto& [t, producer] : out_->deferred) serialise(t);
+  double level = 0;
+  for (const TaskSpec& t : out_->tasks) {
+    level += t.memory_delta;
+    out_->memory_high = std::max(out_->memory_high, level);
+  }
+  out_->memory_net = level;
+}
+
+StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int32_t stage,
+                         const IterationPlan& plan) {
+  StageContext c{m, hw, l, stage, CostLayer(hw.gpu, l, plan.dense),
+                 CostLayer(hw.gpu, l, m.moe ? plan.moe : plan.dense), {}, {}, {}};
+  const double e = l.dtype == DType::kFp32 ? 4 : 2;
+  const double tokens = static_cast<double>(TokensPerRank(m, l));
+  c.tp_bytes = tokens * static_cast<double>(m.hidden) * e;
+  c.pp_bytes = c.tp_bytes / (l.sp ? static_cast<double>(l.tp) : 1.0);
+  c.cp_bytes = static_cast<double>(l.cp) * tokens * 2.0 *
+               std::max<double>(m.kv_dim(), static_cast<double>(l.tp * m.head_dim)) /
+               static_cast<double>(l.tp) * e;
+  c.ep_bytes = m.moe ? tokens * static_cast<double>(m.moe->top_k * m.hidden) * e : 0;
+  c.state = StateBytesPerParam(l.dtype);
+  c.embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
+  c.head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
+  return c;
+}
+
+StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int32_t stage,
+                    const IterationPlan& plan) {
+  const StageContext ctx = MakeContext(m, hw, l, stage, plan);
+  StagePlan s;
+  s.stage = stage;
+  s.chunks = StageChunks(m, l, stage);
+  s.order = ScheduleOrder(l, stage);
+  // Chunks alike (same ends, same layer kinds) share their pass lists.
+  using Key = std::tuple<bool, bool, std::vector<bool>, int, bool>;
+  std::map<Key, int32_t> known;
+  s.pass_of.assign(s.chunks.size(), {});
+  const bool zb = l.schedule == Schedule::kZeroBubble;
+  for (size_t ci = 0; ci < s.chunks.size(); ++ci) {
+    const ModelChunk& chunk = s.chunks[ci];
+    std::vector<bool> kinds;
+    for (int64_t i = 0; i < chunk.layers; ++i) kinds.push_back(m.IsMoeLayer(chunk.first_layer + i));
+    for (int kind = 0; kind < 3; ++kind) {
+      for (int last = 0; last < 2; ++last) {
+        s.pass_of[ci][kind][last] = -1;
+        if (kind == 2 && !zb) continue;
+        const Key key{chunk.has_embedding, chunk.has_head, kinds, kind, kind > 0 && last == 1};
+        auto it = known.find(key);
+        if (it != known.end()) {
+          s.pass_of[ci][kind][last] = it->second;
+          continue;
+        }
+        PassPlan p;
+        PassBuilder b(ctx, &p);
+        if (kind == 0) b.Forward(chunk);
+        if (kind == 1) b.Backward(chunk, last == 1);
+        if (kind == 2) b.WeightGrad(chunk, last == 1);
+        b.Finish();
+        s.passes.push_back(std::move(p));
+        s.pass_of[ci][kind][last] = known[key] = static_cast<int32_t>(s.passes.size() - 1);
+      }
+    }
+  }
+  PassBuilder tail(ctx, &s.tail);
+  tail.Tail(s.passes);
+  tail.Finish();
+  MemoryBreakdown mem = StageMemory(m, hw, l, stage);
+  mem.activations = 0;
+  s.static_memory = mem;
+  return s;
+}
+
+}  // namespace
+
+IterationPlan BuildIterationPlan(const ModelSpec& m, const HardwareSpec& hw, const Layout& l) {
+  IterationPlan plan;
+  plan.dense = PlanLayer(m, l, false);
+  if (m.moe) plan.moe = PlanLayer(m, l, true);
+  for (int32_t s = 0; s < l.pp; ++s) plan.stages.push_back(PlanStage(m, hw, l, s, plan));
+  return plan;
+}
+
+}  // namespace shardsim

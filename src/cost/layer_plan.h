@@ -1,0 +1,86 @@
+// The layer plan: the one description of a training iteration that every reader derives from.
+// Built once per (model, layout, hardware): for each kind of layer its ops (role, shape, FLOPs,
+// bytes, what it saves for backward, its recompute class) and its parameters; for each pipeline
+// stage the task list of every pass it runs (a chunk's forward, backward, recomputation or
+// weight-gradient pass, and the iteration's tail: gradient buckets, optimizer, parameter
+// gathers), with every collective's kind, group and bytes, when it may start (its
+// dependencies) and what waits for it. The simulator stamps these lists into its programs
+// (src/sim/program.h); the estimate evaluates the same lists without contention
+// (estimate.h); the memory model reads the ops' saved bytes; calibrate times the ops by role.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/cost/memory.h"
+#include "src/cost/ops.h"
+#include "src/cost/task.h"
+#include "src/hardware/hardware_spec.h"
+#include "src/layout/layout.h"
+#include "src/layout/pipeline.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim {
+
+// A task dependency inside a pass's list: an earlier task's index, or the pass's entry: what the
+// previous pass left for the next compute to wait for (a blocking pipeline send).
+inline constexpr int32_t kEntryDep = -2;
+
+// One pass of one model chunk (or the iteration's tail) as a list of tasks in issue order.
+// Tasks' deps index this pass's `deps`; their names index `names`. A micro-batch index is
+// filled in when the pass is stamped.
+struct PassPlan {
+  std::vector<TaskSpec> tasks;
+  std::vector<int32_t> deps;
+  std::vector<std::string> names;
+  int32_t receive = -1;  // the task waiting for the previous position's send, if any
+  int32_t send = -1;     // the pipeline send to the next position (forward) or previous (backward)
+  bool send_blocks = false;         // the next pass's first compute waits for `send`
+  std::vector<int32_t> step_deps;   // gradient reductions the optimizer step waits for
+  // ZeRO 0/1 buckets without overlap_dp: reduced after the stage's last compute. Each is a
+  // collective (not in `tasks`) and the task that produced its gradients.
+  std::vector<std::pair<TaskSpec, int32_t>> deferred;
+  // Activation bytes: net change over the pass, and the highest level reached above the
+  // level at its start (running sum of the tasks' memory_delta in issue order).
+  double memory_net = 0, memory_high = 0;
+};
+
+// One kind of layer (dense or MoE) on one rank of a layout.
+struct LayerPlan {
+  bool moe = false;
+  std::vector<Op> ops;    // forward ops, in execution order (ops.h)
+  double params = 0;      // parameters on this rank, sharded over DP by ZeRO
+  double expert_params = 0;  // expert parameters on this rank, sharded over DP / EP
+  double saved_bytes = 0;    // activations kept for backward per micro-batch (memory.h)
+  double full_saved_bytes = 0;  // the same without recomputation
+};
+
+// The plan of one pipeline stage.
+struct StagePlan {
+  int32_t stage = 0;
+  std::vector<ModelChunk> chunks;
+  std::vector<PipelineStep> order;  // ScheduleOrder
+  std::vector<PassPlan> passes;     // distinct pass lists
+  // passes index for (chunk, pass kind, last micro-batch of the chunk's gradient pass);
+  // pass kinds: 0 forward, 1 backward, 2 weight gradient.
+  std::vector<std::array<std::array<int32_t, 2>, 3>> pass_of;
+  PassPlan tail;                    // after the last pass: optimizer, gathers, buckets
+  MemoryBreakdown static_memory;    // weights, gradients, optimizer, other (activations 0)
+  const PassPlan& PassFor(const PipelineStep& s, bool last_mb) const;
+};
+
+struct IterationPlan {
+  LayerPlan dense, moe;
+  std::vector<StagePlan> stages;
+};
+
+// `l` must be resolved and valid (CheckLayout) for `m` on `hw`.
+IterationPlan BuildIterationPlan(const ModelSpec& m, const HardwareSpec& hw, const Layout& l);
+
+// The micro-batch whose gradient pass (backward, or W under zero-bubble) is the last of each
+// chunk on the stage: that pass reduces the ZeRO 0/1 buckets.
+std::vector<int32_t> LastGradientMicrobatch(const Layout& l, const std::vector<PipelineStep>& order);
+
+}  // namespace shardsim
