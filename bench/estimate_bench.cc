@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "src/cost/estimate.h"
+#include "src/cost/layer_plan.h"
 #include "src/util/check.h"
 
 namespace shardsim {
@@ -60,6 +61,35 @@ void BM_EstimateGpt3OnWarmCluster(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_EstimateGpt3OnWarmCluster)->Unit(benchmark::kMicrosecond);
+
+// The pieces the planner runs per layout (GPT-3 175B, tp 8, pp 8, vpp 2, 192 micro-batches):
+// building the layer plan, its bound, and its estimate without the breakdown.
+void BM_BuildPlanGpt3(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(BuildIterationPlan(Default().model, Default().hardware, Default().layout).stages.size());
+  }
+}
+BENCHMARK(BM_BuildPlanGpt3)->Unit(benchmark::kMicrosecond);
+
+void BM_BoundGpt3OnWarmCluster(benchmark::State& state) {
+  const Cluster cluster(Default().hardware);
+  const CollectiveModel comm(cluster);
+  EstimateBound(Default().model, comm, Default().layout);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(EstimateBound(Default().model, comm, Default().layout).iteration_time_s);
+  }
+}
+BENCHMARK(BM_BoundGpt3OnWarmCluster)->Unit(benchmark::kMicrosecond);
+
+void BM_EstimateTimeGpt3OnWarmCluster(benchmark::State& state) {
+  const Cluster cluster(Default().hardware);
+  const CollectiveModel comm(cluster);
+  EstimateTime(Default().model, comm, Default().layout);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(EstimateTime(Default().model, comm, Default().layout).iteration_time_s);
+  }
+}
+BENCHMARK(BM_EstimateTimeGpt3OnWarmCluster)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace shardsim

@@ -362,35 +362,59 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     memory[i] = PeakMemory(m, hw, all[i]);
   });
   lap("check+memory");
-  std::vector<int64_t> fitting;
-  std::vector<int64_t> over;
-  std::vector<char> fits(all.size(), 0);
+  // 2. Exact memory (the schedule's activation peak, as the simulator counts it) for what
+  //    passes the cheap bound, with a lower bound of its time. Within a group of layouts that
+  //    differ only in recompute and offload, in the order least first: a layout is dominated
+  //    (never faster: it only adds work) when one that recomputes no more and offloads no
+  //    more fits; so each group's members are bounded in order until one fits.
+  const CollectiveModel comm(cluster);
+  std::vector<std::pair<int64_t, int64_t>> groups;  // [begin, end) of each group in `all`
   for (size_t i = 0; i < all.size(); ++i) {
-    if (!valid[i]) {
-      ++res.invalid;
-    } else if (memory[i] <= res.memory_limit_bytes && HostFits(m, hw, all[i])) {
-      fits[i] = 1;
-    } else {
-      ++res.pruned_memory;
-      over.push_back(static_cast<int64_t>(i));
+    if (i == 0 || group[i] != group[i - 1]) groups.emplace_back(static_cast<int64_t>(i), static_cast<int64_t>(i));
+    groups.back().second = static_cast<int64_t>(i) + 1;
+  }
+  // 0 invalid, 1 over the cheap bound, 2 over memory, 3 dominated, 4 a candidate.
+  std::vector<char> verdict(all.size(), 0);
+  std::vector<QuickEstimate> bound(all.size());
+  ParallelFor(static_cast<int64_t>(groups.size()), threads, [&](int64_t g) {
+    std::vector<int64_t> fit;
+    for (int64_t i = groups[g].first; i < groups[g].second; ++i) {
+      if (!valid[i]) continue;
+      if (memory[i] > res.memory_limit_bytes || !HostFits(m, hw, all[i])) {
+        verdict[i] = 1;
+        continue;
+      }
+      const bool dominated = std::any_of(fit.begin(), fit.end(), [&](int64_t j) {
+        return all[j].recompute <= all[i].recompute && all[j].offload <= all[i].offload;
+      });
+      if (dominated) {
+        verdict[i] = 3;
+        continue;
+      }
+      bound[i] = EstimateBound(m, comm, all[i]);
+      if (bound[i].fits && bound[i].peak_memory_bytes <= res.memory_limit_bytes) {
+        verdict[i] = 4;
+        fit.push_back(i);
+      } else {
+        verdict[i] = 2;
+      }
+    }
+  }, [&](int64_t d) { progress("bound", static_cast<double>(d) / static_cast<double>(groups.size())); });
+  lap("bound");
+  std::vector<int64_t> fitting, over;
+  for (size_t i = 0; i < all.size(); ++i) {
+    switch (verdict[i]) {
+      case 0: ++res.invalid; break;
+      case 1: ++res.pruned_memory; over.push_back(static_cast<int64_t>(i)); break;
+      case 2:
+        ++res.pruned_memory;
+        memory[i] = std::max(memory[i], bound[i].peak_memory_bytes);
+        over.push_back(static_cast<int64_t>(i));
+        break;
+      case 3: ++res.dominated; break;
+      default: fitting.push_back(static_cast<int64_t>(i));
     }
   }
-  // Dominance: with everything else equal, less recomputation and less offload are never
-  // slower (they only remove work), so a fitting layout is dropped when one that recomputes
-  // no more and offloads no more also fits.
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (!fits[i]) continue;
-    bool dominated = false;
-    for (size_t j = i; j-- > 0 && group[j] == group[i] && !dominated;) {
-      dominated = fits[j] && all[j].recompute <= all[i].recompute && all[j].offload <= all[i].offload;
-    }
-    if (dominated) {
-      ++res.dominated;
-    } else {
-      fitting.push_back(static_cast<int64_t>(i));
-    }
-  }
-  progress("bound", 1.0);
   if (res.enumerated > 0 && res.invalid == res.enumerated) {
     return Status::Error("no valid layout: the constraints (--fix/--forbid, --gpus " +
                          std::to_string(o.gpus) + ", --global-batch " + std::to_string(o.global_batch) +
@@ -418,60 +442,119 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     return res;
   }
 
-  // 2. Analytical ranking of everything that fits; one collective model for all, so each
-  //    distinct group is priced once.
-  const CollectiveModel comm(cluster);
+  // 3. Search by the bounds. The estimate (the simulation without contention) never exceeds
+  //    the simulated time and the bound never exceeds the estimate (tests/
+  //    estimate_property_test.cc), so candidates are estimated in bound order and simulated
+  //    in estimate order until no unsimulated candidate's estimate can beat the best
+  //    simulated score: the winner is the best simulated layout of the whole space, whatever
+  //    --top says; --top only sets how many are simulated and shown at least.
   std::vector<Candidate> cands(fitting.size());
-  ParallelFor(static_cast<int64_t>(fitting.size()), threads, [&](int64_t k) {
-    Candidate& c = cands[k];
-    c.layout = all[fitting[k]];
-    c.memory_bytes = memory[fitting[k]];
-    c.estimated_time_s = EstimateIteration(m, comm, c.layout).iteration_time_s;
-  }, [&](int64_t d) { progress("estimate", static_cast<double>(d) / static_cast<double>(fitting.size())); });
-  res.estimated = static_cast<int64_t>(cands.size());
-  lap("estimate");
-  std::vector<double> score(cands.size());
-  std::vector<std::string> key(cands.size());
-  for (size_t i = 0; i < cands.size(); ++i) {
-    score[i] = Score(cands[i], m, hw, o);
-    key[i] = FormatLayout(cands[i].layout);
+  std::vector<double> lower(fitting.size());
+  std::vector<std::string> key(fitting.size());
+  for (size_t k = 0; k < fitting.size(); ++k) {
+    cands[k].layout = all[fitting[k]];
+    cands[k].memory_bytes = bound[fitting[k]].peak_memory_bytes;
+    Candidate b = cands[k];
+    b.estimated_time_s = bound[fitting[k]].iteration_time_s;
+    lower[k] = Score(b, m, hw, o);
+    key[k] = FormatLayout(cands[k].layout);
   }
-  std::vector<size_t> order(cands.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return score[a] != score[b] ? score[a] < score[b] : key[a] < key[b];
+  std::vector<size_t> by_bound(cands.size());
+  for (size_t i = 0; i < by_bound.size(); ++i) by_bound[i] = i;
+  std::sort(by_bound.begin(), by_bound.end(), [&](size_t a, size_t b) {
+    return lower[a] != lower[b] ? lower[a] < lower[b] : key[a] < key[b];
   });
-
-  // 3. Simulate the top K; rank by the simulated objective.
-  const size_t k = std::min<size_t>(static_cast<size_t>(std::max(1, o.top_k)), order.size());
-  std::vector<Candidate> top(k);
-  std::vector<Status> errors(k);
-  ParallelFor(static_cast<int64_t>(k), threads, [&](int64_t i) {
-    top[i] = cands[order[i]];
-    SimOptions so;
-    so.critical_path = false;
-    so.check_acyclic = false;  // programs from BuildIteration; a deadlock would still be caught
-    so.collectives = &comm;
-    StatusOr<SimResult> r = Simulate(m, cluster, top[i].layout, so);
-    if (!r.ok()) {
-      errors[i] = r.status();
-      return;
+  // Work goes in fixed-size batches, so what is estimated and simulated does not depend on the
+  // thread count.
+  constexpr size_t kBatch = 16, kTailBatch = 4;
+  std::vector<double> score(cands.size(), 0);
+  size_t next_bound = 0;  // by_bound position of the next candidate to estimate
+  std::vector<size_t> estimated;  // candidates estimated, not yet simulated (a heap by score)
+  auto heap_less = [&](size_t a, size_t b) {  // std heap is a max-heap: invert
+    return score[a] != score[b] ? score[a] > score[b] : key[a] > key[b];
+  };
+  // Estimates the next batch in bound order.
+  auto estimate_batch = [&]() {
+    const size_t n = std::min(kBatch, by_bound.size() - next_bound);
+    ParallelFor(static_cast<int64_t>(n), threads, [&](int64_t i) {
+      Candidate& c = cands[by_bound[next_bound + i]];
+      c.estimated_time_s = EstimateTime(m, comm, c.layout).iteration_time_s;
+      score[by_bound[next_bound + i]] = Score(c, m, hw, o);
+    });
+    for (size_t i = 0; i < n; ++i) {
+      estimated.push_back(by_bound[next_bound + i]);
+      std::push_heap(estimated.begin(), estimated.end(), heap_less);
     }
-    top[i].sim = *r;
-    top[i].simulated = true;
-  }, [&](int64_t d) { progress("simulate", static_cast<double>(d) / static_cast<double>(k)); });
-  for (const Status& e : errors) SHARDSIM_RETURN_IF_ERROR(e);
-  lap("simulate");
-  res.simulated = static_cast<int64_t>(k);
-  std::vector<double> sim_score(k);
-  for (size_t i = 0; i < k; ++i) sim_score[i] = Score(top[i], m, hw, o);
-  std::vector<size_t> sim_order(k);
-  for (size_t i = 0; i < k; ++i) sim_order[i] = i;
+    next_bound += n;
+    res.estimated += static_cast<int64_t>(n);
+  };
+  // The next candidate in estimate order: every candidate whose bound is below the best
+  // estimate so far must be estimated first.
+  auto pop_next = [&]() -> size_t {
+    while (true) {
+      const double top = estimated.empty() ? std::numeric_limits<double>::infinity() : score[estimated.front()];
+      if (next_bound == by_bound.size() || lower[by_bound[next_bound]] >= top) break;
+      estimate_batch();
+    }
+    if (estimated.empty()) return SIZE_MAX;
+    std::pop_heap(estimated.begin(), estimated.end(), heap_less);
+    const size_t c = estimated.back();
+    estimated.pop_back();
+    return c;
+  };
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<size_t> simulated;
+  std::vector<Candidate> done;
+  const size_t want = static_cast<size_t>(std::max(1, o.top_k));
+  while (true) {
+    // First the --top candidates in estimate order; then, a few at a time, those whose
+    // estimate is below the best simulated score.
+    const size_t limit = done.size() < want ? want - done.size() : kTailBatch;
+    std::vector<size_t> batch;
+    while (batch.size() < limit) {
+      const size_t c = pop_next();
+      if (c == SIZE_MAX) break;
+      if (done.size() >= want && score[c] >= best) {
+        // Nothing left can beat the best: put it back and stop.
+        estimated.push_back(c);
+        std::push_heap(estimated.begin(), estimated.end(), heap_less);
+        break;
+      }
+      batch.push_back(c);
+    }
+    if (batch.empty()) break;
+    std::vector<Status> errors(batch.size());
+    ParallelFor(static_cast<int64_t>(batch.size()), threads, [&](int64_t i) {
+      Candidate& c = cands[batch[i]];
+      SimOptions so;
+      so.critical_path = false;
+      so.check_acyclic = false;  // programs from BuildIteration; a deadlock would still be caught
+      so.collectives = &comm;
+      StatusOr<SimResult> r = Simulate(m, cluster, c.layout, so);
+      if (!r.ok()) {
+        errors[i] = r.status();
+        return;
+      }
+      c.sim = *r;
+      c.simulated = true;
+    }, [&](int64_t d) { progress("simulate", static_cast<double>(d) / static_cast<double>(batch.size())); });
+    for (const Status& e : errors) SHARDSIM_RETURN_IF_ERROR(e);
+    for (size_t c : batch) {
+      done.push_back(cands[c]);
+      best = std::min(best, Score(cands[c], m, hw, o));
+    }
+  }
+  lap("estimate+simulate");
+  res.simulated = static_cast<int64_t>(done.size());
+  std::vector<double> sim_score(done.size());
+  for (size_t i = 0; i < done.size(); ++i) sim_score[i] = Score(done[i], m, hw, o);
+  std::vector<size_t> sim_order(done.size());
+  for (size_t i = 0; i < done.size(); ++i) sim_order[i] = i;
   std::sort(sim_order.begin(), sim_order.end(), [&](size_t a, size_t b) {
     return sim_score[a] != sim_score[b] ? sim_score[a] < sim_score[b]
-                                        : FormatLayout(top[a].layout) < FormatLayout(top[b].layout);
+                                        : FormatLayout(done[a].layout) < FormatLayout(done[b].layout);
   });
-  for (size_t i : sim_order) res.ranked.push_back(std::move(top[i]));
+  for (size_t i = 0; i < sim_order.size() && i < want; ++i) res.ranked.push_back(std::move(done[sim_order[i]]));
   if (res.ranked.size() >= 2) res.why = Explain(res.ranked[0], res.ranked[1]);
   return res;
 }

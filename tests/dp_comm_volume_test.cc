@@ -1,5 +1,5 @@
 // Data-parallel communication volumes under mixed precision, in the simulator's task graph
-// (src/sim/program.cc) and the closed-form estimate (src/cost/estimate.cc): gradients are
+// (src/sim/program.cc) and the estimate's table (src/cost/estimate.cc): gradients are
 // reduced at their stored width (bf16 training: fp32, as Megatron-LM's
 // accumulate_allreduce_grads_in_fp32 and the runtime do; fp16: fp16), parameters gathered at
 // the weights' width (2 bytes for both).
@@ -81,16 +81,19 @@ TEST(DpCommVolumeTest, Fp16ReducesFp16Gradients) {
   EXPECT_DOUBLE_EQ(tasks.at("dp parameter all-gather").second, kStageParams * 2);
 }
 
-// The estimate prices the stage's whole gradient set at once: 311,872 x 4 = 1,247,488 B
-// reduce-scattered, 311,872 x 2 = 623,744 B gathered.
-TEST(DpCommVolumeTest, EstimateUsesTheSameWidths) {
+// The estimate's collective table lists the very tasks the simulator runs (both come from the
+// layer plan): 4 per-layer reduce-scatters of 61,568 x 4 = 246,272 B, one gather of
+// 311,872 x 2 = 623,744 B.
+TEST(DpCommVolumeTest, EstimateListsTheSameTasks) {
   const Cluster cluster(TwoGpus());
   const Estimate e =
       EstimateIteration(testing::TinyModel(32), cluster, Resolved("dp=2,mbs=2,gbs=8,zero=1,dtype=bf16"));
-  std::map<std::string, double> bytes;
-  for (const CollectiveTiming& t : e.collectives) bytes[t.purpose] = t.cost.bytes;
-  EXPECT_DOUBLE_EQ(bytes.at("dp gradient reduce-scatter"), kStageParams * 4);
-  EXPECT_DOUBLE_EQ(bytes.at("dp parameter all-gather"), kStageParams * 2);
+  std::map<std::string, std::pair<int64_t, double>> rows;
+  for (const CollectiveTiming& t : e.collectives) rows[t.purpose] = {t.count, t.cost.bytes};
+  EXPECT_EQ(rows.at("dp gradient reduce-scatter").first, 4);
+  EXPECT_DOUBLE_EQ(rows.at("dp gradient reduce-scatter").second, kLayerParams * 4);
+  EXPECT_EQ(rows.at("dp parameter all-gather").first, 1);
+  EXPECT_DOUBLE_EQ(rows.at("dp parameter all-gather").second, kStageParams * 2);
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
-// Analytical estimate of one training iteration: per-op compute times, per-collective times
-// on the cluster graph, memory per stage, and a closed-form step time (pipeline bubble by
-// schedule, exposed communication by overlap switch). The discrete-event simulator (issue 3)
-// replaces the closed form; it uses the same op and collective prices.
+// The estimate of one training iteration: the layer plan (layer_plan.h) evaluated without
+// contention (plan_eval.h), i.e. the critical path of the very program the event simulator
+// runs, with every collective at its isolated cost on the cluster graph. So it can never
+// drift from the simulation: it equals it where nothing shares a link, and is below it
+// (contention only delays) everywhere else, which makes it the planner's bound. Also: memory
+// per stage (static states from memory.h plus the activation peak of the schedule's running
+// sum, as the simulator counts it), the per-op and per-collective tables, and the breakdown of
+// the busiest stage.
 #pragma once
 
 #include <string>
@@ -12,23 +16,21 @@
 #include "src/cost/ops.h"
 #include "src/hardware/cluster.h"
 #include "src/layout/layout.h"
-#include "src/layout/placement.h"
 #include "src/model/model_spec.h"
 
 namespace shardsim {
 
 struct OpTiming {
   Op op;
-  int64_t count = 0;  // per micro-batch on the slowest stage
+  int64_t count = 0;  // per micro-batch on the reported stage
   double forward_s = 0, backward_s = 0;  // one instance
 };
 
 struct CollectiveTiming {
-  std::string purpose;  // "tp forward (per layer)", "dp gradients", ...
-  ParallelDim group = ParallelDim::kTp;
-  int64_t count = 0;    // calls per iteration on the slowest stage's rank
+  std::string purpose;  // the task's name: "tp all-gather", "dp gradient reduce-scatter", ...
+  std::string group;    // tp, cp, ep, dp, edp, embedding, pp (sends)
+  int64_t count = 0;    // calls per iteration on the reported stage's rank
   CollectiveCost cost;  // one call
-  double exposed_s = 0;  // total over the iteration on the critical path
 };
 
 // Iteration time split into parts that sum to the total (docs/cost-model.md).
@@ -45,8 +47,9 @@ struct TimeBreakdown {
 struct Estimate {
   Layout layout;
   int64_t parameters = 0;
-  std::vector<MemoryBreakdown> stage_memory;  // per pipeline stage
+  std::vector<MemoryBreakdown> stage_memory;  // per pipeline stage, activations at their peak
   int64_t peak_stage = 0;                     // stage with the largest total
+  int64_t reported_stage = 0;                 // the busiest stage: its ops, collectives, time
   std::vector<OpTiming> ops;
   std::vector<CollectiveTiming> collectives;
   TimeBreakdown time;
@@ -64,5 +67,21 @@ Estimate EstimateIteration(const ModelSpec& m, const Cluster& cluster, const Lay
 // The same, pricing collectives with `comm` (whose cache of priced groups then serves many
 // estimates: the planner shares one across all the layouts it ranks).
 Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
+
+// What the planner ranks by: the same iteration time and peak memory, without the breakdown
+// and tables (plan_eval.h's kTime).
+struct QuickEstimate {
+  double iteration_time_s = 0;
+  double peak_memory_bytes = 0;
+  bool fits = false;
+};
+QuickEstimate EstimateTime(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
+// A lower bound of that time (plan_eval.h's BoundPlan), with the same exact peak memory, in
+// a fraction of the time: what the planner orders by before it estimates.
+QuickEstimate EstimateBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
+
+// Whether `mem` (one rank) fits: on the GPU, and the node's GPUs' offloaded states in host
+// memory.
+bool MemoryFits(const HardwareSpec& hw, const MemoryBreakdown& mem);
 
 }  // namespace shardsim

@@ -46,7 +46,7 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
       << (e.fits ? " (fits)" : " (DOES NOT FIT)") << "\n";
   if (mem.host > 0) out << "  offloaded to host: " << Bytes(mem.host) << " per GPU\n";
 
-  out << "\ncompute per micro-batch on the slowest stage (per instance):\n";
+  out << "\ncompute per micro-batch on stage " << e.reported_stage << ", the busiest (per instance):\n";
   out << "  op                 count   fwd time    bwd time    fwd GFLOP\n";
   for (const OpTiming& t : e.ops) {
     char line[160];
@@ -61,7 +61,7 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
   for (const CollectiveTiming& c : e.collectives) {
     char line[220];
     std::snprintf(line, sizeof line, "  %-30s %-5s %6lld  %-10s  %-12s  %-10s  %-11s %6lld\n",
-                  c.purpose.c_str(), ParallelDimName(c.group), static_cast<long long>(c.cost.ranks),
+                  c.purpose.c_str(), c.group.c_str(), static_cast<long long>(c.cost.ranks),
                   Bytes(c.cost.bytes).c_str(), AlgorithmName(c.cost.algorithm).c_str(),
                   Secs(c.cost.time_s).c_str(), FormatQuantity(c.cost.busbw, Dimension::kBandwidth).c_str(),
                   static_cast<long long>(c.count));
@@ -73,7 +73,8 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
   auto row = [&](const char* name, double s) {
     out << "  " << name << Fmt("%10.4f s", s) << Fmt("  %5.1f %%", 100 * s / total) << "\n";
   };
-  out << "\niteration time breakdown (analytical):\n";
+  out << "\niteration time breakdown (stage " << e.reported_stage
+      << ", the busiest; critical path without contention):\n";
   row("compute         ", t.compute);
   row("recompute       ", t.recompute);
   row("tp comm exposed ", t.tp_comm);
@@ -129,7 +130,7 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   w.EndArray();
   w.Key("collectives").BeginArray();
   for (const CollectiveTiming& c : e.collectives) {
-    w.BeginObject().Field("purpose", c.purpose).Field("group", ParallelDimName(c.group));
+    w.BeginObject().Field("purpose", c.purpose).Field("group", c.group);
     w.Field("collective", CollectiveName(c.cost.collective));
     w.Field("algorithm", AlgorithmName(c.cost.algorithm)).Field("ranks", c.cost.ranks);
     w.Field("bytes", c.cost.bytes).Field("time_s", c.cost.time_s).Field("algbw", c.cost.algbw);
