@@ -45,8 +45,9 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
       << "), global batch " << o.global_batch << " sequences\n";
   out << "layouts: " << r.enumerated << " enumerated, " << r.invalid << " invalid, "
       << r.pruned_memory << " over memory (limit " << Fmt("%.1f", r.memory_limit_bytes / kGiB)
-      << " GiB), " << r.dominated << " dominated (same layout with less recompute or offload fits), "
-      << r.estimated << " ranked analytically, " << r.simulated << " simulated\n\n";
+      << " GiB), " << r.dominated << " dominated (same layout with less recompute or offload fits); "
+      << r.bounded << " bounded, " << r.estimated << " estimated, " << r.simulated << " simulated; "
+      << r.unexamined << " never bounded (their compute alone exceeds what the winner takes)\n\n";
   if (r.ranked.empty()) {
     out << "NO LAYOUT FITS. Closest (least over memory):\n";
     for (const Candidate& c : r.closest) {
@@ -120,7 +121,7 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
   w.Key("results").BeginArray();
   for (const PlanResult& r : results) {
     w.BeginObject().Field("gpus", r.gpus).Field("enumerated", r.enumerated).Field("invalid", r.invalid);
-    w.Field("pruned_memory", r.pruned_memory).Field("dominated", r.dominated).Field("estimated", r.estimated).Field("simulated", r.simulated);
+    w.Field("pruned_memory", r.pruned_memory).Field("dominated", r.dominated).Field("bounded", r.bounded).Field("estimated", r.estimated).Field("simulated", r.simulated).Field("unexamined", r.unexamined);
     w.Field("memory_limit_bytes", r.memory_limit_bytes).Field("fits", !r.ranked.empty());
     w.Key("ranked").BeginArray();
     for (const Candidate& c : r.ranked) {

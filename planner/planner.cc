@@ -362,57 +362,18 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     memory[i] = PeakMemory(m, hw, all[i]);
   });
   lap("check+memory");
-  // 2. Exact memory (the schedule's activation peak, as the simulator counts it) for what
-  //    passes the cheap bound, with a lower bound of its time. Within a group of layouts that
-  //    differ only in recompute and offload, in the order least first: a layout is dominated
-  //    (never faster: it only adds work) when one that recomputes no more and offloads no
-  //    more fits; so each group's members are bounded in order until one fits.
+  // 2. What passes the cheap memory bound, in the order of the compute bound (ties: less
+  //    recompute and offload first, so a layout's dominators come before it).
   const CollectiveModel comm(cluster);
-  std::vector<std::pair<int64_t, int64_t>> groups;  // [begin, end) of each group in `all`
+  std::vector<int64_t> pre, over;
   for (size_t i = 0; i < all.size(); ++i) {
-    if (i == 0 || group[i] != group[i - 1]) groups.emplace_back(static_cast<int64_t>(i), static_cast<int64_t>(i));
-    groups.back().second = static_cast<int64_t>(i) + 1;
-  }
-  // 0 invalid, 1 over the cheap bound, 2 over memory, 3 dominated, 4 a candidate.
-  std::vector<char> verdict(all.size(), 0);
-  std::vector<QuickEstimate> bound(all.size());
-  ParallelFor(static_cast<int64_t>(groups.size()), threads, [&](int64_t g) {
-    std::vector<int64_t> fit;
-    for (int64_t i = groups[g].first; i < groups[g].second; ++i) {
-      if (!valid[i]) continue;
-      if (memory[i] > res.memory_limit_bytes || !HostFits(m, hw, all[i])) {
-        verdict[i] = 1;
-        continue;
-      }
-      const bool dominated = std::any_of(fit.begin(), fit.end(), [&](int64_t j) {
-        return all[j].recompute <= all[i].recompute && all[j].offload <= all[i].offload;
-      });
-      if (dominated) {
-        verdict[i] = 3;
-        continue;
-      }
-      bound[i] = EstimateBound(m, comm, all[i]);
-      if (bound[i].fits && bound[i].peak_memory_bytes <= res.memory_limit_bytes) {
-        verdict[i] = 4;
-        fit.push_back(i);
-      } else {
-        verdict[i] = 2;
-      }
-    }
-  }, [&](int64_t d) { progress("bound", static_cast<double>(d) / static_cast<double>(groups.size())); });
-  lap("bound");
-  std::vector<int64_t> fitting, over;
-  for (size_t i = 0; i < all.size(); ++i) {
-    switch (verdict[i]) {
-      case 0: ++res.invalid; break;
-      case 1: ++res.pruned_memory; over.push_back(static_cast<int64_t>(i)); break;
-      case 2:
-        ++res.pruned_memory;
-        memory[i] = std::max(memory[i], bound[i].peak_memory_bytes);
-        over.push_back(static_cast<int64_t>(i));
-        break;
-      case 3: ++res.dominated; break;
-      default: fitting.push_back(static_cast<int64_t>(i));
+    if (!valid[i]) {
+      ++res.invalid;
+    } else if (memory[i] > res.memory_limit_bytes || !HostFits(m, hw, all[i])) {
+      ++res.pruned_memory;
+      over.push_back(static_cast<int64_t>(i));
+    } else {
+      pre.push_back(static_cast<int64_t>(i));
     }
   }
   if (res.enumerated > 0 && res.invalid == res.enumerated) {
@@ -426,81 +387,154 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
                          " layers), --gpus " + std::to_string(o.gpus) + " and --global-batch " +
                          std::to_string(o.global_batch));
   }
-  if (fitting.empty()) {
-    std::sort(over.begin(), over.end(), [&](int64_t a, int64_t b) {
-      return memory[a] != memory[b] ? memory[a] < memory[b] : FormatLayout(all[a]) < FormatLayout(all[b]);
-    });
-    for (size_t i = 0; i < over.size() && i < 5; ++i) {
-      Candidate c;
-      c.layout = all[over[i]];
-      c.memory_bytes = memory[over[i]];
-      res.closest.push_back(c);
+  std::vector<std::string> key(all.size());
+  std::vector<double> lower0(all.size(), 0);
+  auto compute_bound = [&](int64_t i) {
+    key[i] = FormatLayout(all[i]);
+    Candidate b;
+    b.layout = all[i];
+    b.estimated_time_s = ComputeLowerBound(m, comm, all[i]);
+    lower0[i] = Score(b, m, hw, o);
+  };
+  // Each group's members, least recompute and offload first (the enumeration's order). A
+  // group enters the search with one member at a time: the next one no fitting member
+  // dominates, once the one before is bounded.
+  std::vector<std::vector<int64_t>> members(static_cast<size_t>(group.empty() ? 0 : group.back() + 1));
+  for (int64_t i : pre) members[group[i]].push_back(i);
+  std::vector<size_t> cursor(members.size(), 0);
+  std::vector<std::vector<int64_t>> fit_in_group(members.size());
+  auto less0 = [&](int64_t a, int64_t b) {  // a after b in the min-heap
+    if (lower0[a] != lower0[b]) return lower0[a] > lower0[b];
+    if (all[a].recompute != all[b].recompute) return all[a].recompute > all[b].recompute;
+    if (all[a].offload != all[b].offload) return all[a].offload > all[b].offload;
+    return key[a] > key[b];
+  };
+  std::vector<int64_t> heap0;
+  {
+    std::vector<int64_t> heads;
+    for (const std::vector<int64_t>& g : members) {
+      if (!g.empty()) heads.push_back(g.front());
     }
-    if (!res.closest.empty()) {
-      res.advice = Advice(m, hw, res.closest.front().layout, res.memory_limit_bytes, o.gpus);
-    }
-    return res;
+    ParallelFor(static_cast<int64_t>(heads.size()), threads, [&](int64_t k) { compute_bound(heads[k]); });
+    for (size_t g = 0; g < members.size(); ++g) cursor[g] = members[g].empty() ? 0 : 1;
+    heap0 = heads;
+    std::make_heap(heap0.begin(), heap0.end(), less0);
   }
+  // Enters group g's next member that no fitting member dominates.
+  auto advance = [&](int32_t g) {
+    const std::vector<int64_t>& fit = fit_in_group[g];
+    while (cursor[g] < members[g].size()) {
+      const int64_t i = members[g][cursor[g]++];
+      if (std::any_of(fit.begin(), fit.end(), [&](int64_t j) {
+            return all[j].recompute <= all[i].recompute && all[j].offload <= all[i].offload;
+          })) {
+        ++res.dominated;
+        continue;
+      }
+      compute_bound(i);
+      heap0.push_back(i);
+      std::push_heap(heap0.begin(), heap0.end(), less0);
+      return;
+    }
+  };
+  lap("compute bound");
 
-  // 3. Search by the bounds. The estimate (the simulation without contention) never exceeds
-  //    the simulated time and the bound never exceeds the estimate (tests/
-  //    estimate_property_test.cc), so candidates are estimated in bound order and simulated
-  //    in estimate order until no unsimulated candidate's estimate can beat the best
-  //    simulated score: the winner is the best simulated layout of the whole space, whatever
-  //    --top says; --top only sets how many are simulated and shown at least.
-  std::vector<Candidate> cands(fitting.size());
-  std::vector<double> lower(fitting.size());
-  std::vector<std::string> key(fitting.size());
-  for (size_t k = 0; k < fitting.size(); ++k) {
-    cands[k].layout = all[fitting[k]];
-    cands[k].memory_bytes = bound[fitting[k]].peak_memory_bytes;
-    Candidate b = cands[k];
-    b.estimated_time_s = bound[fitting[k]].iteration_time_s;
-    lower[k] = Score(b, m, hw, o);
-    key[k] = FormatLayout(cands[k].layout);
-  }
-  std::vector<size_t> by_bound(cands.size());
-  for (size_t i = 0; i < by_bound.size(); ++i) by_bound[i] = i;
-  std::sort(by_bound.begin(), by_bound.end(), [&](size_t a, size_t b) {
-    return lower[a] != lower[b] ? lower[a] < lower[b] : key[a] < key[b];
-  });
-  // Work goes in fixed-size batches, so what is estimated and simulated does not depend on the
-  // thread count.
+  // 3. Branch and bound. Each level's bound is below the next (tests/
+  //    estimate_property_test.cc): the compute bound and the plan's bound <= the estimate <=
+  //    the simulated time. A level's best is taken only once every layout whose lower level
+  //    is below it has been raised to its level; so candidates are simulated in estimate
+  //    order, until no estimate left can beat the best simulated score. Work goes in
+  //    fixed-size batches, so what is examined does not depend on the thread count.
   constexpr size_t kBatch = 16, kTailBatch = 4;
-  std::vector<double> score(cands.size(), 0);
-  size_t next_bound = 0;  // by_bound position of the next candidate to estimate
-  std::vector<size_t> estimated;  // candidates estimated, not yet simulated (a heap by score)
-  auto heap_less = [&](size_t a, size_t b) {  // std heap is a max-heap: invert
-    return score[a] != score[b] ? score[a] > score[b] : key[a] > key[b];
+  std::vector<Candidate> cands;     // bounded layouts that fit exactly
+  std::vector<double> lower1, score;  // per candidate: plan bound's score, estimate's score
+  std::vector<std::string> ckey;
+  auto by = [](const std::vector<double>& v, const std::vector<std::string>& k) {
+    return [&v, &k](size_t a, size_t b) { return v[a] != v[b] ? v[a] > v[b] : k[a] > k[b]; };  // min-heap
   };
-  // Estimates the next batch in bound order.
-  auto estimate_batch = [&]() {
-    const size_t n = std::min(kBatch, by_bound.size() - next_bound);
-    ParallelFor(static_cast<int64_t>(n), threads, [&](int64_t i) {
-      Candidate& c = cands[by_bound[next_bound + i]];
-      c.estimated_time_s = EstimateTime(m, comm, c.layout).iteration_time_s;
-      score[by_bound[next_bound + i]] = Score(c, m, hw, o);
-    });
-    for (size_t i = 0; i < n; ++i) {
-      estimated.push_back(by_bound[next_bound + i]);
-      std::push_heap(estimated.begin(), estimated.end(), heap_less);
+  std::vector<size_t> heap1, heap2;  // bounded (by lower1), estimated (by score)
+  auto bound_batch = [&]() {
+    std::vector<int64_t> batch;
+    while (batch.size() < kBatch && !heap0.empty()) {
+      std::pop_heap(heap0.begin(), heap0.end(), less0);
+      batch.push_back(heap0.back());
+      heap0.pop_back();
     }
-    next_bound += n;
-    res.estimated += static_cast<int64_t>(n);
+    std::vector<QuickEstimate> b(batch.size());
+    ParallelFor(static_cast<int64_t>(batch.size()), threads, [&](int64_t k) { b[k] = EstimateBound(m, comm, all[batch[k]]); });
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const int64_t i = batch[k];
+      std::vector<int64_t>& fit = fit_in_group[group[i]];
+      if (std::any_of(fit.begin(), fit.end(), [&](int64_t j) {
+            return all[j].recompute <= all[i].recompute && all[j].offload <= all[i].offload;
+          })) {
+        ++res.dominated;
+        advance(group[i]);
+        continue;
+      }
+      ++res.bounded;
+      if (!b[k].fits || b[k].peak_memory_bytes > res.memory_limit_bytes) {
+        ++res.pruned_memory;
+        memory[i] = std::max(memory[i], b[k].peak_memory_bytes);
+        over.push_back(i);
+        advance(group[i]);
+        continue;
+      }
+      fit.push_back(i);
+      advance(group[i]);
+      Candidate c;
+      c.layout = all[i];
+      c.memory_bytes = b[k].peak_memory_bytes;
+      c.estimated_time_s = b[k].iteration_time_s;
+      lower1.push_back(Score(c, m, hw, o));
+      score.push_back(0);
+      ckey.push_back(key[i]);
+      cands.push_back(c);
+      heap1.push_back(cands.size() - 1);
+      std::push_heap(heap1.begin(), heap1.end(), by(lower1, ckey));
+    }
   };
-  // The next candidate in estimate order: every candidate whose bound is below the best
-  // estimate so far must be estimated first.
+  // The bounded candidate with the least plan bound over the whole space, or SIZE_MAX.
+  auto peek1 = [&]() -> size_t {
+    while (!heap0.empty() && (heap1.empty() || lower0[heap0.front()] < lower1[heap1.front()])) bound_batch();
+    return heap1.empty() ? SIZE_MAX : heap1.front();
+  };
+  auto pop1 = [&]() {
+    std::pop_heap(heap1.begin(), heap1.end(), by(lower1, ckey));
+    heap1.pop_back();
+  };
+  // The candidate with the least estimate over the whole space, removed, or SIZE_MAX.
   auto pop_next = [&]() -> size_t {
     while (true) {
-      const double top = estimated.empty() ? std::numeric_limits<double>::infinity() : score[estimated.front()];
-      if (next_bound == by_bound.size() || lower[by_bound[next_bound]] >= top) break;
-      estimate_batch();
+      const double top = heap2.empty() ? std::numeric_limits<double>::infinity() : score[heap2.front()];
+      size_t c = peek1();
+      if (c == SIZE_MAX || lower1[c] >= top) break;
+      std::vector<size_t> batch;
+      while (batch.size() < kBatch && c != SIZE_MAX && lower1[c] < top) {
+        batch.push_back(c);
+        pop1();
+        c = peek1();
+      }
+      ParallelFor(static_cast<int64_t>(batch.size()), threads, [&](int64_t k) {
+        Candidate& cand = cands[batch[k]];
+        cand.estimated_time_s = EstimateTime(m, comm, cand.layout).iteration_time_s;
+        score[batch[k]] = Score(cand, m, hw, o);
+      });
+      for (size_t b : batch) {
+        heap2.push_back(b);
+        std::push_heap(heap2.begin(), heap2.end(), by(score, ckey));
+      }
+      res.estimated += static_cast<int64_t>(batch.size());
     }
-    if (estimated.empty()) return SIZE_MAX;
-    std::pop_heap(estimated.begin(), estimated.end(), heap_less);
-    const size_t c = estimated.back();
-    estimated.pop_back();
+    if (heap2.empty()) return SIZE_MAX;
+    std::pop_heap(heap2.begin(), heap2.end(), by(score, ckey));
+    const size_t c = heap2.back();
+    heap2.pop_back();
     return c;
+  };
+  auto push_back_estimated = [&](size_t c) {
+    heap2.push_back(c);
+    std::push_heap(heap2.begin(), heap2.end(), by(score, ckey));
   };
   double best = std::numeric_limits<double>::infinity();
   std::vector<size_t> simulated;
@@ -515,9 +549,7 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
       const size_t c = pop_next();
       if (c == SIZE_MAX) break;
       if (done.size() >= want && score[c] >= best) {
-        // Nothing left can beat the best: put it back and stop.
-        estimated.push_back(c);
-        std::push_heap(estimated.begin(), estimated.end(), heap_less);
+        push_back_estimated(c);  // nothing left can beat the best
         break;
       }
       batch.push_back(c);
@@ -544,8 +576,26 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
       best = std::min(best, Score(cands[c], m, hw, o));
     }
   }
-  lap("estimate+simulate");
+  lap("bound+estimate+simulate");
   res.simulated = static_cast<int64_t>(done.size());
+  res.unexamined = static_cast<int64_t>(heap0.size());
+  for (size_t g = 0; g < members.size(); ++g) res.unexamined += static_cast<int64_t>(members[g].size() - cursor[g]);
+  if (done.empty()) {
+    // Nothing fits: the least over memory, and which knob would help it.
+    std::sort(over.begin(), over.end(), [&](int64_t a, int64_t b) {
+      return memory[a] != memory[b] ? memory[a] < memory[b] : FormatLayout(all[a]) < FormatLayout(all[b]);
+    });
+    for (size_t i = 0; i < over.size() && i < 5; ++i) {
+      Candidate c;
+      c.layout = all[over[i]];
+      c.memory_bytes = memory[over[i]];
+      res.closest.push_back(c);
+    }
+    if (!res.closest.empty()) {
+      res.advice = Advice(m, hw, res.closest.front().layout, res.memory_limit_bytes, o.gpus);
+    }
+    return res;
+  }
   std::vector<double> sim_score(done.size());
   for (size_t i = 0; i < done.size(); ++i) sim_score[i] = Score(done[i], m, hw, o);
   std::vector<size_t> sim_order(done.size());

@@ -1,8 +1,12 @@
 // The auto-planner: enumerates every layout of a model on N GPUs within the user's
-// constraints, prunes those that are invalid or cannot fit (a cheap memory bound), ranks the
-// rest with the analytical estimate, simulates the best K with the event simulator and
-// ranks them by simulated time (or the objective). Multi-threaded and deterministic: the
-// result does not depend on the thread count.
+// constraints, prunes those that are invalid or cannot fit (a cheap memory bound), and finds
+// the layout whose simulated time (or objective) is best over the whole space by branch and
+// bound: three lower bounds of the simulated time, each above the last and each cheaper than
+// the next (the compute alone; the layer plan's isolated passes, with the exact memory; the
+// estimate, the simulation without contention), examined lazily in order, so a layout is
+// simulated only while its estimate could still beat the best simulated one. --top sets how
+// many are simulated and shown at least; it cannot change the winner. Multi-threaded and
+// deterministic: the result does not depend on the thread count.
 #pragma once
 
 #include <functional>
@@ -49,10 +53,12 @@ struct PlanResult {
   int64_t gpus = 0;
   int64_t enumerated = 0;         // layouts generated from the space
   int64_t invalid = 0;            // rejected by CheckLayout
-  int64_t pruned_memory = 0;      // over the memory limit
+  int64_t pruned_memory = 0;      // over the memory limit (cheap bound, or the exact peak)
   int64_t dominated = 0;          // fit, but a layout with less recompute/offload also fits
-  int64_t estimated = 0;          // ranked analytically
+  int64_t bounded = 0;            // layer plan built: exact memory and a time bound
+  int64_t estimated = 0;          // the estimate evaluated (the simulation without contention)
   int64_t simulated = 0;
+  int64_t unexamined = 0;         // never bounded: their compute alone exceeds the winner's time
   std::vector<Candidate> ranked;  // the simulated top K, best first
   std::vector<Candidate> closest; // when nothing fits: the least over memory
   std::vector<std::string> advice;  // when nothing fits: which knob helps

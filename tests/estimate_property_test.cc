@@ -6,7 +6,8 @@
 //     own program at isolated durations (task_graph.h, an independent Boost.Graph longest
 //     path), to rounding;
 //   - it never exceeds the simulated time (contention only delays; the simulator rounds each
-//     task up to the picosecond), so the planner may use it as a bound;
+//     task up to the picosecond), so the planner may use it as a bound; nor do the planner's
+//     two cheaper bounds (ComputeLowerBound, BoundPlan) exceed it;
 //   - its peak memory equals the simulator's;
 // and over the sample the simulation exceeds the estimate by a median <= 2 %. The issue asks
 // for a maximum of 8 %; contention the estimate does not model (a ZeRO-3 or CP transfer
@@ -21,6 +22,7 @@
 
 #include "planner/planner.h"
 #include "src/cost/estimate.h"
+#include "src/cost/layer_plan.h"
 #include "src/layout/validate.h"
 #include "src/sim/simulator.h"
 #include "src/sim/task_graph.h"
@@ -68,6 +70,7 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
   auto pick = [&](auto& v) -> decltype(v[0])& { return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)]; };
   std::vector<double> gaps;        // (sim - est) / sim
   std::vector<double> bound_gaps;  // (est - bound) / est
+  std::vector<double> compute_gaps;  // (est - compute bound) / est
   int checked = 0;
   const int kLayouts = 1200;
   while (checked < kLayouts) {
@@ -113,6 +116,9 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
       ASSERT_LE(bound.iteration_time_s, t * (1 + 1e-12));
       ASSERT_NEAR(bound.peak_memory_bytes, quick.peak_memory_bytes, 1e-9 * quick.peak_memory_bytes);
       bound_gaps.push_back((t - bound.iteration_time_s) / t);
+      const double compute_bound = ComputeLowerBound(c.model, comm, l);
+      ASSERT_LE(compute_bound, t * (1 + 1e-12));
+      compute_gaps.push_back((t - compute_bound) / t);
       // The simulator rounds every task up to the picosecond: 1 ps per task at most.
       ASSERT_LE(t, sim->iteration_time_s + 1e-12 * static_cast<double>(program.task_count()));
       ASSERT_NEAR(est.peak_memory().total(), sim->peak_memory_bytes, 1e-9 * sim->peak_memory_bytes);
@@ -144,6 +150,10 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
   std::printf("planner's bound vs estimate: median %.3f %%, p90 %.3f %%, max %.3f %%\n",
               100 * bound_gaps[bound_gaps.size() / 2], 100 * bound_gaps[bound_gaps.size() * 9 / 10],
               100 * bound_gaps.back());
+  std::sort(compute_gaps.begin(), compute_gaps.end());
+  std::printf("planner's compute bound vs estimate: median %.3f %%, p90 %.3f %%, max %.3f %%\n",
+              100 * compute_gaps[compute_gaps.size() / 2], 100 * compute_gaps[compute_gaps.size() * 9 / 10],
+              100 * compute_gaps.back());
   EXPECT_LE(median, 0.02);
   EXPECT_LE(worst, 0.235);
 }

@@ -329,32 +329,35 @@ CollectivePlan CollectiveModel::Plan(Collective c, const std::vector<int64_t>& g
   return plan;
 }
 
-const CollectiveModel::Linear& CollectiveModel::Coefficients(Collective c, CollectiveAlgorithm a,
-                                                             const std::vector<int64_t>& gpus) const {
+const CollectiveModel::Lines& CollectiveModel::Coefficients(Collective c, const std::vector<int64_t>& gpus) const {
   // Groups from the placement are arithmetic progressions (first, stride, count): key those
   // compactly; any other group by its members.
   bool progression = gpus.size() >= 2;
   const int64_t stride = gpus.size() >= 2 ? gpus[1] - gpus[0] : 0;
   for (size_t i = 2; progression && i < gpus.size(); ++i) progression = gpus[i] - gpus[i - 1] == stride;
-  const GroupKey key{static_cast<int>(c), static_cast<int>(a), gpus.empty() ? -1 : gpus.front(), stride,
+  const GroupKey key{static_cast<int>(c), gpus.empty() ? -1 : gpus.front(), stride,
                      static_cast<int64_t>(gpus.size()), progression ? std::vector<int64_t>{} : gpus};
   {
     std::shared_lock<std::shared_mutex> lock(cache_mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
-  // One evaluation fixes the line: its latency part is the fixed term, the rest scales.
+  // One evaluation per algorithm fixes its line: its latency part is the fixed term, the rest
+  // scales.
   constexpr double kProbe = 1e9;
-  const CollectiveCost probe = EstimateWith(c, a, gpus, kProbe);
-  Linear lin;
-  lin.applies = std::isfinite(probe.time_s);
-  if (lin.applies) {
-    lin.fixed = probe.latency_s;
-    lin.per_byte = (probe.time_s - probe.latency_s) / kProbe;
-    lin.crosses_network = probe.crosses_network;
+  Lines lines;
+  for (int a = 0; a < kAlgorithms; ++a) {
+    const CollectiveCost probe = EstimateWith(c, static_cast<CollectiveAlgorithm>(a), gpus, kProbe);
+    Linear& lin = lines[a];
+    lin.applies = std::isfinite(probe.time_s);
+    if (lin.applies) {
+      lin.fixed = probe.latency_s;
+      lin.per_byte = (probe.time_s - probe.latency_s) / kProbe;
+      lin.crosses_network = probe.crosses_network;
+    }
   }
   std::unique_lock<std::shared_mutex> lock(cache_mu_);
-  return cache_.emplace(key, lin).first->second;
+  return cache_.emplace(key, lines).first->second;
 }
 
 CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t>& gpus,
@@ -363,9 +366,10 @@ CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t
   CollectiveAlgorithm best_a = CollectiveAlgorithm::kRing;
   const Linear* best = nullptr;
   double best_time = std::numeric_limits<double>::infinity();
+  const Lines& lines = Coefficients(c, gpus);
   for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
                                 CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect}) {
-    const Linear& lin = Coefficients(c, a, gpus);
+    const Linear& lin = lines[static_cast<int>(a)];
     if (!lin.applies) continue;
     const double t = lin.per_byte * bytes + lin.fixed;
     if (t < best_time) {

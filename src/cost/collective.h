@@ -7,6 +7,7 @@
 // algorithm is chosen, as NCCL's tuner does (src/graph/tuning.cc; REFERENCES.md section 2).
 #pragma once
 
+#include <array>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -86,20 +87,22 @@ class CollectiveModel {
                         double bw_time, double latency, bool network) const;
 
   // Every algorithm's time is linear in the bytes: time = per_byte x bytes + fixed. Estimate
-  // caches the two coefficients per (collective, algorithm, group), so repeated pricing of
-  // the same group (the planner, the simulator) costs a lookup.
+  // caches the two coefficients of every algorithm per (collective, group), so repeated
+  // pricing of the same group (the planner, the simulator) costs one lookup.
   struct Linear {
     double per_byte = 0, fixed = 0;
     bool applies = false;
     bool crosses_network = false;
   };
-  const Linear& Coefficients(Collective c, CollectiveAlgorithm a, const std::vector<int64_t>& gpus) const;
+  static constexpr int kAlgorithms = 4;
+  using Lines = std::array<Linear, kAlgorithms>;  // by CollectiveAlgorithm
+  const Lines& Coefficients(Collective c, const std::vector<int64_t>& gpus) const;
 
   const Cluster& cluster_;
   mutable std::shared_mutex cache_mu_;
-  // (collective, algorithm, first GPU, stride, count, members unless an arithmetic progression)
-  using GroupKey = std::tuple<int, int, int64_t, int64_t, int64_t, std::vector<int64_t>>;
-  mutable std::map<GroupKey, Linear> cache_;
+  // (collective, first GPU, stride, count, members unless an arithmetic progression)
+  using GroupKey = std::tuple<int, int64_t, int64_t, int64_t, std::vector<int64_t>>;
+  mutable std::map<GroupKey, Lines> cache_;
   mutable std::map<std::pair<int, std::vector<int64_t>>, CollectivePlan> plan_cache_;  // per byte
 };
 

@@ -64,7 +64,7 @@ std::vector<OpTiming> StageOps(const ModelSpec& m, const GpuSpec& gpu, const Lay
 
 // Every collective and send `stage` issues in one iteration, by (name, kind, group, size).
 std::vector<CollectiveTiming> StageCollectives(const CollectiveModel& comm, const Layout& l,
-                                               const StagePlan& stage) {
+                                               const IterationPlan& plan, const StagePlan& stage) {
   using Key = std::tuple<std::string, int, int, int, double, int32_t>;
   std::map<Key, int64_t> counts;
   std::vector<Key> order;
@@ -72,12 +72,13 @@ std::vector<CollectiveTiming> StageCollectives(const CollectiveModel& comm, cons
   auto count = [&](const PassPlan& p, const TaskSpec& t) {
     if (t.kind != TaskKind::kCollective && t.kind != TaskKind::kSend) return;
     const Key k{p.names[t.name], static_cast<int>(t.kind), static_cast<int>(t.collective),
-                static_cast<int>(t.group), t.bytes, t.peer_stage};
+                static_cast<int>(t.group), t.bytes,
+                t.kind == TaskKind::kSend ? SendPeer(l, stage.stage, t) : -1};
     if (counts[k]++ == 0) order.push_back(k);
   };
   const std::vector<int32_t> last_mb = LastGradientMicrobatch(l, stage.order);
   for (const PipelineStep& s : stage.order) {
-    const PassPlan& p = stage.PassFor(s, s.mb == last_mb[s.chunk]);
+    const PassPlan& p = plan.PassFor(stage, s, s.mb == last_mb[s.chunk]);
     for (const TaskSpec& t : p.tasks) count(p, t);
     for (const auto& [t, producer] : p.deferred) count(p, t);
   }
@@ -151,7 +152,7 @@ Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, cons
   }
   const StagePlan& reported = plan.stages[est.reported_stage];
   est.ops = StageOps(m, hw.gpu, l, plan, reported);
-  est.collectives = StageCollectives(comm, l, reported);
+  est.collectives = StageCollectives(comm, l, plan, reported);
   est.time = ToBreakdown(ev.stages[est.reported_stage].breakdown_s);
   est.iteration_time_s = ev.iteration_time_s;
   const int64_t gpus = l.world();

@@ -10,15 +10,21 @@
 #include <utility>
 
 #include "src/cost/op_time.h"
+#include "src/layout/placement.h"
 #include "src/util/check.h"
 
 namespace shardsim {
 
-const PassPlan& StagePlan::PassFor(const PipelineStep& s, bool last_mb) const {
+int32_t StagePlan::PassIndex(const PipelineStep& s, bool last_mb) const {
   const int kind = s.pass == Pass::kForward ? 0 : s.pass == Pass::kBackward ? 1 : 2;
   const int32_t i = pass_of[s.chunk][kind][last_mb ? 1 : 0];
   CHECK(i >= 0) << "no pass list for chunk " << s.chunk << " kind " << kind;
-  return passes[i];
+  return i;
+}
+
+int32_t SendPeer(const Layout& l, int32_t stage, const TaskSpec& send) {
+  const int32_t pp = static_cast<int32_t>(l.pp);
+  return (stage + (send.pass == Pass::kForward ? 1 : pp - 1)) % pp;
 }
 
 std::vector<int32_t> LastGradientMicrobatch(const Layout& l, const std::vector<PipelineStep>& order) {
@@ -129,7 +135,7 @@ class PassBuilder {
   void Forward(const ModelChunk& chunk);
   void Backward(const ModelChunk& chunk, bool last_mb);
   void WeightGrad(const ModelChunk& chunk, bool last_mb);
-  void Tail(const std::vector<PassPlan>& passes);
+  void Tail();
   void Finish();
 
  private:
@@ -285,7 +291,7 @@ class PassBuilder {
     out_->receive = t;
     return t;
   }
-  int32_t Send(Pass pass, int32_t t, int32_t to_position) {
+  int32_t Send(Pass pass, int32_t t) {
     TaskSpec s;
     s.kind = TaskKind::kSend;
     s.stream = pass == Pass::kForward ? Stream::kPpForward : Stream::kPpBackward;
@@ -294,7 +300,6 @@ class PassBuilder {
     s.microbatch = 0;
     s.chunk = 0;
     s.bytes = c_.pp_bytes;
-    s.peer_stage = StageOfPosition(l_, to_position);
     const int32_t send = Add(s, pass == Pass::kForward ? "pp send activations" : "pp send gradients",
                              TakePassJoins(t));
     out_->send = send;
@@ -367,7 +372,7 @@ void PassBuilder::Forward(const ModelChunk& chunk) {
     Compute("lm head + loss forward", c_.head.fwd, c_.head.flops, Category::kCompute, Pass::kForward,
             -1, TakePassJoins(t));
   } else {
-    Send(Pass::kForward, t, chunk.position + 1);
+    Send(Pass::kForward, t);
   }
 }
 
@@ -466,7 +471,7 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     Compute("embedding backward", c_.embedding.bwd, 0, Category::kCompute, Pass::kBackward, -1,
             TakePassJoins(t));
   } else {
-    Send(Pass::kBackward, t, chunk.position - 1);
+    Send(Pass::kBackward, t);
   }
 }
 
@@ -511,8 +516,7 @@ void PassBuilder::Gradients(const LayerCost& c, int32_t producer, int32_t layer,
   }
 }
 
-void PassBuilder::Tail(const std::vector<PassPlan>& passes) {
-  (void)passes;
+void PassBuilder::Tail() {
   // Entry: the stage's last compute, every gradient reduction of the iteration and what the
   // last pass left pending; stamping and evaluation resolve kEntryDep to all of them.
   std::vector<int32_t> deps = TakePassJoins(-1);
@@ -592,16 +596,16 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   return c;
 }
 
+// Chunks alike (same ends, same layer kinds) share their pass lists on every stage.
+using PassKey = std::tuple<bool, bool, std::vector<bool>, int, bool>;
+
 StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int32_t stage,
-                    const IterationPlan& plan) {
+                    IterationPlan& plan, std::map<PassKey, int32_t>& known) {
   const StageContext ctx = MakeContext(m, hw, l, stage, plan);
   StagePlan s;
   s.stage = stage;
   s.chunks = StageChunks(m, l, stage);
   s.order = ScheduleOrder(l, stage);
-  // Chunks alike (same ends, same layer kinds) share their pass lists.
-  using Key = std::tuple<bool, bool, std::vector<bool>, int, bool>;
-  std::map<Key, int32_t> known;
   s.pass_of.assign(s.chunks.size(), {});
   const bool zb = l.schedule == Schedule::kZeroBubble;
   for (size_t ci = 0; ci < s.chunks.size(); ++ci) {
@@ -612,7 +616,7 @@ StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
       for (int last = 0; last < 2; ++last) {
         s.pass_of[ci][kind][last] = -1;
         if (kind == 2 && !zb) continue;
-        const Key key{chunk.has_embedding, chunk.has_head, kinds, kind, kind > 0 && last == 1};
+        const PassKey key{chunk.has_embedding, chunk.has_head, kinds, kind, kind > 0 && last == 1};
         auto it = known.find(key);
         if (it != known.end()) {
           s.pass_of[ci][kind][last] = it->second;
@@ -624,13 +628,13 @@ StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
         if (kind == 1) b.Backward(chunk, last == 1);
         if (kind == 2) b.WeightGrad(chunk, last == 1);
         b.Finish();
-        s.passes.push_back(std::move(p));
-        s.pass_of[ci][kind][last] = known[key] = static_cast<int32_t>(s.passes.size() - 1);
+        plan.passes.push_back(std::move(p));
+        s.pass_of[ci][kind][last] = known[key] = static_cast<int32_t>(plan.passes.size() - 1);
       }
     }
   }
   PassBuilder tail(ctx, &s.tail);
-  tail.Tail(s.passes);
+  tail.Tail();
   tail.Finish();
   MemoryBreakdown mem = StageMemory(m, hw, l, stage);
   mem.activations = 0;
@@ -638,13 +642,116 @@ StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
   return s;
 }
 
+// The GPU optimizer step's time on `stage` (0 when offloaded: it runs on the host), as Tail.
+double OptimizerTime(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int32_t stage) {
+  if (l.offload != Offload::kNone) return 0;
+  const StageParams params = ParamsOnStage(m, l, stage);
+  const StateBytes sb = StateBytesPerParam(l.dtype);
+  const double shard = l.zero >= 1 ? params.dense / static_cast<double>(l.dp) +
+                                         params.expert / static_cast<double>(std::max<int64_t>(1, l.dp / l.ep))
+                                   : params.total();
+  return MemoryTime(hw.gpu, shard * (sb.gradients + 2 * sb.optimizer + sb.weights)) +
+         hw.gpu.efficiency.kernel_latency_s;
+}
+
 }  // namespace
+
+double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l) {
+  const HardwareSpec& hw = comm.cluster().hardware();
+  const LayerPlan dense = PlanLayer(m, l, false);
+  const LayerPlan moe = m.moe ? PlanLayer(m, l, true) : dense;
+  const LayerCost costs[2] = {CostLayer(hw.gpu, l, dense), CostLayer(hw.gpu, l, moe)};
+  const Block embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
+  const Block head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
+  // One micro-batch of one chunk: forward, and backward with its recomputation.
+  auto chunk_compute = [&](const ModelChunk& c, double* fwd, double* bwd) {
+    *fwd = *bwd = 0;
+    for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
+      const LayerCost& k = costs[m.IsMoeLayer(i) ? 1 : 0];
+      const double f = k.attn.fwd + k.mlp_pre.fwd + k.mlp.fwd + k.mlp_post.fwd;
+      *fwd += f;
+      *bwd += k.attn.bwd + k.mlp_pre.bwd + k.mlp.bwd + k.mlp_post.bwd +
+              (l.recompute == Recompute::kFull ? f : l.recompute == Recompute::kSelective ? k.attn.selective : 0);
+    }
+    if (c.has_embedding) {
+      *fwd += embedding.fwd;
+      *bwd += embedding.bwd;
+    }
+    if (c.has_head) {
+      *fwd += head.fwd;
+      *bwd += head.bwd;
+    }
+  };
+  // The TP collectives per layer the next compute waits for, as PassBuilder chains them:
+  // forward 2 reductions (SP: + 2 gathers); backward with off the same plus SP's 2 re-gathers,
+  // with backward only SP's 2 output-gradient gathers; full recompute repeats the forward's.
+  int64_t tp_fwd = 0, tp_bwd = 0;
+  if (l.tp > 1 && l.overlap_tp != TpOverlap::kOn) {
+    tp_fwd = l.sp ? 4 : 2;
+    const bool split = l.overlap_tp == TpOverlap::kBackward && l.schedule != Schedule::kZeroBubble;
+    tp_bwd = split ? (l.sp ? 2 : 0) : (l.sp ? 6 : 2);
+    if (l.recompute == Recompute::kFull) tp_bwd += tp_fwd;
+  }
+  const double e = l.dtype == DType::kFp32 ? 4 : 2;
+  const double tp_bytes = static_cast<double>(TokensPerRank(m, l)) * static_cast<double>(m.hidden) * e;
+  const double pp_bytes = tp_bytes / (l.sp ? static_cast<double>(l.tp) : 1.0);
+  const double mb = static_cast<double>(l.microbatches());
+  const int32_t pp = static_cast<int32_t>(l.pp);
+  auto send_time = [&](int32_t from, int32_t to) {
+    return comm.Estimate(Collective::kSendRecv, {RankOf(l, RankCoord{0, 0, 0, from}), RankOf(l, RankCoord{0, 0, 0, to})},
+                         pp_bytes).time_s;
+  };
+  double bound = 0, fill = 0, drain = 0;
+  const double opt0 = OptimizerTime(m, hw, l, 0);
+  for (int32_t s = 0; s < pp; ++s) {
+    double tp_layer_fwd = 0, tp_layer_bwd = 0;
+    if (tp_fwd + tp_bwd > 0) {
+      const std::vector<int64_t> group = GroupMembers(l, RankOf(l, RankCoord{0, 0, 0, s}), GroupKind::kTp);
+      const double reduce = comm.Estimate(l.sp ? Collective::kReduceScatter : Collective::kAllReduce, group, tp_bytes).time_s;
+      const double gather = l.sp ? comm.Estimate(Collective::kAllGather, group, tp_bytes).time_s : reduce;
+      const double c = std::min(reduce, gather);
+      tp_layer_fwd = static_cast<double>(tp_fwd) * c;
+      tp_layer_bwd = static_cast<double>(tp_bwd) * c;
+    }
+    // The sends of a pass: on the chain of the next pass when they block (overlap_pp off, on a
+    // device that overlaps: PassBuilder::Send), and always on the fill's and drain's.
+    const double fwd_send = pp > 1 ? send_time(s, (s + 1) % pp) : 0;
+    const double bwd_send = pp > 1 ? send_time(s, (s + pp - 1) % pp) : 0;
+    const bool blocking = !l.overlap_pp || !hw.gpu.overlaps_communication;
+    double busy = 0, first_fwd = 0, first_bwd = 0;
+    for (const ModelChunk& c : StageChunks(m, l, s)) {
+      double f, b;
+      chunk_compute(c, &f, &b);
+      f += static_cast<double>(c.layers) * tp_layer_fwd;
+      b += static_cast<double>(c.layers) * tp_layer_bwd;
+      // A pass that ends in a send the next pass does not wait for (overlap_pp) leaves its last
+      // layer's output reduction to the send: not on this stage's compute chain.
+      if (!blocking && tp_fwd > 0) {
+        if (!c.has_head) f -= tp_layer_fwd / static_cast<double>(tp_fwd);
+        if (!c.has_embedding && l.overlap_tp == TpOverlap::kOff) b -= tp_layer_bwd / static_cast<double>(tp_bwd);
+      }
+      const double fs = c.has_head ? 0 : fwd_send, bs = c.has_embedding ? 0 : bwd_send;
+      busy += mb * (f + b + (blocking ? fs + bs : 0));
+      if (c.position == s) {
+        first_fwd = f + fs;
+        first_bwd = b + bs;
+      }
+    }
+    const double opt = OptimizerTime(m, hw, l, s);
+    bound = std::max(bound, fill + busy + opt);
+    if (l.schedule != Schedule::kZeroBubble) bound = std::max(bound, fill + busy + drain + opt0);
+    fill += first_fwd;
+    drain += first_bwd;
+  }
+  return bound;
+}
 
 IterationPlan BuildIterationPlan(const ModelSpec& m, const HardwareSpec& hw, const Layout& l) {
   IterationPlan plan;
   plan.dense = PlanLayer(m, l, false);
   if (m.moe) plan.moe = PlanLayer(m, l, true);
-  for (int32_t s = 0; s < l.pp; ++s) plan.stages.push_back(PlanStage(m, hw, l, s, plan));
+  std::map<PassKey, int32_t> known;
+  for (int32_t s = 0; s < l.pp; ++s) plan.stages.push_back(PlanStage(m, hw, l, s, plan, known));
   return plan;
 }
 

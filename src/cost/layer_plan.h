@@ -62,19 +62,40 @@ struct StagePlan {
   int32_t stage = 0;
   std::vector<ModelChunk> chunks;
   std::vector<PipelineStep> order;  // ScheduleOrder
-  std::vector<PassPlan> passes;     // distinct pass lists
-  // passes index for (chunk, pass kind, last micro-batch of the chunk's gradient pass);
-  // pass kinds: 0 forward, 1 backward, 2 weight gradient.
+  // IterationPlan::passes index for (chunk, pass kind, last micro-batch of the chunk's
+  // gradient pass); pass kinds: 0 forward, 1 backward, 2 weight gradient.
   std::vector<std::array<std::array<int32_t, 2>, 3>> pass_of;
   PassPlan tail;                    // after the last pass: optimizer, gathers, buckets
   MemoryBreakdown static_memory;    // weights, gradients, optimizer, other (activations 0)
-  const PassPlan& PassFor(const PipelineStep& s, bool last_mb) const;
+  int32_t PassIndex(const PipelineStep& s, bool last_mb) const;
 };
 
 struct IterationPlan {
   LayerPlan dense, moe;
+  // The distinct pass lists: chunks alike (same ends, same layer kinds) share theirs, on every
+  // stage; a send's peer is the stage of the next (forward) or previous (backward) position,
+  // SendPeer.
+  std::vector<PassPlan> passes;
   std::vector<StagePlan> stages;
+  const PassPlan& PassFor(const StagePlan& s, const PipelineStep& step, bool last_mb) const {
+    return passes[s.PassIndex(step, last_mb)];
+  }
 };
+
+// A lower bound of the iteration time from the compute and the blocking TP collectives alone,
+// without building the plan: what the planner orders by first. Each stage's compute stream
+// runs its passes' compute one after another, and inside a layer the TP collectives the next
+// compute waits for (overlap_tp off: all of them; backward: the forward's and SP's output-
+// gradient gathers; on: none) sit between its compute tasks; so the iteration lasts at least,
+// for every stage s, the forward of micro-batch 0's first chunk on the stages before s (the
+// fill) plus s's own work (every pass and the optimizer step); and, except under zero-bubble
+// (whose W passes follow the last backward), the fill plus s's work before its optimizer plus
+// the backward of the last micro-batch's first chunk on the stages before s (the drain) plus
+// stage 0's optimizer.
+double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
+
+// The stage a pipeline send of `stage` goes to: pass lists leave peer_stage -1.
+int32_t SendPeer(const Layout& l, int32_t stage, const TaskSpec& send);
 
 // `l` must be resolved and valid (CheckLayout) for `m` on `hw`.
 IterationPlan BuildIterationPlan(const ModelSpec& m, const HardwareSpec& hw, const Layout& l);

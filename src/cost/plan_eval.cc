@@ -26,9 +26,10 @@ double TaskDuration(const TaskSpec& t, int32_t stage, const CollectiveModel& com
       const Route r = comm.cluster().RouteToHost(rank);
       return r.latency_s + t.bytes / r.bottleneck_bandwidth;
     }
-    case TaskKind::kSend:
-      return comm.Estimate(Collective::kSendRecv, {rank, RankOf(l, RankCoord{0, 0, 0, t.peer_stage})}, t.bytes)
-          .time_s;
+    case TaskKind::kSend: {
+      const int32_t peer = t.peer_stage >= 0 ? t.peer_stage : SendPeer(l, stage, t);
+      return comm.Estimate(Collective::kSendRecv, {rank, RankOf(l, RankCoord{0, 0, 0, peer})}, t.bytes).time_s;
+    }
     case TaskKind::kCollective:
       return comm.Estimate(t.collective, GroupMembers(l, rank, t.group), t.bytes).time_s;
   }
@@ -66,7 +67,7 @@ class Durations {
   double Of(const TaskSpec& t) {
     if (t.kind == TaskKind::kCompute || t.kind == TaskKind::kHostCompute) return t.duration_s;
     const Key key{static_cast<int>(t.kind), static_cast<int>(t.collective), static_cast<int>(t.group),
-                  t.peer_stage, t.bytes};
+                  t.kind == TaskKind::kSend ? static_cast<int>(t.pass) : 0, t.bytes};
     for (const auto& [k, v] : cache_) {
       if (k == key) return v;
     }
@@ -299,7 +300,7 @@ class Evaluator {
         send_start_(breakdown_ ? send_fin_.size() : 0, kNone), clocks_(l.pp) {
     for (int32_t s = 0; s < l.pp; ++s) {
       durations_.emplace_back(comm, l, s);
-      maps_.emplace_back(plan.stages[s].passes.size());
+      maps_.emplace_back(plan.passes.size());
       last_mb_.push_back(LastGradientMicrobatch(l, plan.stages[s].order));
     }
   }
@@ -338,7 +339,7 @@ class Evaluator {
     const bool last = step.mb == last_mb_[s][step.chunk];
     const int kind = step.pass == Pass::kForward ? 0 : step.pass == Pass::kBackward ? 1 : 2;
     const int32_t id = sp.pass_of[step.chunk][kind][last ? 1 : 0];
-    const PassPlan& p = sp.passes[id];
+    const PassPlan& p = plan_.passes[id];
     double remote = kNone, remote_start = kNone;
     if (p.receive >= 0) {
       const size_t k = SendIndex(step.pass, step.mb, chunk.position);
@@ -456,18 +457,51 @@ struct Offsets {
   double compute = 0, send = 0, next = 0;
 };
 
+// The pass alone from time 0: the compute stream free at 0, the entry and the received send
+// at 0, every other stream free at -inf (work there may have started any time before, so
+// nothing it does is counted as delaying the pass).
 Offsets Isolated(const PassPlan& p, Durations& dur) {
-  Vec in;
-  in.fill(kNone);
-  in[kCompute] = 0;
-  in[kCarryIn] = 0;
-  in[kRemoteIn] = 0;
-  const std::array<double, kOutputs> y = Apply(Compile(p, dur), in);
+  std::array<double, kStreamCount> free;
+  free.fill(kNone);
+  free[kCompute] = 0;
+  std::vector<double> fin(p.tasks.size());
+  double compute = 0;
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const TaskSpec& t = p.tasks[i];
+    const int st = static_cast<int>(t.stream);
+    double ready = free[st];
+    for (int32_t d = t.dep_begin; d < t.dep_end; ++d) {
+      ready = std::max(ready, p.deps[d] == kEntryDep ? 0.0 : fin[p.deps[d]]);
+    }
+    if (static_cast<int32_t>(i) == p.receive) ready = std::max(ready, 0.0);
+    fin[i] = free[st] = ready + dur.Of(t);
+    if (t.kind == TaskKind::kCompute) compute = fin[i];
+  }
   Offsets o;
-  o.compute = std::max(0.0, y[kComputeOut]);
-  o.send = p.send >= 0 ? y[kSendOut] : 0;
+  o.compute = std::max(0.0, compute);
+  o.send = p.send >= 0 ? fin[p.send] : 0;
   o.next = p.send >= 0 && p.send_blocks ? std::max(o.compute, o.send) : o.compute;
   return o;
+}
+
+// The tail alone: when its last task (of any stream) ends.
+double IsolatedEnd(const PassPlan& p, Durations& dur) {
+  std::array<double, kStreamCount> free;
+  free.fill(kNone);
+  free[kCompute] = 0;
+  std::vector<double> fin(p.tasks.size());
+  double end = 0;
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const TaskSpec& t = p.tasks[i];
+    const int st = static_cast<int>(t.stream);
+    double ready = std::max(free[st], 0.0);
+    for (int32_t d = t.dep_begin; d < t.dep_end; ++d) {
+      if (p.deps[d] != kEntryDep) ready = std::max(ready, fin[p.deps[d]]);
+    }
+    fin[i] = free[st] = ready + dur.Of(t);
+    end = std::max(end, fin[i]);
+  }
+  return end;
 }
 
 }  // namespace
@@ -482,14 +516,20 @@ PlanBound BoundPlan(const IterationPlan& plan, const CollectiveModel& comm, cons
   for (int32_t s = 0; s < pp; ++s) {
     const StagePlan& sp = plan.stages[s];
     durations.emplace_back(comm, l, s);
-    for (const PassPlan& p : sp.passes) iso[s].push_back(Isolated(p, durations[s]));
+    iso[s].assign(plan.passes.size(), Offsets{});
+    std::vector<bool> used(plan.passes.size(), false);
+    for (const auto& kinds : sp.pass_of) {
+      for (const auto& lasts : kinds) {
+        for (int32_t id : lasts) {
+          if (id >= 0 && !used[id]) {
+            used[id] = true;
+            iso[s][id] = Isolated(plan.passes[id], durations[s]);
+          }
+        }
+      }
+    }
     // The tail from the stage's last compute, with every stream free.
-    Vec in;
-    in.fill(kNone);
-    in[kCompute] = 0;
-    in[kCarryIn] = 0;
-    const std::array<double, kOutputs> y = Apply(Compile(sp.tail, durations[s]), in);
-    tail[s] = std::max(0.0, *std::max_element(y.begin(), y.begin() + kStreamCount));
+    tail[s] = IsolatedEnd(sp.tail, durations[s]);
     const std::vector<int32_t> last_mb = LastGradientMicrobatch(l, sp.order);
     // The last backward of chunk 0 (its position is s): the one the drain chain starts from.
     int32_t last_bwd = -1;
@@ -501,7 +541,7 @@ PlanBound BoundPlan(const IterationPlan& plan, const CollectiveModel& comm, cons
       const PipelineStep& step = sp.order[i];
       const int kind = step.pass == Pass::kForward ? 0 : step.pass == Pass::kBackward ? 1 : 2;
       const int32_t id = sp.pass_of[step.chunk][kind][step.mb == last_mb[step.chunk] ? 1 : 0];
-      const PassPlan& p = sp.passes[id];
+      const PassPlan& p = plan.passes[id];
       peak = std::max(peak, act + p.memory_high);
       act += p.memory_net;
       busy[s] += iso[s][id].next;

@@ -36,6 +36,7 @@ std::vector<PipelineStep> ScheduleOrder(const Layout& l, int32_t stage) {
   const int32_t p = static_cast<int32_t>(l.pp), v = static_cast<int32_t>(l.vpp);
   const int32_t m = static_cast<int32_t>(l.microbatches());
   std::vector<PipelineStep> out;
+  out.reserve(static_cast<size_t>(m) * v * (l.schedule == Schedule::kZeroBubble ? 3 : 2));
   switch (l.schedule) {
     case Schedule::kGpipe:
       for (int32_t i = 0; i < m; ++i) out.push_back({Pass::kForward, i, 0});
