@@ -50,7 +50,9 @@ Cluster::Cluster(const HardwareSpec& hw) : hw_(hw) {
       for (ClusterVertexId leaf : leaves) AddLink(leaf, spine, up_bw, net->switch_latency_s / 2);
     }
   }
+  switches_ = static_cast<int64_t>(boost::num_vertices(graph_));
   for (int64_t n = 0; n < hw.nodes; ++n) {
+    node_begin_.push_back(boost::num_vertices(graph_));
     const ClusterVertexId host_v = AddVertex(VertexKind::kHost, n, n, "node" + std::to_string(n) + "/host");
     host_vertex_.push_back(host_v);
     std::vector<ClusterVertexId> gpus;
@@ -91,6 +93,7 @@ Cluster::Cluster(const HardwareSpec& hw) : hw_(hw) {
       }
     }
   }
+  node_begin_.push_back(boost::num_vertices(graph_));
 }
 
 namespace {
@@ -102,44 +105,67 @@ constexpr double kRouteReferenceBytes = 1 << 20;
 
 }  // namespace
 
-std::vector<ClusterVertexId> Cluster::PredecessorsFrom(ClusterVertexId src) const {
-  // Dijkstra over the graph where only switches and NICs relay: GPUs and hosts other than
-  // the source are reached (relaxed) but never expanded, so they are end points only.
-  const size_t n = boost::num_vertices(graph_);
-  std::vector<ClusterVertexId> pred(n);
+Route Cluster::Search(ClusterVertexId src, ClusterVertexId dst, int64_t a, int64_t b) const {
+  // Local numbering, in the global order (so the heap breaks ties as over the whole graph):
+  // the switches, then the lower node's block, then the other's (if another node).
+  if (b >= 0 && b < a) std::swap(a, b);
+  const int64_t sw = switches_;
+  const int64_t a_begin = a >= 0 ? static_cast<int64_t>(node_begin_[a]) : 0;
+  const int64_t a_size = a >= 0 ? static_cast<int64_t>(node_begin_[a + 1]) - a_begin : 0;
+  const bool two = b >= 0 && b != a;
+  const int64_t b_begin = two ? static_cast<int64_t>(node_begin_[b]) : 0;
+  const int64_t b_size = two ? static_cast<int64_t>(node_begin_[b + 1]) - b_begin : 0;
+  auto local = [&](ClusterVertexId v) -> int64_t {
+    const int64_t g = static_cast<int64_t>(v);
+    if (g < sw) return g;
+    if (g >= a_begin && g < a_begin + a_size) return sw + g - a_begin;
+    if (two && g >= b_begin && g < b_begin + b_size) return sw + a_size + g - b_begin;
+    return -1;  // another node: never on the route
+  };
+  auto global = [&](int64_t i) -> ClusterVertexId {
+    if (i < sw) return static_cast<ClusterVertexId>(i);
+    if (i < sw + a_size) return static_cast<ClusterVertexId>(a_begin + i - sw);
+    return static_cast<ClusterVertexId>(b_begin + i - sw - a_size);
+  };
+  // Dijkstra where only switches and NICs relay: GPUs and hosts other than the source are
+  // reached (relaxed) but never expanded, so they are end points only.
+  const int64_t n = sw + a_size + b_size;
+  std::vector<int64_t> pred(n, -1);
   std::vector<double> dist(n, std::numeric_limits<double>::infinity());
-  for (size_t v = 0; v < n; ++v) pred[v] = v;
-  using Item = std::pair<double, ClusterVertexId>;
+  using Item = std::pair<double, int64_t>;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
-  dist[src] = 0;
-  queue.push({0, src});
+  const int64_t s0 = local(src), t0 = local(dst);
+  CHECK(s0 >= 0 && t0 >= 0) << "route end points outside the searched nodes";
+  dist[s0] = 0;
+  queue.push({0, s0});
   while (!queue.empty()) {
-    const auto [d, v] = queue.top();
+    const auto [d, i] = queue.top();
     queue.pop();
-    if (d > dist[v]) continue;
+    if (d > dist[i]) continue;
+    if (i == t0) break;
+    const ClusterVertexId v = global(i);
     const VertexKind k = graph_[v].kind;
-    if (v != src && (k == VertexKind::kGpu || k == VertexKind::kHost)) continue;  // an end point
+    if (i != s0 && (k == VertexKind::kGpu || k == VertexKind::kHost)) continue;  // an end point
     for (auto [it, end] = boost::out_edges(v, graph_); it != end; ++it) {
-      const ClusterVertexId w = boost::target(*it, graph_);
+      const int64_t w = local(boost::target(*it, graph_));
+      if (w < 0) continue;
       const double nd = d + graph_[*it].latency_s + kRouteReferenceBytes / graph_[*it].bandwidth;
       // The heap orders (distance, vertex) pairs, so ties resolve the same way every run.
       if (nd < dist[w]) {
         dist[w] = nd;
-        pred[w] = v;
+        pred[w] = i;
         queue.push({nd, w});
       }
     }
   }
-  return pred;
-}
-
-Route Cluster::RouteFromTree(const std::vector<ClusterVertexId>& pred, ClusterVertexId src,
-                             ClusterVertexId dst) const {
   Route route;
-  if (src == dst) return route;
-  CHECK(pred[dst] != dst) << "no route from " << graph_[src].name << " to " << graph_[dst].name;
+  if (s0 == t0) return route;
+  CHECK(pred[t0] >= 0) << "no route from " << graph_[src].name << " to " << graph_[dst].name;
   std::vector<ClusterVertexId> vertices{dst};
-  while (vertices.back() != src) vertices.push_back(pred[vertices.back()]);
+  for (int64_t i = t0; i != s0;) {
+    i = pred[i];
+    vertices.push_back(global(i));
+  }
   std::reverse(vertices.begin(), vertices.end());
   for (size_t i = 0; i + 1 < vertices.size(); ++i) {
     // Among parallel links (none today) take the widest.
@@ -168,23 +194,20 @@ const Route& Cluster::RouteBetween(int64_t src_gpu, int64_t dst_gpu) const {
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;  // std::map entries never move
   }
+  Route r = Search(gpu_vertex_[src_gpu], gpu_vertex_[dst_gpu], NodeOf(src_gpu), NodeOf(dst_gpu));
   std::unique_lock<std::shared_mutex> lock(cache_mu_);
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
-  auto tree = trees_.find(src_gpu);
-  if (tree == trees_.end()) tree = trees_.emplace(src_gpu, PredecessorsFrom(gpu_vertex_[src_gpu])).first;
-  return cache_.emplace(key, RouteFromTree(tree->second, gpu_vertex_[src_gpu], gpu_vertex_[dst_gpu]))
-      .first->second;
+  return cache_.emplace(key, std::move(r)).first->second;
 }
 
 Route Cluster::RouteToHost(int64_t gpu) const {
+  {
+    std::shared_lock<std::shared_mutex> read(cache_mu_);
+    auto it = host_routes_.find(gpu);
+    if (it != host_routes_.end()) return it->second;
+  }
+  Route r = Search(gpu_vertex_.at(gpu), host_vertex_.at(NodeOf(gpu)), NodeOf(gpu), -1);
   std::unique_lock<std::shared_mutex> lock(cache_mu_);
-  auto it = host_routes_.find(gpu);
-  if (it != host_routes_.end()) return it->second;
-  auto tree = trees_.find(gpu);
-  if (tree == trees_.end()) tree = trees_.emplace(gpu, PredecessorsFrom(gpu_vertex_.at(gpu))).first;
-  return host_routes_.emplace(gpu, RouteFromTree(tree->second, gpu_vertex_[gpu], host_vertex_.at(NodeOf(gpu))))
-      .first->second;
+  return host_routes_.emplace(gpu, std::move(r)).first->second;
 }
 
 std::string Cluster::Describe() const {

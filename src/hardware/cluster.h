@@ -57,7 +57,9 @@ class Cluster {
   ClusterVertexId HostVertex(int64_t node) const { return host_vertex_.at(node); }
 
   // Fastest route for a 1 MiB message (latency + size / bandwidth per link) from one GPU to
-  // another; only switches and NICs relay traffic.
+  // another; only switches and NICs relay traffic, so a route never enters a third node and
+  // each search visits only the two nodes' vertices and the network switches: its cost does
+  // not grow with the cluster's node count (beyond its switches).
   // Thread-safe; results are cached.
   const Route& RouteBetween(int64_t src_gpu, int64_t dst_gpu) const;
   // Route from a GPU to its node's host memory (offload traffic). Thread-safe; cached.
@@ -68,18 +70,20 @@ class Cluster {
  private:
   ClusterVertexId AddVertex(VertexKind kind, int64_t node, int64_t index, std::string name);
   void AddLink(ClusterVertexId a, ClusterVertexId b, double bandwidth, double latency_s);
-  // Shortest-path tree from `src` (one Dijkstra gives the routes to every destination).
-  std::vector<ClusterVertexId> PredecessorsFrom(ClusterVertexId src) const;
-  Route RouteFromTree(const std::vector<ClusterVertexId>& pred, ClusterVertexId src,
-                      ClusterVertexId dst) const;
+  // Dijkstra from `src` to `dst` over the network switches and the vertices of nodes `a`
+  // and `b` (-1 for none): the only ones a route between them can cross.
+  Route Search(ClusterVertexId src, ClusterVertexId dst, int64_t a, int64_t b) const;
 
   HardwareSpec hw_;
   ClusterGraph graph_;
   std::vector<ClusterVertexId> gpu_vertex_;
   std::vector<ClusterVertexId> host_vertex_;
+  // Vertices [0, switches_) are the network's leaf and spine switches; node n's are the
+  // contiguous block [node_begin_[n], node_begin_[n + 1]).
+  int64_t switches_ = 0;
+  std::vector<ClusterVertexId> node_begin_;
   mutable std::shared_mutex cache_mu_;  // readers share; a miss takes it alone
   mutable std::map<std::pair<int64_t, int64_t>, Route> cache_;
-  mutable std::map<int64_t, std::vector<ClusterVertexId>> trees_;  // per source GPU
   mutable std::map<int64_t, Route> host_routes_;
 };
 
