@@ -176,6 +176,9 @@ void AddOptimizerAndOverlap(const Layout& l, MegatronArgs& a) {
               ", 2025 only, own checkpoint format) is the closest and is not emitted" +
               std::string(l.zero == 3 ? "; prefetch has no weight all-gathers to act on" : ""));
   }
+  // megatron/training/arguments.py: --ddp-bucket-size, parameters per bucket (default
+  // max(40000000, 1000000 x dp)).
+  if (l.bucket_params > 0) a.Flag("--ddp-bucket-size", l.bucket_params);
   if (l.overlap_dp) {
     a.Flag("--overlap-grad-reduce");
     // validate_args: needs the distributed optimizer and --overlap-grad-reduce.
@@ -343,9 +346,11 @@ std::string EmitDeepSpeed(const ModelSpec& m, const Layout& l) {
   if (l.offload == Offload::kOptimizerAndParams) {
     j.Key("offload_param").BeginObject().Field("device", "cpu").EndObject();
   }
+  if (l.bucket_params > 0) j.Field("reduce_bucket_size", l.bucket_params);
   if (l.zero == 3) {
     const int64_t kPrefetchElements = 50'000'000;  // DeepSpeedZeroConfig default
     j.Field("stage3_prefetch_bucket_size", l.prefetch ? kPrefetchElements : int64_t{0});
+    j.Field("stage3_max_live_parameters", l.live_params);
   }
   j.EndObject();
 

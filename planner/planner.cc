@@ -82,6 +82,8 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
       if (key == "overlap_pp") b.overlap_pp = v.overlap_pp;
       if (key == "prefetch") b.prefetch = v.prefetch;
       if (key == "attention") b.attention = v.attention;
+      if (key == "bucket_params") b.bucket_params = v.bucket_params;
+      if (key == "live_params") b.live_params = v.live_params;
     }
   }
   if (!base.dtype_given) base.dtype = hw.gpu.Peak(DType::kBf16) ? DType::kBf16 : DType::kFp32;

@@ -109,6 +109,8 @@ const std::set<std::string>& KnownDeepSpeedKeys() {
       "zero_optimization.offload_param",
       "zero_optimization.offload_param.device",
       "zero_optimization.stage3_prefetch_bucket_size",
+      "zero_optimization.stage3_max_live_parameters",  // DeepSpeedZeroConfig, default 1e9
+      "zero_optimization.reduce_bucket_size",          // DeepSpeedZeroConfig, default 5e8
       "bf16",
       "bf16.enabled",
       "fp16",

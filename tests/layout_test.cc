@@ -226,6 +226,21 @@ TEST(ParseLayoutErrors, BadChoices) {
   EXPECT_TRUE(Contains(ParseError("overlap_tp=maybe"), "expected one of off, backward, on"));
 }
 
+// The gradient bucket and ZeRO-3 live-parameter limits: counts of parameters, bounded.
+TEST(ParseLayoutErrors, BucketAndLiveParams) {
+  EXPECT_EQ(MustParse("bucket_params=40000000").bucket_params, 40000000);
+  EXPECT_EQ(MustParse("live_params=1").live_params, 1);
+  EXPECT_EQ(MustParse("mbs=1").bucket_params, 0);              // default: a bucket per unit
+  EXPECT_EQ(MustParse("mbs=1").live_params, 1000000000);       // DeepSpeed's default
+  EXPECT_TRUE(Contains(ParseError("bucket_params=-1"), "expected an integer from 0 to"));
+  EXPECT_TRUE(Contains(ParseError("bucket_params=1e9"), "found '1e9'"));
+  EXPECT_TRUE(Contains(ParseError("bucket_params=99999999999999999999"), "expected an integer from 0 to"));
+  EXPECT_TRUE(Contains(ParseError("live_params=0"), "a positive number of parameters"));
+  EXPECT_TRUE(Contains(ParseError("bucket_param=1"), "did you mean 'bucket_params'"));
+  const Layout l = MustParse("bucket_params=123,live_params=456");
+  EXPECT_EQ(FormatLayout(l).find("bucket_params=123,live_params=456") != std::string::npos, true);
+}
+
 TEST(ParseLayoutErrors, Syntax) {
   EXPECT_TRUE(Contains(ParseError("tp=2,tp=4"), "key 'tp' given twice"));
   EXPECT_TRUE(Contains(ParseError("tp"), "'tp' is not 'key=value'"));

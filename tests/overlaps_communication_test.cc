@@ -99,19 +99,25 @@ TEST(OverlapsCommunication, BundledDescriptions) {
   EXPECT_TRUE(h100->gpu.overlaps_communication);
 }
 
-// dp = 2, ZeRO-0: one gradient all-reduce per layer (bucket) of g = 12.6 M params x 4 B
-// (fp32 gradients under bf16) ≈ 50 MB, A = g / B ≈ 252 us at 200 GB/s, below one layer's
-// backward (2 x (24·T·h² + 4·T²·h) FLOP ≈ 60 GFLOP -> ~600 us), so with overlap the buckets of
-// layers L-1..1 run under the next layer's backward and only layer 0's is exposed (the
-// embedding's backward after it is memory-bound: ~0 here).
-//   overlaps, overlap_dp off:  iteration = C + L·A  (all buckets after the last compute)
-//   overlaps, overlap_dp on:   iteration = C + A
-//   serialised, either switch: iteration = C + L·A, every bucket charged to dp.
+// dp = 2, ZeRO-0: with overlap one gradient all-reduce per bucket (the final norm, each layer,
+// the embeddings) in the last micro-batch's backward, without it one all-reduce of them all
+// after the backward. A layer's bucket is g = 12.6 M params x 4 B (fp32 gradients under bf16)
+// ≈ 50 MB, A = g / B ≈ 252 us at 200 GB/s, below one layer's backward (2 x (24·T·h² + 4·T²·h)
+// FLOP ≈ 60 GFLOP -> ~600 us), so with overlap the buckets of layers L-1..1 run under the next
+// layer's backward; layer 0's and the embeddings' (E: 8 x 1024 + 1024 x 1024 learned
+// positions, the tied table counted once) follow the last compute (the embedding's backward is
+// memory-bound: ~0 here), and the final norm's (H: 2 x 1024) hides under the layers'.
+//   overlaps, overlap_dp off:  iteration = C + L·A + E + H  (one all-reduce after the compute)
+//   overlaps, overlap_dp on:   iteration = C + A + E
+//   serialised, either switch: iteration = C + L·A + E + H, all charged to dp.
 TEST(OverlapsCommunicationSim, DataParallelAllReduceSerialisesWithCompute) {
-  const double grads =
-      static_cast<double>(Model().DenseLayerParams()) * StateBytesPerParam(DType::kBf16).gradients;
+  const double b = StateBytesPerParam(DType::kBf16).gradients;
+  const double grads = static_cast<double>(Model().DenseLayerParams()) * b;
   const Cluster cluster(Node(true));
-  const double a = CollectiveModel(cluster).Estimate(Collective::kAllReduce, {0, 1}, grads).time_s;
+  const CollectiveModel comm(cluster);
+  const double a = comm.Estimate(Collective::kAllReduce, {0, 1}, grads).time_s;
+  const double e = comm.Estimate(Collective::kAllReduce, {0, 1}, (8.0 * 1024 + 1024.0 * 1024) * b).time_s;
+  const double h = comm.Estimate(Collective::kAllReduce, {0, 1}, 2.0 * 1024 * b).time_s;
   ASSERT_NEAR(a, grads / 200e9, 1e-12);
 
   const SimRun off = Sim(true, Dp2(false));
@@ -119,12 +125,12 @@ TEST(OverlapsCommunicationSim, DataParallelAllReduceSerialisesWithCompute) {
   const SimRun serial_on = Sim(false, Dp2(true));
   const SimRun serial_off = Sim(false, Dp2(false));
   ASSERT_LT(a, off.compute_s / (3 * kLayers));  // A below a layer's backward
-  EXPECT_NEAR(off.iteration_s - on.iteration_s, (kLayers - 1) * a, 1e-9);
-  EXPECT_NEAR(on.dp_s, a, 1e-9);
+  EXPECT_NEAR(off.iteration_s - on.iteration_s, (kLayers - 1) * a + h, 1e-9);
+  EXPECT_NEAR(on.dp_s, a + e, 1e-9);
   // Serialised: nothing hidden, the switch changes no time.
   EXPECT_NEAR(serial_on.iteration_s, off.iteration_s, 1e-9);
   EXPECT_NEAR(serial_off.iteration_s, off.iteration_s, 1e-9);
-  EXPECT_NEAR(serial_on.dp_s, kLayers * a, 1e-9);
+  EXPECT_NEAR(serial_on.dp_s, kLayers * a + e + h, 1e-9);
   EXPECT_NEAR(serial_on.compute_s, off.compute_s, 1e-9);
 }
 

@@ -97,12 +97,19 @@ TEST(TpOverlapSim, BackwardHidesTheBackwardReductionsOnly) {
 // With SP, backward also hides each branch's re-gather under its input-gradient GEMMs: of the
 // 10 collectives per layer (forward 2 all-gathers + 2 reduce-scatters; backward per branch an
 // output-gradient all-gather, a re-gather and a reduce-scatter), each costing C (all-gather
-// and reduce-scatter move (n-1)/n of the same T·h bytes), backward exposes 6.
+// and reduce-scatter move (n-1)/n of the same T·h bytes), backward exposes 6. After the
+// backward, either way, SP's gradients of the replicated tensors are summed over TP in one
+// all-reduce S: per layer 2 LayerNorms (2 x 2h) and the two row-parallel biases (2h), plus the
+// final norm (2h): (6 L + 2) h fp32 gradients.
 TEST(TpOverlapSim, BackwardWithSpAlsoHidesTheReGathers) {
   const SimRun off = SimulateTp("200 GB/s", Tp2(TpOverlap::kOff, true));
   const SimRun bwd = SimulateTp("200 GB/s", Tp2(TpOverlap::kBackward, true));
-  const double c = off.tp_s / (10 * kLayers);
-  EXPECT_NEAR(bwd.tp_s, 6 * kLayers * c, 1e-9);
+  const Cluster cluster(Node("200 GB/s"));
+  const double s = CollectiveModel(cluster)
+                       .Estimate(Collective::kAllReduce, {0, 1}, (6.0 * kLayers + 2) * 1024 * 4)
+                       .time_s;
+  const double c = (off.tp_s - s) / (10 * kLayers);
+  EXPECT_NEAR(bwd.tp_s, 6 * kLayers * c + s, 1e-9);
   EXPECT_NEAR(off.iteration_s - bwd.iteration_s, 4 * kLayers * c, 1e-9);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "runtime/exec/executor_impl.h"
+#include "src/cost/memory.h"
 #include "src/layout/pipeline.h"
 
 namespace shardsim::runtime {
@@ -34,6 +35,8 @@ std::vector<std::string> UnsupportedLayout(const Layout& l) {
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");
   no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
+  no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +
+                               " (the runtime reduces one bucket per layer, the embeddings and the head: bucket_params=0)");
   return why;
 }
 
@@ -130,6 +133,13 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
                                          layout_.overlap_dp && layout_.zero == 0 && dp > 1);
   ctx_.Flush();  // setup's collectives belong to no step
   return Status::Ok();
+}
+
+template <typename T>
+bool TypedExecutor<T>::PrefetchesZero3() const {
+  // As the simulator (src/cost/memory.h): the next layer's parameters, when live_params holds
+  // two layers.
+  return ZeroPrefetchDepth(layout_, DenseLayerParamsOnRank(model_, layout_)) > 0;
 }
 
 template <typename T>
@@ -261,7 +271,7 @@ Status TypedExecutor<T>::Forward(const MarkovStream& data, int64_t step, int32_t
   for (int64_t i = 0; i < info.layers; ++i) {
     const int64_t layer = info.first_layer + i;
     ctx_.SetLayer(static_cast<int32_t>(layer));
-    const bool prefetch = layout_.prefetch && i + 1 < info.layers;  // the chunk's next layer
+    const bool prefetch = PrefetchesZero3() && i + 1 < info.layers;  // the chunk's next layer
     SHARDSIM_RETURN_IF_ERROR(
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer + 1) : -1));
     SHARDSIM_ASSIGN_OR_RETURN(s.residual[i + 1], ctx_.Alloc<T>(kAct, nl * c, "layer input"));
@@ -402,7 +412,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     const int64_t layer = info.first_layer + i;
     ctx_.SetLayer(static_cast<int32_t>(layer));
     // ZeRO-3: one gather serves the recomputed forward and the backward.
-    const bool prefetch = layout_.prefetch && i > 0;  // the next layer backward: layer - 1
+    const bool prefetch = PrefetchesZero3() && i > 0;  // the next layer backward: layer - 1
     SHARDSIM_RETURN_IF_ERROR(
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer - 1) : -1));
     SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));

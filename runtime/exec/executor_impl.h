@@ -65,6 +65,8 @@ class TypedExecutor final : public Executor {
   // The fp32 parameters AdamW updates at element `offset` of an owned range: the master copy
   // under mixed precision, else the parameters themselves.
   float* Master(int64_t offset);
+  // ZeRO-3 gathers the next layer with the running one (prefetch, live_params permitting).
+  bool PrefetchesZero3() const;
   int64_t SequenceIndex(int64_t step, int32_t mb) const;
   int Tag(int32_t mb, int64_t model_chunk, bool backward) const;
 

@@ -104,6 +104,8 @@ LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
   } else {
     p.params += static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
   }
+  p.replicated_params = 2.0 * m.NormParams() + (m.bias ? 2.0 * m.hidden : 0.0) +
+                        (p.moe ? static_cast<double>(m.hidden * m.moe->experts) : 0.0);
   p.saved_bytes = LayerActivationBytes(m, l, p.moe);
   Layout none = l;
   none.recompute = Recompute::kNone;
@@ -121,8 +123,53 @@ struct StageContext {
   Block embedding, head;
   StateBytes state{};
   double tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, ep_bytes = 0;
+  // The embedding and head units on this rank (as ParamsOnStage): the embeddings (vocabulary
+  // split over TP, positions whole); the final norm + LM head, whose table is the embedding's
+  // when tied on one stage (gathered with it under ZeRO-3, its gradient the embedding's).
+  double embedding_params = 0, head_params = 0, head_gathered_params = 0;
+  double embedding_table = 0;  // the table's share on this rank (vocab x hidden / tp)
   const LayerCost& Layer(int64_t index) const { return m.IsMoeLayer(index) ? moe : dense; }
 };
+
+// One unit of gradients (a layer, the embeddings, the final norm + LM head) as its backward
+// completes it: the parameters reduced over DP, those of them SP leaves partial over TP, and
+// the expert parameters (reduced over the expert-data-parallel group, per layer).
+struct Unit {
+  double params = 0, replicated = 0, expert = 0;
+};
+
+// The units whose gradients a pass of `chunk` completes, in order: its backward completes the
+// head's, its layers' (top first) and the embeddings'; under zero-bubble the layers' complete in
+// the W pass instead.
+std::vector<Unit> UnitsOf(const StageContext& c, const ModelChunk& chunk, Pass pass) {
+  const bool zb = c.l.schedule == Schedule::kZeroBubble;
+  std::vector<Unit> out;
+  if (pass == Pass::kBackward && chunk.has_head) out.push_back({c.head_params, static_cast<double>(c.m.NormParams()), 0});
+  if ((pass == Pass::kBackward) != zb) {
+    for (int64_t k = chunk.layers; k-- > 0;) {
+      const LayerPlan& p = *c.Layer(chunk.first_layer + k).plan;
+      out.push_back({p.params, p.replicated_params, p.expert_params});
+    }
+  }
+  if (pass == Pass::kBackward && chunk.has_embedding) out.push_back({c.embedding_params, 0, 0});
+  return out;
+}
+
+// Consecutive units fill a bucket until it holds bucket_params parameters (0: one unit each);
+// a pass's last unit closes its bucket. Returns, per unit, whether its bucket closes after it.
+std::vector<bool> BucketEnds(const Layout& l, const std::vector<Unit>& units) {
+  std::vector<bool> ends(units.size(), false);
+  double filled = 0;
+  for (size_t i = 0; i < units.size(); ++i) {
+    filled += units[i].params;
+    if (l.bucket_params == 0 || filled >= static_cast<double>(l.bucket_params) || i + 1 == units.size()) {
+      ends[i] = true;
+      filled = 0;
+    }
+  }
+  return ends;
+}
+
 
 // Emits the tasks of one pass (or the tail) into a PassPlan. Inside a pass, `joins_` holds
 // what the next compute must wait for: at the start the pass's entry (kEntryDep), later
@@ -272,15 +319,18 @@ class PassBuilder {
     return wgrad;
   }
 
-  int32_t ZeroGather(const LayerCost& c, Pass pass, int32_t layer, int32_t prev) {
-    return Coll("zero-3 parameter all-gather", Collective::kAllGather, GroupKind::kDp,
-                c.plan->params * c_.state.weights, Stream::kDp, Category::kDp, pass, layer,
-                l_.prefetch ? std::vector<int32_t>{} : std::vector<int32_t>{prev});
-  }
+  bool Zero3() const { return l_.zero == 3 && l_.dp > 1; }
 
-  int32_t LayerForward(const LayerCost& c, int32_t prev, int32_t layer, bool recompute);
-  // Gradient communication of one layer after its gradient pass (ZeRO-3: every micro-batch).
-  void Gradients(const LayerCost& c, int32_t producer, int32_t layer, bool last_mb);
+  // One layer's forward (or its recomputation, with `gather` its ZeRO-3 gather issued by the
+  // backward, -1 for none). Returns the last task.
+  int32_t LayerForward(const LayerCost& c, int32_t prev, int32_t layer, bool recompute,
+                       int32_t gather = -1);
+  // ZeRO-3's gather of a unit for a pass: after the compute `window` back in the pass (the
+  // prefetch window), or after `prev` without prefetch.
+  int32_t GatherUnit(double params, Pass pass, int32_t layer, int32_t prev);
+  // The gradient unit `u` is complete once `producer` ends: into the open bucket, which is
+  // reduced when full (ZeRO 2/3: every micro-batch; ZeRO 0/1: on the last).
+  void UnitDone(const Unit& u, bool closes, int32_t producer, int32_t layer, bool last_mb);
 
   // A zero-time task on the compute stream that waits for the previous pipeline position's
   // send; every task of the pass that needs the input depends on it (directly or through
@@ -303,7 +353,7 @@ class PassBuilder {
     const int32_t send = Add(s, pass == Pass::kForward ? "pp send activations" : "pp send gradients",
                              TakePassJoins(t));
     out_->send = send;
-    out_->send_blocks = !l_.overlap_pp;  // the sender's next compute waits for it
+    if (!l_.overlap_pp) joins_.push_back(send);  // the sender's next compute waits for it
     return send;
   }
   int32_t LastCompute() const {
@@ -313,22 +363,47 @@ class PassBuilder {
     return -1;
   }
 
+  // Closes the pass: what the next pass waits for (joins left pending: a blocking send or
+  // reduction).
+  void EndPass() {
+    for (int32_t j : joins_) {
+      if (j >= 0) out_->carry.push_back(j);
+    }
+    joins_.clear();
+  }
+
   const StageContext& c_;
   const Layout& l_;
   PassPlan* out_;
   std::vector<int32_t> joins_{kEntryDep};
   std::vector<int32_t> tp_joins_;
+  Unit bucket_;                     // the gradients gathered into the open bucket
+  std::vector<int32_t> done_;       // compute ends of the pass's layers, in pass order (ZeRO-3)
 };
 
-int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t layer, bool recompute) {
+int32_t PassBuilder::GatherUnit(double params, Pass pass, int32_t layer, int32_t prev) {
+  // With prefetch the gather waits only for the compute `depth + 1` layers back to release its
+  // buffer (or nothing, early in the pass: it may start during the previous pass).
+  std::vector<int32_t> deps;
+  const int64_t depth = ZeroPrefetchDepth(l_, DenseLayerParamsOnRank(c_.m, l_));
+  if (depth == 0) {
+    deps.push_back(prev);
+  } else if (static_cast<int64_t>(done_.size()) > depth) {
+    deps.push_back(done_[done_.size() - 1 - depth]);
+  }
+  return Coll("zero-3 parameter all-gather", Collective::kAllGather, GroupKind::kDp,
+              params * c_.state.weights, Stream::kDp, Category::kDp, pass, layer, deps);
+}
+
+int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t layer, bool recompute,
+                                  int32_t gather) {
   const Category cat = recompute ? Category::kRecompute : Category::kCompute;
   const Pass pass = recompute ? Pass::kRecompute : Pass::kForward;
   const std::string tag = recompute ? " recompute" : " forward";
-  std::vector<int32_t> gather;
-  if (l_.zero == 3 && l_.dp > 1) gather.push_back(ZeroGather(c, pass, layer, prev));
+  if (Zero3() && !recompute) gather = GatherUnit(c.plan->params, pass, layer, prev);
   int32_t t = TpBefore(prev, pass, layer);
   std::vector<int32_t> deps = TakeJoins(t);
-  deps.insert(deps.end(), gather.begin(), gather.end());
+  deps.push_back(gather);
   const int32_t attn = Compute("attention" + tag, c.attn.fwd, c.attn.flops, cat, pass, layer, deps);
   int32_t cp = -1;
   if (l_.cp > 1) {
@@ -352,14 +427,16 @@ int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t laye
     t = Compute("mlp" + tag, c.mlp_pre.fwd + c.mlp.fwd + c.mlp_post.fwd,
                 c.mlp_pre.flops + c.mlp.flops, cat, pass, layer, deps);
   }
+  if (!recompute) done_.push_back(t);
   return TpAfter(t, pass, layer);
 }
 
 void PassBuilder::Forward(const ModelChunk& chunk) {
   int32_t t = -1;
   if (chunk.has_embedding) {
-    t = Compute("embedding forward", c_.embedding.fwd, 0, Category::kCompute, Pass::kForward, -1,
-                TakeJoins(-1));
+    std::vector<int32_t> deps = TakeJoins(-1);
+    if (Zero3()) deps.push_back(GatherUnit(c_.embedding_params, Pass::kForward, -1, kEntryDep));
+    t = Compute("embedding forward", c_.embedding.fwd, 0, Category::kCompute, Pass::kForward, -1, deps);
   } else {
     t = ReceiveMarker(Pass::kForward);
   }
@@ -369,31 +446,41 @@ void PassBuilder::Forward(const ModelChunk& chunk) {
     out_->tasks[LastCompute()].memory_delta += c.plan->saved_bytes;
   }
   if (chunk.has_head) {
+    std::vector<int32_t> deps = TakePassJoins(t);
+    if (Zero3()) deps.push_back(GatherUnit(c_.head_gathered_params, Pass::kForward, -1, t));
     Compute("lm head + loss forward", c_.head.fwd, c_.head.flops, Category::kCompute, Pass::kForward,
-            -1, TakePassJoins(t));
+            -1, deps);
   } else {
     Send(Pass::kForward, t);
   }
+  EndPass();
 }
 
 void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
+  const bool zb = l_.schedule == Schedule::kZeroBubble;
+  const std::vector<Unit> units = UnitsOf(c_, chunk, Pass::kBackward);
+  const std::vector<bool> ends = BucketEnds(l_, units);
+  size_t unit = 0;  // the next unit to complete
   int32_t t = -1;
   if (chunk.has_head) {
+    std::vector<int32_t> deps = TakeJoins(-1);
+    if (Zero3()) deps.push_back(GatherUnit(c_.head_gathered_params, Pass::kBackward, -1, kEntryDep));
     t = Compute("lm head + loss backward", c_.head.bwd, 2 * c_.head.flops, Category::kCompute,
-                Pass::kBackward, -1, TakeJoins(-1));
+                Pass::kBackward, -1, deps);
+    UnitDone(units[unit], ends[unit], t, -1, last_mb);
+    ++unit;
   } else {
     t = ReceiveMarker(Pass::kBackward);
   }
-  const bool zb = l_.schedule == Schedule::kZeroBubble;
   for (int64_t k = chunk.layers; k-- > 0;) {
     const LayerCost& c = c_.Layer(chunk.first_layer + k);
     const int32_t layer = static_cast<int32_t>(k);
+    // ZeRO-3: the layer's parameters, for its recomputation (if any) and its backward.
+    const int32_t gather = Zero3() ? GatherUnit(c.plan->params, Pass::kBackward, layer, t) : -1;
     if (l_.recompute == Recompute::kFull) {
-      t = LayerForward(c, t, layer, true);
+      t = LayerForward(c, t, layer, true, gather);
       out_->tasks[LastCompute()].memory_delta += c.plan->full_saved_bytes;
     }
-    std::vector<int32_t> gather;
-    if (l_.zero == 3 && l_.dp > 1) gather.push_back(ZeroGather(c, Pass::kBackward, layer, t));
     // Backward compute: zero-bubble leaves the weight-gradient half for the W pass.
     const double attn_b = zb ? c.attn.bwd - c.attn.wgrad : c.attn.bwd;
     const double mlp_b = zb ? (c.mlp_pre.bwd + c.mlp.bwd + c.mlp_post.bwd) -
@@ -421,7 +508,7 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
       t = TpBefore(t, Pass::kBackward, layer);
       deps = TakeJoins(t);
     }
-    deps.insert(deps.end(), gather.begin(), gather.end());
+    deps.push_back(gather);
     if (c.plan->moe && l_.ep > 1) {
       t = Coll("ep all-to-all dispatch", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
                Category::kEp, Pass::kBackward, layer, deps);
@@ -461,21 +548,31 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     } else {
       t = TpAfter(t, Pass::kBackward, layer);
     }
+    done_.push_back(bwd_end);
     if (!zb) {
       out_->tasks[bwd_end].memory_delta -=
           c.plan->saved_bytes + (l_.recompute == Recompute::kFull ? c.plan->full_saved_bytes : 0);
-      Gradients(c, bwd_end, layer, last_mb);
+      UnitDone(units[unit], ends[unit], bwd_end, layer, last_mb);
+      ++unit;
     }
   }
   if (chunk.has_embedding) {
-    Compute("embedding backward", c_.embedding.bwd, 0, Category::kCompute, Pass::kBackward, -1,
-            TakePassJoins(t));
+    std::vector<int32_t> deps = TakePassJoins(t);
+    if (Zero3()) deps.push_back(GatherUnit(c_.embedding_params, Pass::kBackward, -1, t));
+    t = Compute("embedding backward", c_.embedding.bwd, 0, Category::kCompute, Pass::kBackward, -1, deps);
+    UnitDone(units[unit], ends[unit], t, -1, last_mb);
+    ++unit;
   } else {
     Send(Pass::kBackward, t);
   }
+  CHECK(unit == units.size()) << "backward completed " << unit << " of " << units.size() << " units";
+  EndPass();
 }
 
 void PassBuilder::WeightGrad(const ModelChunk& chunk, bool last_mb) {
+  const std::vector<Unit> units = UnitsOf(c_, chunk, Pass::kWeightGrad);
+  const std::vector<bool> ends = BucketEnds(l_, units);
+  size_t unit = 0;
   for (int64_t k = chunk.layers; k-- > 0;) {
     const LayerCost& c = c_.Layer(chunk.first_layer + k);
     const int32_t layer = static_cast<int32_t>(k);
@@ -484,35 +581,58 @@ void PassBuilder::WeightGrad(const ModelChunk& chunk, bool last_mb) {
                               TakeJoins(-1));
     out_->tasks[t].memory_delta -=
         c.plan->saved_bytes + (l_.recompute == Recompute::kFull ? c.plan->full_saved_bytes : 0);
-    Gradients(c, t, layer, last_mb);
+    UnitDone(units[unit], ends[unit], t, layer, last_mb);
+    ++unit;
   }
+  EndPass();
 }
 
-void PassBuilder::Gradients(const LayerCost& c, int32_t producer, int32_t layer, bool last_mb) {
+void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t layer, bool last_mb) {
   if (l_.dp == 1) return;
-  const double grads = c.plan->params * c_.state.gradients / l_.grad_compression;
-  if (l_.zero == 3) {
-    out_->step_deps.push_back(Coll("zero-3 gradient reduce-scatter", Collective::kReduceScatter,
-                                   GroupKind::kDp, grads, Stream::kDp, Category::kDp, Pass::kBackward,
-                                   layer, {producer}));
-  } else if (last_mb) {
-    const bool rs = l_.zero >= 1;
-    const TaskSpec bucket = CollTask(rs ? Collective::kReduceScatter : Collective::kAllReduce,
-                                     GroupKind::kDp, grads, Stream::kDp, Category::kDp,
-                                     Pass::kBackward, false, layer);
-    const std::string name = rs ? "dp gradient reduce-scatter" : "dp gradient all-reduce";
-    if (l_.overlap_dp) {
-      out_->step_deps.push_back(Add(bucket, name, {producer}));
-    } else {
-      TaskSpec deferred = bucket;
-      deferred.name = Name(name);
-      out_->deferred.emplace_back(deferred, producer);
-    }
-  }
-  if (last_mb && c.plan->expert_params > 0 && l_.dp / l_.ep > 1) {
+  const double gb = c_.state.gradients / l_.grad_compression;
+  // Expert gradients: an all-reduce over the expert-data-parallel group, per layer, once.
+  if (last_mb && u.expert > 0 && l_.dp / l_.ep > 1) {
     out_->step_deps.push_back(Coll("expert gradient all-reduce", Collective::kAllReduce, GroupKind::kEdp,
-                                   c.plan->expert_params * c_.state.gradients / l_.grad_compression,
-                                   Stream::kDp, Category::kDp, Pass::kBackward, layer, {producer}));
+                                   u.expert * gb, Stream::kDp, Category::kDp, Pass::kBackward, layer,
+                                   {producer}));
+  }
+  bucket_.params += u.params;
+  bucket_.replicated += u.replicated;
+  if (!closes) return;
+  const Unit b = bucket_;
+  bucket_ = Unit{};
+  if (l_.zero >= 2) {
+    // ZeRO-2/3 (DeepSpeed; the runtime's ZeroBuckets): every micro-batch, the bucket's SP
+    // partial tensors summed over TP, then its reduce-scatter over DP; overlapped with the rest
+    // of the backward (overlap_comm) or waited for by the next compute.
+    int32_t after = producer;
+    if (l_.sp && l_.tp > 1 && b.replicated > 0) {
+      after = Coll("sp gradient all-reduce", Collective::kAllReduce, GroupKind::kTp,
+                   b.replicated * c_.state.gradients, Stream::kTp, Category::kTp, Pass::kBackward,
+                   layer, {producer});
+    }
+    const int32_t rs = Coll(l_.zero == 3 ? "zero-3 gradient reduce-scatter" : "zero-2 gradient reduce-scatter",
+                            Collective::kReduceScatter, GroupKind::kDp, b.params * gb, Stream::kDp,
+                            Category::kDp, Pass::kBackward, layer, {after});
+    out_->step_deps.push_back(rs);
+    if (!l_.overlap_dp) joins_.push_back(rs);
+    return;
+  }
+  // ZeRO 0/1: the accumulated gradients reduced once, in the last micro-batch: during its
+  // backward with overlap_dp (Megatron-LM's overlap_grad_reduce), else after it (ZeRO-0: one
+  // all-reduce of everything, in the tail; ZeRO-1: bucket by bucket, deferred).
+  if (!last_mb || (l_.zero == 0 && !l_.overlap_dp)) return;
+  const bool rs = l_.zero == 1;
+  const TaskSpec bucket = CollTask(rs ? Collective::kReduceScatter : Collective::kAllReduce,
+                                   GroupKind::kDp, b.params * gb, Stream::kDp, Category::kDp,
+                                   Pass::kBackward, false, layer);
+  const std::string name = rs ? "dp gradient reduce-scatter" : "dp gradient all-reduce";
+  if (l_.overlap_dp) {
+    out_->step_deps.push_back(Add(bucket, name, {producer}));
+  } else {
+    TaskSpec deferred = bucket;
+    deferred.name = Name(name);
+    out_->deferred.emplace_back(deferred, producer);
   }
 }
 
@@ -521,7 +641,34 @@ void PassBuilder::Tail() {
   // last pass left pending; stamping and evaluation resolve kEntryDep to all of them.
   std::vector<int32_t> deps = TakePassJoins(-1);
   const StageParams params = ParamsOnStage(c_.m, l_, c_.stage);
-  // Embedding and head gradients are small; they ride with the optimizer step.
+  const double gb = c_.state.gradients / l_.grad_compression;
+  if (l_.dp > 1 && l_.zero == 0 && !l_.overlap_dp) {
+    // ZeRO-0 without overlap: one all-reduce of the stage's gradients (the runtime's, and
+    // DDP's when nothing overlaps).
+    deps.push_back(Coll("dp gradient all-reduce", Collective::kAllReduce, GroupKind::kDp,
+                        params.dense * gb, Stream::kDp, Category::kDp, Pass::kStep, -1, {kEntryDep}));
+  }
+  if (l_.sp && l_.tp > 1 && l_.zero <= 1) {
+    // SP: the stage's replicated tensors (norms, row-parallel biases) summed over TP, coalesced
+    // (Megatron-LM's _allreduce_layernorm_grads in finalize_model_grads).
+    double replicated = 0;
+    for (const ModelChunk& ch : StageChunks(c_.m, l_, c_.stage)) {
+      for (const Unit& u : UnitsOf(c_, ch, Pass::kBackward)) replicated += u.replicated;
+      if (l_.schedule == Schedule::kZeroBubble) {
+        for (const Unit& u : UnitsOf(c_, ch, Pass::kWeightGrad)) replicated += u.replicated;
+      }
+    }
+    deps.push_back(Coll("sp gradient all-reduce", Collective::kAllReduce, GroupKind::kTp,
+                        replicated * c_.state.gradients, Stream::kTp, Category::kTp, Pass::kStep, -1,
+                        {kEntryDep}));
+  }
+  if (c_.m.tied_embeddings && l_.pp > 1 && (c_.stage == 0 || c_.stage == l_.pp - 1)) {
+    // The two copies of a tied table (first and last stage) summed (Megatron-LM's
+    // _allreduce_word_embedding_grads), after the DP reductions.
+    deps.push_back(Coll("embedding gradient all-reduce", Collective::kAllReduce, GroupKind::kEmbedding,
+                        c_.embedding_table * c_.state.gradients, Stream::kDp, Category::kDp, Pass::kStep,
+                        -1, std::vector<int32_t>(deps.begin(), deps.end())));
+  }
   const double shard = l_.zero >= 1 ? params.dense / static_cast<double>(l_.dp) +
                                           params.expert / static_cast<double>(std::max<int64_t>(1, l_.dp / l_.ep))
                                     : params.total();
@@ -552,9 +699,23 @@ void PassBuilder::Tail() {
     step = Add(up, "weights to device", {a});
   }
   if (l_.dp > 1 && (l_.zero == 1 || l_.zero == 2)) {
-    Add(CollTask(Collective::kAllGather, GroupKind::kDp, params.dense * c_.state.weights, Stream::kDp,
-                 Category::kDp, Pass::kStep, false, -1),
-        "dp parameter all-gather", {step});
+    // The updated parameters all-gathered bucket by bucket (the runtime's AllGatherParams,
+    // Megatron-LM's distributed optimizer per bucket).
+    for (const ModelChunk& ch : StageChunks(c_.m, l_, c_.stage)) {
+      for (Pass pass : {Pass::kBackward, Pass::kWeightGrad}) {
+        const std::vector<Unit> units = UnitsOf(c_, ch, pass);
+        const std::vector<bool> ends = BucketEnds(l_, units);
+        double bucket = 0;
+        for (size_t i = 0; i < units.size(); ++i) {
+          bucket += units[i].params;
+          if (!ends[i]) continue;
+          Add(CollTask(Collective::kAllGather, GroupKind::kDp, bucket * c_.state.weights, Stream::kDp,
+                       Category::kDp, Pass::kStep, false, -1),
+              "dp parameter all-gather", {step});
+          bucket = 0;
+        }
+      }
+    }
   }
 }
 
@@ -591,6 +752,12 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
                static_cast<double>(l.tp) * e;
   c.ep_bytes = m.moe ? tokens * static_cast<double>(m.moe->top_k * m.hidden) * e : 0;
   c.state = StateBytesPerParam(l.dtype);
+  c.embedding_table = static_cast<double>(m.vocab * m.hidden) / static_cast<double>(l.tp);
+  c.embedding_params = c.embedding_table +
+                       (m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0);
+  const bool shares_table = m.tied_embeddings && l.pp == 1;
+  c.head_params = static_cast<double>(m.NormParams()) + (shares_table ? 0 : c.embedding_table);
+  c.head_gathered_params = static_cast<double>(m.NormParams()) + c.embedding_table;
   c.embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
   c.head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
   return c;

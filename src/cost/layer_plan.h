@@ -37,7 +37,9 @@ struct PassPlan {
   std::vector<std::string> names;
   int32_t receive = -1;  // the task waiting for the previous position's send, if any
   int32_t send = -1;     // the pipeline send to the next position (forward) or previous (backward)
-  bool send_blocks = false;         // the next pass's first compute waits for `send`
+  // What the next pass's first compute waits for: a blocking send (overlap_pp off), a blocking
+  // gradient reduction (ZeRO-2/3 without overlap_dp) at the pass's end.
+  std::vector<int32_t> carry;
   std::vector<int32_t> step_deps;   // gradient reductions the optimizer step waits for
   // ZeRO 0/1 buckets without overlap_dp: reduced after the stage's last compute. Each is a
   // collective (not in `tasks`) and the task that produced its gradients.
@@ -53,6 +55,9 @@ struct LayerPlan {
   std::vector<Op> ops;    // forward ops, in execution order (ops.h)
   double params = 0;      // parameters on this rank, sharded over DP by ZeRO
   double expert_params = 0;  // expert parameters on this rank, sharded over DP / EP
+  // Of `params`, those every TP rank holds whole (norms, row-parallel biases, the router): with
+  // SP each rank's gradient covers only its rows, so they are summed over TP.
+  double replicated_params = 0;
   double saved_bytes = 0;    // activations kept for backward per micro-batch (memory.h)
   double full_saved_bytes = 0;  // the same without recomputation
 };

@@ -2,6 +2,7 @@
 #include "src/cost/memory.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "src/layout/pipeline.h"
 
@@ -174,6 +175,21 @@ MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
   return mem;
 }
 
+double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l) {
+  return static_cast<double>(m.AttentionParams() + m.MlpParams(m.ffn_hidden)) / static_cast<double>(l.tp) +
+         2.0 * m.NormParams();
+}
+
+int64_t ZeroPrefetchDepth(const Layout& l, double layer_params) {
+  return l.prefetch && 2 * layer_params <= static_cast<double>(l.live_params) ? 1 : 0;
+}
+
+int64_t LayersPerBucket(const Layout& l, double layer_params, int64_t chunk_layers) {
+  if (l.bucket_params == 0 || layer_params <= 0) return 1;
+  const double n = std::ceil(static_cast<double>(l.bucket_params) / layer_params);
+  return std::max<int64_t>(1, std::min<int64_t>(chunk_layers, static_cast<int64_t>(n)));
+}
+
 ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   ZeroTransients z;
   if (l.zero < 2 || l.dp == 1) return z;
@@ -181,8 +197,7 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   const double t = static_cast<double>(l.tp);
   // One rank's share of a unit (as ParamsOnStage): a dense layer, the embeddings (vocabulary
   // split over TP, positions replicated), the final norm + LM head.
-  const double layer = static_cast<double>(m.AttentionParams() + m.MlpParams(m.ffn_hidden)) / t +
-                       2.0 * m.NormParams();
+  const double layer = DenseLayerParamsOnRank(m, l);
   const double positions =
       m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0;
   const double embed = static_cast<double>(m.vocab * m.hidden) / t + positions;
@@ -192,7 +207,9 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   // with tied embeddings the table's bucket stays open from the head's backward to the
   // embedding's, i.e. through every layer's.
   const double open_table = tied ? embed * sb.gradients : 0;
-  z.layer_grads = layer * sb.gradients + open_table;
+  const int64_t chunk_layers = ChunkOf(m, l, static_cast<int32_t>(stage), 0).layers;
+  const double bucket = static_cast<double>(LayersPerBucket(l, layer, chunk_layers)) * layer;
+  z.layer_grads = bucket * sb.gradients + open_table;
   z.head_grads = head * sb.gradients + open_table;
   // overlap_dp (DeepSpeed's overlap_comm, FSDP's reduce-scatter stream; the runtime's
   // ZeroBuckets): a bucket's reduce-scatter is issued when its backward ends and completed when
@@ -204,7 +221,7 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
       z.head_in_flight_grads = head * sb.gradients;
       z.head_in_flight_other = z.head_in_flight_grads / static_cast<double>(l.dp);
     }
-    z.layer_in_flight_grads = layer * sb.gradients;
+    z.layer_in_flight_grads = bucket * sb.gradients;
     z.layer_in_flight_other = z.layer_in_flight_grads / static_cast<double>(l.dp);
   }
   if (stage == 0) {
@@ -219,8 +236,8 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   // ZeRO-3 parameters: the running layer's, plus with prefetch the next one's (the runtime
   // prefetches within a model chunk, so a one-layer chunk holds one); the head's weights
   // (with the tied table) around the head's passes.
-  const double chunk = static_cast<double>(ChunkOf(m, l, static_cast<int32_t>(stage), 0).layers);
-  const double resident = std::min<double>(l.prefetch ? 2 : 1, chunk);
+  const double resident =
+      std::min<double>(1 + static_cast<double>(ZeroPrefetchDepth(l, layer)), static_cast<double>(chunk_layers));
   z.layer_params = resident * layer * sb.weights;
   z.head_params = (head + (tied ? embed : 0)) * sb.weights;
   if (stage == 0) z.embed_params = embed * sb.weights;

@@ -95,6 +95,19 @@ struct ZeroTransients {
 };
 ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage);
 
+// One dense layer's parameters on a rank: attention and MLP split over TP, the two norms whole.
+double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l);
+
+// ZeRO-3: the layers ahead of the running one whose parameters are gathered early: one with
+// prefetch (the next layer's while the running layer computes, as FSDP's and DeepSpeed's
+// prefetch and the runtime do), none without, or when live_params cannot hold two layers of
+// `layer_params` (DeepSpeed's stage3_max_live_parameters).
+int64_t ZeroPrefetchDepth(const Layout& l, double layer_params);
+
+// Layers whose gradients one bucket holds at most (bucket_params; 0: one), within a chunk of
+// `chunk_layers`.
+int64_t LayersPerBucket(const Layout& l, double layer_params, int64_t chunk_layers);
+
 MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
                             int64_t stage);
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -43,9 +44,10 @@ constexpr double kNone = -std::numeric_limits<double>::infinity();
 // the send its receive waits for.
 constexpr int kCarryIn = kStreamCount, kRemoteIn = kStreamCount + 1, kInputs = kStreamCount + 2;
 // Outputs: each stream's free time, the pass's send, its latest gradient reduction, its last
-// compute.
+// compute, what the next pass waits for.
 constexpr int kSendOut = kStreamCount, kStepOut = kStreamCount + 1, kComputeOut = kStreamCount + 2;
-constexpr int kOutputs = kStreamCount + 3;
+constexpr int kCarryOut = kStreamCount + 3;
+constexpr int kOutputs = kStreamCount + 4;
 constexpr int kCompute = static_cast<int>(Stream::kCompute);
 
 using Vec = std::array<double, kInputs>;
@@ -131,6 +133,7 @@ PassMap Compile(const PassPlan& p, Durations& dur) {
   for (int s = 0; s < kStreamCount; ++s) out.m[s] = free[s];
   if (p.send >= 0) out.m[kSendOut] = fin[p.send];
   for (int32_t i : p.step_deps) MaxInto(out.m[kStepOut], fin[i]);
+  for (int32_t i : p.carry) MaxInto(out.m[kCarryOut], fin[i]);
   return Sparse(out.m);
 }
 
@@ -148,7 +151,8 @@ std::array<double, kOutputs> Apply(const PassMap& map, const Vec& in) {
 // One stage's progress through the iteration.
 struct Clock {
   std::array<double, kStreamCount> free{};
-  double carry = kNone, carry_start = kNone;  // the last pass's blocking send
+  double carry = kNone, carry_start = kNone;  // what the last pass left blocking (a send, ...)
+  Category carry_category = Category::kPp;
   double step = kNone;                        // latest gradient reduction so far
   double last_compute = 0;                    // finish of the last compute task
   double act = 0, peak = 0;
@@ -172,6 +176,10 @@ class Walker {
   Walker(const PassPlan& p, Durations& dur, Clock& c, bool breakdown)
       : p_(p), dur_(dur), c_(c), breakdown_(breakdown), start_(p.tasks.size()), fin_(p.tasks.size()),
         from_(p.tasks.size(), From::kNone), from_task_(p.tasks.size(), -1) {}
+
+  // A collective of a group spanning stages (the embedding group) starts when every member
+  // arrives: `meet(i, ready)` returns task i's start given its own ready time.
+  void Meet(std::function<double(int32_t, double)> meet) { meet_ = std::move(meet); }
 
   // `entry`, `entry_start`: what kEntryDep stands for; `remote`, `remote_start`: the send the
   // receive waits for.
@@ -213,6 +221,13 @@ class Walker {
         bind(c_.free[st], From::kEarlier, st);
       }
       if (static_cast<int32_t>(i) == p_.receive) bind(remote, From::kRemote, -1);
+      if (meet_ && t.kind == TaskKind::kCollective && t.group == GroupKind::kEmbedding) {
+        const double met = meet_(static_cast<int32_t>(i), ready);
+        if (met > ready) {
+          ready = met;
+          from_[i] = From::kNone;  // waited for the other stage: its bubble
+        }
+      }
       const double d = dur_.Of(t);
       start_[i] = ready;
       fin_[i] = ready + d;
@@ -289,6 +304,7 @@ class Walker {
   Category entry_category_ = Category::kPp;
   std::array<double, kStreamCount> earlier_start_{}, earlier_fin_{};
   std::array<Category, kStreamCount> earlier_category_{};
+  std::function<double(int32_t, double)> meet_;
 };
 
 class Evaluator {
@@ -315,8 +331,26 @@ class Evaluator {
       }
       CHECK(done || progress) << "the pipeline schedule deadlocks: no stage can run its next pass";
     }
+    // The embedding group's all-reduce joins the first and the last stage's tails: first the
+    // time each reaches it alone, then both tails with it started when both have.
+    const int32_t last = static_cast<int32_t>(l_.pp) - 1;
+    if (last > 0) {
+      std::vector<double> ready;
+      for (int32_t s : {0, last}) {
+        Clock copy = clocks_[s];
+        std::swap(copy, clocks_[s]);
+        Tail(s, [&](int32_t, double r) {
+          ready.push_back(r);
+          return r;
+        });
+        std::swap(copy, clocks_[s]);
+      }
+      meet_ = ready.size() == 2 ? std::max(ready[0], ready[1]) : kNone;
+    }
     PlanEval out;
-    for (int32_t s = 0; s < l_.pp; ++s) out.stages.push_back(Tail(s));
+    for (int32_t s = 0; s < l_.pp; ++s) {
+      out.stages.push_back(Tail(s, [&](int32_t, double r) { return std::max(r, meet_); }));
+    }
     for (const StageEval& e : out.stages) out.iteration_time_s = std::max(out.iteration_time_s, e.end_s);
     if (breakdown_) {
       for (StageEval& e : out.stages) e.breakdown_s[static_cast<int>(Category::kBubble)] += out.iteration_time_s - e.end_s;
@@ -347,14 +381,22 @@ class Evaluator {
       remote = send_fin_[k];
       if (breakdown_) remote_start = send_start_[k];
     }
-    double send = kNone, send_start = kNone;
+    double send = kNone, send_start = kNone, carry = kNone, carry_start = kNone;
+    Category carry_category = Category::kPp;
     if (breakdown_) {
       Walker w(p, durations_[s], c, true);
-      w.Run(c.carry, c.carry_start, Category::kPp, remote, remote_start);
+      w.Run(c.carry, c.carry_start, c.carry_category, remote, remote_start);
       for (int32_t i : p.step_deps) c.step = std::max(c.step, w.finish(i));
       if (p.send >= 0) {
         send = w.finish(p.send);
         send_start = w.start(p.send);
+      }
+      for (int32_t i : p.carry) {
+        if (w.finish(i) > carry) {
+          carry = w.finish(i);
+          carry_start = w.start(i);
+          carry_category = p.tasks[i].category;
+        }
       }
     } else {
       if (!maps_[s][id]) maps_[s][id] = std::make_unique<PassMap>(Compile(p, durations_[s]));
@@ -368,6 +410,7 @@ class Evaluator {
       c.step = std::max(c.step, y[kStepOut]);
       if (y[kComputeOut] > kNone) c.last_compute = y[kComputeOut];
       send = y[kSendOut];
+      carry = y[kCarryOut];
       c.peak = std::max(c.peak, c.act + p.memory_high);
       c.act += p.memory_net;
     }
@@ -378,15 +421,16 @@ class Evaluator {
       send_fin_[k] = send;
       if (breakdown_) send_start_[k] = send_start;
     }
-    c.carry = p.send >= 0 && p.send_blocks ? send : kNone;
-    c.carry_start = c.carry > kNone ? send_start : kNone;
+    c.carry = carry;
+    c.carry_start = carry_start;
+    c.carry_category = carry_category;
     ++c.next;
     return true;
   }
 
   // The deferred buckets (after the last compute), then the tail's list, whose entry is the
   // last compute, every gradient reduction and the last pass's blocking send.
-  StageEval Tail(int32_t s) {
+  StageEval Tail(int32_t s, std::function<double(int32_t, double)> meet) {
     Clock& c = clocks_[s];
     Durations& dur = durations_[s];
     for (const TaskSpec* t : c.deferred) {
@@ -407,7 +451,8 @@ class Evaluator {
     const bool dp_bound = c.step >= c.carry;
     const double entry_start = dp_bound ? c.last_compute : c.carry_start;
     Walker w(tail, dur, c, breakdown_);
-    w.Run(entry, entry_start, dp_bound ? Category::kDp : Category::kPp, kNone, kNone);
+    w.Meet(std::move(meet));
+    w.Run(entry, entry_start, dp_bound ? Category::kDp : c.carry_category, kNone, kNone);
     StageEval e;
     e.peak_activations = c.peak;
     e.end_s = *std::max_element(c.free.begin(), c.free.end());
@@ -449,6 +494,7 @@ class Evaluator {
   std::vector<Durations> durations_;
   std::vector<std::vector<std::unique_ptr<PassMap>>> maps_;
   std::vector<std::vector<int32_t>> last_mb_;
+  double meet_ = kNone;  // when both ends of the embedding group reach its all-reduce
 };
 
 // Isolated offsets of one pass list from its start: to its last compute, its send, and the
@@ -457,9 +503,11 @@ struct Offsets {
   double compute = 0, send = 0, next = 0;
 };
 
-// The pass alone from time 0: the compute stream free at 0, the entry and the received send
-// at 0, every other stream free at -inf (work there may have started any time before, so
-// nothing it does is counted as delaying the pass).
+// The pass alone from time 0, the later of when the compute stream is free and what the
+// previous pass left blocking (or the received send): the compute stream free at 0 and the
+// received send at 0; the entry and every other stream at -inf, since a task that waits only
+// for them (a ZeRO-3 gather, a collective) may start before 0, so nothing it does may be
+// counted as delaying the pass.
 Offsets Isolated(const PassPlan& p, Durations& dur) {
   std::array<double, kStreamCount> free;
   free.fill(kNone);
@@ -471,7 +519,7 @@ Offsets Isolated(const PassPlan& p, Durations& dur) {
     const int st = static_cast<int>(t.stream);
     double ready = free[st];
     for (int32_t d = t.dep_begin; d < t.dep_end; ++d) {
-      ready = std::max(ready, p.deps[d] == kEntryDep ? 0.0 : fin[p.deps[d]]);
+      if (p.deps[d] != kEntryDep) ready = std::max(ready, fin[p.deps[d]]);
     }
     if (static_cast<int32_t>(i) == p.receive) ready = std::max(ready, 0.0);
     fin[i] = free[st] = ready + dur.Of(t);
@@ -480,7 +528,8 @@ Offsets Isolated(const PassPlan& p, Durations& dur) {
   Offsets o;
   o.compute = std::max(0.0, compute);
   o.send = p.send >= 0 ? fin[p.send] : 0;
-  o.next = p.send >= 0 && p.send_blocks ? std::max(o.compute, o.send) : o.compute;
+  o.next = o.compute;
+  for (int32_t i : p.carry) o.next = std::max(o.next, fin[i]);
   return o;
 }
 

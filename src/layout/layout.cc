@@ -57,7 +57,8 @@ namespace {
 
 const std::vector<std::string> kKeys = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
-    "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention"};
+    "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
+    "bucket_params", "live_params"};
 
 Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
                 const std::vector<std::string>& choices = {}) {
@@ -70,6 +71,19 @@ StatusOr<int64_t> PositiveInt(const std::string& key, const std::string& value) 
   int64_t v = 0;
   in >> v;
   if (in.fail() || !in.eof() || v < 1) return BadValue(key, value, "a positive integer");
+  return v;
+}
+
+// Counts bounded so that products of them stay far from int64 overflow.
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+
+StatusOr<int64_t> NonNegativeInt(const std::string& key, const std::string& value) {
+  std::istringstream in(value);
+  int64_t v = -1;
+  in >> v;
+  if (in.fail() || !in.eof() || v < 0 || v > kMaxCount) {
+    return BadValue(key, value, "an integer from 0 to " + std::to_string(kMaxCount));
+  }
   return v;
 }
 
@@ -130,6 +144,12 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
   } else if (key == "attention") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"flash", "unfused"}));
     l.attention = static_cast<AttentionImpl>(i);
+  } else if (key == "bucket_params") {
+    SHARDSIM_ASSIGN_OR_RETURN(l.bucket_params, NonNegativeInt(key, value));
+  } else if (key == "live_params") {
+    SHARDSIM_ASSIGN_OR_RETURN(int64_t v, NonNegativeInt(key, value));
+    if (v < 1) return BadValue(key, value, "a positive number of parameters (e.g. live_params=1000000000)");
+    l.live_params = v;
   } else if (key == "compress") {
     std::istringstream in(value);
     double v = 0;
@@ -222,7 +242,8 @@ std::string FormatLayout(const Layout& l) {
       << ",compress=" << compress
       << ",overlap_dp=" << on(l.overlap_dp) << ",overlap_tp=" << TpOverlapName(l.overlap_tp)
       << ",overlap_pp=" << on(l.overlap_pp)
-      << ",prefetch=" << on(l.prefetch) << ",attention=" << AttentionName(l.attention);
+      << ",prefetch=" << on(l.prefetch) << ",attention=" << AttentionName(l.attention)
+      << ",bucket_params=" << l.bucket_params << ",live_params=" << l.live_params;
   return out.str();
 }
 

@@ -54,6 +54,14 @@ struct Layout {
                                 // --overlap-p2p-communication); off: the sender waits
   bool prefetch = true;         // ZeRO-3 parameter all-gather prefetched
   AttentionImpl attention = AttentionImpl::kFlash;
+  // Gradient bucket size, in parameters per rank: consecutive units (a layer, the embeddings,
+  // the final norm + LM head) are reduced together until a bucket holds at least this many
+  // (Megatron-LM's --ddp-bucket-size, DeepSpeed's reduce_bucket_size); 0: one bucket per unit.
+  int64_t bucket_params = 0;
+  // ZeRO-3: at most this many gathered parameters per rank (DeepSpeed's
+  // stage3_max_live_parameters, default 1e9): the running layer's and, with prefetch, as many
+  // layers ahead as fit.
+  int64_t live_params = 1'000'000'000;
 
   int64_t model_parallel() const { return tp * pp * cp; }
   int64_t world() const { return tp * pp * dp * cp; }

@@ -47,7 +47,7 @@ class Stamper {
       Add(t, std::move(deps));
     }
     entry_.clear();
-    if (p.send >= 0 && p.send_blocks) entry_.push_back(base + p.send);
+    for (int32_t c : p.carry) entry_.push_back(base + c);
     for (int32_t d : p.step_deps) step_deps_.push_back(base + d);
     for (const auto& [task, producer] : p.deferred) {
       TaskSpec t = task;

@@ -4,6 +4,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/topological_sort.hpp>
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <tuple>
@@ -35,6 +36,37 @@ TaskDag BuildDag(const IterationProgram& p, const std::vector<size_t>& off) {
     }
     for (const std::vector<int32_t>& order : sp.stream_order) {
       for (size_t i = 1; i < order.size(); ++i) boost::add_edge(off[s] + order[i - 1], off[s] + order[i], g);
+    }
+  }
+  // A collective of the embedding group (first and last stage) starts when both reach it: each
+  // stage's copy also waits for what the other's waits for (its dependencies and its stream
+  // predecessor). The k-th of one stage meets the k-th of the other.
+  const size_t last = p.stages.size() - 1;
+  if (last > 0) {
+    auto meetings = [&](size_t s) {
+      std::vector<int32_t> out;
+      const std::vector<TaskSpec>& tasks = p.stages[s].tasks;
+      for (size_t t = 0; t < tasks.size(); ++t) {
+        if (tasks[t].kind == TaskKind::kCollective && tasks[t].group == GroupKind::kEmbedding) {
+          out.push_back(static_cast<int32_t>(t));
+        }
+      }
+      return out;
+    };
+    auto before = [&](size_t s, int32_t t) {
+      std::vector<size_t> out;
+      const StageProgram& sp = p.stages[s];
+      const TaskSpec& task = sp.tasks[t];
+      for (int32_t d = task.dep_begin; d < task.dep_end; ++d) out.push_back(off[s] + sp.deps[d]);
+      const std::vector<int32_t>& order = sp.stream_order[static_cast<int>(task.stream)];
+      const auto pos = std::lower_bound(order.begin(), order.end(), t);
+      if (pos != order.begin() && pos != order.end() && *pos == t) out.push_back(off[s] + *(pos - 1));
+      return out;
+    };
+    const std::vector<int32_t> a = meetings(0), b = meetings(last);
+    for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+      for (size_t v : before(0, a[k])) boost::add_edge(v, off[last] + b[k], g);
+      for (size_t v : before(last, b[k])) boost::add_edge(v, off[0] + a[k], g);
     }
   }
   return g;
