@@ -66,7 +66,7 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
     std::snprintf(line, sizeof line, "%-3d %-62s %10.4f %9.1f %5.1f%% %9.1f %7.1f%% %6.1f%% %6.1f%%\n", i++,
                   Short(c.layout).c_str(), c.sim.iteration_time_s, c.sim.model_tflops_per_gpu,
                   100 * c.sim.mfu, c.sim.peak_memory_bytes / kGiB,
-                  100 * (1 - c.sim.peak_memory_bytes / hw.gpu.memory_bytes), 100 * Share(c, {Category::kBubble}),
+                  100 * (1 - c.sim.peak_memory_bytes / r.memory_limit_bytes), 100 * Share(c, {Category::kBubble}),
                   100 * Comm(c));
     out << line;
   }
@@ -130,7 +130,7 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
       w.Field("tokens_per_s", c.sim.tokens_per_s).Field("model_tflops_per_gpu", c.sim.model_tflops_per_gpu);
       w.Field("hardware_tflops_per_gpu", c.sim.hardware_tflops_per_gpu).Field("mfu", c.sim.mfu);
       w.Field("peak_memory_bytes", c.sim.peak_memory_bytes);
-      w.Field("headroom_bytes", hw.gpu.memory_bytes - c.sim.peak_memory_bytes);
+      w.Field("headroom_bytes", r.memory_limit_bytes - c.sim.peak_memory_bytes);
       w.Field("bubble_fraction", Share(c, {Category::kBubble})).Field("exposed_comm_fraction", Comm(c));
       w.Field("score", Score(c, m, hw, o)).EndObject();
     }

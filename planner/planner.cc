@@ -338,7 +338,9 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   const int threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   PlanResult res;
   res.gpus = o.gpus;
-  res.memory_limit_bytes = hw.gpu.memory_bytes * o.max_memory_fraction;
+  // The usable memory (capacity less fragmentation), and no more than the fraction of the
+  // capacity the user allows.
+  res.memory_limit_bytes = std::min(hw.gpu.UsableMemoryBytes(), hw.gpu.memory_bytes * o.max_memory_fraction);
   auto progress = [&](const std::string& stage, double f) {
     if (o.progress) o.progress(stage, f);
   };

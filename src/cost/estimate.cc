@@ -121,7 +121,7 @@ TimeBreakdown ToBreakdown(const double (&b)[kCategoryCount]) {
 }  // namespace
 
 bool MemoryFits(const HardwareSpec& hw, const MemoryBreakdown& mem) {
-  return mem.total() <= hw.gpu.memory_bytes && mem.host * hw.node.gpus <= hw.node.host.memory_bytes;
+  return mem.total() <= hw.gpu.UsableMemoryBytes() && mem.host * hw.node.gpus <= hw.node.host.memory_bytes;
 }
 
 Estimate EstimateIteration(const ModelSpec& m, const Cluster& cluster, const Layout& l) {

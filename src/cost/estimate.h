@@ -80,7 +80,8 @@ QuickEstimate EstimateTime(const ModelSpec& m, const CollectiveModel& comm, cons
 // a fraction of the time: what the planner orders by before it estimates.
 QuickEstimate EstimateBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
 
-// Whether `mem` (one rank) fits: on the GPU, and the node's GPUs' offloaded states in host
+// Whether `mem` (one rank) fits: within the GPU's usable memory (GpuSpec::UsableMemoryBytes:
+// capacity less the allocator's fragmentation), and the node's GPUs' offloaded states in host
 // memory.
 bool MemoryFits(const HardwareSpec& hw, const MemoryBreakdown& mem);
 

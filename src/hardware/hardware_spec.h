@@ -23,6 +23,14 @@ struct GpuEfficiency {
   int64_t tile_m = 128, tile_n = 128;  // GEMM output tile, for wave quantization
 };
 
+// ASSUMPTION: 10 %. GMLake (Guo et al., ASPLOS 2024, arXiv:2401.08156) measured PyTorch's
+// caching allocator on A100-80GB over eight LLM training workloads with ZeRO, recomputation and
+// offload: their stitching recovered 15 % of the memory on average (up to 33 %, 9.2 GB average,
+// 25 GB most), so at least that much was fragmented there; pre-training with fixed shapes
+// allocates more regularly, so less is lost. Calibrate with torch.cuda.memory_stats
+// (reserved_bytes.all.peak against allocated_bytes.all.peak).
+inline constexpr double kDefaultMemoryFragmentation = 0.10;
+
 struct GpuSpec {
   std::string name;
   std::map<DType, double> peak_flops;  // dense FLOP/s per dtype; absent = unsupported
@@ -33,6 +41,14 @@ struct GpuSpec {
   double transcendental_rate = 0;
   int64_t sm_count = 1;
   double reserved_memory_bytes = 0;
+  // Fraction of the allocator's memory (capacity minus reserved) lost to fragmentation: what
+  // a caching allocator holds but cannot hand out. Default kDefaultMemoryFragmentation.
+  double memory_fragmentation = kDefaultMemoryFragmentation;
+  // The largest per-rank total (reserved memory included) that fits: reserved + (capacity -
+  // reserved) x (1 - fragmentation). Every "fits" verdict compares with this.
+  double UsableMemoryBytes() const {
+    return reserved_memory_bytes + (memory_bytes - reserved_memory_bytes) * (1 - memory_fragmentation);
+  }
   GpuEfficiency efficiency;
   // Whether the device's collectives and pipeline sends run beside its compute (true: GPUs,
   // whose NCCL kernels and copy engines run next to compute kernels) or on the same engine,

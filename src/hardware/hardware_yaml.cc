@@ -56,6 +56,7 @@ GpuSpec ReadGpu(YamlMap g) {
   gpu.transcendental_rate = g.OptionalQuantity("transcendental_rate", Dimension::kFlopRate).value_or(0);
   gpu.sm_count = g.Int("sm_count");
   gpu.reserved_memory_bytes = g.OptionalQuantity("reserved_memory", Dimension::kBytes).value_or(0);
+  if (std::optional<double> f = g.OptionalNumber("memory_fragmentation", 0, 0.9)) gpu.memory_fragmentation = *f;
   YamlMap e = g.Map("efficiency");
   gpu.efficiency.matmul = e.Number("matmul", 1e-3, 1);
   gpu.efficiency.attention = e.Number("attention", 1e-3, 1);

@@ -56,6 +56,7 @@ std::string HardwareYaml(const HardwareSpec& hw) {
   if (g.transcendental_rate > 0) o << "  transcendental_rate: " << Q(g.transcendental_rate, "FLOP/s") << "\n";
   // Optional in hardware files and positive when given: absent means none reserved.
   if (g.reserved_memory_bytes > 0) o << "  reserved_memory: " << Q(g.reserved_memory_bytes, "B") << "\n";
+  o << "  memory_fragmentation: " << Num(g.memory_fragmentation) << "\n";
   o << "  efficiency:\n    matmul: " << Num(g.efficiency.matmul) << "\n    attention: "
     << Num(g.efficiency.attention) << "\n    memory: " << Num(g.efficiency.memory)
     << "\n    kernel_latency: " << Q(g.efficiency.kernel_latency_s, "s") << "\n    matmul_tile: ["

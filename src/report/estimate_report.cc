@@ -42,7 +42,9 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
       << "  optimizer    " << Bytes(mem.optimizer) << "\n"
       << "  activations  " << Bytes(mem.activations) << "\n"
       << "  other        " << Bytes(mem.other) << "\n"
-      << "  total        " << Bytes(mem.total()) << " of " << Bytes(hw.gpu.memory_bytes)
+      << "  total        " << Bytes(mem.total()) << " of " << Bytes(hw.gpu.UsableMemoryBytes())
+      << " usable (" << Bytes(hw.gpu.memory_bytes) << " less "
+      << Fmt("%.0f %%", 100 * hw.gpu.memory_fragmentation) << " fragmentation of what is not reserved)"
       << (e.fits ? " (fits)" : " (DOES NOT FIT)") << "\n";
   if (mem.host > 0) out << "  offloaded to host: " << Bytes(mem.host) << " per GPU\n";
 
@@ -105,6 +107,7 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   BreakdownJson(w, e.peak_memory());
   w.Field("peak_stage", e.peak_stage);
   w.Field("host_memory_bytes", e.peak_memory().host);
+  w.Field("usable_memory_bytes", hw.gpu.UsableMemoryBytes());
   w.Field("fits", e.fits);
   w.Field("estimated_iteration_time_s", e.iteration_time_s);
   w.Key("time_breakdown").BeginObject();

@@ -55,12 +55,14 @@ std::string SimulationText(const ModelSpec& m, const HardwareSpec& hw, const Sim
       << "  activations  " << FormatQuantity(mem.activations, Dimension::kBytes) << "\n"
       << "  other        " << FormatQuantity(mem.other, Dimension::kBytes) << "\n"
       << "  total        " << FormatQuantity(mem.total(), Dimension::kBytes) << " of "
-      << FormatQuantity(hw.gpu.memory_bytes, Dimension::kBytes);
+      << FormatQuantity(r.usable_memory_bytes, Dimension::kBytes) << " usable ("
+      << FormatQuantity(hw.gpu.memory_bytes, Dimension::kBytes) << " less "
+      << Fmt("%.0f %%", 100 * hw.gpu.memory_fragmentation) << " fragmentation of what is not reserved)";
   if (r.fits) {
     out << " (fits)\n";
   } else {
     out << " (DOES NOT FIT: over by "
-        << FormatQuantity(mem.total() - hw.gpu.memory_bytes, Dimension::kBytes) << ")\n";
+        << FormatQuantity(mem.total() - r.usable_memory_bytes, Dimension::kBytes) << ")\n";
   }
   out << "\niteration time: " << Fmt("%.4f s", r.iteration_time_s) << "\nthroughput: "
       << Fmt("%.0f tokens/s", r.tokens_per_s) << ", " << Fmt("%.1f", r.model_tflops_per_gpu)
@@ -86,7 +88,8 @@ std::string SimulationJson(const ModelSpec& m, const HardwareSpec& hw, const Sim
   w.Field("peak_memory_bytes", r.peak_memory_bytes);
   w.Field("memory_capacity_bytes", r.memory_capacity_bytes);
   w.Field("fits", r.fits);
-  w.Field("over_capacity_bytes", r.fits ? 0.0 : r.peak_memory_bytes - r.memory_capacity_bytes);
+  w.Field("usable_memory_bytes", r.usable_memory_bytes);
+  w.Field("over_capacity_bytes", r.fits ? 0.0 : std::max(0.0, r.peak_memory_bytes - r.usable_memory_bytes));
   w.Key("memory_breakdown").BeginObject();
   w.Field("weights", mem.weights).Field("gradients", mem.gradients);
   w.Field("optimizer", mem.optimizer).Field("activations", mem.activations);

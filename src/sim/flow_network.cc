@@ -15,6 +15,15 @@ FlowNetwork::FlowNetwork(std::vector<double> capacity)
   for (double c : capacity_) CHECK(c > 0) << "link capacity must be positive";
 }
 
+int32_t FlowNetwork::AddLink(double capacity) {
+  CHECK(capacity > 0) << "link capacity must be positive";
+  capacity_.push_back(capacity);
+  on_link_.emplace_back();
+  link_mark_.push_back(0);
+  link_pos_.push_back(0);
+  return static_cast<int32_t>(capacity_.size() - 1);
+}
+
 int32_t FlowNetwork::Add(std::vector<Usage> usage, double volume, SimTime now) {
   CHECK(volume >= 0) << "negative volume";
   int32_t id;
@@ -25,6 +34,7 @@ int32_t FlowNetwork::Add(std::vector<Usage> usage, double volume, SimTime now) {
     id = static_cast<int32_t>(coflows_.size());
     coflows_.emplace_back();
     coflow_mark_.push_back(0);
+    coflow_pos_.push_back(0);
   }
   Coflow& c = coflows_[id];
   c.usage.clear();
@@ -93,9 +103,9 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
       }
     }
   }
-  // Deterministic order whatever the discovery order.
-  std::sort(comp.begin(), comp.end());
-  std::sort(links.begin(), links.end());
+  // The discovery order is deterministic (seeds, usage and per-link lists in insertion order),
+  // so the sums below are too.
+  for (size_t i = 0; i < comp.size(); ++i) coflow_pos_[comp[i]] = static_cast<int32_t>(i);
 
   // 2. Bring every coflow's progress up to now at its old rate.
   for (int32_t id : comp) {
@@ -110,9 +120,6 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
   std::vector<double> residual(links.size());
   for (size_t i = 0; i < links.size(); ++i) residual[i] = capacity_[links[i]];
   std::vector<char> frozen(comp.size(), 0);
-  auto index_of = [&](int32_t id) {
-    return static_cast<size_t>(std::lower_bound(comp.begin(), comp.end(), id) - comp.begin());
-  };
   size_t unfrozen = comp.size();
   // A coflow with no links is limited by nothing: it finishes at once.
   for (size_t i = 0; i < comp.size(); ++i) {
@@ -144,7 +151,7 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
       if (demand[i] > 0 && residual[i] <= 1e-9 * capacity_[links[i]]) {
         residual[i] = 0;
         for (int32_t id : on_link_[links[i]]) {
-          const size_t k = index_of(id);
+          const size_t k = static_cast<size_t>(coflow_pos_[id]);
           if (!frozen[k]) {
             frozen[k] = 1;
             --unfrozen;

@@ -20,6 +20,8 @@ class FlowNetwork {
   };
 
   explicit FlowNetwork(std::vector<double> capacity);  // bytes/s per link
+  // A new link of `capacity` bytes/s; returns its index.
+  int32_t AddLink(double capacity);
 
   // Starts a coflow needing `volume` bytes of progress at time `now`; returns its id.
   int32_t Add(std::vector<Usage> usage, double volume, SimTime now);
@@ -54,7 +56,8 @@ class FlowNetwork {
   std::vector<int32_t> changed_;
   // Scratch for Rebalance, sized to the links and coflows.
   std::vector<uint32_t> link_mark_, coflow_mark_;
-  std::vector<int32_t> link_pos_;  // a link's index in the component being rebalanced
+  std::vector<int32_t> link_pos_;    // a link's index in the component being rebalanced
+  std::vector<int32_t> coflow_pos_;  // a coflow's index in it
   uint32_t epoch_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "src/cost/estimate.h"
 #include "src/cost/ops.h"
 #include "src/layout/placement.h"
 #include "src/sim/engine.h"
@@ -59,28 +60,35 @@ struct CachedPlan {
   std::vector<FlowNetwork::Usage> usage;
 };
 
+// A link no other plan loads binds only this plan's transfers, and all of them alike (each
+// instance loads it with the same weight), so of a plan's private links only the tightest
+// matters: they are replaced by one link of capacity min(capacity / weight) at weight 1. The
+// max-min fair rates are unchanged, with far fewer links to share.
+struct UsageLess {
+  bool operator()(const std::vector<FlowNetwork::Usage>& a, const std::vector<FlowNetwork::Usage>& b) const {
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(),
+                                        [](const FlowNetwork::Usage& x, const FlowNetwork::Usage& y) {
+                                          return x.link != y.link ? x.link < y.link : x.weight < y.weight;
+                                        });
+  }
+};
+
 class Runner {
  public:
   Runner(const ModelSpec& m, const Cluster& cluster, const Layout& l,
          const IterationProgram& program, const SimOptions& options)
       : m_(m), cluster_(cluster), l_(l), prog_(program), options_(options), own_comm_(cluster),
         comm_(options.collectives ? *options.collectives : own_comm_),
-        network_(LinkCapacities()) {}
+        network_({}) {}
 
   StatusOr<SimResult> Run();
 
  private:
-  std::vector<double> LinkCapacities() {
-    std::vector<double> cap;
-    const ClusterGraph& g = cluster_.graph();
-    for (auto [it, end] = boost::edges(g); it != end; ++it) {
-      link_index_[&g[*it]] = static_cast<int32_t>(cap.size());
-      cap.push_back(g[*it].bandwidth);
-    }
-    return cap;
-  }
-
   void InitRanks();
+  // Prices every transfer the simulated ranks will run, then reduces each plan's links to those
+  // another plan also loads plus one link standing for the rest (PrivateBound).
+  void PlanAll();
+  int32_t LinkIndex(const ClusterLink* link);
   void TryStart(int32_t s);
   void Start(int32_t s, int32_t task);
   void Arrive(int32_t s, int32_t task);
@@ -115,6 +123,8 @@ class Runner {
   CollectiveModel own_comm_;
   const CollectiveModel& comm_;
   std::unordered_map<const ClusterLink*, int32_t> link_index_;
+  std::vector<double> network_capacity_;  // per cluster link index: its bandwidth
+  bool planned_ = false;
   FlowNetwork network_;
   Engine engine_;
   std::vector<RankState> states_;
@@ -172,14 +182,76 @@ int32_t Runner::NewTransfer() {
   return static_cast<int32_t>(transfers_.size() - 1);
 }
 
+int32_t Runner::LinkIndex(const ClusterLink* link) {
+  auto it = link_index_.find(link);
+  if (it != link_index_.end()) return it->second;
+  const int32_t i = network_.AddLink(link->bandwidth);
+  return link_index_[link] = i;
+}
+
+void Runner::PlanAll() {
+  // Every plan first, so that each link knows which plans load it.
+  for (size_t s = 0; s < states_.size(); ++s) {
+    const RankState& r = states_[s];
+    for (const TaskSpec& t : prog_.stages[r.stage].tasks) {
+      if (t.kind == TaskKind::kSend) {
+        const int64_t dst = RankAtStage(r, t.peer_stage);
+        PlanFor(Collective::kSendRecv, {r.rank, dst}, t.bytes, PlanKey{0, 0, 0, r.rank, dst, t.bytes});
+      } else if (t.kind == TaskKind::kCollective) {
+        const int g = static_cast<int>(t.group);
+        PlanFor(t.collective, r.group_members[g], t.bytes,
+                PlanKey{1, g, static_cast<int>(t.collective), r.group_leader[g], 0, t.bytes});
+      }
+    }
+  }
+  // Plans that load the same links with the same weights (a group's collectives of any size
+  // and kind over one ring) are one load set: what one of them leaves private, they share.
+  std::map<std::vector<FlowNetwork::Usage>, int32_t, UsageLess> sets;
+  std::vector<int32_t> set_of(plans_.size());
+  std::vector<const std::vector<FlowNetwork::Usage>*> set_usage;
+  for (size_t i = 0; i < plans_.size(); ++i) {
+    auto [it, fresh] = sets.emplace(plans_[i].usage, static_cast<int32_t>(sets.size()));
+    set_of[i] = it->second;
+    if (fresh) set_usage.push_back(&it->first);
+  }
+  std::vector<int32_t> sets_on_link(network_capacity_.size(), 0);
+  for (const std::vector<FlowNetwork::Usage>* u : set_usage) {
+    for (const FlowNetwork::Usage& x : *u) ++sets_on_link[x.link];
+  }
+  std::vector<int32_t> private_link(set_usage.size(), -2);  // -2: not made yet, -1: none
+  for (size_t i = 0; i < plans_.size(); ++i) {
+    CachedPlan& p = plans_[i];
+    const int32_t set = set_of[i];
+    std::vector<FlowNetwork::Usage> shared;
+    double bound = std::numeric_limits<double>::infinity();
+    for (const FlowNetwork::Usage& u : p.usage) {
+      if (sets_on_link[u.link] > 1) {
+        shared.push_back(u);
+      } else if (u.weight > 0) {
+        bound = std::min(bound, network_capacity_[u.link] / u.weight);
+      }
+    }
+    if (private_link[set] == -2) private_link[set] = std::isfinite(bound) ? network_.AddLink(bound) : -1;
+    if (private_link[set] >= 0) shared.push_back({private_link[set], 1.0});
+    p.usage = std::move(shared);
+  }
+  planned_ = true;
+}
+
 int32_t Runner::PlanFor(Collective c, const std::vector<int64_t>& gpus, double bytes, const PlanKey& key) {
   auto it = plan_cache_.find(key);
   if (it != plan_cache_.end()) return it->second;
+  CHECK(!planned_) << "a transfer no task announced";
   const CollectivePlan plan = comm_.Plan(c, gpus, bytes);
   CachedPlan cp;
   cp.latency_s = plan.cost.latency_s;
   cp.volume = plan.volume;
-  for (const auto& [link, load] : plan.loads) cp.usage.push_back({link_index_.at(link), load});
+  for (const auto& [link, load] : plan.loads) {
+    const int32_t i = LinkIndex(link);
+    if (network_capacity_.size() <= static_cast<size_t>(i)) network_capacity_.resize(i + 1);
+    network_capacity_[i] = link->bandwidth;
+    cp.usage.push_back({i, load});
+  }
   plans_.push_back(std::move(cp));
   const int32_t id = static_cast<int32_t>(plans_.size() - 1);
   plan_cache_[key] = id;
@@ -403,6 +475,7 @@ Status Runner::Deadlock() const {
 
 StatusOr<SimResult> Runner::Run() {
   InitRanks();
+  PlanAll();
   for (size_t s = 0; s < states_.size(); ++s) TryStart(static_cast<int32_t>(s));
   Event ev;
   while (engine_.Next(&ev)) {
@@ -464,6 +537,7 @@ StatusOr<SimResult> Runner::Run() {
   res.tasks = executed_;
   const HardwareSpec& hw = cluster_.hardware();
   res.memory_capacity_bytes = hw.gpu.memory_bytes;
+  res.usable_memory_bytes = hw.gpu.UsableMemoryBytes();
   double best_busy = -1;
   for (size_t i = 0; i < states_.size(); ++i) {
     const RankState& r = states_[i];
@@ -492,7 +566,10 @@ StatusOr<SimResult> Runner::Run() {
     }
     res.ranks.push_back(rr);
   }
-  res.fits = res.peak_memory_bytes <= hw.gpu.memory_bytes;
+  // As the estimate's verdict (MemoryFits): within the usable memory, offloaded states within
+  // the node's host memory.
+  res.fits = MemoryFits(hw, res.ranks[res.peak_rank].peak_memory);
+  for (const RankResult& rr : res.ranks) res.fits = res.fits && MemoryFits(hw, rr.peak_memory);
   res.tokens_per_s = static_cast<double>(l_.gbs * m_.seq_len) / res.iteration_time_s;
   res.model_flops = IterationFlops(m_, l_, false);
   res.hardware_flops = IterationFlops(m_, l_, true);

@@ -61,6 +61,7 @@ struct SimResult {
   double tokens_per_s = 0, model_flops = 0, hardware_flops = 0;
   double model_tflops_per_gpu = 0, hardware_tflops_per_gpu = 0, mfu = 0;
   double peak_memory_bytes = 0, memory_capacity_bytes = 0;
+  double usable_memory_bytes = 0;  // GpuSpec::UsableMemoryBytes: what `fits` compares with
   bool fits = false;
   CriticalPath critical_path;  // when SimOptions::critical_path
   uint64_t events = 0;
