@@ -613,4 +613,18 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   return res;
 }
 
+PlanFile WinnerPlanFile(const ModelSpec& m, const HardwareSpec& hw, const PlanResult& r,
+                        const std::string& objective) {
+  const Candidate& win = r.ranked.front();
+  PlanFile plan;
+  plan.model = m;
+  plan.hardware = hw;
+  plan.gpus = r.gpus;
+  plan.layout = win.layout;
+  plan.objective = objective;
+  plan.predicted = {win.sim.iteration_time_s, win.sim.tokens_per_s, win.sim.model_tflops_per_gpu,
+                    win.sim.hardware_tflops_per_gpu, win.sim.mfu, win.sim.peak_memory_bytes, win.sim.fits};
+  return plan;
+}
+
 }  // namespace shardsim::planner

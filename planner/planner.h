@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "src/cost/estimate.h"
+#include "src/io/plan_file.h"
 #include "src/sim/simulator.h"
 #include "src/util/status.h"
 
@@ -67,6 +68,11 @@ struct PlanResult {
 };
 
 StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const PlanOptions& options);
+
+// The winner of `r` (which has one) as the plan file `plan --out` writes: the inputs embedded,
+// the simulated figures recorded, so `simulate --plan` reproduces them.
+PlanFile WinnerPlanFile(const ModelSpec& m, const HardwareSpec& hw, const PlanResult& r,
+                        const std::string& objective);
 
 // The search space itself (before validation and pruning), in the planner's order.
 std::vector<Layout> EnumerateLayouts(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o);

@@ -2,7 +2,16 @@
 // carry (names, citations) survives, whatever characters it holds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "planner/planner.h"
+#include "src/hardware/cluster.h"
 #include "src/hardware/hardware_spec.h"
+#include "src/sim/simulator.h"
 #include "src/model/model_spec.h"
 #include "src/io/plan_file.h"
 #include "src/util/strings.h"
@@ -40,6 +49,59 @@ TEST(PlanFileTest, YamlQuotedEscapes) {
   EXPECT_EQ(YamlQuoted("plain"), "\"plain\"");
   EXPECT_EQ(YamlQuoted("a\"b\\c"), "\"a\\\"b\\\\c\"");
   EXPECT_EQ(YamlQuoted("\n"), "\"\\x0a\"");
+}
+
+// Every bundled model on every bundled cluster (issue 13's item 4): the winner of `plan` (on
+// up to 64 GPUs, 2 sequences per GPU), written as `plan --out` writes it and read back as
+// `simulate --plan` reads it, simulates to exactly the figures the plan recorded. Where nothing
+// fits, the planner says so (closest layouts) and there is no file to write.
+TEST(PlanFileTest, EveryBundledModelOnEveryClusterRoundTrips) {
+  namespace fs = std::filesystem;
+  const std::string src = SHARDSIM_SOURCE_DIR;
+  std::vector<std::string> models, clusters;
+  for (const auto& e : fs::directory_iterator(src + "/models")) models.push_back(e.path().stem().string());
+  for (const auto& e : fs::directory_iterator(src + "/hardware")) clusters.push_back(e.path().stem().string());
+  std::sort(models.begin(), models.end());
+  std::sort(clusters.begin(), clusters.end());
+  int written = 0, nothing_fits = 0;
+  for (const std::string& hw_name : clusters) {
+    const StatusOr<HardwareSpec> hw = LoadHardware(hw_name);
+    ASSERT_TRUE(hw.ok()) << hw.status().message();
+    const Cluster cluster(*hw);
+    for (const std::string& model_name : models) {
+      SCOPED_TRACE(model_name + " on " + hw_name);
+      const StatusOr<ModelSpec> m = LoadModel(model_name);
+      ASSERT_TRUE(m.ok()) << m.status().message();
+      planner::PlanOptions o;
+      o.gpus = std::min<int64_t>(64, hw->total_gpus());
+      o.global_batch = 2 * o.gpus;
+      o.top_k = 1;
+      o.threads = 2;
+      StatusOr<planner::PlanResult> r = planner::Plan(*m, cluster, o);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      if (r->ranked.empty()) {
+        EXPECT_FALSE(r->closest.empty());
+        ++nothing_fits;
+        continue;
+      }
+      const PlanFile written_plan = planner::WinnerPlanFile(*m, *hw, *r, "throughput");
+      StatusOr<PlanFile> back = ParsePlanFile(FormatPlanFile(written_plan), "plan.yaml");
+      ASSERT_TRUE(back.ok()) << back.status().message();
+      SimOptions so;
+      so.critical_path = false;
+      StatusOr<SimResult> sim = Simulate(back->model, Cluster(back->hardware), back->layout, so);
+      ASSERT_TRUE(sim.ok()) << sim.status().message();
+      EXPECT_EQ(FormatLayout(back->layout), FormatLayout(r->ranked.front().layout));
+      EXPECT_EQ(sim->iteration_time_s, back->predicted.iteration_time_s);
+      EXPECT_EQ(sim->peak_memory_bytes, back->predicted.peak_memory_bytes);
+      EXPECT_EQ(sim->mfu, back->predicted.mfu);
+      EXPECT_TRUE(sim->fits);
+      EXPECT_TRUE(back->predicted.fits);
+      ++written;
+    }
+  }
+  std::printf("plan files: %d written and reproduced, %d problems where nothing fits\n", written, nothing_fits);
+  EXPECT_GT(written, 40);
 }
 
 }  // namespace

@@ -173,15 +173,7 @@ int RunPlan(int argc, char** argv) {
     std::cout << "\n" << (*emit == "megatron" ? EmitMegatron(*model, win.layout) : EmitDeepSpeed(*model, win.layout));
   }
   if (std::optional<std::string> out = args->Get("out")) {
-    PlanFile plan;
-    plan.model = *model;
-    plan.hardware = *hw;
-    plan.gpus = best->gpus;
-    plan.layout = win.layout;
-    plan.objective = objective;
-    plan.predicted = {win.sim.iteration_time_s, win.sim.tokens_per_s, win.sim.model_tflops_per_gpu,
-                      win.sim.hardware_tflops_per_gpu, win.sim.mfu, win.sim.peak_memory_bytes, win.sim.fits};
-    Status st = WriteFileAtomically(*out, FormatPlanFile(plan));
+    Status st = WriteFileAtomically(*out, FormatPlanFile(WinnerPlanFile(*model, *hw, *best, objective)));
     if (!st.ok()) return Fail("plan", st.message(), 1);
   }
   return 0;
