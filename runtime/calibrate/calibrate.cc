@@ -107,15 +107,34 @@ void AddWorkloadCases(const ModelSpec& m, const Layout& l, CalibrationOptions* o
   for (const Op& op : EmbeddingOps(m, l)) ops.push_back(op);
   const int64_t tokens = l.mbs * m.seq_len / l.cp;
   for (const Op& op : ops) {
-    if (op.kind == OpKind::kMatmul && op.name != "attn_scores" && op.name != "attn_context") {
-      o->gemms.push_back({op.m, op.k, op.n});  // forward: tokens x in -> out
-      o->gemms.push_back({op.m, op.n, op.k});  // input gradient: dY W
-      o->gemms.push_back({op.n, op.m, op.k});  // weight gradient: dY^T X
-    } else if (op.kind == OpKind::kMemory && op.name != "softmax" && op.name != "attn_dropout") {
-      // The softmax runs inside the attention kernel, timed above.
-      const bool mlp = op.name.find("swiglu") != std::string::npos || op.name.find("gelu") != std::string::npos;
-      const int64_t cols = op.name == "cross_entropy" ? m.vocab / l.tp : mlp ? m.ffn_hidden / l.tp : m.hidden;
-      o->elementwise.push_back({op.name, tokens, cols, op.bytes, m.norm});
+    switch (op.role) {
+      case OpRole::kQkv:
+      case OpRole::kProjection:
+      case OpRole::kRouter:
+      case OpRole::kMlpUp:
+      case OpRole::kMlpDown:
+      case OpRole::kLmHead:
+        o->gemms.push_back({op.m, op.k, op.n});  // forward: tokens x in -> out
+        o->gemms.push_back({op.m, op.n, op.k});  // input gradient: dY W
+        o->gemms.push_back({op.n, op.m, op.k});  // weight gradient: dY^T X
+        break;
+      case OpRole::kNorm:
+      case OpRole::kResidual:
+      case OpRole::kEmbedding:
+        o->elementwise.push_back({op.name, op.role, tokens, m.hidden, op.bytes, op.transcendentals, m.norm, m.activation});
+        break;
+      case OpRole::kMlpActivation:
+        o->elementwise.push_back({op.name, op.role, tokens, m.ffn_hidden / l.tp, op.bytes, op.transcendentals, m.norm, m.activation});
+        break;
+      case OpRole::kCrossEntropy:
+        o->elementwise.push_back({op.name, op.role, tokens, m.vocab / l.tp, op.bytes, op.transcendentals, m.norm, m.activation});
+        break;
+      case OpRole::kAttentionScores:  // the attention (scores, softmax, dropout, context, or
+      case OpRole::kSoftmax:          // the fused kernel) is timed as one case below
+      case OpRole::kAttentionDropout:
+      case OpRole::kAttentionContext:
+      case OpRole::kFlashAttention:
+        break;
     }
   }
   o->attention.push_back({l.mbs, m.seq_len, m.heads / l.tp, std::max<int64_t>(1, m.kv_heads / l.tp), m.head_dim});
@@ -207,26 +226,32 @@ Status MeasureKernels(Backend& backend, const CalibrationOptions& o, int64_t max
     const int64_t n = e.rows, c = e.cols;
     if (n * c * 3 > max_elems) continue;
     std::function<void()> op;
-    double specials = 0;  // as src/cost/ops.cc counts them
-    if (e.name.find("swiglu") != std::string::npos || e.name.find("gelu") != std::string::npos ||
-        e.name == "cross_entropy") {
-      specials = static_cast<double>(n) * c;
+    switch (e.role) {
+      case OpRole::kNorm:
+        op = [&, e] { k.NormForward(e.norm, pa, pw, e.norm == Norm::kLayerNorm ? pw : nullptr, po,
+                                    stats.f(), stats.f() + e.rows, e.rows, e.cols); };
+        break;
+      case OpRole::kMlpActivation:
+        if (e.activation == Activation::kSwiglu) {
+          op = [&, n, c] { k.SwigluForward(pa, pw, po, n * c); };
+        } else {
+          op = [&, n, c] { k.GeluForward(pa, po, n * c); };
+        }
+        break;
+      case OpRole::kCrossEntropy:
+        op = [&, n, c] { (void)k.SoftmaxCrossEntropy(pa, tokens_buf.i32(), po, n, c); };
+        break;
+      case OpRole::kEmbedding:
+        op = [&, n, c] { k.EmbeddingForward(tokens_buf.i32(), pw, 0, 2, nullptr, po, n, 0, n, c); };
+        break;
+      case OpRole::kResidual:
+        op = [&, n, c] { k.Add(po, pa, n * c); };
+        break;
+      default:
+        return Status::Error("calibrate: no kernel times an element-wise op of role " +
+                             std::string(OpRoleName(e.role)) + " ('" + e.name + "')");
     }
-    if (e.name.find("norm") != std::string::npos) {
-      op = [&, e] { k.NormForward(e.norm, pa, pw, e.norm == Norm::kLayerNorm ? pw : nullptr, po,
-                                  stats.f(), stats.f() + e.rows, e.rows, e.cols); };
-    } else if (e.name.find("swiglu") != std::string::npos) {
-      op = [&, n, c] { k.SwigluForward(pa, pw, po, n * c); };
-    } else if (e.name.find("gelu") != std::string::npos) {
-      op = [&, n, c] { k.GeluForward(pa, po, n * c); };
-    } else if (e.name == "cross_entropy") {
-      op = [&, n, c] { (void)k.SoftmaxCrossEntropy(pa, tokens_buf.i32(), po, n, c); };
-    } else if (e.name == "embedding") {
-      op = [&, n, c] { k.EmbeddingForward(tokens_buf.i32(), pw, 0, 2, nullptr, po, n, 0, n, c); };
-    } else {  // residual adds
-      op = [&, n, c] { k.Add(po, pa, n * c); };
-    }
-    measure(e.name + " " + std::to_string(n) + "x" + std::to_string(c), 0.0, e.bytes, specials, op);
+    measure(e.name + " " + std::to_string(n) + "x" + std::to_string(c), 0.0, e.bytes, e.transcendentals, op);
   }
   // Streams dst += src: two reads and one write of an element each.
   for (int64_t n : streams) {

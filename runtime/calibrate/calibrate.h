@@ -20,6 +20,7 @@
 #include "runtime/backend/backend.h"
 #include "src/hardware/hardware_spec.h"
 #include "src/layout/layout.h"
+#include "src/cost/ops.h"
 #include "src/model/model_spec.h"
 #include "src/util/status.h"
 
@@ -77,10 +78,13 @@ struct CalibrationOptions {
   // counted with the bytes the simulator charges it (so B is what these kernels achieve on
   // the simulator's byte counts, not a bare copy's rate).
   struct ElementwiseOp {
-    std::string name;  // the simulator's op name: norm1, mlp_swiglu, residual1, cross_entropy, ...
+    std::string name;  // the simulator's op name, for display: norm1, mlp_swiglu, ...
+    OpRole role = OpRole::kResidual;  // which kernel times it (src/cost/ops.h)
     int64_t rows = 0, cols = 0;  // tokens x width
     double bytes = 0;
+    double transcendentals = 0;  // exp/tanh evaluations, as the simulator counts them
     Norm norm = Norm::kRmsNorm;
+    Activation activation = Activation::kSwiglu;
   };
   std::vector<ElementwiseOp> elementwise;
   // The storage type the kernels are timed in (fp32, or bf16 for mixed precision); the fit
