@@ -122,6 +122,10 @@ void AddParallelism(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
     } else if (l.schedule == Schedule::kZeroBubble) {
       a.NotExpressible(
           "schedule=zero-bubble (no B/W-split ZB-H1 schedule; these arguments give 1F1B)");
+    } else if (l.schedule == Schedule::kZeroBubbleV) {
+      a.NotExpressible(
+          "schedule=zb-v (no V-shaped B/W-split schedule; these arguments give the interleaved "
+          "1F1B of two chunks per stage)");
     }
   }
   // P2P overlap is on by default and only in the interleaved schedule: validate_args sets

@@ -118,6 +118,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
               for (int64_t v : Divisors(m.layers / pp)) {
                 if (v > 1 && micro % pp == 0) pipes.push_back({v, Schedule::kInterleaved});
               }
+              if ((m.layers / pp) % 2 == 0) pipes.push_back({2, Schedule::kZeroBubbleV});
             }
             for (const auto& [vpp, schedule] : pipes) {
               if (!Allowed(o, "vpp", Str(vpp)) || !Allowed(o, "schedule", ScheduleName(schedule))) continue;

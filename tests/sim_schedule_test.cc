@@ -90,6 +90,24 @@ TEST(ScheduleTest, ZeroBubbleBeatsOneFOneB) {
   EXPECT_GE(zb, 0.0);
 }
 
+// ZB-V (Qi et al. 2024, Sec. 6): on the ideal node (no communication cost, F, B and W of a
+// layer close to equal: a layer's backward is 2 forwards, split in halves) its bubble is far
+// below zero-bubble's and 1F1B's, and its peak activations on every stage are at most 1F1B's
+// first stage (p = 4 micro-batches of a whole stage), the paper's claim. m = 16 >= 2p - 1.
+TEST(ScheduleTest, ZeroBubbleVHasAlmostNoBubbleAtOneFOneBsMemory) {
+  Layout zbv = Pipeline(4, 2, 16, Schedule::kZeroBubbleV);
+  const SimResult v = SimulateIdeal(zbv);
+  const SimResult zb = SimulateIdeal(Pipeline(4, 1, 16, Schedule::kZeroBubble));
+  const SimResult ofob = SimulateIdeal(Pipeline(4, 1, 16, Schedule::k1F1B));
+  EXPECT_LT(BubbleFraction(v), BubbleFraction(zb) / 3);
+  EXPECT_LT(BubbleFraction(v), 0.05);
+  const double per_stage = 2 * LayerActivationBytes(EightLayers(), Pipeline(4, 1, 16, Schedule::k1F1B), false);
+  for (const RankResult& r : v.ranks) EXPECT_LE(r.peak_activations, 4 * per_stage * (1 + 1e-9)) << r.stage;
+  // The V: stage 0 runs positions 0 and 7, the embedding's and the head's.
+  EXPECT_EQ(PositionOf(zbv, 0, 1), 7);
+  EXPECT_EQ(StageOfPosition(zbv, 4), 3);
+}
+
 // Activation peak on the first stage: 1F1B holds p = 4 micro-batches, GPipe all m = 8.
 // Stage 0 has 2 layers, each LayerActivationBytes per micro-batch.
 TEST(ScheduleTest, PeakActivationsFollowTheSchedule) {

@@ -29,8 +29,9 @@ std::vector<std::string> UnsupportedLayout(const Layout& l) {
   };
   no(l.cp > 1, "cp=" + std::to_string(l.cp) + " (context parallelism is not implemented in the runtime)");
   no(l.ep > 1, "ep=" + std::to_string(l.ep) + " (expert parallelism is not implemented in the runtime)");
-  no(l.schedule == Schedule::kZeroBubble,
-     "schedule=zero-bubble (the runtime runs gpipe, 1f1b and interleaved; the B/W split is not implemented)");
+  no(SplitsWeightGradients(l),
+     "schedule=" + ScheduleName(l.schedule) +
+         " (the runtime runs gpipe, 1f1b and interleaved; the B/W split is not implemented)");
   no(l.offload != Offload::kNone, "offload=" + OffloadName(l.offload) + " (not implemented)");
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");

@@ -73,7 +73,7 @@ std::vector<CollectiveTiming> StageCollectives(const CollectiveModel& comm, cons
     if (t.kind != TaskKind::kCollective && t.kind != TaskKind::kSend) return;
     const Key k{p.names[t.name], static_cast<int>(t.kind), static_cast<int>(t.collective),
                 static_cast<int>(t.group), t.bytes,
-                t.kind == TaskKind::kSend ? SendPeer(l, stage.stage, t) : -1};
+                t.kind == TaskKind::kSend ? SendPeer(l, stage.stage, p) : -1};
     if (counts[k]++ == 0) order.push_back(k);
   };
   const std::vector<int32_t> last_mb = LastGradientMicrobatch(l, stage.order);

@@ -22,14 +22,14 @@ int32_t StagePlan::PassIndex(const PipelineStep& s, bool last_mb) const {
   return i;
 }
 
-int32_t SendPeer(const Layout& l, int32_t stage, const TaskSpec& send) {
+int32_t SendPeer(const Layout& l, int32_t stage, const PassPlan& p) {
   const int32_t pp = static_cast<int32_t>(l.pp);
-  return (stage + (send.pass == Pass::kForward ? 1 : pp - 1)) % pp;
+  return ((stage + p.send_stage_delta) % pp + pp) % pp;
 }
 
 std::vector<int32_t> LastGradientMicrobatch(const Layout& l, const std::vector<PipelineStep>& order) {
   std::vector<int32_t> last(l.vpp, -1);
-  const Pass grad = l.schedule == Schedule::kZeroBubble ? Pass::kWeightGrad : Pass::kBackward;
+  const Pass grad = SplitsWeightGradients(l) ? Pass::kWeightGrad : Pass::kBackward;
   for (const PipelineStep& s : order) {
     if (s.pass == grad) last[s.chunk] = s.mb;
   }
@@ -142,7 +142,7 @@ struct Unit {
 // head's, its layers' (top first) and the embeddings'; under zero-bubble the layers' complete in
 // the W pass instead.
 std::vector<Unit> UnitsOf(const StageContext& c, const ModelChunk& chunk, Pass pass) {
-  const bool zb = c.l.schedule == Schedule::kZeroBubble;
+  const bool zb = SplitsWeightGradients(c.l);
   std::vector<Unit> out;
   if (pass == Pass::kBackward && chunk.has_head) out.push_back({c.head_params, static_cast<double>(c.m.NormParams()), 0});
   if ((pass == Pass::kBackward) != zb) {
@@ -180,6 +180,8 @@ class PassBuilder {
   PassBuilder(const StageContext& c, PassPlan* out) : c_(c), l_(c.l), out_(out) {}
 
   void Forward(const ModelChunk& chunk);
+  // The stage delta of the pass's send: (stage of the next or previous position) - this stage.
+  void SendsTo(int32_t delta) { out_->send_stage_delta = delta; }
   void Backward(const ModelChunk& chunk, bool last_mb);
   void WeightGrad(const ModelChunk& chunk, bool last_mb);
   void Tail();
@@ -457,7 +459,7 @@ void PassBuilder::Forward(const ModelChunk& chunk) {
 }
 
 void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
-  const bool zb = l_.schedule == Schedule::kZeroBubble;
+  const bool zb = SplitsWeightGradients(l_);
   const std::vector<Unit> units = UnitsOf(c_, chunk, Pass::kBackward);
   const std::vector<bool> ends = BucketEnds(l_, units);
   size_t unit = 0;  // the next unit to complete
@@ -654,7 +656,7 @@ void PassBuilder::Tail() {
     double replicated = 0;
     for (const ModelChunk& ch : StageChunks(c_.m, l_, c_.stage)) {
       for (const Unit& u : UnitsOf(c_, ch, Pass::kBackward)) replicated += u.replicated;
-      if (l_.schedule == Schedule::kZeroBubble) {
+      if (SplitsWeightGradients(l_)) {
         for (const Unit& u : UnitsOf(c_, ch, Pass::kWeightGrad)) replicated += u.replicated;
       }
     }
@@ -764,7 +766,7 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
 }
 
 // Chunks alike (same ends, same layer kinds) share their pass lists on every stage.
-using PassKey = std::tuple<bool, bool, std::vector<bool>, int, bool>;
+using PassKey = std::tuple<bool, bool, std::vector<bool>, int, bool, int32_t>;
 
 StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int32_t stage,
                     IterationPlan& plan, std::map<PassKey, int32_t>& known) {
@@ -774,7 +776,7 @@ StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
   s.chunks = StageChunks(m, l, stage);
   s.order = ScheduleOrder(l, stage);
   s.pass_of.assign(s.chunks.size(), {});
-  const bool zb = l.schedule == Schedule::kZeroBubble;
+  const bool zb = SplitsWeightGradients(l);
   for (size_t ci = 0; ci < s.chunks.size(); ++ci) {
     const ModelChunk& chunk = s.chunks[ci];
     std::vector<bool> kinds;
@@ -783,7 +785,12 @@ StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
       for (int last = 0; last < 2; ++last) {
         s.pass_of[ci][kind][last] = -1;
         if (kind == 2 && !zb) continue;
-        const PassKey key{chunk.has_embedding, chunk.has_head, kinds, kind, kind > 0 && last == 1};
+        // Where the pass sends to (forward: the next position, backward: the previous), as a
+        // stage delta: chunks alike that send elsewhere do not share a list.
+        int32_t delta = 0;
+        if (kind == 0 && !chunk.has_head) delta = StageOfPosition(l, chunk.position + 1) - stage;
+        if (kind == 1 && !chunk.has_embedding) delta = StageOfPosition(l, chunk.position - 1) - stage;
+        const PassKey key{chunk.has_embedding, chunk.has_head, kinds, kind, kind > 0 && last == 1, delta};
         auto it = known.find(key);
         if (it != known.end()) {
           s.pass_of[ci][kind][last] = it->second;
@@ -791,6 +798,7 @@ StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
         }
         PassPlan p;
         PassBuilder b(ctx, &p);
+        b.SendsTo(delta);
         if (kind == 0) b.Forward(chunk);
         if (kind == 1) b.Backward(chunk, last == 1);
         if (kind == 2) b.WeightGrad(chunk, last == 1);
@@ -855,7 +863,7 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
   int64_t tp_fwd = 0, tp_bwd = 0;
   if (l.tp > 1 && l.overlap_tp != TpOverlap::kOn) {
     tp_fwd = l.sp ? 4 : 2;
-    const bool split = l.overlap_tp == TpOverlap::kBackward && l.schedule != Schedule::kZeroBubble;
+    const bool split = l.overlap_tp == TpOverlap::kBackward && !SplitsWeightGradients(l);
     tp_bwd = split ? (l.sp ? 2 : 0) : (l.sp ? 6 : 2);
     if (l.recompute == Recompute::kFull) tp_bwd += tp_fwd;
   }
@@ -906,7 +914,7 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
     }
     const double opt = OptimizerTime(m, hw, l, s);
     bound = std::max(bound, fill + busy + opt);
-    if (l.schedule != Schedule::kZeroBubble) bound = std::max(bound, fill + busy + drain + opt0);
+    if (!SplitsWeightGradients(l)) bound = std::max(bound, fill + busy + drain + opt0);
     fill += first_fwd;
     drain += first_bwd;
   }

@@ -37,6 +37,7 @@ struct PassPlan {
   std::vector<std::string> names;
   int32_t receive = -1;  // the task waiting for the previous position's send, if any
   int32_t send = -1;     // the pipeline send to the next position (forward) or previous (backward)
+  int32_t send_stage_delta = 0;  // its peer's stage minus the sender's (SendPeer)
   // What the next pass's first compute waits for: a blocking send (overlap_pp off), a blocking
   // gradient reduction (ZeRO-2/3 without overlap_dp) at the pass's end.
   std::vector<int32_t> carry;
@@ -99,8 +100,9 @@ struct IterationPlan {
 // stage 0's optimizer.
 double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
 
-// The stage a pipeline send of `stage` goes to: pass lists leave peer_stage -1.
-int32_t SendPeer(const Layout& l, int32_t stage, const TaskSpec& send);
+// The stage the pipeline send of pass list `p` goes to when `stage` runs it: pass lists leave
+// the send's peer_stage -1.
+int32_t SendPeer(const Layout& l, int32_t stage, const PassPlan& p);
 
 // `l` must be resolved and valid (CheckLayout) for `m` on `hw`.
 IterationPlan BuildIterationPlan(const ModelSpec& m, const HardwareSpec& hw, const Layout& l);

@@ -140,6 +140,9 @@ double InFlightMicrobatches(const Layout& l, int64_t stage) {
     case Schedule::kGpipe: return m;
     case Schedule::k1F1B:
     case Schedule::kZeroBubble: return std::min(p - static_cast<double>(stage), m);
+    // ZB-V: its order comes from list scheduling (schedule_zbv.cc), so no closed form; one
+    // micro-batch of the stage's two chunks is a lower bound (the simulated peak is exact).
+    case Schedule::kZeroBubbleV: return std::min(1.0, m);
     case Schedule::kInterleaved: {
       // Megatron's warm-up: (pp - stage - 1) * 2 + (vpp - 1) * pp chunks, +1 in steady state;
       // a chunk is 1/vpp of the stage's layers (Korthikanti: first stage L(1 + (p-1)/(p v))).

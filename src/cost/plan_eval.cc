@@ -27,10 +27,9 @@ double TaskDuration(const TaskSpec& t, int32_t stage, const CollectiveModel& com
       const Route r = comm.cluster().RouteToHost(rank);
       return r.latency_s + t.bytes / r.bottleneck_bandwidth;
     }
-    case TaskKind::kSend: {
-      const int32_t peer = t.peer_stage >= 0 ? t.peer_stage : SendPeer(l, stage, t);
-      return comm.Estimate(Collective::kSendRecv, {rank, RankOf(l, RankCoord{0, 0, 0, peer})}, t.bytes).time_s;
-    }
+    case TaskKind::kSend:
+      return comm.Estimate(Collective::kSendRecv, {rank, RankOf(l, RankCoord{0, 0, 0, t.peer_stage})}, t.bytes)
+          .time_s;
     case TaskKind::kCollective:
       return comm.Estimate(t.collective, GroupMembers(l, rank, t.group), t.bytes).time_s;
   }
@@ -66,14 +65,17 @@ void MaxInto(Vec& a, const Vec& b) {
 class Durations {
  public:
   Durations(const CollectiveModel& comm, const Layout& l, int32_t stage) : comm_(comm), l_(l), stage_(stage) {}
-  double Of(const TaskSpec& t) {
+  // Task t of pass list p (its send's peer is p's, SendPeer).
+  double Of(const PassPlan& p, const TaskSpec& t) {
     if (t.kind == TaskKind::kCompute || t.kind == TaskKind::kHostCompute) return t.duration_s;
+    TaskSpec task = t;
+    if (t.kind == TaskKind::kSend) task.peer_stage = SendPeer(l_, stage_, p);
     const Key key{static_cast<int>(t.kind), static_cast<int>(t.collective), static_cast<int>(t.group),
-                  t.kind == TaskKind::kSend ? static_cast<int>(t.pass) : 0, t.bytes};
+                  task.peer_stage, t.bytes};
     for (const auto& [k, v] : cache_) {
       if (k == key) return v;
     }
-    const double d = TaskDuration(t, stage_, comm_, l_);
+    const double d = TaskDuration(task, stage_, comm_, l_);
     cache_.emplace_back(key, d);
     return d;
   }
@@ -124,7 +126,7 @@ PassMap Compile(const PassPlan& p, Durations& dur) {
       MaxInto(ready, p.deps[d] == kEntryDep ? Unit(kCarryIn) : fin[p.deps[d]]);
     }
     if (static_cast<int32_t>(i) == p.receive) MaxInto(ready, Unit(kRemoteIn));
-    const double d = dur.Of(t);
+    const double d = dur.Of(p, t);
     for (double& x : ready) x += d;
     fin[i] = ready;
     free[st] = ready;
@@ -228,7 +230,7 @@ class Walker {
           from_[i] = From::kNone;  // waited for the other stage: its bubble
         }
       }
-      const double d = dur_.Of(t);
+      const double d = dur_.Of(p_, t);
       start_[i] = ready;
       fin_[i] = ready + d;
       prev[st] = static_cast<int32_t>(i);
@@ -438,9 +440,9 @@ class Evaluator {
       const double start = std::max(c.free[st], c.last_compute);
       if (breakdown_ && st == kCompute) {
         c.breakdown[static_cast<int>(Category::kBubble)] += start - c.free[kCompute];
-        c.breakdown[static_cast<int>(t->category)] += dur.Of(*t);
+        c.breakdown[static_cast<int>(t->category)] += dur.Of(plan_.stages[s].tail, *t);
       }
-      c.free[st] = start + dur.Of(*t);
+      c.free[st] = start + dur.Of(plan_.stages[s].tail, *t);
       c.last_category[st] = t->category;
       c.last_start[st] = start;
       c.step = std::max(c.step, c.free[st]);
@@ -522,7 +524,7 @@ Offsets Isolated(const PassPlan& p, Durations& dur) {
       if (p.deps[d] != kEntryDep) ready = std::max(ready, fin[p.deps[d]]);
     }
     if (static_cast<int32_t>(i) == p.receive) ready = std::max(ready, 0.0);
-    fin[i] = free[st] = ready + dur.Of(t);
+    fin[i] = free[st] = ready + dur.Of(p, t);
     if (t.kind == TaskKind::kCompute) compute = fin[i];
   }
   Offsets o;
@@ -547,7 +549,7 @@ double IsolatedEnd(const PassPlan& p, Durations& dur) {
     for (int32_t d = t.dep_begin; d < t.dep_end; ++d) {
       if (p.deps[d] != kEntryDep) ready = std::max(ready, fin[p.deps[d]]);
     }
-    fin[i] = free[st] = ready + dur.Of(t);
+    fin[i] = free[st] = ready + dur.Of(p, t);
     end = std::max(end, fin[i]);
   }
   return end;

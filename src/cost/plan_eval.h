@@ -51,7 +51,8 @@ struct PlanBound {
 };
 PlanBound BoundPlan(const IterationPlan& plan, const CollectiveModel& comm, const Layout& l);
 
-// A task's isolated duration on the representative rank of `stage` (tp = cp = dp = 0).
+// A task's isolated duration on the representative rank of `stage` (tp = cp = dp = 0); a send
+// needs its peer_stage.
 double TaskDuration(const TaskSpec& t, int32_t stage, const CollectiveModel& comm, const Layout& l);
 
 }  // namespace shardsim

@@ -18,6 +18,7 @@ std::string ScheduleName(Schedule s) {
     case Schedule::k1F1B: return "1f1b";
     case Schedule::kInterleaved: return "interleaved";
     case Schedule::kZeroBubble: return "zero-bubble";
+    case Schedule::kZeroBubbleV: return "zb-v";
   }
   return "?";
 }
@@ -130,7 +131,7 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "selective", "full"}));
     l.recompute = static_cast<Recompute>(i);
   } else if (key == "schedule") {
-    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"gpipe", "1f1b", "interleaved", "zero-bubble"}));
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"gpipe", "1f1b", "interleaved", "zero-bubble", "zb-v"}));
     l.schedule = static_cast<Schedule>(i);
     l.schedule_given = true;
   } else if (key == "dtype") {

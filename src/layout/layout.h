@@ -12,7 +12,7 @@
 
 namespace shardsim {
 
-enum class Schedule { kGpipe, k1F1B, kInterleaved, kZeroBubble };
+enum class Schedule { kGpipe, k1F1B, kInterleaved, kZeroBubble, kZeroBubbleV };
 enum class Recompute { kNone, kSelective, kFull };
 enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
 // Attention implementation: fused flash-style (no s x s tensor in memory, causal half

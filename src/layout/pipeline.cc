@@ -10,10 +10,18 @@ namespace shardsim {
 int32_t ChunksPerStage(const Layout& l) { return static_cast<int32_t>(l.vpp); }
 int32_t PositionCount(const Layout& l) { return static_cast<int32_t>(l.pp * l.vpp); }
 int32_t PositionOf(const Layout& l, int32_t stage, int32_t chunk) {
-  return chunk * static_cast<int32_t>(l.pp) + stage;
+  const int32_t p = static_cast<int32_t>(l.pp);
+  if (l.schedule == Schedule::kZeroBubbleV) return chunk == 0 ? stage : 2 * p - 1 - stage;
+  return chunk * p + stage;
 }
 int32_t StageOfPosition(const Layout& l, int32_t position) {
-  return position % static_cast<int32_t>(l.pp);
+  const int32_t p = static_cast<int32_t>(l.pp);
+  if (l.schedule == Schedule::kZeroBubbleV) return position < p ? position : 2 * p - 1 - position;
+  return position % p;
+}
+
+bool SplitsWeightGradients(const Layout& l) {
+  return l.schedule == Schedule::kZeroBubble || l.schedule == Schedule::kZeroBubbleV;
 }
 
 ModelChunk ChunkOf(const ModelSpec& m, const Layout& l, int32_t stage, int32_t chunk) {
@@ -70,6 +78,8 @@ std::vector<PipelineStep> ScheduleOrder(const Layout& l, int32_t stage) {
       for (int32_t k = total - warm; k < total; ++k) out.push_back(unit(k, false));
       break;
     }
+    case Schedule::kZeroBubbleV:
+      return ZeroBubbleVOrders(l)[stage];
     case Schedule::kZeroBubble: {
       // 1F1B with the backward split into B (input gradient, sent upstream at once) and W
       // (weight gradient, run right after B), the split of Qi et al. 2023. Their ZB-H1

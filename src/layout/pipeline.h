@@ -33,10 +33,15 @@ struct ModelChunk {
 // Model chunks per stage (vpp) and along the whole pipeline (pp x vpp).
 int32_t ChunksPerStage(const Layout& l);
 int32_t PositionCount(const Layout& l);
-// Megatron-LM's interleaving: chunk c of stage s is position c * pp + s, so position q runs on
-// stage q % pp.
+// Where chunk c of stage s sits. Megatron-LM's interleaving: position c * pp + s, so position q
+// runs on stage q % pp. ZB-V's V (Qi et al. 2024, arXiv:2401.10241, Sec. 6): chunk 0 down the
+// stages, chunk 1 back up: positions s and 2 pp - 1 - s, so the first stage holds both ends.
 int32_t PositionOf(const Layout& l, int32_t stage, int32_t chunk);
 int32_t StageOfPosition(const Layout& l, int32_t position);
+
+// Whether the schedule splits each backward into B (input gradients, sent on at once) and W
+// (weight gradients, run later): zero-bubble and ZB-V.
+bool SplitsWeightGradients(const Layout& l);
 // Chunk `chunk` of `stage`: the layers split evenly over the positions (CheckLayout requires
 // pp x vpp to divide the layers).
 ModelChunk ChunkOf(const ModelSpec& m, const Layout& l, int32_t stage, int32_t chunk);
@@ -45,5 +50,8 @@ std::vector<ModelChunk> StageChunks(const ModelSpec& m, const Layout& l, int32_t
 
 // The passes `stage` runs, in order, for one iteration of `l` (resolved and valid).
 std::vector<PipelineStep> ScheduleOrder(const Layout& l, int32_t stage);
+
+// ZB-V's orders, every stage's (schedule_zbv.cc).
+std::vector<std::vector<PipelineStep>> ZeroBubbleVOrders(const Layout& l);
 
 }  // namespace shardsim

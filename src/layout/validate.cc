@@ -75,7 +75,7 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
     err("layers=" + S(m.layers) + " is not divisible by pp x vpp = " + S(l.pp) + "x" + S(l.vpp) +
         " = " + S(l.pp * l.vpp));
   }
-  if (l.vpp > 1 && l.schedule != Schedule::kInterleaved) {
+  if (l.vpp > 1 && l.schedule != Schedule::kInterleaved && l.schedule != Schedule::kZeroBubbleV) {
     err("vpp=" + S(l.vpp) + " needs schedule=interleaved (found " + ScheduleName(l.schedule) + ")");
   }
   if (l.schedule == Schedule::kInterleaved) {
@@ -124,6 +124,10 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
         " (no peak rate for it in " + hw.name + ")");
   }
   if (l.grad_compression > 1 && l.dp == 1) warn("compress has no effect with dp=1");
+  if (l.schedule == Schedule::kZeroBubbleV && (l.vpp != 2 || l.pp < 2)) {
+    err("schedule=zb-v places two chunks per stage in a V: it needs vpp=2 and pp >= 2 (found vpp=" +
+        S(l.vpp) + ", pp=" + S(l.pp) + ")");
+  }
   if (l.schedule == Schedule::kZeroBubble && l.vpp > 1) {
     err("schedule=zero-bubble is modelled for vpp=1 only");
   }

@@ -124,7 +124,7 @@ IterationProgram BuildIteration(const IterationPlan& plan, const Layout& l) {
       const ModelChunk& chunk = sp.chunks[step.chunk];
       const PassPlan& p = plan.PassFor(sp, step, step.mb == last_mb[step.chunk]);
       const int32_t base = stamper.Stamp(p, step.mb, step.chunk, chunk.first_layer);
-      if (p.send >= 0) it.stages[s].tasks[base + p.send].peer_stage = SendPeer(l, s, p.tasks[p.send]);
+      if (p.send >= 0) it.stages[s].tasks[base + p.send].peer_stage = SendPeer(l, s, p);
       const int pass = static_cast<int>(step.pass);
       if (p.send >= 0) {
         const int to = step.pass == Pass::kForward ? chunk.position + 1 : chunk.position - 1;
