@@ -166,5 +166,28 @@ void BM_SimulateGpt3Full(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateGpt3Full)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 
+// Llama 3 405B, tp 8, pp 2, dp = GPUs / 16, 2 sequences per GPU (dgx-h100 with GPUs / 8
+// nodes), cold: the cluster graph built and every route found, as one command pays. Arg = GPUs:
+// how a symmetric simulation grows from 1,024 to 131,072 GPUs.
+void BM_SimulateLlama405bSymmetricScale(benchmark::State& state) {
+  const int64_t gpus = state.range(0);
+  const ModelSpec m = *LoadModel("llama3-405b");
+  HardwareSpec hw = *LoadHardware("dgx-h100");
+  hw.nodes = gpus / hw.node.gpus;
+  const Layout l = *ResolveLayoutFor(*ParseLayout("tp=8,pp=2,mbs=1,gbs=" + std::to_string(2 * gpus) +
+                                                  ",sp=on,zero=1,recompute=selective"),
+                                     gpus, hw);
+  SimOptions so;
+  so.critical_path = false;
+  for (auto _ : state) {
+    const Cluster cluster(hw);
+    StatusOr<SimResult> r = Simulate(m, cluster, l, so);
+    CHECK(r.ok()) << r.status().message();
+    benchmark::DoNotOptimize(r->iteration_time_s);
+  }
+}
+BENCHMARK(BM_SimulateLlama405bSymmetricScale)->Arg(1024)->Arg(16384)->Arg(131072)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
 }  // namespace
 }  // namespace shardsim

@@ -331,12 +331,19 @@ CollectivePlan CollectiveModel::Plan(Collective c, const std::vector<int64_t>& g
 
 const CollectiveModel::Lines& CollectiveModel::Coefficients(Collective c, const std::vector<int64_t>& gpus) const {
   // Groups from the placement are arithmetic progressions (first, stride, count): key those
-  // compactly; any other group by its members.
+  // compactly; any other group by its members relative to the first. A group moved by a
+  // multiple of the cluster's translation period costs the same, so the first GPU counts only
+  // modulo it: every pipeline stage's DP group, say, is priced once.
   bool progression = gpus.size() >= 2;
   const int64_t stride = gpus.size() >= 2 ? gpus[1] - gpus[0] : 0;
   for (size_t i = 2; progression && i < gpus.size(); ++i) progression = gpus[i] - gpus[i - 1] == stride;
-  const GroupKey key{static_cast<int>(c), gpus.empty() ? -1 : gpus.front(), stride,
-                     static_cast<int64_t>(gpus.size()), progression ? std::vector<int64_t>{} : gpus};
+  const int64_t first = gpus.empty() ? -1 : gpus.front();
+  std::vector<int64_t> relative;
+  if (!progression) {
+    for (int64_t g : gpus) relative.push_back(g - first);
+  }
+  const GroupKey key{static_cast<int>(c), first < 0 ? -1 : first % cluster_.TranslationPeriod(), stride,
+                     static_cast<int64_t>(gpus.size()), relative};
   {
     std::shared_lock<std::shared_mutex> lock(cache_mu_);
     auto it = cache_.find(key);

@@ -50,7 +50,11 @@ Cluster::Cluster(const HardwareSpec& hw) : hw_(hw) {
       for (ClusterVertexId leaf : leaves) AddLink(leaf, spine, up_bw, net->switch_latency_s / 2);
     }
   }
-  switches_ = static_cast<int64_t>(boost::num_vertices(graph_));
+  if (!leaves.empty()) {
+    leaves_per_group_ = static_cast<int64_t>(leaves.size()) / groups;
+    nodes_per_group_ = net->nodes_per_switch;
+    if (leaves.size() > 1) spine_ = static_cast<int64_t>(spine);
+  }
   for (int64_t n = 0; n < hw.nodes; ++n) {
     node_begin_.push_back(boost::num_vertices(graph_));
     const ClusterVertexId host_v = AddVertex(VertexKind::kHost, n, n, "node" + std::to_string(n) + "/host");
@@ -106,30 +110,45 @@ constexpr double kRouteReferenceBytes = 1 << 20;
 }  // namespace
 
 Route Cluster::Search(ClusterVertexId src, ClusterVertexId dst, int64_t a, int64_t b) const {
-  // Local numbering, in the global order (so the heap breaks ties as over the whole graph):
-  // the switches, then the lower node's block, then the other's (if another node).
-  if (b >= 0 && b < a) std::swap(a, b);
-  const int64_t sw = switches_;
-  const int64_t a_begin = a >= 0 ? static_cast<int64_t>(node_begin_[a]) : 0;
-  const int64_t a_size = a >= 0 ? static_cast<int64_t>(node_begin_[a + 1]) - a_begin : 0;
-  const bool two = b >= 0 && b != a;
-  const int64_t b_begin = two ? static_cast<int64_t>(node_begin_[b]) : 0;
-  const int64_t b_size = two ? static_cast<int64_t>(node_begin_[b + 1]) - b_begin : 0;
+  // The vertices a route between nodes a and b can cross: their groups' leaf switches, the
+  // spine, their own blocks. Numbered locally in the global order (so the heap breaks ties as
+  // over the whole graph), block after block.
+  struct Block {
+    int64_t begin, size;
+  };
+  std::vector<Block> blocks;
+  auto group_leaves = [&](int64_t node) {
+    const int64_t g = node / nodes_per_group_;
+    return Block{g * leaves_per_group_, leaves_per_group_};
+  };
+  if (leaves_per_group_ > 0 && a >= 0) {
+    blocks.push_back(group_leaves(a));
+    if (b >= 0 && b / nodes_per_group_ != a / nodes_per_group_) blocks.push_back(group_leaves(b));
+  }
+  if (spine_ >= 0) blocks.push_back({spine_, 1});
+  for (int64_t node : {a, b == a ? int64_t{-1} : b}) {
+    if (node < 0) continue;
+    const int64_t begin = static_cast<int64_t>(node_begin_[node]);
+    blocks.push_back({begin, static_cast<int64_t>(node_begin_[node + 1]) - begin});
+  }
+  std::sort(blocks.begin(), blocks.end(), [](const Block& x, const Block& y) { return x.begin < y.begin; });
+  std::vector<int64_t> offset(blocks.size() + 1, 0);
+  for (size_t i = 0; i < blocks.size(); ++i) offset[i + 1] = offset[i] + blocks[i].size;
   auto local = [&](ClusterVertexId v) -> int64_t {
     const int64_t g = static_cast<int64_t>(v);
-    if (g < sw) return g;
-    if (g >= a_begin && g < a_begin + a_size) return sw + g - a_begin;
-    if (two && g >= b_begin && g < b_begin + b_size) return sw + a_size + g - b_begin;
-    return -1;  // another node: never on the route
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (g >= blocks[i].begin && g < blocks[i].begin + blocks[i].size) return offset[i] + g - blocks[i].begin;
+    }
+    return -1;  // another node or another group's leaf: never on the route
   };
   auto global = [&](int64_t i) -> ClusterVertexId {
-    if (i < sw) return static_cast<ClusterVertexId>(i);
-    if (i < sw + a_size) return static_cast<ClusterVertexId>(a_begin + i - sw);
-    return static_cast<ClusterVertexId>(b_begin + i - sw - a_size);
+    size_t k = 0;
+    while (offset[k + 1] <= i) ++k;
+    return static_cast<ClusterVertexId>(blocks[k].begin + i - offset[k]);
   };
   // Dijkstra where only switches and NICs relay: GPUs and hosts other than the source are
   // reached (relaxed) but never expanded, so they are end points only.
-  const int64_t n = sw + a_size + b_size;
+  const int64_t n = offset.back();
   std::vector<int64_t> pred(n, -1);
   std::vector<double> dist(n, std::numeric_limits<double>::infinity());
   using Item = std::pair<double, int64_t>;

@@ -57,15 +57,23 @@ class Cluster {
   ClusterVertexId HostVertex(int64_t node) const { return host_vertex_.at(node); }
 
   // Fastest route for a 1 MiB message (latency + size / bandwidth per link) from one GPU to
-  // another; only switches and NICs relay traffic, so a route never enters a third node and
-  // each search visits only the two nodes' vertices and the network switches: its cost does
-  // not grow with the cluster's node count (beyond its switches).
+  // another; only switches and NICs relay traffic, so a route never enters a third node nor a
+  // third group's leaf switches, and each search visits only the two nodes' vertices, their
+  // groups' leaves and the spine: its cost does not grow with the cluster's size.
   // Thread-safe; results are cached.
   const Route& RouteBetween(int64_t src_gpu, int64_t dst_gpu) const;
   // Route from a GPU to its node's host memory (offload traffic). Thread-safe; cached.
   Route RouteToHost(int64_t gpu) const;
 
   std::string Describe() const;  // vertex and link counts by kind
+
+  // GPUs after which the graph repeats: the GPUs of one leaf group of nodes (every node is
+  // built alike, every group's leaves alike under one spine), or of the whole cluster without a
+  // network. Two groups of GPUs that differ by a multiple of it cross links alike: their
+  // collectives cost the same.
+  int64_t TranslationPeriod() const {
+    return hw_.node.gpus * (leaves_per_group_ > 0 ? nodes_per_group_ : hw_.nodes);
+  }
 
  private:
   ClusterVertexId AddVertex(VertexKind kind, int64_t node, int64_t index, std::string name);
@@ -78,9 +86,10 @@ class Cluster {
   ClusterGraph graph_;
   std::vector<ClusterVertexId> gpu_vertex_;
   std::vector<ClusterVertexId> host_vertex_;
-  // Vertices [0, switches_) are the network's leaf and spine switches; node n's are the
-  // contiguous block [node_begin_[n], node_begin_[n + 1]).
-  int64_t switches_ = 0;
+  // The network's leaf switches come first, leaves_per_group_ for each group of
+  // nodes_per_group_ nodes, then the spine (spine_, or -1 without one); node n's vertices are
+  // the contiguous block [node_begin_[n], node_begin_[n + 1]).
+  int64_t leaves_per_group_ = 0, nodes_per_group_ = 1, spine_ = -1;
   std::vector<ClusterVertexId> node_begin_;
   mutable std::shared_mutex cache_mu_;  // readers share; a miss takes it alone
   mutable std::map<std::pair<int64_t, int64_t>, Route> cache_;
