@@ -123,6 +123,7 @@ struct StageContext {
   Block embedding, head;
   StateBytes state{};
   double tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, ep_bytes = 0;
+  double ce_bytes = 0;  // the vocab-parallel cross-entropy's statistics, all TP ranks'
   // The embedding and head units on this rank (as ParamsOnStage): the embeddings (vocabulary
   // split over TP, positions whole); the final norm + LM head, whose table is the embedding's
   // when tied on one stage (gathered with it under ZeRO-3, its gradient the embedding's).
@@ -439,6 +440,9 @@ void PassBuilder::Forward(const ModelChunk& chunk) {
     std::vector<int32_t> deps = TakeJoins(-1);
     if (Zero3()) deps.push_back(GatherUnit(c_.embedding_params, Pass::kForward, -1, kEntryDep));
     t = Compute("embedding forward", c_.embedding.fwd, 0, Category::kCompute, Pass::kForward, -1, deps);
+    // Vocab-parallel embedding: each TP rank looks up its rows of the table, the partial
+    // outputs summed (Megatron-LM's VocabParallelEmbedding: all-reduce, SP: reduce-scatter).
+    t = TpAfter(t, Pass::kForward, -1);
   } else {
     t = ReceiveMarker(Pass::kForward);
   }
@@ -448,10 +452,19 @@ void PassBuilder::Forward(const ModelChunk& chunk) {
     out_->tasks[LastCompute()].memory_delta += c.plan->saved_bytes;
   }
   if (chunk.has_head) {
+    // SP: the final norm's rows gathered for the vocab-parallel head.
+    t = TpBefore(t, Pass::kForward, -1);
     std::vector<int32_t> deps = TakePassJoins(t);
     if (Zero3()) deps.push_back(GatherUnit(c_.head_gathered_params, Pass::kForward, -1, t));
-    Compute("lm head + loss forward", c_.head.fwd, c_.head.flops, Category::kCompute, Pass::kForward,
-            -1, deps);
+    t = Compute("lm head + loss forward", c_.head.fwd, c_.head.flops, Category::kCompute, Pass::kForward,
+                -1, deps);
+    if (l_.tp > 1) {
+      // Vocab-parallel cross-entropy: each rank's per-row maximum, sum of exponentials and
+      // target logit (3 floats) all-gathered over TP (the runtime's; Megatron-LM's
+      // vocab_parallel_cross_entropy all-reduces the three instead).
+      joins_.push_back(Coll("tp all-gather", Collective::kAllGather, GroupKind::kTp, c_.ce_bytes,
+                            Stream::kTp, Category::kTp, Pass::kForward, -1, {t}));
+    }
   } else {
     Send(Pass::kForward, t);
   }
@@ -466,11 +479,15 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
   int32_t t = -1;
   if (chunk.has_head) {
     std::vector<int32_t> deps = TakeJoins(-1);
+    // SP: the final norm's rows gathered again for the head's weight gradient.
+    if (l_.tp > 1 && l_.sp) deps.push_back(Tp(TpGather(deps, Pass::kBackward, -1), -1));
     if (Zero3()) deps.push_back(GatherUnit(c_.head_gathered_params, Pass::kBackward, -1, kEntryDep));
     t = Compute("lm head + loss backward", c_.head.bwd, 2 * c_.head.flops, Category::kCompute,
                 Pass::kBackward, -1, deps);
     UnitDone(units[unit], ends[unit], t, -1, last_mb);
     ++unit;
+    // The head's input gradient summed over TP (SP: reduce-scattered to this rank's rows).
+    t = TpAfter(t, Pass::kBackward, -1);
   } else {
     t = ReceiveMarker(Pass::kBackward);
   }
@@ -559,6 +576,9 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     }
   }
   if (chunk.has_embedding) {
+    // SP: the embedding output's gradient gathered to every row (the backward of its forward
+    // reduce-scatter) for the table's gradient.
+    t = TpBefore(t, Pass::kBackward, -1);
     std::vector<int32_t> deps = TakePassJoins(t);
     if (Zero3()) deps.push_back(GatherUnit(c_.embedding_params, Pass::kBackward, -1, t));
     t = Compute("embedding backward", c_.embedding.bwd, 0, Category::kCompute, Pass::kBackward, -1, deps);
@@ -749,6 +769,7 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   const double tokens = static_cast<double>(TokensPerRank(m, l));
   c.tp_bytes = tokens * static_cast<double>(m.hidden) * e;
   c.pp_bytes = c.tp_bytes / (l.sp ? static_cast<double>(l.tp) : 1.0);
+  c.ce_bytes = static_cast<double>(l.tp) * 3.0 * tokens * 4.0;
   c.cp_bytes = static_cast<double>(l.cp) * tokens * 2.0 *
                std::max<double>(m.kv_dim(), static_cast<double>(l.tp * m.head_dim)) /
                static_cast<double>(l.tp) * e;
