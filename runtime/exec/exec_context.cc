@@ -35,6 +35,26 @@ Status ExecContext::FinishGather(int64_t handle) {
   return Comm(Phase::kTpComm, 0, [&] { return comm().Wait(handle); });
 }
 
+Status ExecContext::AllReduceCoalescedOverTp(const std::vector<std::pair<float*, int64_t>>& pieces) {
+  int64_t n = 0;
+  for (const auto& [p, size] : pieces) n += size;
+  if (tp_ == 1 || n == 0) return Status::Ok();
+  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer flat, Alloc(MemoryKind::kOther, n, "coalesced tp gradients"));
+  int64_t at = 0;
+  for (const auto& [p, size] : pieces) {
+    mem().Copy(flat.f() + at, p, size * static_cast<int64_t>(sizeof(float)));
+    at += size;
+  }
+  SHARDSIM_RETURN_IF_ERROR(Comm(Phase::kTpComm, static_cast<double>(n) * sizeof(float),
+                                [&] { return comm().AllReduceSum(Group::kTp, flat.f(), n); }));
+  at = 0;
+  for (const auto& [p, size] : pieces) {
+    mem().Copy(p, flat.f() + at, size * static_cast<int64_t>(sizeof(float)));
+    at += size;
+  }
+  return Status::Ok();
+}
+
 template <typename T>
 StatusOr<T*> ExecContext::PartialTarget(T* out, DeviceBuffer& tmp, int64_t n_local, int64_t c) {
   if (!sp_ || tp_ == 1) return out;

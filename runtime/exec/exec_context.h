@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -81,6 +82,12 @@ class ExecContext {
   template <typename T>
   Status StartReduce(T* partial, T* out, int64_t n_local, int64_t c, int64_t* handle);
   Status FinishReduce(int64_t handle) { return FinishGather(handle); }  // the same wait
+
+  // fp32 gradient pieces (pointer, elements) summed over the TP group in one all-reduce of
+  // their concatenation (packed into a transient buffer and unpacked): SP's replicated
+  // tensors, coalesced as Megatron-LM's _allreduce_layernorm_grads does. Nothing when there
+  // are no pieces or tp = 1.
+  Status AllReduceCoalescedOverTp(const std::vector<std::pair<float*, int64_t>>& pieces);
 
   // --- Timeline. Compute runs in the current phase (forward, backward or recompute) between
   // the calls below; Comm pauses it for the duration of `fn`.

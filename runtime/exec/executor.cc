@@ -461,23 +461,28 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
 template <typename T>
 Status TypedExecutor<T>::ReduceGradients() {
   if (zero_->shards_grads()) return Status::Ok();  // ZeRO-2/3: reduced bucket by bucket
-  // ZeRO-1: each bucket's TP and DP sums, the latter issued already under overlap_dp.
-  if (zero_->bucketed()) return zero_->FinishReductions();
   Collectives& comm = backend_->comm();
-  // overlap_dp: the DP sums were issued during the backward pass; they finish first (the SP
-  // sums below touch the same buffer).
-  SHARDSIM_RETURN_IF_ERROR(overlap_->WaitAll());
-  // SP: replicated tensors saw only this rank's rows; sum them over the TP group.
-  const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!shard_.PartialOverTp(i)) continue;
-    float* g = grads_.f() + tensors[i].offset;
-    SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kTpComm, static_cast<double>(tensors[i].size()) * sizeof(float),
-                                       [&] { return comm.AllReduceSum(Group::kTp, g, tensors[i].size()); }));
+  if (zero_->bucketed()) {
+    // ZeRO-1: each bucket's DP reduce-scatter, issued already under overlap_dp.
+    SHARDSIM_RETURN_IF_ERROR(zero_->FinishReductions());
+  } else {
+    // overlap_dp: the DP sums were issued during the backward pass; they finish first.
+    SHARDSIM_RETURN_IF_ERROR(overlap_->WaitAll());
+    if (layout_.dp > 1 && !overlap_->active()) {
+      SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(total_) * sizeof(float),
+                                         [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), total_); }));
+    }
   }
-  if (layout_.dp == 1 || overlap_->active()) return Status::Ok();
-  return ctx_.Comm(Phase::kDpComm, static_cast<double>(total_) * sizeof(float),
-                   [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), total_); });
+  // SP: replicated tensors saw only this rank's rows; summed over the TP group after the DP
+  // reduction, in one coalesced all-reduce (Megatron-LM's finalize_model_grads: the grad sync,
+  // then _allreduce_layernorm_grads). Under ZeRO-1 only this rank's chunks are the DP sums, and
+  // TP ranks own the same chunks, so those come out right.
+  const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
+  std::vector<std::pair<float*, int64_t>> pieces;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (shard_.PartialOverTp(i)) pieces.emplace_back(grads_.f() + tensors[i].offset, tensors[i].size());
+  }
+  return ctx_.AllReduceCoalescedOverTp(pieces);
 }
 
 template <typename T>

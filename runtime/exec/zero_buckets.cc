@@ -232,23 +232,22 @@ Status ZeroBuckets<T>::WaitReductions() {
 
 template <typename T>
 Status ZeroBuckets<T>::SumPartialOverTp(const Bucket& k, float* bucket_grads) {
-  // SP: replicated tensors saw only this rank's rows; sum them over the TP group first.
+  // SP: replicated tensors saw only this rank's rows; the bucket's summed over the TP group
+  // first, in one coalesced all-reduce.
   const std::vector<ParamTensor>& tensors = shard_->layout().tensors();
+  std::vector<std::pair<float*, int64_t>> pieces;
   for (const size_t i : k.tensors) {
-    if (!shard_->PartialOverTp(i)) continue;
-    float* g = bucket_grads + (tensors[i].offset - k.begin);
-    SHARDSIM_RETURN_IF_ERROR(
-        ctx_->Comm(Phase::kTpComm, static_cast<double>(tensors[i].size() * kFloat),
-                   [&] { return ctx_->comm().AllReduceSum(Group::kTp, g, tensors[i].size()); }));
+    if (shard_->PartialOverTp(i)) pieces.emplace_back(bucket_grads + (tensors[i].offset - k.begin), tensors[i].size());
   }
-  return Status::Ok();
+  return ctx_->AllReduceCoalescedOverTp(pieces);
 }
 
 template <typename T>
 Status ZeroBuckets<T>::IssueReduction(int b, bool blocking) {
   Bucket& k = buckets_[b];
   if (k.pending >= 0 || !k.reduced.empty()) return Status::Ok();  // issued already
-  SHARDSIM_RETURN_IF_ERROR(SumPartialOverTp(k, grads_ + k.begin));
+  // ZeRO-1: SP's TP sums come after the DP reductions, coalesced (TypedExecutor's
+  // ReduceGradients), as Megatron-LM's finalize_model_grads orders them.
   SHARDSIM_ASSIGN_OR_RETURN(k.reduced, ctx_->Alloc(MemoryKind::kOther, k.chunk, "reduced chunk"));
   // The bucket's dp x chunk floats from its first: past its end lie up to dp - 1 of the next
   // bucket's floats (or the buffer's slack), only read, whose sums land in the padding of the

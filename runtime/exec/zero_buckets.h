@@ -96,10 +96,11 @@ class ZeroBuckets {
   // ZeRO-2/3: bucket b's transient gradients, zeroed (kept if already open).
   Status OpenGrads(int b);
   // Bucket b's backward is done (for this micro-batch). ZeRO-2/3: sums its gradients over TP
-  // (tensors SP leaves partial) and DP, adds this rank's part into the gradient shard, and
+  // (tensors SP leaves partial, in one coalesced all-reduce) and DP, adds this rank's part into the gradient shard, and
   // frees the bucket; with overlap the DP reduce-scatter is issued non-blocking and the bucket
   // issued before it is completed instead. ZeRO-1 with overlap, on the last micro-batch: the
-  // TP sum, then the DP reduce-scatter issued non-blocking. Otherwise nothing.
+  // DP reduce-scatter issued non-blocking (SP's TP sums follow the DP ones, in the executor's
+  // ReduceGradients). Otherwise nothing.
   Status ReduceGrads(int b, bool last_microbatch);
   // ZeRO-2/3 with overlap: completes the bucket still in flight (if any), as at the end of a
   // micro-batch's backward pass on this stage, so none outlives it. Otherwise nothing.

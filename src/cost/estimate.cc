@@ -8,6 +8,7 @@
 #include "src/cost/layer_plan.h"
 #include "src/cost/op_time.h"
 #include "src/cost/plan_eval.h"
+#include "src/cost/stage_calls.h"
 #include "src/layout/placement.h"
 
 namespace shardsim {
@@ -62,40 +63,22 @@ std::vector<OpTiming> StageOps(const ModelSpec& m, const GpuSpec& gpu, const Lay
   return out;
 }
 
-// Every collective and send `stage` issues in one iteration, by (name, kind, group, size).
+// Every collective and send `stage` issues in one iteration (stage_calls.h), priced.
 std::vector<CollectiveTiming> StageCollectives(const CollectiveModel& comm, const Layout& l,
                                                const IterationPlan& plan, const StagePlan& stage) {
-  using Key = std::tuple<std::string, int, int, int, double, int32_t>;
-  std::map<Key, int64_t> counts;
-  std::vector<Key> order;
   const int64_t rank = RankOf(l, RankCoord{0, 0, 0, stage.stage});
-  auto count = [&](const PassPlan& p, const TaskSpec& t) {
-    if (t.kind != TaskKind::kCollective && t.kind != TaskKind::kSend) return;
-    const Key k{p.names[t.name], static_cast<int>(t.kind), static_cast<int>(t.collective),
-                static_cast<int>(t.group), t.bytes,
-                t.kind == TaskKind::kSend ? SendPeer(l, stage.stage, p) : -1};
-    if (counts[k]++ == 0) order.push_back(k);
-  };
-  const std::vector<int32_t> last_mb = LastGradientMicrobatch(l, stage.order);
-  for (const PipelineStep& s : stage.order) {
-    const PassPlan& p = plan.PassFor(stage, s, s.mb == last_mb[s.chunk]);
-    for (const TaskSpec& t : p.tasks) count(p, t);
-    for (const auto& [t, producer] : p.deferred) count(p, t);
-  }
-  for (const TaskSpec& t : stage.tail.tasks) count(stage.tail, t);
   std::vector<CollectiveTiming> out;
-  for (const Key& k : order) {
-    const auto& [name, kind, collective, group, bytes, peer] = k;
+  for (const StageCall& call : StageCalls(l, plan, stage)) {
     CollectiveTiming c;
-    c.purpose = name;
-    c.count = counts[k];
-    if (kind == static_cast<int>(TaskKind::kSend)) {
+    c.purpose = call.name;
+    c.count = call.count;
+    if (call.kind == TaskKind::kSend) {
       c.group = "pp";
-      c.cost = comm.Estimate(Collective::kSendRecv, {rank, RankOf(l, RankCoord{0, 0, 0, peer})}, bytes);
+      c.cost = comm.Estimate(Collective::kSendRecv,
+                             {rank, RankOf(l, RankCoord{0, 0, 0, call.peer_stage})}, call.bytes);
     } else {
-      c.group = GroupKindName(static_cast<GroupKind>(group));
-      c.cost = comm.Estimate(static_cast<Collective>(collective),
-                             GroupMembers(l, rank, static_cast<GroupKind>(group)), bytes);
+      c.group = GroupKindName(call.group);
+      c.cost = comm.Estimate(call.collective, GroupMembers(l, rank, call.group), call.bytes);
     }
     out.push_back(c);
   }

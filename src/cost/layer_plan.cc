@@ -127,7 +127,8 @@ struct StageContext {
   // The embedding and head units on this rank (as ParamsOnStage): the embeddings (vocabulary
   // split over TP, positions whole); the final norm + LM head, whose table is the embedding's
   // when tied on one stage (gathered with it under ZeRO-3, its gradient the embedding's).
-  double embedding_params = 0, head_params = 0, head_gathered_params = 0;
+  double embedding_params = 0, head_params = 0;
+  bool head_shares_table = false;  // tied embeddings on one stage: the head's table is the embedding's
   double embedding_table = 0;  // the table's share on this rank (vocab x hidden / tp)
   const LayerCost& Layer(int64_t index) const { return m.IsMoeLayer(index) ? moe : dense; }
 };
@@ -331,6 +332,9 @@ class PassBuilder {
   // ZeRO-3's gather of a unit for a pass: after the compute `window` back in the pass (the
   // prefetch window), or after `prev` without prefetch.
   int32_t GatherUnit(double params, Pass pass, int32_t layer, int32_t prev);
+  // ZeRO-3: the head's unit gathered for a pass, and with a tied table on this stage the
+  // embedding's unit too; the gathers are appended to `deps`.
+  void GatherHead(Pass pass, int32_t prev, std::vector<int32_t>& deps);
   // The gradient unit `u` is complete once `producer` ends: into the open bucket, which is
   // reduced when full (ZeRO 2/3: every micro-batch; ZeRO 0/1: on the last).
   void UnitDone(const Unit& u, bool closes, int32_t producer, int32_t layer, bool last_mb);
@@ -398,6 +402,14 @@ int32_t PassBuilder::GatherUnit(double params, Pass pass, int32_t layer, int32_t
               params * c_.state.weights, Stream::kDp, Category::kDp, pass, layer, deps);
 }
 
+void PassBuilder::GatherHead(Pass pass, int32_t prev, std::vector<int32_t>& deps) {
+  // The head's unit (final norm, and the head's own table unless tied), and with a tied table
+  // on this stage the embedding's unit too: each unit's parameters are one all-gather (the
+  // runtime's buckets, FSDP's flat parameters), as memory.h holds them.
+  deps.push_back(GatherUnit(c_.head_params, pass, -1, prev));
+  if (c_.head_shares_table) deps.push_back(GatherUnit(c_.embedding_params, pass, -1, prev));
+}
+
 int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t layer, bool recompute,
                                   int32_t gather) {
   const Category cat = recompute ? Category::kRecompute : Category::kCompute;
@@ -455,7 +467,7 @@ void PassBuilder::Forward(const ModelChunk& chunk) {
     // SP: the final norm's rows gathered for the vocab-parallel head.
     t = TpBefore(t, Pass::kForward, -1);
     std::vector<int32_t> deps = TakePassJoins(t);
-    if (Zero3()) deps.push_back(GatherUnit(c_.head_gathered_params, Pass::kForward, -1, t));
+    if (Zero3()) GatherHead(Pass::kForward, t, deps);
     t = Compute("lm head + loss forward", c_.head.fwd, c_.head.flops, Category::kCompute, Pass::kForward,
                 -1, deps);
     if (l_.tp > 1) {
@@ -481,7 +493,7 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     std::vector<int32_t> deps = TakeJoins(-1);
     // SP: the final norm's rows gathered again for the head's weight gradient.
     if (l_.tp > 1 && l_.sp) deps.push_back(Tp(TpGather(deps, Pass::kBackward, -1), -1));
-    if (Zero3()) deps.push_back(GatherUnit(c_.head_gathered_params, Pass::kBackward, -1, kEntryDep));
+    if (Zero3()) GatherHead(Pass::kBackward, kEntryDep, deps);
     t = Compute("lm head + loss backward", c_.head.bwd, 2 * c_.head.flops, Category::kCompute,
                 Pass::kBackward, -1, deps);
     UnitDone(units[unit], ends[unit], t, -1, last_mb);
@@ -579,8 +591,9 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     // SP: the embedding output's gradient gathered to every row (the backward of its forward
     // reduce-scatter) for the table's gradient.
     t = TpBefore(t, Pass::kBackward, -1);
+    // ZeRO-3 gathers no table here: the embedding's backward reads no weights (a scatter-add
+    // of the output gradient into the table's rows), as the runtime runs it (executor.cc).
     std::vector<int32_t> deps = TakePassJoins(t);
-    if (Zero3()) deps.push_back(GatherUnit(c_.embedding_params, Pass::kBackward, -1, t));
     t = Compute("embedding backward", c_.embedding.bwd, 0, Category::kCompute, Pass::kBackward, -1, deps);
     UnitDone(units[unit], ends[unit], t, -1, last_mb);
     ++unit;
@@ -780,7 +793,7 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
                        (m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0);
   const bool shares_table = m.tied_embeddings && l.pp == 1;
   c.head_params = static_cast<double>(m.NormParams()) + (shares_table ? 0 : c.embedding_table);
-  c.head_gathered_params = static_cast<double>(m.NormParams()) + c.embedding_table;
+  c.head_shares_table = shares_table;
   c.embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
   c.head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
   return c;

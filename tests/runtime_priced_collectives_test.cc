@@ -1,0 +1,186 @@
+// The runtime executes the collectives the layer plan prices (issue 13): for every layout the
+// CPU runtime trains (the layouts of the MPI equivalence tests, and 8-rank hybrids), every rank
+// is run alone for two steps through EmulatedCollectives (the same executor code and calls as
+// under mpirun; emulated_collectives.h) wrapped in a RecordingCollectives, and the second
+// step's calls, by kind, group and bytes, must equal with their counts the calls the plan
+// lists for the rank's stage (src/cost/stage_calls.h). Both sides are exact integers of bytes:
+// the expected values come from the plan, the observed ones from the executor; neither is
+// computed from the other.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/emulated_collectives.h"
+#include "runtime/backend/recording_collectives.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/markov_stream.h"
+#include "runtime/exec/executor.h"
+#include "src/cost/layer_plan.h"
+#include "src/cost/stage_calls.h"
+#include "src/layout/placement.h"
+#include "src/layout/validate.h"
+#include "tests/test_models.h"
+
+namespace shardsim {
+namespace {
+
+using runtime::CallKey;
+using runtime::CallKind;
+using runtime::Group;
+
+// The GPT-2 style variant of the runtime's tests (exec_equivalence_main.cc): GELU, LayerNorm,
+// learned positions, biases, tied embeddings.
+ModelSpec GptStyle() {
+  ModelSpec m = testing::TinyModel(32);
+  m.name = "test-gpt";
+  m.layers = 2;
+  m.kv_heads = 4;
+  m.vocab = 256;
+  m.activation = Activation::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kLearned;
+  m.bias = true;
+  m.tied_embeddings = true;
+  return m;
+}
+
+std::string Describe(const std::map<CallKey, int64_t>& calls) {
+  std::ostringstream os;
+  for (const auto& [key, count] : calls) {
+    const auto& [kind, group, bytes] = key;
+    os << "  " << count << " x " << runtime::CallKindName(kind) << " " << runtime::GroupName(group)
+       << " " << bytes << " B\n";
+  }
+  return os.str();
+}
+
+// The plan's calls for `stage`, keyed as the recorder keys the runtime's.
+std::map<CallKey, int64_t> Priced(const Layout& l, const IterationPlan& plan, int32_t stage) {
+  std::map<CallKey, int64_t> out;
+  for (const StageCall& c : StageCalls(l, plan, plan.stages[stage])) {
+    CallKind kind = CallKind::kSend;
+    Group group = Group::kPp;
+    if (c.kind == TaskKind::kCollective) {
+      switch (c.collective) {
+        case Collective::kAllReduce: kind = CallKind::kAllReduce; break;
+        case Collective::kReduceScatter: kind = CallKind::kReduceScatter; break;
+        case Collective::kAllGather: kind = CallKind::kAllGather; break;
+        default: ADD_FAILURE() << "the runtime has no " << CollectiveName(c.collective);
+      }
+      switch (c.group) {
+        case GroupKind::kTp: group = Group::kTp; break;
+        case GroupKind::kDp: group = Group::kDp; break;
+        case GroupKind::kCp: group = Group::kCp; break;
+        default: ADD_FAILURE() << "the runtime has no group " << GroupKindName(c.group);
+      }
+    }
+    out[CallKey{kind, group, std::llround(c.bytes)}] += c.count;
+  }
+  return out;
+}
+
+void ExpectSameCalls(const ModelSpec& m, const std::string& spec) {
+  SCOPED_TRACE(m.name + " " + spec);
+  StatusOr<HardwareSpec> loaded = LoadHardware("cpu-host");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  HardwareSpec hw_spec = *loaded;
+  HardwareSpec* hw = &hw_spec;
+  // cpu-host has no bf16 rate; mixed-precision layouts are given one (only the calls matter).
+  hw->gpu.peak_flops[DType::kBf16] = hw->gpu.peak_flops.at(DType::kFp32);
+  const bool bf16 = spec.find("dtype=bf16") != std::string::npos;
+  StatusOr<Layout> parsed = ParseLayout(spec + ",gbs=8" + (bf16 ? "" : ",dtype=fp32") +
+                                        (spec.find("attention=") == std::string::npos ? ",attention=unfused" : ""));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const int64_t world = parsed->tp * parsed->pp * std::max<int64_t>(parsed->dp, 1);
+  hw->node.gpus = world;
+  StatusOr<Layout> l = ResolveLayoutFor(*parsed, world, *hw);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  const LayoutCheck check = CheckLayout(*l, m, *hw, world);
+  ASSERT_TRUE(check.ok()) << check.ToStatus().message();
+  const IterationPlan plan = BuildIterationPlan(m, *hw, *l);
+  const runtime::MarkovStream data({.vocab = m.vocab, .seed = 7});
+  for (int64_t r = 0; r < world; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    runtime::RecordingCollectives* rec = nullptr;
+    runtime::CpuBackend backend([&](runtime::Memory& mem) {
+      auto made = std::make_unique<runtime::RecordingCollectives>(
+          std::make_unique<runtime::EmulatedCollectives>(*l, r, &mem));
+      rec = made.get();
+      return made;
+    });
+    StatusOr<std::unique_ptr<runtime::Executor>> exec =
+        runtime::Executor::Create(m, *l, &backend, runtime::AdamWConfig{}, 1234, nullptr);
+    ASSERT_TRUE(exec.ok()) << exec.status().message();
+    ASSERT_TRUE((*exec)->Step(data, 0).ok());
+    rec->Clear();  // the second step: what every step issues
+    ASSERT_TRUE((*exec)->Step(data, 1).ok());
+    const std::map<CallKey, int64_t> priced = Priced(*l, plan, static_cast<int32_t>(CoordOf(*l, r).pp));
+    if (world > 1) {
+      EXPECT_FALSE(priced.empty());  // a layout over several ranks communicates
+    }
+    EXPECT_TRUE(rec->calls() == priced) << "executed:\n" << Describe(rec->calls()) << "priced:\n"
+                                    << Describe(priced);
+  }
+}
+
+TEST(RuntimePricedCollectivesTest, OneRank) {
+  for (const char* spec : {"mbs=2", "mbs=2,recompute=full", "mbs=2,attention=flash", "mbs=2,dtype=bf16"}) {
+    ExpectSameCalls(testing::TinyModel(32), spec);
+  }
+}
+
+TEST(RuntimePricedCollectivesTest, DataParallelAndZero) {
+  for (const char* spec : {"dp=2,mbs=2", "dp=2,mbs=2,overlap_dp=off", "dp=2,mbs=2,zero=1",
+                           "dp=2,mbs=2,zero=1,overlap_dp=off", "dp=2,mbs=2,zero=2",
+                           "dp=2,mbs=2,zero=2,overlap_dp=off", "dp=2,mbs=2,zero=3",
+                           "dp=2,mbs=2,zero=3,recompute=full", "dp=2,mbs=2,zero=3,prefetch=off",
+                           "dp=2,mbs=2,zero=2,dtype=bf16", "dp=2,mbs=2,zero=3,dtype=bf16"}) {
+    ExpectSameCalls(testing::TinyModel(32), spec);
+  }
+}
+
+TEST(RuntimePricedCollectivesTest, TensorParallel) {
+  for (const char* spec : {"tp=2,mbs=2", "tp=2,sp=on,mbs=2", "tp=2,sp=on,mbs=2,recompute=selective",
+                           "tp=2,sp=on,mbs=2,recompute=full", "tp=2,sp=on,mbs=2,attention=flash",
+                           "tp=2,sp=on,mbs=2,overlap_tp=on", "tp=2,mbs=2,overlap_tp=on",
+                           "tp=2,sp=on,mbs=2,overlap_tp=backward", "tp=2,mbs=2,overlap_tp=backward",
+                           "tp=2,sp=on,mbs=2,dtype=bf16"}) {
+    ExpectSameCalls(testing::TinyModel(32), spec);
+  }
+}
+
+TEST(RuntimePricedCollectivesTest, Pipeline) {
+  for (const char* spec : {"pp=2,mbs=2,schedule=1f1b", "pp=2,mbs=2,schedule=gpipe",
+                           "pp=2,vpp=2,mbs=1,schedule=interleaved", "pp=2,mbs=2,recompute=full",
+                           "pp=2,mbs=2,overlap_pp=off"}) {
+    ExpectSameCalls(testing::TinyModel(32), spec);
+  }
+}
+
+TEST(RuntimePricedCollectivesTest, Hybrid) {
+  for (const char* spec : {"dp=2,tp=2,mbs=2", "tp=2,pp=2,mbs=2", "dp=2,pp=2,mbs=2",
+                           "dp=2,tp=2,sp=on,zero=1,mbs=2", "tp=2,pp=2,sp=on,vpp=2,mbs=1,schedule=interleaved",
+                           "dp=2,tp=2,sp=on,zero=2,mbs=2", "dp=2,pp=2,zero=3,mbs=2", "dp=2,tp=2,zero=3,mbs=2",
+                           "dp=2,pp=2,vpp=2,mbs=1,schedule=interleaved,zero=1",
+                           "tp=2,pp=2,dp=2,mbs=1,sp=on,zero=1", "tp=2,pp=2,dp=2,mbs=1,sp=on,zero=3",
+                           "pp=2,dp=4,vpp=2,mbs=1,zero=3", "dp=2,tp=2,sp=on,zero=2,mbs=2,overlap_dp=off",
+                           "dp=2,tp=2,sp=on,zero=1,mbs=2,overlap_dp=off,dtype=bf16",
+                           "tp=2,pp=2,dp=2,mbs=1,sp=on,overlap_tp=on,zero=2"}) {
+    ExpectSameCalls(testing::TinyModel(32), spec);
+  }
+}
+
+TEST(RuntimePricedCollectivesTest, GptStyle) {
+  for (const char* spec : {"dp=2,mbs=2", "tp=2,mbs=2", "tp=2,sp=on,zero=1,mbs=2", "dp=2,zero=2,mbs=2",
+                           "dp=2,zero=3,mbs=2", "tp=2,overlap_tp=on,mbs=2", "tp=2,overlap_tp=backward,mbs=2"}) {
+    ExpectSameCalls(GptStyle(), spec);
+  }
+}
+
+}  // namespace
+}  // namespace shardsim
