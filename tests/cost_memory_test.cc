@@ -2,7 +2,11 @@
 // and activation memory (Korthikanti et al. 2022, Sec. 4, Table 2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "src/cost/memory.h"
+#include "src/layout/pipeline.h"
 #include "tests/test_models.h"
 
 namespace shardsim {
@@ -134,6 +138,41 @@ TEST(InFlightTest, Schedules) {
   EXPECT_DOUBLE_EQ(InFlightMicrobatches(l, 0), 23.0 / 2);
   // Korthikanti's factor L (1 + (p-1)/(p v)) in units of L/p layers: p + (p-1)/v = 11.5.
   EXPECT_DOUBLE_EQ(InFlightMicrobatches(l, 0), 8 + 7.0 / 2);
+}
+
+// ZB-V: the most micro-batches in flight (forwards run, their input-gradient pass B not yet),
+// counted by walking the order schedule_zbv.cc builds, equal the closed form the memory
+// model uses, ZeroBubbleVChunkInFlight's sum: for pp = 4 and m >= 7 that is 2 pp = 8 chunks
+// (pp whole-stage micro-batches, Qi et al. 2024, Sec. 6) on every stage; for m = 1, 2.
+TEST(InFlightTest, ZeroBubbleVMatchesItsOrder) {
+  for (int64_t p : {2, 3, 4, 8}) {
+    for (int64_t m : {1, 2, 3, 5, 7, 8, 16, 33}) {
+      Layout l;
+      l.pp = p;
+      l.vpp = 2;
+      l.dp = 1;
+      l.mbs = 1;
+      l.gbs = m;
+      l.schedule = Schedule::kZeroBubbleV;
+      for (int32_t r = 0; r < p; ++r) {
+        int64_t in_flight = 0, most = 0;
+        for (const PipelineStep& step : ScheduleOrder(l, r)) {
+          if (step.pass == Pass::kForward) ++in_flight;
+          if (step.pass == Pass::kBackward) --in_flight;
+          most = std::max(most, in_flight);
+        }
+        SCOPED_TRACE("pp " + std::to_string(p) + " m " + std::to_string(m) + " stage " + std::to_string(r));
+        EXPECT_EQ(ZeroBubbleVChunkInFlight(l, r, 0) + ZeroBubbleVChunkInFlight(l, r, 1), most);
+        EXPECT_DOUBLE_EQ(InFlightMicrobatches(l, r), static_cast<double>(most) / 2);
+        if (m >= 2 * p) {
+          EXPECT_EQ(most, 2 * p);
+        }
+        if (m == 1) {
+          EXPECT_EQ(most, 2);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "src/cost/collective.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -329,6 +330,12 @@ CollectivePlan CollectiveModel::Plan(Collective c, const std::vector<int64_t>& g
   return plan;
 }
 
+namespace {
+std::atomic<uint64_t> next_model_id{1};
+}  // namespace
+
+CollectiveModel::CollectiveModel(const Cluster& cluster) : cluster_(cluster), id_(next_model_id++) {}
+
 const CollectiveModel::Lines& CollectiveModel::Coefficients(Collective c, const std::vector<int64_t>& gpus) const {
   // Groups from the placement are arithmetic progressions (first, stride, count): key those
   // compactly; any other group by its members relative to the first. A group moved by a
@@ -344,10 +351,20 @@ const CollectiveModel::Lines& CollectiveModel::Coefficients(Collective c, const 
   }
   const GroupKey key{static_cast<int>(c), first < 0 ? -1 : first % cluster_.TranslationPeriod(), stride,
                      static_cast<int64_t>(gpus.size()), relative};
+  // Each thread keeps its own copy of what it has looked up, for the model it last used: the
+  // planner's threads price millions of collectives, and a shared lock's cache line passed
+  // between cores for each would cost more than the lookup.
+  thread_local uint64_t local_id = 0;
+  thread_local std::map<GroupKey, Lines> local;
+  if (local_id != id_) {
+    local.clear();
+    local_id = id_;
+  }
+  if (auto it = local.find(key); it != local.end()) return it->second;
   {
     std::shared_lock<std::shared_mutex> lock(cache_mu_);
     auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    if (it != cache_.end()) return local.emplace(key, it->second).first->second;
   }
   // One evaluation per algorithm fixes its line: its latency part is the fixed term, the rest
   // scales.
@@ -363,8 +380,11 @@ const CollectiveModel::Lines& CollectiveModel::Coefficients(Collective c, const 
       lin.crosses_network = probe.crosses_network;
     }
   }
-  std::unique_lock<std::shared_mutex> lock(cache_mu_);
-  return cache_.emplace(key, lines).first->second;
+  {
+    std::unique_lock<std::shared_mutex> lock(cache_mu_);
+    cache_.emplace(key, lines);
+  }
+  return local.emplace(key, lines).first->second;
 }
 
 CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t>& gpus,

@@ -53,7 +53,7 @@ struct CollectivePlan {
 
 class CollectiveModel {
  public:
-  explicit CollectiveModel(const Cluster& cluster) : cluster_(cluster) {}
+  explicit CollectiveModel(const Cluster& cluster);
   const Cluster& cluster() const { return cluster_; }
 
   // Cheapest algorithm for this collective on these GPUs (GPU indices of the cluster).
@@ -99,6 +99,8 @@ class CollectiveModel {
   const Lines& Coefficients(Collective c, const std::vector<int64_t>& gpus) const;
 
   const Cluster& cluster_;
+  // Tells this model's entries from another's in each thread's copy of the cache (Coefficients).
+  const uint64_t id_;
   mutable std::shared_mutex cache_mu_;
   // (collective, first GPU, stride, count, members unless an arithmetic progression)
   using GroupKey = std::tuple<int, int64_t, int64_t, int64_t, std::vector<int64_t>>;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "src/cost/op_time.h"
+#include "src/cost/plan_eval.h"
 #include "src/layout/placement.h"
 #include "src/util/check.h"
 
@@ -111,6 +112,44 @@ LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
   none.recompute = Recompute::kNone;
   p.full_saved_bytes = LayerActivationBytes(m, none, p.moe);
   return p;
+}
+
+// The parameters whose optimizer state this rank updates: its DP shard under ZeRO >= 1 (expert
+// parameters over the expert-data-parallel group).
+double OptimizerShard(const StageParams& params, const Layout& l) {
+  return l.zero >= 1 ? params.dense / static_cast<double>(l.dp) +
+                           params.expert / static_cast<double>(std::max<int64_t>(1, l.dp / l.ep))
+                     : params.total();
+}
+
+// ZeRO-Offload's step (Ren et al. 2021): the rank's `shard` of gradients to the host, CPU Adam
+// over the host memory bandwidth the node's GPUs share, the updated weights back; one chain on
+// the offload stream.
+std::array<TaskSpec, 3> OffloadStepTasks(const HardwareSpec& hw, double shard, const StateBytes& sb) {
+  TaskSpec down;
+  down.kind = TaskKind::kHostTransfer;
+  down.stream = Stream::kOffload;
+  down.category = Category::kOffload;
+  down.pass = Pass::kStep;
+  down.bytes = shard * sb.gradients;
+  TaskSpec adam;
+  adam.kind = TaskKind::kHostCompute;
+  adam.stream = Stream::kOffload;
+  adam.category = Category::kOptimizer;
+  adam.pass = Pass::kStep;
+  adam.duration_s = shard * (sb.gradients + 2 * sb.optimizer + sb.weights) /
+                    (hw.node.host.memory_bandwidth / static_cast<double>(hw.node.gpus));
+  TaskSpec up = down;
+  up.bytes = shard * sb.weights;
+  return {down, adam, up};
+}
+
+// The K/V block ring attention passes per step, per rank (both K and V; the heads this rank
+// holds, at least the KV heads: Megatron-LM's CP over the TP-split heads).
+double CpBytes(const ModelSpec& m, const Layout& l) {
+  const double e = l.dtype == DType::kFp32 ? 4 : 2;
+  return static_cast<double>(l.cp) * static_cast<double>(TokensPerRank(m, l)) * 2.0 *
+         std::max<double>(m.kv_dim(), static_cast<double>(l.tp * m.head_dim)) / static_cast<double>(l.tp) * e;
 }
 
 // What every pass of one stage shares.
@@ -704,34 +743,17 @@ void PassBuilder::Tail() {
                         c_.embedding_table * c_.state.gradients, Stream::kDp, Category::kDp, Pass::kStep,
                         -1, std::vector<int32_t>(deps.begin(), deps.end())));
   }
-  const double shard = l_.zero >= 1 ? params.dense / static_cast<double>(l_.dp) +
-                                          params.expert / static_cast<double>(std::max<int64_t>(1, l_.dp / l_.ep))
-                                    : params.total();
+  const double shard = OptimizerShard(params, l_);
   const double opt_bytes = shard * (c_.state.gradients + 2 * c_.state.optimizer + c_.state.weights);
   int32_t step;
   if (l_.offload == Offload::kNone) {
     step = Compute("optimizer step", MemoryTime(c_.hw.gpu, opt_bytes) + c_.hw.gpu.efficiency.kernel_latency_s,
                    0, Category::kOptimizer, Pass::kStep, -1, deps);
   } else {
-    // ZeRO-Offload: gradients to host, CPU Adam over the host memory the node's GPUs share,
-    // updated weights back.
-    TaskSpec down;
-    down.kind = TaskKind::kHostTransfer;
-    down.stream = Stream::kOffload;
-    down.category = Category::kOffload;
-    down.pass = Pass::kStep;
-    down.bytes = shard * c_.state.gradients;
-    const int32_t d = Add(down, "gradients to host", deps);
-    TaskSpec adam;
-    adam.kind = TaskKind::kHostCompute;
-    adam.stream = Stream::kOffload;
-    adam.category = Category::kOptimizer;
-    adam.pass = Pass::kStep;
-    adam.duration_s = opt_bytes / (c_.hw.node.host.memory_bandwidth / static_cast<double>(c_.hw.node.gpus));
-    const int32_t a = Add(adam, "cpu adam", {d});
-    TaskSpec up = down;
-    up.bytes = shard * c_.state.weights;
-    step = Add(up, "weights to device", {a});
+    const std::array<TaskSpec, 3> off = OffloadStepTasks(c_.hw, shard, c_.state);
+    const int32_t d = Add(off[0], "gradients to host", deps);
+    const int32_t a = Add(off[1], "cpu adam", {d});
+    step = Add(off[2], "weights to device", {a});
   }
   if (l_.dp > 1 && (l_.zero == 1 || l_.zero == 2)) {
     // The updated parameters all-gathered bucket by bucket (the runtime's AllGatherParams,
@@ -783,9 +805,7 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   c.tp_bytes = tokens * static_cast<double>(m.hidden) * e;
   c.pp_bytes = c.tp_bytes / (l.sp ? static_cast<double>(l.tp) : 1.0);
   c.ce_bytes = static_cast<double>(l.tp) * 3.0 * tokens * 4.0;
-  c.cp_bytes = static_cast<double>(l.cp) * tokens * 2.0 *
-               std::max<double>(m.kv_dim(), static_cast<double>(l.tp * m.head_dim)) /
-               static_cast<double>(l.tp) * e;
+  c.cp_bytes = CpBytes(m, l);
   c.ep_bytes = m.moe ? tokens * static_cast<double>(m.moe->top_k * m.hidden) * e : 0;
   c.state = StateBytesPerParam(l.dtype);
   c.embedding_table = static_cast<double>(m.vocab * m.hidden) / static_cast<double>(l.tp);
@@ -851,16 +871,52 @@ StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
   return s;
 }
 
-// The GPU optimizer step's time on `stage` (0 when offloaded: it runs on the host), as Tail.
-double OptimizerTime(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int32_t stage) {
-  if (l.offload != Offload::kNone) return 0;
-  const StageParams params = ParamsOnStage(m, l, stage);
+// The optimizer step's time on `stage`, as Tail runs it: on the GPU, or offloaded (the chain
+// of OffloadStepTasks).
+double StepTime(const ModelSpec& m, const CollectiveModel& comm, const Layout& l, int32_t stage) {
+  const HardwareSpec& hw = comm.cluster().hardware();
+  const double shard = OptimizerShard(ParamsOnStage(m, l, stage), l);
   const StateBytes sb = StateBytesPerParam(l.dtype);
-  const double shard = l.zero >= 1 ? params.dense / static_cast<double>(l.dp) +
-                                         params.expert / static_cast<double>(std::max<int64_t>(1, l.dp / l.ep))
-                                   : params.total();
-  return MemoryTime(hw.gpu, shard * (sb.gradients + 2 * sb.optimizer + sb.weights)) +
-         hw.gpu.efficiency.kernel_latency_s;
+  if (l.offload == Offload::kNone) {
+    return MemoryTime(hw.gpu, shard * (sb.gradients + 2 * sb.optimizer + sb.weights)) +
+           hw.gpu.efficiency.kernel_latency_s;
+  }
+  double t = 0;
+  for (const TaskSpec& task : OffloadStepTasks(hw, shard, sb)) t += TaskDuration(task, stage, comm, l);
+  return t;
+}
+
+// The larger of stage `stage`'s DP and CP stream loads per micro-batch (ComputeLowerBound).
+double StreamLoadPerMicrobatch(const ModelSpec& m, const CollectiveModel& comm, const Layout& l, int32_t stage,
+                               const LayerCost (&costs)[2]) {
+  const int64_t rank = RankOf(l, RankCoord{0, 0, 0, stage});
+  double dp = 0, cp = 0;
+  double layer_dp[2] = {0, 0}, layer_cp = 0;
+  if (l.dp > 1 && l.zero >= 2) {
+    const std::vector<int64_t> group = GroupMembers(l, rank, GroupKind::kDp);
+    const StateBytes sb = StateBytesPerParam(l.dtype);
+    for (int k = 0; k < (m.moe ? 2 : 1); ++k) {
+      const double params = costs[k].plan->params;
+      if (l.zero == 3) layer_dp[k] += 2 * comm.Estimate(Collective::kAllGather, group, params * sb.weights).time_s;
+      if (l.bucket_params == 0) {
+        layer_dp[k] += comm.Estimate(Collective::kReduceScatter, group, params * sb.gradients / l.grad_compression).time_s;
+      }
+    }
+    if (!m.moe) layer_dp[1] = layer_dp[0];
+  }
+  if (l.cp > 1) {
+    const std::vector<int64_t> group = GroupMembers(l, rank, GroupKind::kCp);
+    const double bytes = CpBytes(m, l);
+    layer_cp = (l.recompute == Recompute::kFull ? 3 : 2) * comm.Estimate(Collective::kAllGather, group, bytes).time_s +
+               comm.Estimate(Collective::kReduceScatter, group, bytes).time_s;
+  }
+  for (const ModelChunk& c : StageChunks(m, l, stage)) {
+    for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
+      dp += layer_dp[m.IsMoeLayer(i) ? 1 : 0];
+      cp += layer_cp;
+    }
+  }
+  return std::max(dp, cp);
 }
 
 }  // namespace
@@ -911,7 +967,7 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
                          pp_bytes).time_s;
   };
   double bound = 0, fill = 0, drain = 0;
-  const double opt0 = OptimizerTime(m, hw, l, 0);
+  const double opt0 = StepTime(m, comm, l, 0);
   for (int32_t s = 0; s < pp; ++s) {
     double tp_layer_fwd = 0, tp_layer_bwd = 0;
     if (tp_fwd + tp_bwd > 0) {
@@ -946,8 +1002,16 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
         first_bwd = b + bs;
       }
     }
-    const double opt = OptimizerTime(m, hw, l, s);
+    const double opt = StepTime(m, comm, l, s);
     bound = std::max(bound, fill + busy + opt);
+    // The DP and CP streams run their collectives one after another: each stream's load per
+    // micro-batch, as PassBuilder issues it, bounds the iteration too. ZeRO-3 gathers every
+    // layer's parameters for its forward and again for its backward; ZeRO-2/3 reduce-scatter its
+    // gradients every micro-batch (counted per layer only with one unit per bucket, where the
+    // buckets are the layers); ring attention passes K/V in each forward (again in a full
+    // recompute) and K/V plus their gradients in each backward. Any one stage's load bounds
+    // the iteration; the end stages' are taken (the others are alike, and the bound stays cheap).
+    if (s == 0 || s == pp - 1) bound = std::max(bound, mb * StreamLoadPerMicrobatch(m, comm, l, s, costs));
     if (!SplitsWeightGradients(l)) bound = std::max(bound, fill + busy + drain + opt0);
     fill += first_fwd;
     drain += first_bwd;

@@ -97,7 +97,9 @@ struct IterationPlan {
 // fill) plus s's own work (every pass and the optimizer step); and, except under zero-bubble
 // (whose W passes follow the last backward), the fill plus s's work before its optimizer plus
 // the backward of the last micro-batch's first chunk on the stages before s (the drain) plus
-// stage 0's optimizer.
+// stage 0's optimizer (offloaded: the host chain). And since the DP and CP streams also run one
+// task at a time, at least m times either stream's load per micro-batch (ZeRO-3's gathers,
+// ZeRO-2/3's per-layer reduce-scatters, ring attention's exchanges).
 double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
 
 // The stage the pipeline send of pass list `p` goes to when `stage` runs it: pass lists leave

@@ -26,17 +26,20 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   StageParams p;
   // Megatron assigns layers in chunks: with vpp, stage s holds chunks s, s+pp, s+2pp, ...
   const double t = static_cast<double>(l.tp);
+  // Attention and MLP weights are split over TP; norms (and the router) are replicated.
+  int64_t layers = 0, moe_layers = 0;
   for (const ModelChunk& c : StageChunks(m, l, static_cast<int32_t>(stage))) {
-    for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
-      // Attention and MLP weights are split over TP; norms (and the router) are replicated.
-      p.dense += static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams();
-      if (m.IsMoeLayer(i)) {
-        p.dense += static_cast<double>(m.hidden * m.moe->experts);
-        p.expert += static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
-      } else {
-        p.dense += static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
-      }
+    layers += c.layers;
+    if (m.moe) {
+      for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) moe_layers += m.IsMoeLayer(i) ? 1 : 0;
     }
+  }
+  const double n = static_cast<double>(layers), n_moe = static_cast<double>(moe_layers);
+  p.dense = n * (static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams());
+  p.dense += (n - n_moe) * (static_cast<double>(m.MlpParams(m.ffn_hidden)) / t);
+  if (moe_layers > 0) {
+    p.dense += n_moe * static_cast<double>(m.hidden * m.moe->experts);
+    p.expert = n_moe * (static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t);
   }
   // First stage: embeddings (vocabulary split over TP). Last stage: final norm and LM head;
   // with tied embeddings and pp > 1, Megatron keeps a copy of the embedding there.
@@ -133,6 +136,16 @@ double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l) {
   return e * sb * (std::max(mlp, attn) + rows);
 }
 
+int64_t ZeroBubbleVChunkInFlight(const Layout& l, int32_t stage, int32_t chunk) {
+  // In the order of schedule_zbv.cc, at the first F B W triple's forward of chunk 1 (after its
+  // F, before its B), stage r has run 2 (pp - r) - 1 + r forwards of chunk 0 and r + 1 of
+  // chunk 1 and no backward: the most in flight (the steady state holds as many, 2 pp chunks,
+  // pp whole-stage micro-batches: Qi et al. 2024's claim), each capped at the m micro-batches
+  // that exist (the passes of micro-batches beyond m are dropped).
+  const int64_t p = l.pp, m = l.microbatches();
+  return std::min(chunk == 0 ? 2 * p - stage - 1 : stage + 1, m);
+}
+
 double InFlightMicrobatches(const Layout& l, int64_t stage) {
   const double m = static_cast<double>(l.microbatches());
   const double p = static_cast<double>(l.pp);
@@ -140,9 +153,12 @@ double InFlightMicrobatches(const Layout& l, int64_t stage) {
     case Schedule::kGpipe: return m;
     case Schedule::k1F1B:
     case Schedule::kZeroBubble: return std::min(p - static_cast<double>(stage), m);
-    // ZB-V: its order comes from list scheduling (schedule_zbv.cc), so no closed form; one
-    // micro-batch of the stage's two chunks is a lower bound (the simulated peak is exact).
-    case Schedule::kZeroBubbleV: return std::min(1.0, m);
+    // ZB-V: the micro-batches of both chunks in flight (ZeroBubbleVChunkInFlight), in units
+    // of the whole stage (each chunk is half of it).
+    case Schedule::kZeroBubbleV: {
+      const int32_t r = static_cast<int32_t>(stage);
+      return static_cast<double>(ZeroBubbleVChunkInFlight(l, r, 0) + ZeroBubbleVChunkInFlight(l, r, 1)) / 2;
+    }
     case Schedule::kInterleaved: {
       // Megatron's warm-up: (pp - stage - 1) * 2 + (vpp - 1) * pp chunks, +1 in steady state;
       // a chunk is 1/vpp of the stage's layers (Korthikanti: first stage L(1 + (p-1)/(p v))).
@@ -261,14 +277,22 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   none.recompute = Recompute::kNone;
   const double stored[2] = {LayerActivationBytes(m, l, false), LayerActivationBytes(m, l, true)};
   const double full[2] = {LayerActivationBytes(m, none, false), LayerActivationBytes(m, none, true)};
-  for (const ModelChunk& c : chunks) {
+  double activations = 0;  // ZB-V: its two chunks' in-flight counts differ
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const ModelChunk& c = chunks[ci];
+    double chunk_bytes = 0;
     for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
       const int k = m.IsMoeLayer(i) ? 1 : 0;
-      per_microbatch += stored[k];
+      chunk_bytes += stored[k];
       largest_layer = std::max(largest_layer, full[k]);
     }
+    per_microbatch += chunk_bytes;
+    if (l.schedule == Schedule::kZeroBubbleV) {
+      activations += chunk_bytes * static_cast<double>(ZeroBubbleVChunkInFlight(l, static_cast<int32_t>(stage),
+                                                                                static_cast<int32_t>(ci)));
+    }
   }
-  mem.activations = per_microbatch * InFlightMicrobatches(l, stage);
+  mem.activations = l.schedule == Schedule::kZeroBubbleV ? activations : per_microbatch * InFlightMicrobatches(l, stage);
   // Full recompute rematerializes one layer's activations during its backward.
   if (l.recompute == Recompute::kFull) mem.activations += largest_layer;
 

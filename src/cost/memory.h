@@ -68,8 +68,12 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
 double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l);
 
 // Layer-activation sets alive at the peak on `stage` (1F1B: min(pp - stage, m) micro-batches;
-// GPipe: m; interleaved: Megatron's warm-up count of chunks, in units of whole stages).
+// GPipe: m; interleaved: Megatron's warm-up count of chunks; ZB-V: both chunks' counts of
+// ZeroBubbleVChunkInFlight; in units of whole stages).
 double InFlightMicrobatches(const Layout& l, int64_t stage);
+// ZB-V: the micro-batches of `chunk` of `stage` in flight at the stage's peak, in the order of
+// src/layout/schedule_zbv.cc (chunk 0: min(2 pp - stage - 1, m); chunk 1: min(stage + 1, m)).
+int64_t ZeroBubbleVChunkInFlight(const Layout& l, int32_t stage, int32_t chunk);
 
 // ZeRO-2/3's transient buffers on one rank of `stage` (what runtime/exec/zero_buckets.h does,
 // as DeepSpeed's ZeRO and PyTorch FSDP do per unit; Rajbhandari et al. 2020, Sec. 5.2-5.3),

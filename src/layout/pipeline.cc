@@ -79,7 +79,7 @@ std::vector<PipelineStep> ScheduleOrder(const Layout& l, int32_t stage) {
       break;
     }
     case Schedule::kZeroBubbleV:
-      return ZeroBubbleVOrders(l)[stage];
+      return ZeroBubbleVOrder(l, stage);
     case Schedule::kZeroBubble: {
       // 1F1B with the backward split into B (input gradient, sent upstream at once) and W
       // (weight gradient, run right after B), the split of Qi et al. 2023. Their ZB-H1

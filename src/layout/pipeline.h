@@ -51,7 +51,7 @@ std::vector<ModelChunk> StageChunks(const ModelSpec& m, const Layout& l, int32_t
 // The passes `stage` runs, in order, for one iteration of `l` (resolved and valid).
 std::vector<PipelineStep> ScheduleOrder(const Layout& l, int32_t stage);
 
-// ZB-V's orders, every stage's (schedule_zbv.cc).
-std::vector<std::vector<PipelineStep>> ZeroBubbleVOrders(const Layout& l);
+// ZB-V's order of `stage` (schedule_zbv.cc).
+std::vector<PipelineStep> ZeroBubbleVOrder(const Layout& l, int32_t stage);
 
 }  // namespace shardsim

@@ -16,13 +16,14 @@
 
 namespace shardsim {
 
-std::vector<std::vector<PipelineStep>> ZeroBubbleVOrders(const Layout& l) {
+std::vector<PipelineStep> ZeroBubbleVOrder(const Layout& l, int32_t r) {
   const int32_t p = static_cast<int32_t>(l.pp);
   const int32_t m = static_cast<int32_t>(l.microbatches());
   const int32_t n = std::max(m, 2 * p - 1);
-  std::vector<std::vector<PipelineStep>> out(p);
-  for (int32_t r = 0; r < p; ++r) {
-    std::vector<PipelineStep>& order = out[r];
+  CHECK(r >= 0 && r < p) << "stage " << r << " of " << p;
+  std::vector<PipelineStep> order;
+  order.reserve(static_cast<size_t>(m) * 6);
+  {
     int32_t f[2] = {0, 0}, b[2] = {0, 0}, w[2] = {0, 0};
     auto run = [&](Pass pass, int32_t chunk) {
       int32_t* counter = pass == Pass::kForward ? f : pass == Pass::kBackward ? b : w;
@@ -60,7 +61,7 @@ std::vector<std::vector<PipelineStep>> ZeroBubbleVOrders(const Layout& l) {
     CHECK(f[0] == n && f[1] == n && b[0] == n && b[1] == n && w[0] == n && w[1] == n)
         << "ZB-V order of stage " << r << " incomplete";
   }
-  return out;
+  return order;
 }
 
 }  // namespace shardsim

@@ -54,7 +54,8 @@ int32_t FlowNetwork::Add(std::vector<Usage> usage, double volume, SimTime now) {
   c.updated = now;
   c.active = true;
   for (const Usage& u : c.usage) on_link_[u.link].push_back(id);
-  Rebalance({id}, now);
+  seeds_.assign(1, id);
+  Rebalance(seeds_, now);
   return id;
 }
 
@@ -63,7 +64,8 @@ void FlowNetwork::Remove(int32_t id, SimTime now) {
   CHECK(c.active) << "coflow " << id << " removed twice";
   c.active = false;
   ++c.version;  // any pending finish event for it is stale now
-  std::vector<int32_t> neighbours;
+  std::vector<int32_t>& neighbours = seeds_;
+  neighbours.clear();
   for (const Usage& u : c.usage) {
     std::vector<int32_t>& list = on_link_[u.link];
     list.erase(std::find(list.begin(), list.end(), id));
@@ -82,8 +84,10 @@ std::vector<int32_t> FlowNetwork::TakeChanged() {
 void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
   // 1. The connected component: coflows reachable through shared links.
   ++epoch_;
-  std::vector<int32_t> comp;
-  std::vector<int32_t> links;
+  std::vector<int32_t>& comp = comp_;
+  std::vector<int32_t>& links = links_;
+  comp.clear();
+  links.clear();
   for (int32_t s : seeds) {
     if (coflows_[s].active && coflow_mark_[s] != epoch_) {
       coflow_mark_[s] = epoch_;
@@ -117,9 +121,11 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
 
   // 3. Progressive filling: raise all unfrozen rates together until a link saturates;
   //    freeze the coflows on it; repeat.
-  std::vector<double> residual(links.size());
+  std::vector<double>& residual = residual_;
+  residual.resize(links.size());
   for (size_t i = 0; i < links.size(); ++i) residual[i] = capacity_[links[i]];
-  std::vector<char> frozen(comp.size(), 0);
+  std::vector<char>& frozen = frozen_;
+  frozen.assign(comp.size(), 0);
   size_t unfrozen = comp.size();
   // A coflow with no links is limited by nothing: it finishes at once.
   for (size_t i = 0; i < comp.size(); ++i) {
@@ -130,7 +136,8 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
     }
   }
   for (size_t i = 0; i < links.size(); ++i) link_pos_[links[i]] = static_cast<int32_t>(i);
-  std::vector<double> demand(links.size());
+  std::vector<double>& demand = demand_;
+  demand.resize(links.size());
   while (unfrozen > 0) {
     // Each unfrozen coflow's weight on each of its links.
     std::fill(demand.begin(), demand.end(), 0.0);

@@ -58,6 +58,9 @@ class FlowNetwork {
   std::vector<uint32_t> link_mark_, coflow_mark_;
   std::vector<int32_t> link_pos_;    // a link's index in the component being rebalanced
   std::vector<int32_t> coflow_pos_;  // a coflow's index in it
+  std::vector<int32_t> seeds_, comp_, links_;
+  std::vector<double> residual_, demand_;
+  std::vector<char> frozen_;
   uint32_t epoch_ = 0;
 };
 
