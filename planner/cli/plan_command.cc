@@ -3,6 +3,7 @@
 // arguments for it. Registers itself with the CLI (src/ never includes planner/).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -144,7 +145,8 @@ int RunPlan(int argc, char** argv) {
     };
   }
 
-  const Cluster cluster(*hw);
+  // The nodes the largest GPU count uses (a plan places its ranks on the first GPUs).
+  const Cluster cluster(*hw, *std::max_element(counts->begin(), counts->end()));
   std::vector<PlanResult> results;
   for (int64_t n : *counts) {
     o.gpus = n;

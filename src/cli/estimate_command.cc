@@ -1,5 +1,6 @@
 // `shardsim estimate`: analytical per-rank memory, per-op compute, per-collective time and
 // step time of one layout. Text by default; --json for the fixed-key JSON (docs/cli.md).
+#include <algorithm>
 #include <iostream>
 
 #include "src/cli/commands.h"
@@ -26,7 +27,7 @@ int RunEstimate(int argc, char** argv) {
   }
   StatusOr<Inputs> in = LoadInputs(*args);
   if (!in.ok()) return Fail("estimate", in.status().message(), 1);
-  const Cluster cluster(in->hardware);
+  const Cluster cluster(in->hardware, std::max(in->gpus, in->layout.world()));  // the job's nodes
   Estimate est = EstimateIteration(in->model, cluster, in->layout);
   est.warnings = in->warnings;
   const std::string json = EstimateJson(in->model, in->hardware, est);

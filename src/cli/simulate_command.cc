@@ -1,6 +1,7 @@
 // `shardsim simulate`: a discrete-event simulation of one training iteration (src/sim/):
 // iteration time, throughput, MFU, a breakdown summing to the iteration time, peak memory
 // per rank from the schedule, and optionally a Chrome/Perfetto trace.
+#include <algorithm>
 #include <iostream>
 
 #include "src/cli/commands.h"
@@ -30,7 +31,7 @@ int RunSimulate(int argc, char** argv) {
   }
   StatusOr<Inputs> in = LoadInputs(*args);
   if (!in.ok()) return Fail("simulate", in.status().message(), 1);
-  const Cluster cluster(in->hardware);
+  const Cluster cluster(in->hardware, std::max(in->gpus, in->layout.world()));  // the job's nodes
   SimOptions options;
   options.full = args->Has("full");
   options.trace = args->Get("trace").has_value();

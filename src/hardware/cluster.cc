@@ -23,17 +23,21 @@ void Cluster::AddLink(ClusterVertexId a, ClusterVertexId b, double bandwidth, do
   boost::add_edge(b, a, ClusterLink{bandwidth, latency_s}, graph_);
 }
 
-Cluster::Cluster(const HardwareSpec& hw) : hw_(hw) {
+Cluster::Cluster(const HardwareSpec& hw, int64_t gpus) : hw_(hw) {
   const int64_t per_node = hw.node.gpus;
+  CHECK(per_node > 0) << "a node needs GPUs";
+  const int64_t built = gpus < 0 ? hw.nodes : std::min(hw.nodes, std::max<int64_t>(1, gpus / per_node + (gpus % per_node != 0)));
   const FabricSpec& fabric = hw.node.fabric;
   const HostSpec& host = hw.node.host;
   // Network: leaf switches (one per group of nodes, or one per rail per group) and a spine.
   std::vector<ClusterVertexId> leaves;
   ClusterVertexId spine = 0;
   int64_t groups = 0;
+  bool has_spine = false;
   const NetworkSpec* net = hw.network ? &*hw.network : nullptr;
   if (net && hw.nodes > 1) {
-    groups = (hw.nodes + net->nodes_per_switch - 1) / net->nodes_per_switch;
+    const int64_t all_groups = (hw.nodes + net->nodes_per_switch - 1) / net->nodes_per_switch;
+    groups = (built + net->nodes_per_switch - 1) / net->nodes_per_switch;
     const bool rails = net->topology == NetworkTopology::kRailOptimized;
     const int64_t per_group = rails ? net->nics : 1;
     for (int64_t g = 0; g < groups; ++g) {
@@ -42,7 +46,8 @@ Cluster::Cluster(const HardwareSpec& hw) : hw_(hw) {
                                    "leaf" + std::to_string(g) + (rails ? "-rail" + std::to_string(r) : "")));
       }
     }
-    if (leaves.size() > 1) {
+    has_spine = all_groups * per_group > 1;  // the whole description's leaves need one
+    if (has_spine) {
       spine = AddVertex(VertexKind::kSpineSwitch, -1, 0, "spine");
       // Uplink capacity of a leaf: its downlinks divided by the oversubscription ratio.
       const int64_t down_ports = rails ? net->nodes_per_switch : net->nodes_per_switch * net->nics;
@@ -53,9 +58,9 @@ Cluster::Cluster(const HardwareSpec& hw) : hw_(hw) {
   if (!leaves.empty()) {
     leaves_per_group_ = static_cast<int64_t>(leaves.size()) / groups;
     nodes_per_group_ = net->nodes_per_switch;
-    if (leaves.size() > 1) spine_ = static_cast<int64_t>(spine);
+    if (has_spine) spine_ = static_cast<int64_t>(spine);
   }
-  for (int64_t n = 0; n < hw.nodes; ++n) {
+  for (int64_t n = 0; n < built; ++n) {
     node_begin_.push_back(boost::num_vertices(graph_));
     const ClusterVertexId host_v = AddVertex(VertexKind::kHost, n, n, "node" + std::to_string(n) + "/host");
     host_vertex_.push_back(host_v);

@@ -46,12 +46,16 @@ struct Route {
 
 class Cluster {
  public:
-  // Builds every node of `hw` (hw.nodes x hw.node.gpus GPUs).
-  explicit Cluster(const HardwareSpec& hw);
+  // Builds the nodes of `hw` that hold GPUs 0 .. gpus - 1 (every node when gpus < 0), with
+  // the leaf switches of their groups and the spine the whole description has: a job placed on
+  // the first GPUs crosses nothing else (RouteBetween), so its routes and prices are those of
+  // the whole cluster, and building them costs what the job uses, not the description.
+  explicit Cluster(const HardwareSpec& hw, int64_t gpus = -1);
 
   const HardwareSpec& hardware() const { return hw_; }
   const ClusterGraph& graph() const { return graph_; }
-  int64_t gpu_count() const { return static_cast<int64_t>(gpu_vertex_.size()); }
+  int64_t gpu_count() const { return static_cast<int64_t>(gpu_vertex_.size()); }  // built
+  int64_t node_count() const { return static_cast<int64_t>(host_vertex_.size()); }     // built
   int64_t NodeOf(int64_t gpu) const { return gpu / hw_.node.gpus; }
   ClusterVertexId GpuVertex(int64_t gpu) const { return gpu_vertex_.at(gpu); }
   ClusterVertexId HostVertex(int64_t node) const { return host_vertex_.at(node); }

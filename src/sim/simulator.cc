@@ -593,8 +593,10 @@ StatusOr<SimResult> RunProgram(const ModelSpec& m, const Cluster& cluster, const
 StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const Layout& l,
                              const SimOptions& options) {
   if (l.world() > cluster.gpu_count()) {
+    const int64_t total = cluster.hardware().total_gpus();
     return Status::Error("layout needs " + std::to_string(l.world()) + " GPUs but the cluster '" +
-                         cluster.hardware().name + "' has " + std::to_string(cluster.gpu_count()));
+                         cluster.hardware().name + "' has " + std::to_string(total) +
+                         (cluster.gpu_count() < total ? " (" + std::to_string(cluster.gpu_count()) + " of them built)" : ""));
   }
   const IterationProgram program = BuildIteration(m, cluster.hardware(), l);
   if (options.check_acyclic) SHARDSIM_RETURN_IF_ERROR(CheckAcyclic(program));
