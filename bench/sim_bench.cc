@@ -189,5 +189,25 @@ void BM_SimulateLlama405bSymmetricScale(benchmark::State& state) {
 BENCHMARK(BM_SimulateLlama405bSymmetricScale)->Arg(1024)->Arg(16384)->Arg(131072)
     ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
+// A fixed 1,024-GPU job (Llama 3 405B, tp 8, pp 2, dp 64) on ever larger descriptions: Arg =
+// dgx-h100 nodes. The cluster is built for the job's nodes (Cluster(hw, gpus)), as the
+// commands build it, so neither the graph nor the simulation grows with the description.
+void BM_SimulateFixedJobGrowingCluster(benchmark::State& state) {
+  const ModelSpec m = *LoadModel("llama3-405b");
+  HardwareSpec hw = *LoadHardware("dgx-h100");
+  hw.nodes = state.range(0);
+  const Layout l = *ResolveLayoutFor(*ParseLayout("tp=8,pp=2,mbs=1,gbs=2048,sp=on,zero=1,recompute=selective"), 1024, hw);
+  SimOptions so;
+  so.critical_path = false;
+  for (auto _ : state) {
+    const Cluster cluster(hw, 1024);
+    StatusOr<SimResult> r = Simulate(m, cluster, l, so);
+    CHECK(r.ok()) << r.status().message();
+    benchmark::DoNotOptimize(r->iteration_time_s);
+  }
+}
+BENCHMARK(BM_SimulateFixedJobGrowingCluster)->Arg(128)->Arg(2048)->Arg(16384)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
 }  // namespace
 }  // namespace shardsim
