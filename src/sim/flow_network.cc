@@ -10,7 +10,8 @@
 namespace shardsim {
 
 FlowNetwork::FlowNetwork(std::vector<double> capacity)
-    : capacity_(std::move(capacity)), on_link_(capacity_.size()), link_mark_(capacity_.size(), 0),
+    : capacity_(std::move(capacity)), on_link_(capacity_.size()), on_link_weight_(capacity_.size()),
+      link_mark_(capacity_.size(), 0),
       link_pos_(capacity_.size(), 0) {
   for (double c : capacity_) CHECK(c > 0) << "link capacity must be positive";
 }
@@ -19,6 +20,7 @@ int32_t FlowNetwork::AddLink(double capacity) {
   CHECK(capacity > 0) << "link capacity must be positive";
   capacity_.push_back(capacity);
   on_link_.emplace_back();
+  on_link_weight_.emplace_back();
   link_mark_.push_back(0);
   link_pos_.push_back(0);
   return static_cast<int32_t>(capacity_.size() - 1);
@@ -53,7 +55,14 @@ int32_t FlowNetwork::Add(std::vector<Usage> usage, double volume, SimTime now) {
   c.rate = 0;
   c.updated = now;
   c.active = true;
-  for (const Usage& u : c.usage) on_link_[u.link].push_back(id);
+  for (const Usage& u : c.usage) {
+    on_link_[u.link].push_back(id);
+    on_link_weight_[u.link].push_back(u.weight);
+  }
+  if (local_updates_ && TryAddAlone(id, now)) {
+    ++local_update_count_;
+    return id;
+  }
   seeds_.assign(1, id);
   Rebalance(seeds_, now);
   return id;
@@ -68,17 +77,104 @@ void FlowNetwork::Remove(int32_t id, SimTime now) {
   neighbours.clear();
   for (const Usage& u : c.usage) {
     std::vector<int32_t>& list = on_link_[u.link];
-    list.erase(std::find(list.begin(), list.end(), id));
+    const auto at = std::find(list.begin(), list.end(), id);
+    on_link_weight_[u.link].erase(on_link_weight_[u.link].begin() + (at - list.begin()));
+    list.erase(at);
     neighbours.insert(neighbours.end(), list.begin(), list.end());
   }
   free_ids_.push_back(id);
-  if (!neighbours.empty()) Rebalance(neighbours, now);
+  if (neighbours.empty()) return;
+  if (local_updates_ && NobodyGains(id)) {
+    ++local_update_count_;
+    return;
+  }
+  Rebalance(neighbours, now);
 }
 
 std::vector<int32_t> FlowNetwork::TakeChanged() {
   std::vector<int32_t> out;
   out.swap(changed_);
   return out;
+}
+
+double FlowNetwork::Load(int32_t link, double* max_rate, int32_t except) const {
+  double load = 0;
+  const std::vector<int32_t>& ids = on_link_[link];
+  const std::vector<double>& weights = on_link_weight_[link];
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == except) continue;
+    const double r = coflows_[ids[i]].rate;
+    load += weights[i] * r;
+    if (max_rate) *max_rate = std::max(*max_rate, r);
+  }
+  return load;
+}
+
+bool FlowNetwork::TryAddAlone(int32_t id, SimTime now) {
+  // The allocation is max-min fair when every coflow has a bottleneck: a saturated link on
+  // which no coflow runs faster. If every link of the new coflow has spare capacity, give it
+  // the most they leave; if on one of the links that caps it no coflow is faster, it has its
+  // bottleneck there, and every other coflow keeps its own (only that link saturates, and it
+  // was no one's bottleneck, being unsaturated): the progressive filling's answer, unchanged
+  // for all the others.
+  Coflow& c = coflows_[id];
+  double rate = std::numeric_limits<double>::infinity();
+  for (const Usage& u : c.usage) {
+    const double residual = capacity_[u.link] - Load(u.link, nullptr, id);
+    if (residual <= kSaturated * capacity_[u.link]) return false;
+    rate = std::min(rate, residual / u.weight);
+  }
+  if (!c.usage.empty()) {
+    bool bottleneck = false;
+    for (const Usage& u : c.usage) {
+      const double residual = capacity_[u.link] - Load(u.link, nullptr, id);
+      if (residual / u.weight > rate * (1 + kSaturated)) continue;  // not a link that caps it
+      double fastest = 0;
+      Load(u.link, &fastest, id);
+      if (fastest <= rate * (1 + kSaturated)) {
+        bottleneck = true;
+        break;
+      }
+    }
+    if (!bottleneck) return false;
+  }
+  c.rate = rate;
+  c.updated = now;
+  ++c.version;
+  c.finish = std::isinf(rate) || c.remaining <= 0 ? now : now + ToSimTime(c.remaining / rate);
+  changed_.push_back(id);
+  return true;
+}
+
+bool FlowNetwork::NobodyGains(int32_t id) {
+  // A coflow that leaves frees capacity on its links; only a coflow whose every bottleneck is
+  // among them can speed up (the others stay capped where they are). So if each coflow on the
+  // leaving one's saturated links has a bottleneck elsewhere, the allocation stays max-min fair.
+  const Coflow& c = coflows_[id];
+  ++epoch_;
+  for (const Usage& u : c.usage) link_mark_[u.link] = epoch_;
+  for (const Usage& u : c.usage) {
+    // Saturated before it left: its own share counted back in.
+    const double load = Load(u.link, nullptr, -1) + u.weight * c.rate;
+    if (capacity_[u.link] - load > kSaturated * capacity_[u.link]) continue;
+    for (int32_t x : on_link_[u.link]) {
+      const Coflow& o = coflows_[x];
+      if (std::isinf(o.rate)) continue;
+      bool elsewhere = false;
+      for (const Usage& v : o.usage) {
+        if (link_mark_[v.link] == epoch_) continue;
+        double fastest = 0;
+        const double other_load = Load(v.link, &fastest, -1);
+        if (capacity_[v.link] - other_load <= kSaturated * capacity_[v.link] &&
+            o.rate >= fastest * (1 - kSaturated)) {
+          elsewhere = true;
+          break;
+        }
+      }
+      if (!elsewhere) return false;
+    }
+  }
+  return true;
 }
 
 void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
@@ -155,7 +251,7 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
     }
     for (size_t i = 0; i < links.size(); ++i) {
       residual[i] -= step * demand[i];
-      if (demand[i] > 0 && residual[i] <= 1e-9 * capacity_[links[i]]) {
+      if (demand[i] > 0 && residual[i] <= kSaturated * capacity_[links[i]]) {
         residual[i] = 0;
         for (int32_t id : on_link_[links[i]]) {
           const size_t k = static_cast<size_t>(coflow_pos_[id]);

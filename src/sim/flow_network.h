@@ -35,6 +35,10 @@ class FlowNetwork {
   double Rate(int32_t id) const { return coflows_[id].rate; }
   bool Active(int32_t id) const { return coflows_[id].active; }
   size_t link_count() const { return capacity_.size(); }
+  // Off: every start and end recomputes its whole component (for tests of the local checks).
+  void set_local_updates(bool on) { local_updates_ = on; }
+  // Starts and ends settled by the local checks, without a recomputation.
+  int64_t local_update_count() const { return local_update_count_; }
 
  private:
   struct Coflow {
@@ -48,9 +52,21 @@ class FlowNetwork {
   };
   // Recomputes max-min fair rates of every coflow connected to `seeds` through shared links.
   void Rebalance(const std::vector<int32_t>& seeds, SimTime now);
+  // The two cases that leave every other coflow's rate as it is, checked locally (the
+  // component of a collective spanning many nodes holds most of a full simulation's coflows):
+  // a new coflow that fits in what its links leave, and a leaving one whose freed capacity
+  // nobody can take. Each returns false (nothing changed) when it cannot tell.
+  bool TryAddAlone(int32_t id, SimTime now);
+  bool NobodyGains(int32_t id);
+  // The load of `link` (sum of weight x rate), skipping coflow `except`; the fastest coflow's
+  // rate into *max_rate when given.
+  double Load(int32_t link, double* max_rate, int32_t except) const;
+  // A link is saturated when what is left of it is at most this fraction of its capacity.
+  static constexpr double kSaturated = 1e-9;
 
   std::vector<double> capacity_;
   std::vector<std::vector<int32_t>> on_link_;  // active coflows per link
+  std::vector<std::vector<double>> on_link_weight_;  // their weights on it, in the same order
   std::vector<Coflow> coflows_;
   std::vector<int32_t> free_ids_;
   std::vector<int32_t> changed_;
@@ -62,6 +78,8 @@ class FlowNetwork {
   std::vector<double> residual_, demand_;
   std::vector<char> frozen_;
   uint32_t epoch_ = 0;
+  bool local_updates_ = true;
+  int64_t local_update_count_ = 0;
 };
 
 }  // namespace shardsim
