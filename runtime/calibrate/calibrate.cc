@@ -6,10 +6,14 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
+#include "src/cost/op_time.h"
 #include "src/cost/ops.h"
 #include "src/io/plan_file.h"
 
@@ -57,19 +61,23 @@ std::string Fmt(const char* format, double a, double b = 0, double c = 0) {
 
 }  // namespace
 
-std::vector<double> RelativeLeastSquares(const std::vector<std::vector<double>>& x,
-                                         const std::vector<double>& t, double* r2) {
+namespace {
+
+// Weighted non-negative least squares: the minimizer of sum (w_i (x_i . theta - y_i))^2 with
+// theta >= 0, by enumeration: every subset of free parameters (the others 0) solved by QR, the
+// best with no negative parameter. 2^cols solves, cols <= 4.
+std::vector<double> Nnls(const std::vector<std::vector<double>>& x, const std::vector<double>& y,
+                         const std::vector<double>& w) {
   const Eigen::Index rows = static_cast<Eigen::Index>(x.size());
   const Eigen::Index cols = rows == 0 ? 0 : static_cast<Eigen::Index>(x[0].size());
   Eigen::MatrixXd a(rows, cols);
-  const Eigen::VectorXd y = Eigen::VectorXd::Ones(rows);  // t_i / t_i
+  Eigen::VectorXd b(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
-    for (Eigen::Index j = 0; j < cols; ++j) a(i, j) = x[i][j] / t[i];
+    for (Eigen::Index j = 0; j < cols; ++j) a(i, j) = w[i] * x[i][j];
+    b(i) = w[i] * y[i];
   }
-  // Non-negative least squares by enumeration: every subset of free parameters (the others
-  // 0), solved by QR; the best fit with no negative parameter wins. 2^cols solves, cols <= 4.
   Eigen::VectorXd best = Eigen::VectorXd::Zero(cols);
-  double best_residual = y.squaredNorm();
+  double best_residual = b.squaredNorm();
   for (unsigned mask = 1; mask < (1u << cols); ++mask) {
     std::vector<Eigen::Index> free;
     for (Eigen::Index j = 0; j < cols; ++j) {
@@ -77,28 +85,202 @@ std::vector<double> RelativeLeastSquares(const std::vector<std::vector<double>>&
     }
     Eigen::MatrixXd sub(rows, static_cast<Eigen::Index>(free.size()));
     for (size_t f = 0; f < free.size(); ++f) sub.col(static_cast<Eigen::Index>(f)) = a.col(free[f]);
-    const Eigen::VectorXd part = sub.colPivHouseholderQr().solve(y);
+    const Eigen::VectorXd part = sub.colPivHouseholderQr().solve(b);
     if ((part.array() < 0).any()) continue;
-    const double residual = (sub * part - y).squaredNorm();
+    const double residual = (sub * part - b).squaredNorm();
     if (residual < best_residual) {
       best_residual = residual;
       best.setZero();
       for (size_t f = 0; f < free.size(); ++f) best(free[f]) = part(static_cast<Eigen::Index>(f));
     }
   }
+  return std::vector<double>(best.data(), best.data() + best.size());
+}
+
+}  // namespace
+
+std::vector<double> RelativeLeastSquares(const std::vector<std::vector<double>>& x,
+                                         const std::vector<double>& t, double* r2) {
+  std::vector<double> w;
+  for (double v : t) w.push_back(1.0 / v);
+  const std::vector<double> theta = Nnls(x, t, w);
   if (r2 != nullptr) {
-    // Coefficient of determination of the times themselves: 1 - SS_res / SS_tot.
     double mean = 0;
     for (double v : t) mean += v / static_cast<double>(t.size());
     double res = 0, tot = 0;
-    for (Eigen::Index i = 0; i < rows; ++i) {
-      const double fitted = a.row(i).dot(best) * t[i];  // rows of `a` are x_i / t_i
+    for (size_t i = 0; i < x.size(); ++i) {
+      double fitted = 0;
+      for (size_t j = 0; j < theta.size(); ++j) fitted += x[i][j] * theta[j];
       res += (t[i] - fitted) * (t[i] - fitted);
       tot += (t[i] - mean) * (t[i] - mean);
     }
     *r2 = tot > 0 ? 1.0 - res / tot : 1.0;
   }
-  return std::vector<double>(best.data(), best.data() + best.size());
+  return theta;
+}
+
+Status FitOpTimes(CalibrationResult* r) {
+  GpuSpec& gpu = r->hardware.gpu;
+  const DType dtype = r->dtype;
+  const std::optional<double> base_peak = gpu.Peak(dtype);
+  if (!base_peak || *base_peak <= 0) {
+    return Status::Error("calibration: the base description has no " + DTypeName(dtype) + " peak to fit against");
+  }
+  if (r->samples.empty()) return Status::Error("calibration: no samples");
+  // Per sample, the terms of op_time.h's forward time with its parameters factored out:
+  //   t = latency + max(f x1, b x2 + s x3),  x1 = 1 / (peak x matmul efficiency),
+  //   x2 = 1 / (bandwidth x memory efficiency), x3 = 1 / transcendental_rate,
+  // f = executed FLOPs / wave efficiency (a GEMM; 0 otherwise), b = bytes, s = exp/tanh.
+  const size_t n = r->samples.size();
+  std::vector<double> f(n), b(n), sp(n), t(n), w(n);
+  bool any_bytes = false, any_specials = false;
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = r->samples[i].op;
+    if (op.kind != OpKind::kMatmul && op.kind != OpKind::kMemory) {
+      return Status::Error("calibration: sample '" + r->samples[i].what + "' is neither a GEMM nor memory-bound");
+    }
+    f[i] = op.kind == OpKind::kMatmul ? op.executed_flops / WaveEfficiency(gpu, op.m, op.n) : 0;
+    b[i] = op.bytes;
+    sp[i] = op.transcendentals;
+    t[i] = r->samples[i].time_s;
+    if (!(t[i] > 0)) return Status::Error("calibration: sample '" + r->samples[i].what + "' took no time");
+    w[i] = 1.0 / t[i];
+    any_bytes |= b[i] > 0;
+    any_specials |= sp[i] > 0;
+  }
+  // A rate the samples cannot pin (its term fitted to 0: bytes or exp/tanh counts explain none
+  // of the times, as for cache-resident element-wise ops on a CPU) cannot be written as
+  // infinite: it is fixed at the fastest rate a sample showed (its bytes, or its exp/tanh
+  // evaluations, over its whole time), so no sample's term alone exceeds its time, and the rest
+  // refitted; the description written prices every sample exactly as fitted.
+  double fixed[4] = {-1, -1, -1, -1};  // -1: free
+  if (!any_specials) fixed[3] = 0;     // no term to fit: none priced either way
+  auto predict = [&](const std::array<double, 4>& x, size_t i) {
+    return x[0] + std::max(f[i] * x[1], b[i] * x[2] + sp[i] * x[3]);
+  };
+  auto objective = [&](const std::array<double, 4>& x) {
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) sum += std::pow((predict(x, i) - t[i]) / t[i], 2);
+    return sum;
+  };
+  // The max makes the model piecewise linear: alternate between assigning each sample to the
+  // branch the current parameters make the larger and the least squares of that assignment,
+  // from two starts (GEMMs compute-bound, the rest memory-bound; and the assignment of the
+  // additive fit t = a + f x1 + b x2 + s x3), keeping the best fit met.
+  auto solve = [&]() {
+    std::array<double, 4> best_x{};
+    double best = std::numeric_limits<double>::infinity();
+    std::vector<std::vector<char>> starts(2, std::vector<char>(n));
+    std::vector<std::vector<double>> rows(n);
+    std::vector<double> y(n);
+    auto fit = [&](const std::vector<char>& compute) {
+      std::vector<int> free;
+      for (int j = 0; j < 4; ++j) {
+        if (fixed[j] < 0) free.push_back(j);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const double full[4] = {1.0, compute[i] ? f[i] : 0.0, compute[i] ? 0.0 : b[i], compute[i] ? 0.0 : sp[i]};
+        rows[i].clear();
+        y[i] = t[i];
+        for (int j = 0; j < 4; ++j) {
+          if (fixed[j] < 0) {
+            rows[i].push_back(full[j]);
+          } else {
+            y[i] -= full[j] * fixed[j];
+          }
+        }
+      }
+      const std::vector<double> part = Nnls(rows, y, w);
+      std::array<double, 4> x{};
+      for (int j = 0; j < 4; ++j) x[j] = fixed[j] >= 0 ? fixed[j] : 0;
+      for (size_t k = 0; k < free.size(); ++k) x[free[k]] = part[k];
+      return x;
+    };
+    for (size_t i = 0; i < n; ++i) starts[0][i] = f[i] > 0;
+    {
+      // The additive fit's assignment.
+      std::vector<std::vector<double>> add_rows(n);
+      std::vector<double> add_y(n);
+      for (size_t i = 0; i < n; ++i) {
+        add_rows[i] = {1.0, f[i], b[i], sp[i]};
+        add_y[i] = t[i];
+      }
+      const std::vector<double> a = Nnls(add_rows, add_y, w);
+      for (size_t i = 0; i < n; ++i) starts[1][i] = f[i] * a[1] >= b[i] * a[2] + sp[i] * a[3] && f[i] > 0;
+    }
+    for (std::vector<char> compute : starts) {
+      for (int iter = 0; iter < 50; ++iter) {
+        const std::array<double, 4> x = fit(compute);
+        const double obj = objective(x);
+        if (obj < best) {
+          best = obj;
+          best_x = x;
+        }
+        bool changed = false;
+        for (size_t i = 0; i < n; ++i) {
+          const char c = f[i] > 0 && f[i] * x[1] >= b[i] * x[2] + sp[i] * x[3];
+          changed |= c != compute[i];
+          compute[i] = c;
+        }
+        if (!changed) break;
+      }
+    }
+    return best_x;
+  };
+  std::array<double, 4> x = solve();
+  if (x[1] <= 0) {
+    return Status::Error("calibration: the GEMM samples fit no positive FLOP rate; the machine was "
+                         "too noisy, run again");
+  }
+  auto fastest = [&](const std::vector<double>& amount) {
+    double rate = 0;
+    for (size_t i = 0; i < n; ++i) rate = std::max(rate, amount[i] / t[i]);
+    return rate;
+  };
+  bool refit = false;
+  if (any_bytes && x[2] <= 0) {
+    fixed[2] = 1.0 / fastest(b);
+    refit = true;
+  }
+  if (any_specials && x[3] <= 0) {
+    fixed[3] = 1.0 / fastest(sp);
+    refit = true;
+  }
+  if (refit) x = solve();
+  if (x[1] <= 0) return Status::Error("calibration: the GEMM samples fit no positive FLOP rate; run again");
+
+  // Into the description, as the rate of the dtype the kernels ran in.
+  CalibrationFit& fit = r->compute;
+  fit = CalibrationFit{};
+  fit.latency_s = x[0];
+  fit.flop_rate = 1.0 / x[1];
+  fit.byte_rate_source = !any_bytes ? "the base's" : fixed[2] < 0 ? "fitted" : "the fastest sample's";
+  fit.transcendental_rate_source = !any_specials ? "the base's" : fixed[3] < 0 ? "fitted" : "the fastest sample's";
+  double& peak = gpu.peak_flops[dtype];
+  if (peak < fit.flop_rate) peak = fit.flop_rate;  // a nominal peak below a measured rate
+  gpu.efficiency.matmul = fit.flop_rate / peak;
+  if (x[2] > 0) {
+    const double rate = 1.0 / x[2];
+    if (gpu.memory_bandwidth < rate) gpu.memory_bandwidth = rate;
+    gpu.efficiency.memory = rate / gpu.memory_bandwidth;
+  }
+  fit.byte_rate = gpu.memory_bandwidth * gpu.efficiency.memory;
+  gpu.efficiency.kernel_latency_s = x[0];
+  if (any_specials) gpu.transcendental_rate = x[3] > 0 ? 1.0 / x[3] : 0;
+  fit.transcendental_rate = gpu.transcendental_rate;
+  // The predictions are the written description's own op times: what the simulator will say.
+  double mean = 0;
+  for (double v : t) mean += v / static_cast<double>(n);
+  double res = 0, tot = 0;
+  for (size_t i = 0; i < n; ++i) {
+    CalibrationSample& s = r->samples[i];
+    s.predicted_s = OpForwardTime(gpu, dtype, s.op);
+    res += (s.time_s - s.predicted_s) * (s.time_s - s.predicted_s);
+    tot += (s.time_s - mean) * (s.time_s - mean);
+    fit.max_rel_error = std::max(fit.max_rel_error, std::fabs(s.predicted_s - s.time_s) / s.time_s);
+  }
+  fit.r2 = tot > 0 ? 1.0 - res / tot : 1.0;
+  return Status::Ok();
 }
 
 void AddWorkloadCases(const ModelSpec& m, const Layout& l, CalibrationOptions* o) {
@@ -142,8 +324,34 @@ void AddWorkloadCases(const ModelSpec& m, const Layout& l, CalibrationOptions* o
 
 namespace {
 
-using Measure = std::function<void(const std::string& what, double flops, double bytes,
-                                   double specials, const std::function<void()>& op)>;
+// One case: its label, the cost model's op for it (what src/cost/op_time.h prices), the kernel.
+using Measure = std::function<void(const std::string& what, const Op& op, const std::function<void()>& run)>;
+
+// The cost model's ops for the cases: a GEMM as ops.cc builds one (A and B read, C written, at
+// the storage width), a memory-bound op with the bytes and exp/tanh evaluations given.
+Op GemmOp(const std::string& what, int64_t rows, int64_t inner, int64_t cols, double elem_bytes) {
+  Op op;
+  op.name = what;
+  op.kind = OpKind::kMatmul;
+  op.role = OpRole::kProjection;
+  op.m = rows;
+  op.n = cols;
+  op.k = inner;
+  op.flops = op.executed_flops = 2.0 * static_cast<double>(rows) * static_cast<double>(inner) * static_cast<double>(cols);
+  op.bytes = elem_bytes * (static_cast<double>(rows) * static_cast<double>(inner) +
+                           static_cast<double>(inner) * static_cast<double>(cols) +
+                           static_cast<double>(rows) * static_cast<double>(cols));
+  return op;
+}
+Op MemoryOp(const std::string& what, OpRole role, double bytes, double transcendentals) {
+  Op op;
+  op.name = what;
+  op.kind = OpKind::kMemory;
+  op.role = role;
+  op.bytes = bytes;
+  op.transcendentals = transcendentals;
+  return op;
+}
 
 // Elements of scratch the cases need (at least 4M, at most 256M).
 int64_t ScratchElements(const CalibrationOptions& o) {
@@ -199,20 +407,22 @@ Status MeasureKernels(Backend& backend, const CalibrationOptions& o, int64_t max
     if (g.rows * g.inner > max_elems || g.inner * g.cols > max_elems || g.rows * g.cols > max_elems) {
       continue;  // beyond the scratch; the grid's cases suffice for the fit
     }
-    measure("gemm " + std::to_string(g.rows) + "x" + std::to_string(g.inner) + "x" + std::to_string(g.cols),
-            2.0 * g.rows * g.inner * g.cols, 0.0, 0.0,
+    const std::string what = "gemm " + std::to_string(g.rows) + "x" + std::to_string(g.inner) + "x" + std::to_string(g.cols);
+    measure(what, GemmOp(what, g.rows, g.inner, g.cols, sizeof(T)),
             [&, g] { k.LinearForward(pa, pw, nullptr, po, g.rows, g.inner, g.cols); });
   }
   for (const CalibrationOptions::Attention& at : o.attention) {
     const AttentionDims dims{at.batch, at.seq, at.heads, at.kv_heads, at.head_dim};
     const int64_t probs = at.batch * at.heads * at.seq * at.seq;
     if (probs > max_elems || at.batch * at.seq * at.heads * at.head_dim > max_elems) continue;
-    // Q K^T and P V per head: 4 b h T^2 d FLOPs, as the simulator's unfused attention GEMMs.
-    measure("attention " + std::to_string(at.batch) + "x" + std::to_string(at.seq) + "x" +
-                std::to_string(at.heads) + "x" + std::to_string(at.head_dim),
-            4.0 * at.batch * at.heads * at.seq * at.seq * at.head_dim, 0.0,
-            static_cast<double>(at.batch) * at.heads * at.seq * at.seq,  // the softmax's exp
-            [&, dims] { k.AttentionForward(pa, pw, pw, po, pa, dims); });
+    // Q K^T and P V per head: 4 b h T^2 d FLOPs, as the simulator's unfused attention GEMMs
+    // (one GEMM op of T x T outputs per head), with the softmax's b h T^2 exp evaluations.
+    const std::string what = "attention " + std::to_string(at.batch) + "x" + std::to_string(at.seq) + "x" +
+                             std::to_string(at.heads) + "x" + std::to_string(at.head_dim);
+    Op op = GemmOp(what, at.batch * at.heads * at.seq, 2 * at.head_dim, at.seq, sizeof(T));
+    op.bytes = 0;  // timed in one call with the softmax, whose exp evaluations bound it instead
+    op.transcendentals = static_cast<double>(at.batch) * at.heads * at.seq * at.seq;
+    measure(what, op, [&, dims] { k.AttentionForward(pa, pw, pw, po, pa, dims); });
   }
   // A model's element-wise ops on their own kernels, with the simulator's bytes.
   std::vector<int32_t> ids(max_elems / 4, 1);
@@ -251,12 +461,14 @@ Status MeasureKernels(Backend& backend, const CalibrationOptions& o, int64_t max
         return Status::Error("calibrate: no kernel times an element-wise op of role " +
                              std::string(OpRoleName(e.role)) + " ('" + e.name + "')");
     }
-    measure(e.name + " " + std::to_string(n) + "x" + std::to_string(c), 0.0, e.bytes, e.transcendentals, op);
+    const std::string what = e.name + " " + std::to_string(n) + "x" + std::to_string(c);
+    measure(what, MemoryOp(what, e.role, e.bytes, e.transcendentals), op);
   }
   // Streams dst += src: two reads and one write of an element each.
   for (int64_t n : streams) {
     n = std::min(n, max_elems);
-    measure("stream " + std::to_string(n), 0.0, 3.0 * sizeof(T) * n, 0.0, [&, n] { k.Add(po, pa, n); });
+    const std::string what = "stream " + std::to_string(n);
+    measure(what, MemoryOp(what, OpRole::kResidual, 3.0 * sizeof(T) * n, 0.0), [&, n] { k.Add(po, pa, n); });
   }
   return Status::Ok();
 }
@@ -274,52 +486,23 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
   CalibrationResult r;
   r.hardware = base;
   r.dtype = o.dtype;
-  std::vector<std::vector<double>> rows;
-  std::vector<double> times;
-  const Measure measure = [&](const std::string& what, double flops, double bytes, double specials,
-                              const std::function<void()>& op) {
-    const int calls = *CallsFor(backend, op, o.min_sample_s);  // no collective: cannot fail
-    const double t = TimePerCall(backend, op, calls, o.repetitions);
-    r.samples.push_back({what, flops, bytes, specials, t, 0});
-    rows.push_back({1.0, flops, bytes, specials});
-    times.push_back(t);
+  const Measure measure = [&](const std::string& what, const Op& op, const std::function<void()>& run) {
+    const int calls = *CallsFor(backend, run, o.min_sample_s);  // no collective: cannot fail
+    const double t = TimePerCall(backend, run, calls, o.repetitions);
+    CalibrationSample sample;
+    sample.what = what;
+    sample.op = op;
+    sample.flops = op.executed_flops;
+    sample.bytes = op.bytes;
+    sample.transcendentals = op.transcendentals;
+    sample.time_s = t;
+    r.samples.push_back(sample);
     say(what + Fmt(": %.3g s", t));
   };
   const int64_t max_elems = ScratchElements(o);
   SHARDSIM_RETURN_IF_ERROR(o.dtype == DType::kBf16 ? MeasureKernels<Bf16>(backend, o, max_elems, measure)
                                                    : MeasureKernels<float>(backend, o, max_elems, measure));
-  // Without transcendental samples that column is all zero: fit the other three.
-  const bool specials = std::any_of(r.samples.begin(), r.samples.end(),
-                                    [](const CalibrationSample& s) { return s.transcendentals > 0; });
-  if (!specials) {
-    for (std::vector<double>& row : rows) row.pop_back();
-  }
-  double r2 = 0;
-  std::vector<double> theta = RelativeLeastSquares(rows, times, &r2);
-  if (!specials) theta.push_back(0.0);
-  if (theta[1] <= 0) {
-    return Status::Error("calibration: the GEMM samples fit no positive FLOP rate; the machine was "
-                         "too noisy, run again");
-  }
-  // A zero inverse rate: that term explains nothing the others do not (the figure stays the
-  // base's for bytes; no transcendental rate).
-  r.compute = {theta[0], 1.0 / theta[1], theta[2] > 0 ? 1.0 / theta[2] : 0.0,
-               theta[3] > 0 ? 1.0 / theta[3] : 0.0, r2, 0};
-  for (CalibrationSample& s : r.samples) {
-    s.predicted_s = theta[0] + s.flops * theta[1] + s.bytes * theta[2] + s.transcendentals * theta[3];
-    r.compute.max_rel_error = std::max(r.compute.max_rel_error, std::fabs(s.predicted_s - s.time_s) / s.time_s);
-  }
-  // Into the description, as the rate of the dtype the kernels ran in.
-  GpuSpec& gpu = r.hardware.gpu;
-  double& peak = gpu.peak_flops[o.dtype];
-  if (peak < r.compute.flop_rate) peak = r.compute.flop_rate;  // a nominal peak below a measured rate
-  gpu.efficiency.matmul = r.compute.flop_rate / peak;
-  if (r.compute.byte_rate > 0) {
-    if (gpu.memory_bandwidth < r.compute.byte_rate) gpu.memory_bandwidth = r.compute.byte_rate;
-    gpu.efficiency.memory = r.compute.byte_rate / gpu.memory_bandwidth;
-  }
-  gpu.efficiency.kernel_latency_s = r.compute.latency_s;
-  if (r.compute.transcendental_rate > 0) gpu.transcendental_rate = r.compute.transcendental_rate;
+  SHARDSIM_RETURN_IF_ERROR(FitOpTimes(&r));
 
   Collectives& comm = backend.comm();
   const int ranks = comm.size(Group::kWorld);
@@ -337,7 +520,11 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
       SHARDSIM_RETURN_IF_ERROR(comm.AllReduceMaxHost(Group::kWorld, &t, 1));  // the slowest rank
       const double bytes = 4.0 * n;
       const double algbw = bytes / t, busbw = algbw * 2.0 * (ranks - 1) / ranks;
-      r.collective_samples.push_back({"all-reduce " + std::to_string(static_cast<int64_t>(bytes)) + " B", 0, bytes, 0, t, 0});
+      CalibrationSample sample;
+      sample.what = "all-reduce " + std::to_string(static_cast<int64_t>(bytes)) + " B";
+      sample.bytes = bytes;
+      sample.time_s = t;
+      r.collective_samples.push_back(sample);
       crows.push_back({2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks * bytes});
       ctimes.push_back(t);
       say("all-reduce" + Fmt(" %.0f B: %.3g s, algbw %.3g GB/s", bytes, t, algbw / 1e9) +
@@ -370,14 +557,17 @@ std::string CalibratedHardwareYaml(const CalibrationResult& r, const std::string
   o << "# Written by `shardsim calibrate` from " << base_name << ": the figures below marked\n"
     << "# [C] are least-squares fits to micro-benchmarks of this machine's backend kernels\n"
     << "# (runtime/calibrate/calibrate.h); the rest are the base description's.\n";
-  o << "# [C] op time t = a + flops / R + bytes / B + transcendentals / S over " << r.samples.size()
-    << " GEMM, attention and element-wise samples (weighted by 1/t):\n";
+  o << "# [C] op time t = a + max(flops / (R x wave), bytes / B + transcendentals / S) (src/cost/op_time.h) over "
+    << r.samples.size() << " GEMM, attention and element-wise samples (weighted by 1/t):\n";
   o << Fmt("#     a = %.3g s (kernel_latency), R = %.4g GFLOP/s", r.compute.latency_s, r.compute.flop_rate / 1e9)
     << Fmt(" (matmul efficiency %.4f of the ", hw.gpu.efficiency.matmul) << DTypeName(r.dtype)
     << Fmt(" peak), B = %.4g GB/s", r.compute.byte_rate / 1e9)
-    << Fmt(" (memory efficiency %.4f; B = 0: not fitted, the base's)", hw.gpu.efficiency.memory)
-    << Fmt(", S = %.4g G/s (transcendental_rate; 0: not fitted)\n", r.compute.transcendental_rate / 1e9);
-  o << Fmt("#     R^2 %.4f; largest sample error %.1f %%\n", r.compute.r2, 100 * r.compute.max_rel_error);
+    << Fmt(" (memory efficiency %.4f; ", hw.gpu.efficiency.memory) << r.compute.byte_rate_source << ")"
+    << Fmt(", S = %.4g G/s (transcendental_rate; ", r.compute.transcendental_rate / 1e9)
+    << r.compute.transcendental_rate_source << ")\n"
+    << "#     (a rate \"the fastest sample's\" is one no fit pinned, fixed at the fastest rate a sample showed)\n";
+  o << Fmt("#     R^2 %.4f; largest sample error %.1f %% (both of this description's op times)\n", r.compute.r2,
+           100 * r.compute.max_rel_error);
   if (r.have_collectives) {
     o << "# [C] ring all-reduce t = 2 (n - 1) latency + 2 (n - 1) / n S / B over " << r.collective_samples.size()
       << " sizes on " << r.collectives.ranks << " ranks:\n";

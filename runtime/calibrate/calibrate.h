@@ -1,15 +1,16 @@
 // Calibration (issue 7): micro-benchmarks of the local machine through a Backend, fitted by
 // least squares to the cost model's own parameters, so the simulator prices ops the way this
-// machine runs them. Every op time in src/cost/op_time.cc is
-//     t = kernel_latency + max(flops / (peak x matmul_efficiency), bytes / (bandwidth x memory_efficiency))
-// so the samples (GEMMs over a grid of shapes and element-wise streams over a range of sizes)
-// are fitted jointly to  t = a + flops / R + bytes / B + transcendentals / S  (a GEMM's bytes
-// term and a stream's flops term are 0): a = kernel_latency, R / peak = matmul efficiency,
-// B / bandwidth = memory efficiency, S = transcendental_rate (exp/tanh per second: what bounds
-// SwiGLU, GELU, softmax and the loss on a CPU core; fitted only from a model's own ops). The fit is weighted by 1 / t (relative errors: small ops count as much as large
-// ones). Collectives, when the backend has several ranks, are fitted to the ring all-reduce
-// t = 2 (n - 1) latency + 2 (n - 1) / n x S / B_fabric (the simulator's model, Patarasuk and
-// Yuan 2009), as nccl-tests reports them (size, time, algbw, busbw).
+// machine runs them. Each sample (GEMMs over a grid of shapes or a model's shapes, its
+// attention, its element-wise ops, streams) carries the cost model's op for it, and the fit is
+// of src/cost/op_time.h's own forward time,
+//     t = kernel_latency + max(flops / (peak x matmul_efficiency x wave), bytes / (bandwidth x memory_efficiency) + transcendentals / transcendental_rate),
+// weighted by 1 / t (relative errors: small ops count as much as large ones): so the
+// description written prices every sample exactly as the fit did, and the R^2 and worst error
+// quoted are that description's (issue 14, item 7). A rate the samples cannot pin (fitted to
+// nothing) is fixed at the fastest rate a sample showed and the others refitted. Collectives, when the backend
+// has several ranks, are fitted to the ring all-reduce t = 2 (n - 1) latency + 2 (n - 1) / n x
+// S / B_fabric (the simulator's model, Patarasuk and Yuan 2009), as nccl-tests reports them
+// (size, time, algbw, busbw).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,7 @@ namespace shardsim::runtime {
 
 struct CalibrationSample {
   std::string what;  // "gemm 128x64x256", "stream 1000000", "all-reduce 4096 B"
+  Op op;             // the cost model's op for it (kernel samples)
   double flops = 0, bytes = 0;
   double transcendentals = 0;  // exp/tanh evaluations
   double time_s = 0;        // median over repetitions
@@ -35,11 +37,14 @@ struct CalibrationSample {
 };
 
 struct CalibrationFit {
-  double latency_s = 0;       // a
-  double flop_rate = 0;       // R, FLOP/s
-  double byte_rate = 0;       // B, bytes/s
-  double transcendental_rate = 0;  // S, exp/tanh per second; 0 when no sample had any
-  double r2 = 0;              // coefficient of determination of the times
+  double latency_s = 0;       // kernel latency
+  double flop_rate = 0;       // GEMM FLOP/s (peak x matmul efficiency)
+  double byte_rate = 0;       // bytes/s of memory-bound ops (bandwidth x memory efficiency)
+  double transcendental_rate = 0;  // exp/tanh per second; 0: not priced
+  // Where each rate comes from: "fitted", "the fastest sample's" (no fit pinned it), or "the
+  // base's" (no sample moved bytes, or evaluated exp/tanh).
+  std::string byte_rate_source, transcendental_rate_source;
+  double r2 = 0;              // coefficient of determination of the times, as the description prices them
   double max_rel_error = 0;   // over the samples, |predicted - measured| / measured
 };
 
@@ -114,6 +119,12 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
 // recording how each figure was measured and how well it fits.
 std::string CalibratedHardwareYaml(const CalibrationResult& r, const std::string& name,
                                    const std::string& base_name);
+
+// Fits r->hardware (the base description on entry) to r->samples (each with its op and
+// measured time, in r->dtype's kernels): matmul and memory efficiency, kernel latency and
+// transcendental rate in place, each sample's predicted_s set to the fitted description's
+// OpForwardTime, and r->compute. Exposed for tests; Calibrate calls it.
+Status FitOpTimes(CalibrationResult* r);
 
 // Weighted non-negative least squares of t = x . theta over rows of x (one column per
 // parameter), each row weighted by 1 / t: the minimizer of sum ((x_i . theta - t_i) / t_i)^2
