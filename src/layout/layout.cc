@@ -225,27 +225,52 @@ StatusOr<Layout> ResolveLayoutFor(Layout layout, int64_t gpus, const HardwareSpe
 }
 
 std::string FormatLayout(const Layout& l) {
-  std::ostringstream out;
+  // Built by appending (no ostringstream: the planner formats tens of thousands of layouts
+  // on several threads, and a stream's locale is one shared, reference-counted object).
+  std::string out;
+  out.reserve(256);
+  auto num = [&out](int64_t v) {
+    char buf[24];
+    out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  };
   auto on = [](bool b) { return b ? "on" : "off"; };
   // Fields still to be derived by ResolveLayout (dp 0, gbs 0, no schedule given) are left
   // out, so that the text parses again (dp=0 would not) and resolves to the same layout.
   char compress[32];
   // Shortest text that reads back as the same double.
   *std::to_chars(compress, compress + sizeof compress - 1, l.grad_compression).ptr = '\0';
-  out << "tp=" << l.tp << ",pp=" << l.pp;
-  if (l.dp > 0) out << ",dp=" << l.dp;
-  out << ",cp=" << l.cp << ",ep=" << l.ep << ",vpp=" << l.vpp << ",mbs=" << l.mbs;
-  if (l.gbs > 0) out << ",gbs=" << l.gbs;
-  out << ",zero=" << l.zero << ",sp=" << on(l.sp) << ",recompute=" << RecomputeName(l.recompute);
-  if (l.schedule_given) out << ",schedule=" << ScheduleName(l.schedule);
-  if (l.dtype_given) out << ",dtype=" << DTypeName(l.dtype);
-  out << ",offload=" << OffloadName(l.offload)
-      << ",compress=" << compress
-      << ",overlap_dp=" << on(l.overlap_dp) << ",overlap_tp=" << TpOverlapName(l.overlap_tp)
-      << ",overlap_pp=" << on(l.overlap_pp)
-      << ",prefetch=" << on(l.prefetch) << ",attention=" << AttentionName(l.attention)
-      << ",bucket_params=" << l.bucket_params << ",live_params=" << l.live_params;
-  return out.str();
+  out += "tp=";
+  num(l.tp);
+  out += ",pp=";
+  num(l.pp);
+  if (l.dp > 0) {
+    out += ",dp=";
+    num(l.dp);
+  }
+  out += ",cp=";
+  num(l.cp);
+  out += ",ep=";
+  num(l.ep);
+  out += ",vpp=";
+  num(l.vpp);
+  out += ",mbs=";
+  num(l.mbs);
+  if (l.gbs > 0) {
+    out += ",gbs=";
+    num(l.gbs);
+  }
+  out += ",zero=";
+  num(l.zero);
+  out += std::string(",sp=") + on(l.sp) + ",recompute=" + RecomputeName(l.recompute);
+  if (l.schedule_given) out += std::string(",schedule=") + ScheduleName(l.schedule);
+  if (l.dtype_given) out += ",dtype=" + std::string(DTypeName(l.dtype));
+  out += std::string(",offload=") + OffloadName(l.offload) + ",compress=" + compress + ",overlap_dp=" +
+         on(l.overlap_dp) + ",overlap_tp=" + TpOverlapName(l.overlap_tp) + ",overlap_pp=" + on(l.overlap_pp) +
+         ",prefetch=" + on(l.prefetch) + ",attention=" + AttentionName(l.attention) + ",bucket_params=";
+  num(l.bucket_params);
+  out += ",live_params=";
+  num(l.live_params);
+  return out;
 }
 
 }  // namespace shardsim
