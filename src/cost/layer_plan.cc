@@ -910,7 +910,8 @@ double StreamLoadPerMicrobatch(const ModelSpec& m, const CollectiveModel& comm, 
     layer_cp = (l.recompute == Recompute::kFull ? 3 : 2) * comm.Estimate(Collective::kAllGather, group, bytes).time_s +
                comm.Estimate(Collective::kReduceScatter, group, bytes).time_s;
   }
-  for (const ModelChunk& c : StageChunks(m, l, stage)) {
+  for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
+    const ModelChunk c = ChunkOf(m, l, stage, ci);
     for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
       dp += layer_dp[m.IsMoeLayer(i) ? 1 : 0];
       cp += layer_cp;
@@ -984,7 +985,8 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
     const double bwd_send = pp > 1 ? send_time(s, (s + pp - 1) % pp) : 0;
     const bool blocking = !l.overlap_pp || !hw.gpu.overlaps_communication;
     double busy = 0, first_fwd = 0, first_bwd = 0;
-    for (const ModelChunk& c : StageChunks(m, l, s)) {
+    for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
+      const ModelChunk c = ChunkOf(m, l, s, ci);
       double f, b;
       chunk_compute(c, &f, &b);
       f += static_cast<double>(c.layers) * tp_layer_fwd;

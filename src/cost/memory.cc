@@ -27,10 +27,12 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   // Megatron assigns layers in chunks: with vpp, stage s holds chunks s, s+pp, s+2pp, ...
   const double t = static_cast<double>(l.tp);
   // Attention and MLP weights are split over TP; norms (and the router) are replicated.
-  int64_t layers = 0, moe_layers = 0;
-  for (const ModelChunk& c : StageChunks(m, l, static_cast<int32_t>(stage))) {
-    layers += c.layers;
-    if (m.moe) {
+  // Every chunk holds layers / (pp vpp) layers (ChunkOf); only MoE needs to know which.
+  const int64_t layers = ChunksPerStage(l) * (m.layers / PositionCount(l));
+  int64_t moe_layers = 0;
+  if (m.moe) {
+    for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
+      const ModelChunk c = ChunkOf(m, l, static_cast<int32_t>(stage), ci);
       for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) moe_layers += m.IsMoeLayer(i) ? 1 : 0;
     }
   }
@@ -269,17 +271,19 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   MemoryBreakdown mem = ModelStateMemory(params, l);
 
   // Activations of the stage's layers for every micro-batch in flight.
-  const std::vector<ModelChunk> chunks = StageChunks(m, l, static_cast<int32_t>(stage));
-  const int64_t chunk = chunks.front().layers;
+  // (Chunk by chunk, ChunkOf: this runs for every layout the planner enumerates.)
+  const int32_t s32 = static_cast<int32_t>(stage);
+  const int64_t chunk = ChunkOf(m, l, s32, 0).layers;
   double per_microbatch = 0;
   double largest_layer = 0;
   Layout none = l;
   none.recompute = Recompute::kNone;
-  const double stored[2] = {LayerActivationBytes(m, l, false), LayerActivationBytes(m, l, true)};
-  const double full[2] = {LayerActivationBytes(m, none, false), LayerActivationBytes(m, none, true)};
+  const double stored_dense = LayerActivationBytes(m, l, false), full_dense = LayerActivationBytes(m, none, false);
+  const double stored[2] = {stored_dense, m.moe ? LayerActivationBytes(m, l, true) : stored_dense};
+  const double full[2] = {full_dense, m.moe ? LayerActivationBytes(m, none, true) : full_dense};
   double activations = 0;  // ZB-V: its two chunks' in-flight counts differ
-  for (size_t ci = 0; ci < chunks.size(); ++ci) {
-    const ModelChunk& c = chunks[ci];
+  for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
+    const ModelChunk c = ChunkOf(m, l, s32, ci);
     double chunk_bytes = 0;
     for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
       const int k = m.IsMoeLayer(i) ? 1 : 0;
@@ -288,8 +292,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     }
     per_microbatch += chunk_bytes;
     if (l.schedule == Schedule::kZeroBubbleV) {
-      activations += chunk_bytes * static_cast<double>(ZeroBubbleVChunkInFlight(l, static_cast<int32_t>(stage),
-                                                                                static_cast<int32_t>(ci)));
+      activations += chunk_bytes * static_cast<double>(ZeroBubbleVChunkInFlight(l, s32, ci));
     }
   }
   mem.activations = l.schedule == Schedule::kZeroBubbleV ? activations : per_microbatch * InFlightMicrobatches(l, stage);
