@@ -925,8 +925,10 @@ double StreamLoadPerMicrobatch(const ModelSpec& m, const CollectiveModel& comm, 
 double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l) {
   const HardwareSpec& hw = comm.cluster().hardware();
   const LayerPlan dense = PlanLayer(m, l, false);
-  const LayerPlan moe = m.moe ? PlanLayer(m, l, true) : dense;
-  const LayerCost costs[2] = {CostLayer(hw.gpu, l, dense), CostLayer(hw.gpu, l, moe)};
+  const LayerPlan moe_plan = m.moe ? PlanLayer(m, l, true) : LayerPlan{};
+  const LayerPlan& moe = m.moe ? moe_plan : dense;
+  const LayerCost dense_cost = CostLayer(hw.gpu, l, dense);
+  const LayerCost costs[2] = {dense_cost, m.moe ? CostLayer(hw.gpu, l, moe) : dense_cost};
   const Block embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
   const Block head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
   // One micro-batch of one chunk: forward, and backward with its recomputation.
