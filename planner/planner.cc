@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -394,11 +396,27 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   }
   std::vector<std::string> key(all.size());
   std::vector<double> lower0(all.size(), 0);
+  // Each layer shape (LayerShapeKey: what the layer's ops and costs depend on) is prepared once
+  // for every layout that shares it. The map is filled before the parallel bounds read it, and
+  // afterwards only by the (serial) search.
+  std::map<std::string, std::shared_ptr<const LayerShapeCosts>> shapes;
+  auto prepare_shapes = [&](const std::vector<int64_t>& ids) {
+    std::vector<std::string> keys(ids.size());
+    ParallelFor(static_cast<int64_t>(ids.size()), threads, [&](int64_t k) { keys[k] = LayerShapeKey(all[ids[k]]); });
+    std::vector<std::pair<std::string, int64_t>> missing;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (shapes.emplace(keys[k], nullptr).second) missing.emplace_back(keys[k], ids[k]);
+    }
+    std::vector<std::shared_ptr<const LayerShapeCosts>> made(missing.size());
+    ParallelFor(static_cast<int64_t>(missing.size()), threads,
+                [&](int64_t k) { made[k] = PrepareLayerShape(m, hw, all[missing[k].second]); });
+    for (size_t k = 0; k < missing.size(); ++k) shapes[missing[k].first] = made[k];
+  };
   auto compute_bound = [&](int64_t i) {
     key[i] = FormatLayout(all[i]);
     Candidate b;
     b.layout = all[i];
-    b.estimated_time_s = ComputeLowerBound(m, comm, all[i]);
+    b.estimated_time_s = ComputeLowerBound(m, comm, all[i], shapes.at(LayerShapeKey(all[i])).get());
     lower0[i] = Score(b, m, hw, o);
   };
   // Each group's members, least recompute and offload first (the enumeration's order). A
@@ -420,6 +438,7 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     for (const std::vector<int64_t>& g : members) {
       if (!g.empty()) heads.push_back(g.front());
     }
+    prepare_shapes(heads);
     ParallelFor(static_cast<int64_t>(heads.size()), threads, [&](int64_t k) { compute_bound(heads[k]); });
     for (size_t g = 0; g < members.size(); ++g) cursor[g] = members[g].empty() ? 0 : 1;
     heap0 = heads;
@@ -436,6 +455,7 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
         ++res.dominated;
         continue;
       }
+      prepare_shapes({i});
       compute_bound(i);
       heap0.push_back(i);
       std::push_heap(heap0.begin(), heap0.end(), less0);

@@ -118,6 +118,27 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
       bound_gaps.push_back((t - bound.iteration_time_s) / t);
       const double compute_bound = ComputeLowerBound(c.model, comm, l);
       ASSERT_LE(compute_bound, t * (1 + 1e-12));
+      {
+        // The planner prepares each layer shape once: a layout that differs only in what
+        // LayerShapeKey leaves out (pipeline, DP side, schedule, overlap) gives the same bound.
+        Layout other = l;
+        other.pp = l.pp * 2;
+        other.dp = l.dp + 3;
+        other.vpp = l.vpp + 1;
+        other.gbs = l.gbs * 5;
+        other.zero = (l.zero + 1) % 4;
+        other.schedule = l.schedule == Schedule::kGpipe ? Schedule::k1F1B : Schedule::kGpipe;
+        other.offload = l.offload == Offload::kNone ? Offload::kOptimizer : Offload::kNone;
+        other.overlap_dp = !l.overlap_dp;
+        other.overlap_pp = !l.overlap_pp;
+        other.prefetch = !l.prefetch;
+        other.overlap_tp = l.overlap_tp == TpOverlap::kOn ? TpOverlap::kOff : TpOverlap::kOn;
+        other.bucket_params = l.bucket_params + 777;
+        other.live_params = l.live_params / 2 + 1;
+        other.grad_compression = 4;
+        ASSERT_EQ(LayerShapeKey(other), LayerShapeKey(l));
+        ASSERT_EQ(ComputeLowerBound(c.model, comm, l, PrepareLayerShape(c.model, hw, other).get()), compute_bound);
+      }
       compute_gaps.push_back((t - compute_bound) / t);
       // The simulator rounds every task up to the picosecond: 1 ps per task at most.
       ASSERT_LE(t, sim->iteration_time_s + 1e-12 * static_cast<double>(program.task_count()));

@@ -367,23 +367,27 @@ const CollectiveModel::Lines& CollectiveModel::Coefficients(Collective c, const 
     if (it != cache_.end()) return local.emplace(key, it->second).first->second;
   }
   // One evaluation per algorithm fixes its line: its latency part is the fixed term, the rest
-  // scales.
-  constexpr double kProbe = 1e9;
-  Lines lines;
-  for (int a = 0; a < kAlgorithms; ++a) {
-    const CollectiveCost probe = EstimateWith(c, static_cast<CollectiveAlgorithm>(a), gpus, kProbe);
-    Linear& lin = lines[a];
-    lin.applies = std::isfinite(probe.time_s);
-    if (lin.applies) {
-      lin.fixed = probe.latency_s;
-      lin.per_byte = (probe.time_s - probe.latency_s) / kProbe;
-      lin.crosses_network = probe.crosses_network;
+  // scales. Computed under the lock, so that threads missing the same group wait for one
+  // evaluation rather than each making its own (EstimateWith takes no lock of this model's).
+  std::unique_lock<std::shared_mutex> lock(cache_mu_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    constexpr double kProbe = 1e9;
+    Lines lines;
+    for (int a = 0; a < kAlgorithms; ++a) {
+      const CollectiveCost probe = EstimateWith(c, static_cast<CollectiveAlgorithm>(a), gpus, kProbe);
+      Linear& lin = lines[a];
+      lin.applies = std::isfinite(probe.time_s);
+      if (lin.applies) {
+        lin.fixed = probe.latency_s;
+        lin.per_byte = (probe.time_s - probe.latency_s) / kProbe;
+        lin.crosses_network = probe.crosses_network;
+      }
     }
+    it = cache_.emplace(key, lines).first;
   }
-  {
-    std::unique_lock<std::shared_mutex> lock(cache_mu_);
-    cache_.emplace(key, lines);
-  }
+  const Lines lines = it->second;
+  lock.unlock();
   return local.emplace(key, lines).first->second;
 }
 

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -922,15 +924,53 @@ double StreamLoadPerMicrobatch(const ModelSpec& m, const CollectiveModel& comm, 
 
 }  // namespace
 
-double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l) {
+struct LayerShapeCosts {
+  LayerPlan dense, moe;  // LayerCost points into these: the struct is never copied
+  LayerCost costs[2];
+  Block embedding, head;
+};
+
+std::string LayerShapeKey(const Layout& l) {
+  // What the layer's ops and their costs do not read (PlanLayer, CostLayer, EmbeddingOps,
+  // HeadOps): the pipeline, the data-parallel side, the schedule and the overlap switches.
+  // Everything else stays in the key, so a field they start reading joins it by default.
+  Layout k = l;
+  k.pp = k.dp = k.vpp = 1;
+  k.gbs = 1;
+  k.zero = 0;
+  k.schedule = Schedule::k1F1B;
+  k.schedule_given = false;
+  k.offload = Offload::kNone;
+  k.overlap_dp = k.overlap_pp = k.prefetch = false;
+  k.overlap_tp = TpOverlap::kOff;
+  k.bucket_params = k.live_params = 0;
+  k.grad_compression = 1;
+  return FormatLayout(k);
+}
+
+std::shared_ptr<const LayerShapeCosts> PrepareLayerShape(const ModelSpec& m, const HardwareSpec& hw,
+                                                         const Layout& l) {
+  auto p = std::make_shared<LayerShapeCosts>();
+  p->dense = PlanLayer(m, l, false);
+  if (m.moe) p->moe = PlanLayer(m, l, true);
+  p->costs[0] = CostLayer(hw.gpu, l, p->dense);
+  p->costs[1] = m.moe ? CostLayer(hw.gpu, l, p->moe) : p->costs[0];
+  p->embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
+  p->head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
+  return p;
+}
+
+double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l,
+                         const LayerShapeCosts* shape) {
   const HardwareSpec& hw = comm.cluster().hardware();
-  const LayerPlan dense = PlanLayer(m, l, false);
-  const LayerPlan moe_plan = m.moe ? PlanLayer(m, l, true) : LayerPlan{};
-  const LayerPlan& moe = m.moe ? moe_plan : dense;
-  const LayerCost dense_cost = CostLayer(hw.gpu, l, dense);
-  const LayerCost costs[2] = {dense_cost, m.moe ? CostLayer(hw.gpu, l, moe) : dense_cost};
-  const Block embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
-  const Block head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
+  std::shared_ptr<const LayerShapeCosts> own;
+  if (shape == nullptr) {
+    own = PrepareLayerShape(m, hw, l);
+    shape = own.get();
+  }
+  const LayerCost (&costs)[2] = shape->costs;
+  const Block& embedding = shape->embedding;
+  const Block& head = shape->head;
   // One micro-batch of one chunk: forward, and backward with its recomputation.
   auto chunk_compute = [&](const ModelChunk& c, double* fwd, double* bwd) {
     *fwd = *bwd = 0;

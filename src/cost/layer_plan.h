@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -100,7 +101,16 @@ struct IterationPlan {
 // stage 0's optimizer (offloaded: the host chain). And since the DP and CP streams also run one
 // task at a time, at least m times either stream's load per micro-batch (ZeRO-3's gathers,
 // ZeRO-2/3's per-layer reduce-scatters, ring attention's exchanges).
-double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
+// `shape`, when given, is PrepareLayerShape of a layout with the same LayerShapeKey (the
+// planner prepares each layer shape once for all the layouts that share it); else it is built.
+struct LayerShapeCosts;
+double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const Layout& l,
+                         const LayerShapeCosts* shape = nullptr);
+// The layout fields a layer's ops and costs depend on, as text: layouts with equal keys share
+// one PrepareLayerShape.
+std::string LayerShapeKey(const Layout& l);
+std::shared_ptr<const LayerShapeCosts> PrepareLayerShape(const ModelSpec& m, const HardwareSpec& hw,
+                                                         const Layout& l);
 
 // The stage the pipeline send of pass list `p` goes to when `stage` runs it: pass lists leave
 // the send's peer_stage -1.
