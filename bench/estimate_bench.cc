@@ -2,6 +2,8 @@
 // on it, and one whole EstimateIteration for GPT-3 175B (the planner calls it per layout).
 #include <benchmark/benchmark.h>
 
+#include "bench/llama405b_case.h"
+
 #include "src/cost/estimate.h"
 #include "src/cost/layer_plan.h"
 #include "src/util/check.h"
@@ -95,17 +97,11 @@ BENCHMARK(BM_EstimateTimeGpt3OnWarmCluster)->Unit(benchmark::kMicrosecond);
 // of GPUs / 8 dgx-h100 nodes, every collective priced afresh (a new collective model each time;
 // the cluster's routes are cached after the first). Arg = GPUs: from 1,024 to 131,072.
 void BM_EstimateLlama405bScale(benchmark::State& state) {
-  const int64_t gpus = state.range(0);
-  const ModelSpec m = *LoadModel("llama3-405b");
-  HardwareSpec hw = *LoadHardware("dgx-h100");
-  hw.nodes = gpus / hw.node.gpus;
-  const Layout l = *ResolveLayoutFor(*ParseLayout("tp=8,pp=2,mbs=1,gbs=" + std::to_string(2 * gpus) +
-                                                  ",sp=on,zero=1,recompute=selective"),
-                                     gpus, hw);
-  const Cluster cluster(hw);
+  const Llama405bCase c = Llama405bOn(state.range(0));
+  const Cluster cluster(c.hardware);
   for (auto _ : state) {
     const CollectiveModel comm(cluster);
-    benchmark::DoNotOptimize(EstimateTime(m, comm, l).iteration_time_s);
+    benchmark::DoNotOptimize(EstimateTime(c.model, comm, c.layout).iteration_time_s);
   }
 }
 BENCHMARK(BM_EstimateLlama405bScale)->Arg(1024)->Arg(16384)->Arg(131072)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench/llama405b_case.h"
 #include "src/hardware/cluster.h"
 #include "src/layout/validate.h"
 #include "src/sim/engine.h"
@@ -170,18 +171,12 @@ BENCHMARK(BM_SimulateGpt3Full)->Unit(benchmark::kMillisecond)->UseRealTime()->It
 // nodes), cold: the cluster graph built and every route found, as one command pays. Arg = GPUs:
 // how a symmetric simulation grows from 1,024 to 131,072 GPUs.
 void BM_SimulateLlama405bSymmetricScale(benchmark::State& state) {
-  const int64_t gpus = state.range(0);
-  const ModelSpec m = *LoadModel("llama3-405b");
-  HardwareSpec hw = *LoadHardware("dgx-h100");
-  hw.nodes = gpus / hw.node.gpus;
-  const Layout l = *ResolveLayoutFor(*ParseLayout("tp=8,pp=2,mbs=1,gbs=" + std::to_string(2 * gpus) +
-                                                  ",sp=on,zero=1,recompute=selective"),
-                                     gpus, hw);
+  const Llama405bCase c = Llama405bOn(state.range(0));
   SimOptions so;
   so.critical_path = false;
   for (auto _ : state) {
-    const Cluster cluster(hw);
-    StatusOr<SimResult> r = Simulate(m, cluster, l, so);
+    const Cluster cluster(c.hardware);
+    StatusOr<SimResult> r = Simulate(c.model, cluster, c.layout, so);
     CHECK(r.ok()) << r.status().message();
     benchmark::DoNotOptimize(r->iteration_time_s);
   }
@@ -193,15 +188,13 @@ BENCHMARK(BM_SimulateLlama405bSymmetricScale)->Arg(1024)->Arg(16384)->Arg(131072
 // dgx-h100 nodes. The cluster is built for the job's nodes (Cluster(hw, gpus)), as the
 // commands build it, so neither the graph nor the simulation grows with the description.
 void BM_SimulateFixedJobGrowingCluster(benchmark::State& state) {
-  const ModelSpec m = *LoadModel("llama3-405b");
-  HardwareSpec hw = *LoadHardware("dgx-h100");
-  hw.nodes = state.range(0);
-  const Layout l = *ResolveLayoutFor(*ParseLayout("tp=8,pp=2,mbs=1,gbs=2048,sp=on,zero=1,recompute=selective"), 1024, hw);
+  Llama405bCase c = Llama405bOn(1024);
+  c.hardware.nodes = state.range(0);
   SimOptions so;
   so.critical_path = false;
   for (auto _ : state) {
-    const Cluster cluster(hw, 1024);
-    StatusOr<SimResult> r = Simulate(m, cluster, l, so);
+    const Cluster cluster(c.hardware, 1024);
+    StatusOr<SimResult> r = Simulate(c.model, cluster, c.layout, so);
     CHECK(r.ok()) << r.status().message();
     benchmark::DoNotOptimize(r->iteration_time_s);
   }

@@ -397,9 +397,10 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   std::vector<std::string> key(all.size());
   std::vector<double> lower0(all.size(), 0);
   // Each layer shape (LayerShapeKey: what the layer's ops and costs depend on) is prepared once
-  // for every layout that shares it. The map is filled before the parallel bounds read it, and
-  // afterwards only by the (serial) search.
+  // for every layout that shares it; shape[i] points at layout i's once prepared. The map is
+  // filled before the parallel bounds read it, and afterwards only by the (serial) search.
   std::map<std::string, std::shared_ptr<const LayerShapeCosts>> shapes;
+  std::vector<const LayerShapeCosts*> shape(all.size(), nullptr);
   auto prepare_shapes = [&](const std::vector<int64_t>& ids) {
     std::vector<std::string> keys(ids.size());
     ParallelFor(static_cast<int64_t>(ids.size()), threads, [&](int64_t k) { keys[k] = LayerShapeKey(all[ids[k]]); });
@@ -411,12 +412,13 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     ParallelFor(static_cast<int64_t>(missing.size()), threads,
                 [&](int64_t k) { made[k] = PrepareLayerShape(m, hw, all[missing[k].second]); });
     for (size_t k = 0; k < missing.size(); ++k) shapes[missing[k].first] = made[k];
+    for (size_t k = 0; k < ids.size(); ++k) shape[ids[k]] = shapes.at(keys[k]).get();
   };
   auto compute_bound = [&](int64_t i) {
     key[i] = FormatLayout(all[i]);
     Candidate b;
     b.layout = all[i];
-    b.estimated_time_s = ComputeLowerBound(m, comm, all[i], shapes.at(LayerShapeKey(all[i])).get());
+    b.estimated_time_s = ComputeLowerBound(m, comm, all[i], shape[i]);
     lower0[i] = Score(b, m, hw, o);
   };
   // Each group's members, least recompute and offload first (the enumeration's order). A

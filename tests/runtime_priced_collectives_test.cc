@@ -33,22 +33,6 @@ using runtime::CallKey;
 using runtime::CallKind;
 using runtime::Group;
 
-// The GPT-2 style variant of the runtime's tests (exec_equivalence_main.cc): GELU, LayerNorm,
-// learned positions, biases, tied embeddings.
-ModelSpec GptStyle() {
-  ModelSpec m = testing::TinyModel(32);
-  m.name = "test-gpt";
-  m.layers = 2;
-  m.kv_heads = 4;
-  m.vocab = 256;
-  m.activation = Activation::kGelu;
-  m.norm = Norm::kLayerNorm;
-  m.position = Position::kLearned;
-  m.bias = true;
-  m.tied_embeddings = true;
-  return m;
-}
-
 std::string Describe(const std::map<CallKey, int64_t>& calls) {
   std::ostringstream os;
   for (const auto& [key, count] : calls) {
@@ -178,7 +162,7 @@ TEST(RuntimePricedCollectivesTest, Hybrid) {
 TEST(RuntimePricedCollectivesTest, GptStyle) {
   for (const char* spec : {"dp=2,mbs=2", "tp=2,mbs=2", "tp=2,sp=on,zero=1,mbs=2", "dp=2,zero=2,mbs=2",
                            "dp=2,zero=3,mbs=2", "tp=2,overlap_tp=on,mbs=2", "tp=2,overlap_tp=backward,mbs=2"}) {
-    ExpectSameCalls(GptStyle(), spec);
+    ExpectSameCalls(testing::TinyGptModel(), spec);
   }
 }
 

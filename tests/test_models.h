@@ -55,6 +55,22 @@ inline ModelSpec TinyModel(int64_t seq) {
   return m;
 }
 
+// The runtime tests' GPT-2 style variant of TinyModel(32): 2 layers, MHA (4 KV heads), vocab
+// 256, GELU, LayerNorm, learned positions, biases, tied embeddings.
+inline ModelSpec TinyGptModel() {
+  ModelSpec m = TinyModel(32);
+  m.name = "test-gpt";
+  m.layers = 2;
+  m.kv_heads = 4;
+  m.vocab = 256;
+  m.activation = Activation::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kLearned;
+  m.bias = true;
+  m.tied_embeddings = true;
+  return m;
+}
+
 // A cluster of `nodes` x `gpus` GPUs from YAML text; every figure is given here.
 inline HardwareSpec TestCluster(int64_t nodes, int64_t gpus, const std::string& fabric_bw,
                                 const std::string& fabric_latency, const std::string& nic_bw,

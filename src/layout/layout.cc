@@ -229,8 +229,9 @@ std::string FormatLayout(const Layout& l) {
   // on several threads, and a stream's locale is one shared, reference-counted object).
   std::string out;
   out.reserve(256);
-  auto num = [&out](int64_t v) {
+  auto field = [&out](const char* key, int64_t v) {
     char buf[24];
+    out += key;
     out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
   };
   auto on = [](bool b) { return b ? "on" : "off"; };
@@ -239,37 +240,23 @@ std::string FormatLayout(const Layout& l) {
   char compress[32];
   // Shortest text that reads back as the same double.
   *std::to_chars(compress, compress + sizeof compress - 1, l.grad_compression).ptr = '\0';
-  out += "tp=";
-  num(l.tp);
-  out += ",pp=";
-  num(l.pp);
-  if (l.dp > 0) {
-    out += ",dp=";
-    num(l.dp);
-  }
-  out += ",cp=";
-  num(l.cp);
-  out += ",ep=";
-  num(l.ep);
-  out += ",vpp=";
-  num(l.vpp);
-  out += ",mbs=";
-  num(l.mbs);
-  if (l.gbs > 0) {
-    out += ",gbs=";
-    num(l.gbs);
-  }
-  out += ",zero=";
-  num(l.zero);
+  field("tp=", l.tp);
+  field(",pp=", l.pp);
+  if (l.dp > 0) field(",dp=", l.dp);
+  field(",cp=", l.cp);
+  field(",ep=", l.ep);
+  field(",vpp=", l.vpp);
+  field(",mbs=", l.mbs);
+  if (l.gbs > 0) field(",gbs=", l.gbs);
+  field(",zero=", l.zero);
   out += std::string(",sp=") + on(l.sp) + ",recompute=" + RecomputeName(l.recompute);
   if (l.schedule_given) out += std::string(",schedule=") + ScheduleName(l.schedule);
   if (l.dtype_given) out += ",dtype=" + std::string(DTypeName(l.dtype));
   out += std::string(",offload=") + OffloadName(l.offload) + ",compress=" + compress + ",overlap_dp=" +
          on(l.overlap_dp) + ",overlap_tp=" + TpOverlapName(l.overlap_tp) + ",overlap_pp=" + on(l.overlap_pp) +
-         ",prefetch=" + on(l.prefetch) + ",attention=" + AttentionName(l.attention) + ",bucket_params=";
-  num(l.bucket_params);
-  out += ",live_params=";
-  num(l.live_params);
+         ",prefetch=" + on(l.prefetch) + ",attention=" + AttentionName(l.attention);
+  field(",bucket_params=", l.bucket_params);
+  field(",live_params=", l.live_params);
   return out;
 }
 

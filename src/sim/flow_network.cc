@@ -119,22 +119,21 @@ bool FlowNetwork::TryAddAlone(int32_t id, SimTime now) {
   // for all the others.
   Coflow& c = coflows_[id];
   double rate = std::numeric_limits<double>::infinity();
+  std::vector<double>& residual = residual_;  // per usage entry of the new coflow
+  residual.clear();
   for (const Usage& u : c.usage) {
-    const double residual = capacity_[u.link] - Load(u.link, nullptr, id);
-    if (residual <= kSaturated * capacity_[u.link]) return false;
-    rate = std::min(rate, residual / u.weight);
+    residual.push_back(capacity_[u.link] - Load(u.link, nullptr, id));
+    if (residual.back() <= kSaturated * capacity_[u.link]) return false;
+    rate = std::min(rate, residual.back() / u.weight);
   }
   if (!c.usage.empty()) {
     bool bottleneck = false;
-    for (const Usage& u : c.usage) {
-      const double residual = capacity_[u.link] - Load(u.link, nullptr, id);
-      if (residual / u.weight > rate * (1 + kSaturated)) continue;  // not a link that caps it
+    for (size_t k = 0; k < c.usage.size() && !bottleneck; ++k) {
+      const Usage& u = c.usage[k];
+      if (residual[k] / u.weight > rate * (1 + kSaturated)) continue;  // not a link that caps it
       double fastest = 0;
       Load(u.link, &fastest, id);
-      if (fastest <= rate * (1 + kSaturated)) {
-        bottleneck = true;
-        break;
-      }
+      bottleneck = fastest <= rate * (1 + kSaturated);
     }
     if (!bottleneck) return false;
   }

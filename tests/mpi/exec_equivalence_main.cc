@@ -60,19 +60,7 @@ double Relative(double a, double b) {
 ModelSpec Tiny() { return testing::TinyModel(32); }
 
 // GPT-2 style: GELU, LayerNorm, learned positions, biases, tied embeddings.
-ModelSpec Gpt() {
-  ModelSpec m = Tiny();
-  m.name = "test-gpt";
-  m.layers = 2;
-  m.kv_heads = 4;
-  m.vocab = 256;
-  m.activation = Activation::kGelu;
-  m.norm = Norm::kLayerNorm;
-  m.position = Position::kLearned;
-  m.bias = true;
-  m.tied_embeddings = true;
-  return m;
-}
+ModelSpec Gpt() { return testing::TinyGptModel(); }
 
 // attn.k.bias has a zero gradient in exact arithmetic (adding b to every key adds q.b to all of
 // a query's scores, which softmax ignores): its fp32 gradient is rounding noise that Adam turns
