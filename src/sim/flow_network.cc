@@ -9,24 +9,18 @@
 
 namespace shardsim {
 
-FlowNetwork::FlowNetwork(std::vector<double> capacity)
-    : capacity_(std::move(capacity)), on_link_(capacity_.size()), on_link_weight_(capacity_.size()),
-      link_mark_(capacity_.size(), 0),
-      link_pos_(capacity_.size(), 0) {
-  for (double c : capacity_) CHECK(c > 0) << "link capacity must be positive";
+FlowNetwork::FlowNetwork(std::vector<double> capacity) {
+  for (double c : capacity) AddLink(c);
 }
 
 int32_t FlowNetwork::AddLink(double capacity) {
   CHECK(capacity > 0) << "link capacity must be positive";
-  capacity_.push_back(capacity);
-  on_link_.emplace_back();
-  on_link_weight_.emplace_back();
-  link_mark_.push_back(0);
-  link_pos_.push_back(0);
-  return static_cast<int32_t>(capacity_.size() - 1);
+  link_.emplace_back();
+  link_.back().capacity = capacity;
+  return static_cast<int32_t>(link_.size() - 1);
 }
 
-int32_t FlowNetwork::Add(std::vector<Usage> usage, double volume, SimTime now) {
+int32_t FlowNetwork::Add(const std::vector<Usage>& usage, double volume, SimTime now) {
   CHECK(volume >= 0) << "negative volume";
   int32_t id;
   if (!free_ids_.empty()) {
@@ -40,24 +34,25 @@ int32_t FlowNetwork::Add(std::vector<Usage> usage, double volume, SimTime now) {
   }
   Coflow& c = coflows_[id];
   c.usage.clear();
-  for (const Usage& u : usage) {
-    CHECK(u.link >= 0 && static_cast<size_t>(u.link) < capacity_.size()) << "bad link " << u.link;
-    if (u.weight <= 0) continue;
-    // A link listed twice is one link with the summed weight.
-    auto same = std::find_if(c.usage.begin(), c.usage.end(), [&](const Usage& x) { return x.link == u.link; });
-    if (same != c.usage.end()) {
-      same->weight += u.weight;
-    } else {
-      c.usage.push_back(u);
-    }
-  }
+  ++epoch_;
   c.remaining = volume;
   c.rate = 0;
   c.updated = now;
   c.active = true;
-  for (const Usage& u : c.usage) {
-    on_link_[u.link].push_back(id);
-    on_link_weight_[u.link].push_back(u.weight);
+  for (const Usage& u : usage) {
+    CHECK(u.link >= 0 && static_cast<size_t>(u.link) < link_.size()) << "bad link " << u.link;
+    if (u.weight <= 0) continue;
+    Link& k = link_[u.link];
+    // A link listed twice is one link with the summed weight.
+    if (k.mark == epoch_) {
+      c.usage[k.pos].weight += u.weight;
+      k.on.back().weight += u.weight;  // c came last
+    } else {
+      k.mark = epoch_;
+      k.pos = static_cast<int32_t>(c.usage.size());
+      c.usage.push_back(u);
+      k.on.push_back({id, u.weight});
+    }
   }
   if (local_updates_ && TryAddAlone(id, now)) {
     ++local_update_count_;
@@ -76,11 +71,14 @@ void FlowNetwork::Remove(int32_t id, SimTime now) {
   std::vector<int32_t>& neighbours = seeds_;
   neighbours.clear();
   for (const Usage& u : c.usage) {
-    std::vector<int32_t>& list = on_link_[u.link];
-    const auto at = std::find(list.begin(), list.end(), id);
-    on_link_weight_[u.link].erase(on_link_weight_[u.link].begin() + (at - list.begin()));
-    list.erase(at);
-    neighbours.insert(neighbours.end(), list.begin(), list.end());
+    Link& k = link_[u.link];
+    k.on.erase(std::find_if(k.on.begin(), k.on.end(), [&](const OnLink& x) { return x.id == id; }));
+    if (k.on.empty()) {
+      k.load = 0;  // exactly, whatever the kept sum's rounding had left
+    } else {
+      k.load -= u.weight * c.rate;
+    }
+    for (const OnLink& x : k.on) neighbours.push_back(x.id);
   }
   free_ids_.push_back(id);
   if (neighbours.empty()) return;
@@ -99,12 +97,10 @@ std::vector<int32_t> FlowNetwork::TakeChanged() {
 
 double FlowNetwork::Load(int32_t link, double* max_rate, int32_t except) const {
   double load = 0;
-  const std::vector<int32_t>& ids = on_link_[link];
-  const std::vector<double>& weights = on_link_weight_[link];
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] == except) continue;
-    const double r = coflows_[ids[i]].rate;
-    load += weights[i] * r;
+  for (const OnLink& x : link_[link].on) {
+    if (x.id == except) continue;
+    const double r = coflows_[x.id].rate;
+    load += x.weight * r;
     if (max_rate) *max_rate = std::max(*max_rate, r);
   }
   return load;
@@ -122,8 +118,9 @@ bool FlowNetwork::TryAddAlone(int32_t id, SimTime now) {
   std::vector<double>& residual = residual_;  // per usage entry of the new coflow
   residual.clear();
   for (const Usage& u : c.usage) {
-    residual.push_back(capacity_[u.link] - Load(u.link, nullptr, id));
-    if (residual.back() <= kSaturated * capacity_[u.link]) return false;
+    const double capacity = link_[u.link].capacity;
+    residual.push_back(capacity - KeptLoad(u.link, 0, 0));  // c's rate is 0 yet
+    if (residual.back() <= kSaturated * capacity) return false;
     rate = std::min(rate, residual.back() / u.weight);
   }
   if (!c.usage.empty()) {
@@ -141,6 +138,7 @@ bool FlowNetwork::TryAddAlone(int32_t id, SimTime now) {
   c.updated = now;
   ++c.version;
   c.finish = std::isinf(rate) || c.remaining <= 0 ? now : now + ToSimTime(c.remaining / rate);
+  for (const Usage& u : c.usage) link_[u.link].load += u.weight * rate;
   changed_.push_back(id);
   return true;
 }
@@ -151,21 +149,22 @@ bool FlowNetwork::NobodyGains(int32_t id) {
   // leaving one's saturated links has a bottleneck elsewhere, the allocation stays max-min fair.
   const Coflow& c = coflows_[id];
   ++epoch_;
-  for (const Usage& u : c.usage) link_mark_[u.link] = epoch_;
+  for (const Usage& u : c.usage) link_[u.link].mark = epoch_;
   for (const Usage& u : c.usage) {
     // Saturated before it left: its own share counted back in.
-    const double load = Load(u.link, nullptr, -1) + u.weight * c.rate;
-    if (capacity_[u.link] - load > kSaturated * capacity_[u.link]) continue;
-    for (int32_t x : on_link_[u.link]) {
-      const Coflow& o = coflows_[x];
+    const Link& k = link_[u.link];
+    if (k.capacity - (k.load + u.weight * c.rate) > kSaturated * k.capacity) continue;
+    for (const OnLink& x : k.on) {
+      const Coflow& o = coflows_[x.id];
       if (std::isinf(o.rate)) continue;
       bool elsewhere = false;
       for (const Usage& v : o.usage) {
-        if (link_mark_[v.link] == epoch_) continue;
+        const Link& w = link_[v.link];
+        if (w.mark == epoch_) continue;
+        if (w.capacity - w.load > kSaturated * w.capacity) continue;
         double fastest = 0;
-        const double other_load = Load(v.link, &fastest, -1);
-        if (capacity_[v.link] - other_load <= kSaturated * capacity_[v.link] &&
-            o.rate >= fastest * (1 - kSaturated)) {
+        Load(v.link, &fastest, -1);
+        if (o.rate >= fastest * (1 - kSaturated)) {
           elsewhere = true;
           break;
         }
@@ -191,10 +190,12 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
   }
   for (size_t i = 0; i < comp.size(); ++i) {
     for (const Usage& u : coflows_[comp[i]].usage) {
-      if (link_mark_[u.link] == epoch_) continue;
-      link_mark_[u.link] = epoch_;
+      Link& k = link_[u.link];
+      if (k.mark == epoch_) continue;
+      k.mark = epoch_;
       links.push_back(u.link);
-      for (int32_t other : on_link_[u.link]) {
+      for (const OnLink& x : k.on) {
+        const int32_t other = x.id;
         if (coflow_mark_[other] != epoch_) {
           coflow_mark_[other] = epoch_;
           comp.push_back(other);
@@ -218,7 +219,7 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
   //    freeze the coflows on it; repeat.
   std::vector<double>& residual = residual_;
   residual.resize(links.size());
-  for (size_t i = 0; i < links.size(); ++i) residual[i] = capacity_[links[i]];
+  for (size_t i = 0; i < links.size(); ++i) residual[i] = link_[links[i]].capacity;
   std::vector<char>& frozen = frozen_;
   frozen.assign(comp.size(), 0);
   size_t unfrozen = comp.size();
@@ -230,7 +231,7 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
       --unfrozen;
     }
   }
-  for (size_t i = 0; i < links.size(); ++i) link_pos_[links[i]] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < links.size(); ++i) link_[links[i]].pos = static_cast<int32_t>(i);
   std::vector<double>& demand = demand_;
   demand.resize(links.size());
   while (unfrozen > 0) {
@@ -238,7 +239,7 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
     std::fill(demand.begin(), demand.end(), 0.0);
     for (size_t k = 0; k < comp.size(); ++k) {
       if (frozen[k]) continue;
-      for (const Usage& u : coflows_[comp[k]].usage) demand[link_pos_[u.link]] += u.weight;
+      for (const Usage& u : coflows_[comp[k]].usage) demand[link_[u.link].pos] += u.weight;
     }
     double step = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < links.size(); ++i) {
@@ -250,10 +251,10 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
     }
     for (size_t i = 0; i < links.size(); ++i) {
       residual[i] -= step * demand[i];
-      if (demand[i] > 0 && residual[i] <= kSaturated * capacity_[links[i]]) {
+      if (demand[i] > 0 && residual[i] <= kSaturated * link_[links[i]].capacity) {
         residual[i] = 0;
-        for (int32_t id : on_link_[links[i]]) {
-          const size_t k = static_cast<size_t>(coflow_pos_[id]);
+        for (const OnLink& x : link_[links[i]].on) {
+          const size_t k = static_cast<size_t>(coflow_pos_[x.id]);
           if (!frozen[k]) {
             frozen[k] = 1;
             --unfrozen;
@@ -262,6 +263,8 @@ void FlowNetwork::Rebalance(const std::vector<int32_t>& seeds, SimTime now) {
       }
     }
   }
+
+  for (int32_t link : links) Resum(link);
 
   // 4. New finish times.
   for (int32_t id : comp) {

@@ -24,17 +24,22 @@ class FlowNetwork {
   int32_t AddLink(double capacity);
 
   // Starts a coflow needing `volume` bytes of progress at time `now`; returns its id.
-  int32_t Add(std::vector<Usage> usage, double volume, SimTime now);
+  int32_t Add(const std::vector<Usage>& usage, double volume, SimTime now);
   // Ends a coflow (at its finish time) and gives its bandwidth to the others.
   void Remove(int32_t id, SimTime now);
 
   // Coflows whose finish time changed since the last call (the caller reschedules them).
   std::vector<int32_t> TakeChanged();
+  // The same into *out (its old contents dropped), the two buffers keeping their capacity.
+  void TakeChanged(std::vector<int32_t>* out) {
+    out->clear();
+    out->swap(changed_);
+  }
   SimTime FinishTime(int32_t id) const { return coflows_[id].finish; }
   uint64_t Version(int32_t id) const { return coflows_[id].version; }
   double Rate(int32_t id) const { return coflows_[id].rate; }
   bool Active(int32_t id) const { return coflows_[id].active; }
-  size_t link_count() const { return capacity_.size(); }
+  size_t link_count() const { return link_.size(); }
   // Off: every start and end recomputes its whole component (for tests of the local checks).
   void set_local_updates(bool on) { local_updates_ = on; }
   // Starts and ends settled by the local checks, without a recomputation.
@@ -59,21 +64,37 @@ class FlowNetwork {
   bool TryAddAlone(int32_t id, SimTime now);
   bool NobodyGains(int32_t id);
   // The load of `link` (sum of weight x rate), skipping coflow `except`; the fastest coflow's
-  // rate into *max_rate when given.
+  // rate into *max_rate when given. Summed afresh over the link's coflows.
   double Load(int32_t link, double* max_rate, int32_t except) const;
+  // The same from the kept sum (load_), without visiting the link's coflows.
+  double KeptLoad(int32_t link, double except_weight, double except_rate) const {
+    return link_[link].load - except_weight * except_rate;
+  }
+  // Sets load_ of `link` to its sum afresh (after its coflows' rates changed together).
+  void Resum(int32_t link) { link_[link].load = Load(link, nullptr, -1); }
   // A link is saturated when what is left of it is at most this fraction of its capacity.
   static constexpr double kSaturated = 1e-9;
 
-  std::vector<double> capacity_;
-  std::vector<std::vector<int32_t>> on_link_;  // active coflows per link
-  std::vector<std::vector<double>> on_link_weight_;  // their weights on it, in the same order
+  // A link's state in one place: a coflow's start or end visits every link it loads, up to
+  // thousands for a collective over a large DP group.
+  struct OnLink {
+    int32_t id;     // an active coflow loading the link
+    double weight;  // its weight on it
+  };
+  struct Link {
+    double capacity = 0;
+    double load = 0;    // sum of weight x rate of its coflows
+    uint32_t mark = 0;  // scratch: epoch_ when visited
+    int32_t pos = 0;    // scratch: index in the coflow or component being visited
+    std::vector<OnLink> on;  // its active coflows, in the order they came
+  };
+  std::vector<Link> link_;
   std::vector<Coflow> coflows_;
   std::vector<int32_t> free_ids_;
   std::vector<int32_t> changed_;
   // Scratch for Rebalance, sized to the links and coflows.
-  std::vector<uint32_t> link_mark_, coflow_mark_;
-  std::vector<int32_t> link_pos_;    // a link's index in the component being rebalanced
-  std::vector<int32_t> coflow_pos_;  // a coflow's index in it
+  std::vector<uint32_t> coflow_mark_;
+  std::vector<int32_t> coflow_pos_;  // a coflow's index in the component being rebalanced
   std::vector<int32_t> seeds_, comp_, links_;
   std::vector<double> residual_, demand_;
   std::vector<char> frozen_;

@@ -24,12 +24,33 @@ enum EventKind : uint32_t { kTaskDone, kLatencyDone, kFlowDone };
 constexpr int kGroupKinds = kGroupKindCount;
 constexpr SimTime kNever = -1;
 
+// What the runner keeps per task of each simulated rank, in 16 bytes (a full simulation keeps
+// some 60 M of them): when it finished, and before it starts the count of its unfinished
+// dependencies, then its start time (a task starts only once the count is 0, and nothing
+// counts down after that).
+struct TaskState {
+  SimTime finished = kNever;
+  SimTime start_or_wait = -2;  // -2 - unfinished dependencies, then the start time (>= 0)
+
+  int32_t waiting() const { return start_or_wait >= 0 ? 0 : static_cast<int32_t>(-2 - start_or_wait); }
+  SimTime started() const { return start_or_wait >= 0 ? start_or_wait : kNever; }
+  void set_waiting(int32_t n) { start_or_wait = -2 - static_cast<SimTime>(n); }
+  void set_started(SimTime t) { start_or_wait = t; }
+  // One dependency finished; returns how many remain.
+  int32_t DependencyDone() { return static_cast<int32_t>(-2 - ++start_or_wait); }
+};
+
 struct RankState {
   int64_t rank = 0;
   int32_t stage = 0;
-  std::vector<int32_t> waiting;   // unfinished dependencies per task
-  std::vector<SimTime> started;   // per task, kNever until it starts
-  std::vector<SimTime> finished;  // per task, kNever until it ends
+  // Its task states in Runner::task_states_, which holds each stage's ranks task-major: task
+  // t of every rank of the stage, then task t + 1. The ranks of a stage run the same task at
+  // about the same time, so they touch the same cache lines (a full simulation keeps some
+  // 60 M task states, far more than the caches).
+  TaskState* task = nullptr;  // its task 0
+  size_t stride = 1;          // the stage's simulated ranks
+  TaskState& At(int32_t t) { return task[static_cast<size_t>(t) * stride]; }
+  const TaskState& At(int32_t t) const { return task[static_cast<size_t>(t) * stride]; }
   int32_t next[kStreamCount] = {};  // position in the stage's stream order
   bool busy[kStreamCount] = {};
   SimTime compute_free = 0;  // when the compute stream last went idle
@@ -45,6 +66,29 @@ struct RankState {
   int64_t group_leader[kGroupKinds] = {};
   int32_t group_needed[kGroupKinds] = {};  // simulated members of each group
   std::vector<int64_t> group_members[kGroupKinds];
+  std::vector<int32_t> plan_of_class;  // the plan of each of its stage's transfer classes
+  // As a group's leader: its collectives waiting for members, (sequence number, transfer).
+  std::vector<std::pair<int64_t, int32_t>> pending[kGroupKinds];
+};
+
+// The transfers of one stage's program, by what their plan depends on: a send by its
+// destination stage and bytes, a collective by its kind, group and bytes. Each rank prices
+// every class once (PlanAll); a task finds its plan through its class.
+struct TransferClass {
+  TaskKind kind = TaskKind::kSend;
+  Collective collective = Collective::kSendRecv;
+  GroupKind group = GroupKind::kTp;
+  int32_t peer_stage = -1;
+  double bytes = 0;
+  bool operator<(const TransferClass& o) const {
+    return std::tie(kind, collective, group, peer_stage, bytes) <
+           std::tie(o.kind, o.collective, o.group, o.peer_stage, o.bytes);
+  }
+};
+struct StageClasses {
+  std::vector<TransferClass> classes;  // in order of first use in the program
+  std::vector<int32_t> of_task;        // per task: its class, -1 for no transfer
+  std::vector<int8_t> streams;         // the streams the program uses
 };
 
 // A collective or send in flight: its participants, then latency, then the coflow.
@@ -85,11 +129,15 @@ class Runner {
 
  private:
   void InitRanks();
+  // Each stage's transfer classes and used streams (StageClasses).
+  void ClassifyStages();
   // Prices every transfer the simulated ranks will run, then reduces each plan's links to those
   // another plan also loads plus one link standing for the rest (PrivateBound).
   void PlanAll();
   int32_t LinkIndex(const ClusterLink* link);
-  void TryStart(int32_t s);
+  // Starts the first task of each stream in `streams` (a bit per stream) that is free and
+  // whose dependencies are done, in stream order.
+  void TryStart(int32_t s, uint32_t streams = ~0u);
   void Start(int32_t s, int32_t task);
   void Arrive(int32_t s, int32_t task);
   void Launch(int32_t transfer_id);
@@ -128,16 +176,52 @@ class Runner {
   FlowNetwork network_;
   Engine engine_;
   std::vector<RankState> states_;
+  std::vector<TaskState> task_states_;  // every simulated rank's, rank after rank
+  std::vector<StageClasses> stage_classes_;
   std::vector<int32_t> state_of_rank_;  // -1 when not simulated
   std::vector<Transfer> transfers_;
   std::vector<int32_t> free_transfers_;
-  std::unordered_map<int32_t, int32_t> transfer_of_coflow_;
-  std::unordered_map<uint64_t, int32_t> pending_;  // (group kind, leader, seq) -> transfer
+  std::vector<int32_t> transfer_of_coflow_;
+  std::vector<std::pair<int32_t, int32_t>> parts_;  // a finished transfer's participants
+  std::vector<int32_t> changed_;  // coflows whose finish time moved (FlowNetwork::TakeChanged)  // per FlowNetwork coflow id
+  // Collectives waiting for members of a group whose leader is not simulated: (group kind,
+  // leader) -> (sequence number, transfer); RankState::pending for the others.
+  std::map<std::pair<int, int64_t>, std::vector<std::pair<int64_t, int32_t>>> unsimulated_pending_;
   std::map<PlanKey, int32_t> plan_cache_;
   std::vector<CachedPlan> plans_;
   SimResult result_;
   size_t executed_ = 0;
 };
+
+void Runner::ClassifyStages() {
+  stage_classes_.resize(prog_.stages.size());
+  for (size_t st = 0; st < prog_.stages.size(); ++st) {
+    const StageProgram& p = prog_.stages[st];
+    StageClasses& sc = stage_classes_[st];
+    std::map<TransferClass, int32_t> index;
+    sc.of_task.assign(p.tasks.size(), -1);
+    for (size_t i = 0; i < p.tasks.size(); ++i) {
+      const TaskSpec& t = p.tasks[i];
+      TransferClass c;
+      if (t.kind == TaskKind::kSend) {
+        c.peer_stage = t.peer_stage;
+      } else if (t.kind == TaskKind::kCollective) {
+        c.collective = t.collective;
+        c.group = t.group;
+      } else {
+        continue;
+      }
+      c.kind = t.kind;
+      c.bytes = t.bytes;
+      auto [it, fresh] = index.emplace(c, static_cast<int32_t>(sc.classes.size()));
+      if (fresh) sc.classes.push_back(c);
+      sc.of_task[i] = it->second;
+    }
+    for (int s = 0; s < kStreamCount; ++s) {
+      if (!p.stream_order[s].empty()) sc.streams.push_back(static_cast<int8_t>(s));
+    }
+  }
+}
 
 void Runner::InitRanks() {
   const int64_t world = l_.world();
@@ -150,17 +234,27 @@ void Runner::InitRanks() {
   }
   for (size_t i = 0; i < ranks.size(); ++i) state_of_rank_[ranks[i]] = static_cast<int32_t>(i);
   states_.resize(ranks.size());
+  size_t total_tasks = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    states_[i].rank = ranks[i];
+    states_[i].stage = static_cast<int32_t>(CoordOf(l_, ranks[i]).pp);
+    total_tasks += prog_.stages[states_[i].stage].tasks.size();
+  }
+  task_states_.assign(total_tasks, TaskState{});
+  std::vector<size_t> stage_ranks(prog_.stages.size(), 0), lane(states_.size());
+  for (size_t i = 0; i < states_.size(); ++i) lane[i] = stage_ranks[states_[i].stage]++;
+  std::vector<size_t> stage_offset(prog_.stages.size(), 0);
+  for (size_t st = 1; st < prog_.stages.size(); ++st) {
+    stage_offset[st] = stage_offset[st - 1] + stage_ranks[st - 1] * prog_.stages[st - 1].tasks.size();
+  }
   for (size_t i = 0; i < ranks.size(); ++i) {
     RankState& r = states_[i];
-    r.rank = ranks[i];
-    r.stage = static_cast<int32_t>(CoordOf(l_, r.rank).pp);
     const StageProgram& p = prog_.stages[r.stage];
-    r.waiting.resize(p.tasks.size());
+    r.task = task_states_.data() + stage_offset[r.stage] + lane[i];
+    r.stride = stage_ranks[r.stage];
     for (size_t t = 0; t < p.tasks.size(); ++t) {
-      r.waiting[t] = p.tasks[t].dep_end - p.tasks[t].dep_begin + (p.tasks[t].remote_task >= 0 ? 1 : 0);
+      r.At(static_cast<int32_t>(t)).set_waiting(p.tasks[t].dep_end - p.tasks[t].dep_begin + (p.tasks[t].remote_task >= 0 ? 1 : 0));
     }
-    r.started.assign(p.tasks.size(), kNever);
-    r.finished.assign(p.tasks.size(), kNever);
     // Groups: the layout's, the expert-data-parallel and the embedding group (task.h).
     for (int g = 0; g < kGroupKinds; ++g) {
       if (static_cast<GroupKind>(g) == GroupKind::kEp && l_.dp % l_.ep != 0) continue;
@@ -190,17 +284,20 @@ int32_t Runner::LinkIndex(const ClusterLink* link) {
 }
 
 void Runner::PlanAll() {
-  // Every plan first, so that each link knows which plans load it.
-  for (size_t s = 0; s < states_.size(); ++s) {
-    const RankState& r = states_[s];
-    for (const TaskSpec& t : prog_.stages[r.stage].tasks) {
-      if (t.kind == TaskKind::kSend) {
-        const int64_t dst = RankAtStage(r, t.peer_stage);
-        PlanFor(Collective::kSendRecv, {r.rank, dst}, t.bytes, PlanKey{0, 0, 0, r.rank, dst, t.bytes});
-      } else if (t.kind == TaskKind::kCollective) {
-        const int g = static_cast<int>(t.group);
-        PlanFor(t.collective, r.group_members[g], t.bytes,
-                PlanKey{1, g, static_cast<int>(t.collective), r.group_leader[g], 0, t.bytes});
+  // Every plan first, so that each link knows which plans load it (in the order the stage's
+  // program first uses them).
+  for (RankState& r : states_) {
+    const std::vector<TransferClass>& classes = stage_classes_[r.stage].classes;
+    r.plan_of_class.resize(classes.size());
+    for (size_t i = 0; i < classes.size(); ++i) {
+      const TransferClass& c = classes[i];
+      if (c.kind == TaskKind::kSend) {
+        const int64_t dst = RankAtStage(r, c.peer_stage);
+        r.plan_of_class[i] = PlanFor(Collective::kSendRecv, {r.rank, dst}, c.bytes, PlanKey{0, 0, 0, r.rank, dst, c.bytes});
+      } else {
+        const int g = static_cast<int>(c.group);
+        r.plan_of_class[i] = PlanFor(c.collective, r.group_members[g], c.bytes,
+                                     PlanKey{1, g, static_cast<int>(c.collective), r.group_leader[g], 0, c.bytes});
       }
     }
   }
@@ -258,14 +355,15 @@ int32_t Runner::PlanFor(Collective c, const std::vector<int64_t>& gpus, double b
   return id;
 }
 
-void Runner::TryStart(int32_t s) {
+void Runner::TryStart(int32_t s, uint32_t streams) {
   RankState& r = states_[s];
   const StageProgram& p = prog_.stages[r.stage];
-  for (int st = 0; st < kStreamCount; ++st) {
+  for (const int8_t st : stage_classes_[r.stage].streams) {
+    if (!(streams >> st & 1u)) continue;
     const std::vector<int32_t>& order = p.stream_order[st];
     if (r.busy[st] || r.next[st] >= static_cast<int32_t>(order.size())) continue;
     const int32_t task = order[r.next[st]];
-    if (r.waiting[task] == 0) Start(s, task);
+    if (r.At(task).waiting() == 0) Start(s, task);
   }
 }
 
@@ -276,19 +374,19 @@ Runner::Binding Runner::BindingOf(const RankState& r, int32_t task) const {
   const TaskSpec& t = p.tasks[task];
   Binding b;
   for (int32_t d = t.dep_begin; d < t.dep_end; ++d) {
-    if (r.finished[p.deps[d]] > b.finished) b = {p.deps[d], false, r.finished[p.deps[d]], kNever};
+    if (r.At(p.deps[d]).finished > b.finished) b = {p.deps[d], false, r.At(p.deps[d]).finished, kNever};
   }
   const std::vector<int32_t>& order = p.stream_order[static_cast<int>(t.stream)];
   const auto pos = std::lower_bound(order.begin(), order.end(), task);
   if (pos != order.begin() && *pos == task) {
     const int32_t prev = *(pos - 1);
-    if (r.finished[prev] > b.finished) b = {prev, false, r.finished[prev], kNever};
+    if (r.At(prev).finished > b.finished) b = {prev, false, r.At(prev).finished, kNever};
   }
   if (t.remote_task >= 0) {
     const int32_t sender = state_of_rank_[RankAtStage(r, t.remote_stage)];
-    if (sender >= 0 && states_[sender].finished[t.remote_task] > b.finished) {
-      b = {t.remote_task, true, states_[sender].finished[t.remote_task],
-           states_[sender].started[t.remote_task]};
+    if (sender >= 0 && states_[sender].At(t.remote_task).finished > b.finished) {
+      b = {t.remote_task, true, states_[sender].At(t.remote_task).finished,
+           states_[sender].At(t.remote_task).started()};
     }
   }
   return b;
@@ -320,7 +418,7 @@ void Runner::ChargeRunning(RankState& r, int32_t task, SimTime from, SimTime to,
   // is charged to its category, the wait before it to what it waited for.
   if (to <= from) return;
   const TaskSpec& t = prog_.stages[r.stage].tasks[task];
-  const SimTime start = std::min(to, std::max(from, r.started[task]));
+  const SimTime start = std::min(to, std::max(from, r.At(task).started()));
   const Category c = t.stream == Stream::kCompute ? Category::kBubble : t.category;
   r.breakdown[static_cast<int>(c)] += ToSeconds(to - start);
   ChargeWaiting(r, task, from, start, depth + 1);
@@ -338,12 +436,12 @@ void Runner::Start(int32_t s, int32_t task) {
   switch (t.kind) {
     case TaskKind::kCompute:
     case TaskKind::kHostCompute:
-      r.started[task] = engine_.now();
+      r.At(task).set_started(engine_.now());
       engine_.Schedule(engine_.now() + ToSimTime(t.duration_s), kTaskDone, static_cast<uint32_t>(s),
                        static_cast<uint64_t>(task));
       break;
     case TaskKind::kHostTransfer: {
-      r.started[task] = engine_.now();
+      r.At(task).set_started(engine_.now());
       const Route route = cluster_.RouteToHost(r.rank);
       const double seconds = route.latency_s + t.bytes / route.bottleneck_bandwidth;
       engine_.Schedule(engine_.now() + ToSimTime(seconds), kTaskDone, static_cast<uint32_t>(s),
@@ -351,13 +449,11 @@ void Runner::Start(int32_t s, int32_t task) {
       break;
     }
     case TaskKind::kSend: {
-      r.started[task] = engine_.now();
-      const int64_t dst = RankAtStage(r, t.peer_stage);
-      const PlanKey key{0, 0, 0, r.rank, dst, t.bytes};
+      r.At(task).set_started(engine_.now());
       const int32_t id = NewTransfer();
       Transfer& x = transfers_[id];
       x.parts = {{s, task}};
-      x.plan = PlanFor(Collective::kSendRecv, {r.rank, dst}, t.bytes, key);
+      x.plan = r.plan_of_class[stage_classes_[r.stage].of_task[task]];
       Launch(id);
       break;
     }
@@ -369,28 +465,31 @@ void Runner::Start(int32_t s, int32_t task) {
 
 void Runner::Arrive(int32_t s, int32_t task) {
   RankState& r = states_[s];
-  const TaskSpec& t = prog_.stages[r.stage].tasks[task];
-  const int g = static_cast<int>(t.group);
-  const uint64_t key = static_cast<uint64_t>(g) << 60 | static_cast<uint64_t>(r.group_leader[g]) << 36 |
-                       static_cast<uint64_t>(r.group_seq[g]++);
+  const int g = static_cast<int>(prog_.stages[r.stage].tasks[task].group);
+  const int64_t seq = r.group_seq[g]++;
+  // The group's collectives waiting for members, kept by its leader (simulated in both modes:
+  // the lowest rank of a group has the simulated ranks' zero coordinates).
+  const int32_t leader = state_of_rank_[r.group_leader[g]];
+  std::vector<std::pair<int64_t, int32_t>>& pending =
+      leader >= 0 ? states_[leader].pending[g] : unsimulated_pending_[{g, r.group_leader[g]}];
+  auto it = std::find_if(pending.begin(), pending.end(), [&](const auto& p) { return p.first == seq; });
   int32_t id;
-  auto it = pending_.find(key);
-  if (it == pending_.end()) {
+  if (it == pending.end()) {
     id = NewTransfer();
     Transfer& x = transfers_[id];
     x.parts.clear();
     x.coflow = -1;
-    const PlanKey plan_key{1, g, static_cast<int>(t.collective), r.group_leader[g], 0, t.bytes};
-    x.plan = PlanFor(t.collective, r.group_members[g], t.bytes, plan_key);
-    pending_[key] = id;
+    x.plan = r.plan_of_class[stage_classes_[r.stage].of_task[task]];
+    pending.emplace_back(seq, id);
+    it = pending.end() - 1;
   } else {
     id = it->second;
   }
   Transfer& x = transfers_[id];
   x.parts.emplace_back(s, task);
   if (static_cast<int32_t>(x.parts.size()) == r.group_needed[g]) {
-    pending_.erase(key);
-    for (const auto& [ps, pt] : x.parts) states_[ps].started[pt] = engine_.now();
+    pending.erase(it);
+    for (const auto& [ps, pt] : x.parts) states_[ps].At(pt).set_started(engine_.now());
     Launch(id);
   }
 }
@@ -407,7 +506,7 @@ void Runner::Complete(int32_t s, int32_t task) {
   const StageProgram& p = prog_.stages[r.stage];
   const TaskSpec& t = p.tasks[task];
   const SimTime now = engine_.now();
-  r.finished[task] = now;
+  r.At(task).finished = now;
   ++executed_;
   const int st = static_cast<int>(t.stream);
   r.busy[st] = false;
@@ -434,20 +533,26 @@ void Runner::Complete(int32_t s, int32_t task) {
     span.microbatch = t.microbatch;
     span.layer = t.layer;
     span.stream = t.stream;
-    span.start = r.started[task];
+    span.start = r.At(task).started();
     span.end = now;
     span.bytes = t.bytes;
     span.flops = t.flops;
     result_.trace.push_back(span);
   }
-  for (int32_t dep : p.dependents[task]) --r.waiting[dep];
+  // Only a stream whose first task may have become ready can start one: this task's (its
+  // next task is first now) and those of the dependents left with nothing to wait for.
+  uint32_t ready = 1u << st;
+  for (int32_t dep : p.dependents[task]) {
+    if (r.At(dep).DependencyDone() == 0) ready |= 1u << static_cast<int>(p.tasks[dep].stream);
+  }
   for (const auto& [stage, other] : prog_.remote_dependents[r.stage][task]) {
     const int32_t o = state_of_rank_[RankAtStage(r, stage)];
     if (o < 0) continue;
-    --states_[o].waiting[other];
-    TryStart(o);
+    if (states_[o].At(other).DependencyDone() == 0) {
+      TryStart(o, 1u << static_cast<int>(prog_.stages[stage].tasks[other].stream));
+    }
   }
-  TryStart(s);
+  TryStart(s, ready);
 }
 
 Status Runner::Deadlock() const {
@@ -465,7 +570,7 @@ Status Runner::Deadlock() const {
       if (r.busy[st]) {
         out << "waits for the other members of its " << (t.kind == TaskKind::kCollective ? "group" : "transfer");
       } else {
-        out << "waits for " << r.waiting[task] << " unfinished dependencies";
+        out << "waits for " << r.At(task).waiting() << " unfinished dependencies";
       }
       ++shown;
     }
@@ -474,6 +579,7 @@ Status Runner::Deadlock() const {
 }
 
 StatusOr<SimResult> Runner::Run() {
+  ClassifyStages();
   InitRanks();
   PlanAll();
   for (size_t s = 0; s < states_.size(); ++s) TryStart(static_cast<int32_t>(s));
@@ -490,8 +596,10 @@ StatusOr<SimResult> Runner::Run() {
           engine_.Schedule(engine_.now(), kFlowDone, ev.target, ~0ull);
         } else {
           x.coflow = network_.Add(plan.usage, plan.volume, engine_.now());
+          if (transfer_of_coflow_.size() <= static_cast<size_t>(x.coflow)) transfer_of_coflow_.resize(x.coflow + 1, -1);
           transfer_of_coflow_[x.coflow] = static_cast<int32_t>(ev.target);
-          for (int32_t c : network_.TakeChanged()) {
+          network_.TakeChanged(&changed_);
+          for (int32_t c : changed_) {
             engine_.Schedule(network_.FinishTime(c), kFlowDone, static_cast<uint32_t>(c), network_.Version(c));
           }
         }
@@ -504,16 +612,20 @@ StatusOr<SimResult> Runner::Run() {
         } else {
           const int32_t c = static_cast<int32_t>(ev.target);
           if (!network_.Active(c) || network_.Version(c) != ev.tag) break;  // stale
-          id = transfer_of_coflow_.at(c);
-          transfer_of_coflow_.erase(c);
+          id = transfer_of_coflow_[c];
+          transfer_of_coflow_[c] = -1;
           network_.Remove(c, engine_.now());
-          for (int32_t o : network_.TakeChanged()) {
+          network_.TakeChanged(&changed_);
+          for (int32_t o : changed_) {
             engine_.Schedule(network_.FinishTime(o), kFlowDone, static_cast<uint32_t>(o), network_.Version(o));
           }
         }
         Transfer& x = transfers_[id];
-        const std::vector<std::pair<int32_t, int32_t>> parts = std::move(x.parts);
-        x.parts.clear();
+        // The participants move out (the transfer is free for reuse by what they start next);
+        // the two buffers trade places to keep their capacity.
+        std::vector<std::pair<int32_t, int32_t>>& parts = parts_;
+        parts.clear();
+        parts.swap(x.parts);
         free_transfers_.push_back(id);
         for (const auto& [s, task] : parts) Complete(s, task);
         break;
