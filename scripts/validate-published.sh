@@ -2,7 +2,8 @@
 # Compares shardsim's estimate and simulation with published measurements: the weak-scaling
 # study of Narayanan et al. 2021 (SC'21, arXiv:2104.04473), Table 1 (GPT models 1.7B-1T on
 # up to 3072 A100-80GB GPUs of Selene, DGX A100 nodes with 8 x HDR 200 Gb/s NICs).
-# Writes docs/validation/megatron-2021-table1.md. Needs build/shardsim and python3.
+# Writes docs/validation/megatron-2021-table1.md, then docs/validation/published-runs.md (the
+# published-runs suite, `shardsim validate --published`). Needs build/shardsim and python3.
 #
 # The paper reports "achieved teraFLOP/s per GPU" with its eq. 3, which counts the recompute
 # forward pass, so the comparison is with hardware_tflops_per_gpu (HFU). Layout assumptions
@@ -84,3 +85,9 @@ print("all-reduced in fp32, as Megatron-LM does under bf16 (18 bytes of model st
 PY
 mv "$out.tmp" "$out"
 echo "wrote $out"
+
+# The published-runs suite (issue 14, item 4): every run of docs/validation/published-runs.yaml
+# replayed with its own layout (src/report/published_suite.h).
+"$bin" validate --published docs/validation/published-runs.yaml \
+  --out docs/validation/published-runs.md > /dev/null
+echo "wrote docs/validation/published-runs.md"

@@ -22,6 +22,7 @@
 #include "src/cli/args.h"
 #include "src/cli/commands.h"
 #include "src/layout/layout.h"
+#include "src/report/published_suite.h"
 #include "src/util/atomic_file.h"
 #include "src/util/json_writer.h"
 #include "src/util/strings.h"
@@ -222,12 +223,28 @@ std::string Json(const std::vector<Row>& rows, const std::string& model,
   return w.str();
 }
 
+// --published FILE: the published runs replayed (src/report/published_suite.h).
+int ValidatePublished(const std::string& file, const cli::Args& args) {
+  StatusOr<PublishedSuite> suite = LoadPublishedSuite(file);
+  if (!suite.ok()) return cli::Fail("validate", suite.status().message(), 1);
+  const PublishedReport report = EvaluatePublishedSuite(*suite);
+  const std::string markdown = PublishedReportMarkdown(
+      *suite, report, "shardsim validate --published " + file + " --out FILE (scripts/validate-published.sh)");
+  if (std::optional<std::string> out = args.Get("out")) {
+    Status st = WriteFileAtomically(*out, markdown);
+    if (!st.ok()) return cli::Fail("validate", st.message(), 1);
+  }
+  std::cout << (args.Has("json") ? PublishedReportJson(report) : markdown);
+  return 0;
+}
+
 int Validate(int argc, char** argv) {
   const std::vector<cli::FlagSpec> flags = {
       {"model", "M", "model name (models/) or YAML / HF config.json file", "tiny"},
       {"hardware", "H", "hardware name (hardware/) or YAML file", "cpu-host"},
-      {"layouts", "FILE", "one layout per line: `NP LAYOUT-SPEC` (NP ranks; # comments) (required)",
+      {"layouts", "FILE", "one layout per line: `NP LAYOUT-SPEC` (NP ranks; # comments) (required without --published)",
        ""},
+      {"published", "FILE", "instead: replay published runs (docs/validation/published-runs.yaml) through estimate and simulate", ""},
       {"backend", "B", "cpu or cuda", "cpu"},
       {"steps", "N", "training steps per layout", "20"},
       {"out", "FILE", "also write the Markdown table to FILE (whole or not at all)", ""},
@@ -239,18 +256,26 @@ int Validate(int argc, char** argv) {
   if (!args.ok()) return cli::Fail("validate", args.status().message(), 2);
   if (args->Has("help")) {
     std::cout
-        << "Usage: shardsim validate --layouts FILE [--model M] [--hardware H] [flags]\n\n"
+        << "Usage: shardsim validate --layouts FILE [--model M] [--hardware H] [flags]\n"
+           "       shardsim validate --published FILE [--out FILE] [--json]\n\n"
            "For each line `NP SPEC` of FILE, trains the layout for real and simulates it:\n"
            "  mpirun -np NP shardsim run --backend B --model M --hardware H --layout SPEC --steps "
            "N\n"
            "  shardsim simulate --model M --hardware H --gpus NP --layout SPEC\n"
            "then prints the measured and predicted step time and peak memory, their errors and\n"
-           "the MAPE over the layouts (docs/cli.md). Progress goes to stderr.\n\n"
+           "the MAPE over the layouts (docs/cli.md). Progress goes to stderr.\n"
+           "With --published, replays each published run of FILE (its model, cluster, GPUs\n"
+           "and layout) through the estimate and the symmetric simulation, and prints the\n"
+           "errors against the published figure per run, per source and overall.\n\n"
         << cli::FlagHelp(flags);
     return 0;
   }
+  if (const std::optional<std::string> published = args->Get("published")) {
+    if (args->Get("layouts")) return cli::Fail("validate", "--published and --layouts exclude each other", 2);
+    return ValidatePublished(*published, *args);
+  }
   const std::optional<std::string> layouts_path = args->Get("layouts");
-  if (!layouts_path) return cli::Fail("validate", "--layouts FILE is required", 2);
+  if (!layouts_path) return cli::Fail("validate", "--layouts FILE (or --published FILE) is required", 2);
   StatusOr<int64_t> steps = args->GetInt("steps");
   if (!steps.ok() || *steps < 1)
     return cli::Fail("validate", "--steps: expected a positive integer", 2);

@@ -257,6 +257,28 @@ std::optional<std::vector<long long>> YamlMap::OptionalIntList(const std::string
   return out;
 }
 
+std::vector<YamlMap> YamlMap::MapList(const std::string& key) {
+  YAML::Node v = Get(key);
+  std::vector<YamlMap> out;
+  if (!v.IsDefined()) {
+    Missing(key);
+    return out;
+  }
+  if (!v.IsSequence() || v.size() == 0) {
+    Fail(v, key, "expected a non-empty list of maps (items starting with '- ')");
+    return out;
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    const YAML::Node item = v[i];
+    if (!item.IsMap()) {
+      Fail(item, key, "expected item " + std::to_string(i + 1) + " to be a map of fields");
+      return {};
+    }
+    out.emplace_back(item, KeyPath(key) + "[" + std::to_string(i) + "]", sink_);
+  }
+  return out;
+}
+
 void YamlMap::Error(const std::string& key, const std::string& what) {
   YAML::Node v = Get(key);
   Fail(v, key, what);

@@ -49,6 +49,9 @@ class YamlMap {
                                             const std::vector<std::string>& choices);
   std::optional<YamlMap> OptionalMap(const std::string& key);
   std::optional<std::vector<long long>> OptionalIntList(const std::string& key, long long min_value);
+  // A required list of maps, each read by its own YamlMap (path `key[i]`); an empty list is an
+  // error.
+  std::vector<YamlMap> MapList(const std::string& key);
 
   // Records an error located at the key's value (or at this map when the key is absent).
   void Error(const std::string& key, const std::string& what);

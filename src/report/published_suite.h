@@ -1,0 +1,93 @@
+// The published validation suite (issue 14, item 4): training runs whose step time or
+// throughput a framework's authors published with the layout they ran, replayed through the
+// estimate and the symmetric simulation with that layout, and the errors per run, per source
+// and overall. The runs live in a YAML file (docs/validation/published-runs.yaml, format in
+// docs/validation.md); `shardsim validate --published FILE` prints the table.
+//
+// Sign convention: error = predicted throughput / measured throughput - 1 = measured step time
+// / predicted step time - 1, so a positive error is an optimistic prediction (the issue's
+// "predicts more throughput than measured").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/util/status.h"
+
+namespace shardsim {
+
+struct PublishedSource {
+  std::string key;       // the rows' `source`
+  std::string citation;  // where the figures were read (document, table, commit)
+  std::string stack;     // the software stack as the source names it
+};
+
+struct PublishedRun {
+  std::string id;
+  std::string source;    // a PublishedSource key
+  std::string model;     // bundled model name or a path
+  std::string hardware;  // bundled hardware name or a path
+  int64_t gpus = 0;
+  std::optional<int64_t> seq_len;  // when the run's sequence differs from the model file's
+  std::string layout;    // shardsim layout spec: what the source states plus `assumed`
+  std::string assumed;   // the layout fields the source does not state, and why they were chosen
+  std::string published;  // the measured figure exactly as published
+  // One of the two, as published: step time, or tokens per second per GPU.
+  std::optional<double> measured_step_s;
+  std::optional<double> measured_tokens_per_s_per_gpu;
+  std::string notes;
+};
+
+struct PublishedSuite {
+  std::vector<PublishedSource> sources;
+  std::vector<PublishedRun> runs;
+};
+
+// Reads and checks the file: every field located on error, unknown keys rejected, each run's
+// source defined, ids unique, exactly one measured figure per run.
+StatusOr<PublishedSuite> LoadPublishedSuite(const std::string& file);
+
+struct PublishedResult {
+  const PublishedRun* run = nullptr;
+  std::string failure;  // non-empty: the run could not be replayed (why); no figures below
+  double measured_step_s = 0;   // the published figure as a step time
+  double estimate_s = 0, simulated_s = 0;
+  double estimate_error = 0, simulated_error = 0;  // fractions, sign convention above
+  double mfu = 0;               // the simulation's
+  double peak_memory_bytes = 0;  // the simulation's, peak rank
+  bool fits = false;
+};
+
+struct ErrorStats {
+  size_t runs = 0;
+  double mape = 0;          // mean |error|, fraction
+  double mean_signed = 0;   // mean error
+  double median_signed = 0;
+  double max_abs = 0;
+};
+
+struct SourceStats {
+  std::string key;
+  ErrorStats estimate, simulated;
+};
+
+struct PublishedReport {
+  std::vector<PublishedResult> results;  // in the file's order
+  std::vector<SourceStats> sources;      // in the file's order, sources with runs only
+  ErrorStats estimate, simulated;        // over every replayed run
+  size_t failed = 0;                     // runs that could not be replayed
+};
+
+// Replays every run (estimate, then the symmetric simulation).
+PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite);
+ErrorStats StatsOf(const std::vector<double>& errors);
+
+// The Markdown table with the per-source and overall figures; `command` is the line that
+// regenerates it.
+std::string PublishedReportMarkdown(const PublishedSuite& suite, const PublishedReport& report,
+                                    const std::string& command);
+std::string PublishedReportJson(const PublishedReport& report);
+
+}  // namespace shardsim
