@@ -124,7 +124,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
             }
             for (const auto& [vpp, schedule] : pipes) {
               if (!Allowed(o, "vpp", Str(vpp)) || !Allowed(o, "schedule", ScheduleName(schedule))) continue;
-              for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+              for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
                 if (!Allowed(o, "zero", Str(zero))) continue;
                 for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
                   if (!Allowed(o, "sp", sp ? "on" : "off")) continue;
@@ -230,7 +230,7 @@ std::vector<std::string> Advice(const ModelSpec& m, const HardwareSpec& hw, cons
     Layout layout;
   };
   std::vector<Knob> knobs;
-  if (l.dp > 1 && l.zero < 3) {
+  if (l.dp_cp() > 1 && l.zero < 3) {
     Layout k = l;
     k.zero = 3;
     knobs.push_back({"zero=3", k});
@@ -245,7 +245,7 @@ std::vector<std::string> Advice(const ModelSpec& m, const HardwareSpec& hw, cons
     k.sp = true;
     knobs.push_back({"sp=on", k});
   }
-  if (l.dp > 1 && l.offload == Offload::kNone) {
+  if (l.dp_cp() > 1 && l.offload == Offload::kNone) {
     Layout k = l;
     k.zero = std::max(k.zero, 1);
     k.offload = Offload::kOptimizer;

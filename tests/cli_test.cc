@@ -256,6 +256,18 @@ const std::map<std::string, std::string> kModelRuns = {
     // 126 layers: pp 14 (9 layers each); 8 x 14 x dp 9 = 1008 GPUs.
     {"llama3-405b", "--gpus 1008 --layout tp=8,pp=14,mbs=1,gbs=1008,sp=on,recompute=full,zero=1"},
     {"mixtral-8x7b", "--gpus 64 --layout tp=2,pp=4,cp=2,ep=4,mbs=1,gbs=256,sp=on,recompute=full"},
+    // The published-runs suite's models (docs/validation/published-runs.yaml).
+    {"llama2-7b", "--gpus 8 --layout tp=1,mbs=1,gbs=64,zero=1,recompute=selective"},
+    {"llama2-13b", "--gpus 16 --layout tp=2,mbs=1,gbs=64,sp=on,zero=1,recompute=selective"},
+    {"llama2-70b", "--gpus 64 --layout tp=8,pp=2,mbs=1,gbs=128,sp=on,zero=1,recompute=selective"},
+    {"nemotron4-15b", "--gpus 16 --layout tp=2,mbs=1,gbs=64,sp=on,zero=1,recompute=selective"},
+    {"nemotron4-340b", "--gpus 512 --layout tp=8,pp=8,mbs=1,gbs=512,sp=on,zero=1,recompute=full"},
+    {"mpt-1b", "--gpus 8 --layout mbs=4,gbs=64,zero=1"},
+    {"mpt-3b", "--gpus 8 --layout mbs=4,gbs=64,zero=1"},
+    {"mpt-7b", "--gpus 8 --layout mbs=2,gbs=64,zero=3"},
+    {"mpt-13b", "--gpus 8 --layout mbs=2,gbs=64,zero=3,recompute=full"},
+    {"mpt-30b", "--gpus 64 --layout mbs=2,gbs=256,zero=3,recompute=full"},
+    {"mpt-70b", "--gpus 64 --layout mbs=2,gbs=256,zero=3,recompute=full"},
 };
 
 TEST(Cli, EveryShippedModelRunsThroughEstimate) {

@@ -119,7 +119,7 @@ LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
 // The parameters whose optimizer state this rank updates: its DP shard under ZeRO >= 1 (expert
 // parameters over the expert-data-parallel group).
 double OptimizerShard(const StageParams& params, const Layout& l) {
-  return l.zero >= 1 ? params.dense / static_cast<double>(l.dp) +
+  return l.zero >= 1 ? params.dense / static_cast<double>(l.dp_cp()) +
                            params.expert / static_cast<double>(std::max<int64_t>(1, l.dp / l.ep))
                      : params.total();
 }
@@ -364,7 +364,7 @@ class PassBuilder {
     return wgrad;
   }
 
-  bool Zero3() const { return l_.zero == 3 && l_.dp > 1; }
+  bool Zero3() const { return l_.zero == 3 && l_.dp_cp() > 1; }
 
   // One layer's forward (or its recomputation, with `gather` its ZeRO-3 gather issued by the
   // backward, -1 for none). Returns the last task.
@@ -664,7 +664,7 @@ void PassBuilder::WeightGrad(const ModelChunk& chunk, bool last_mb) {
 }
 
 void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t layer, bool last_mb) {
-  if (l_.dp == 1) return;
+  if (l_.dp_cp() == 1) return;
   const double gb = c_.state.gradients / l_.grad_compression;
   // Expert gradients: an all-reduce over the expert-data-parallel group, per layer, once.
   if (last_mb && u.expert > 0 && l_.dp / l_.ep > 1) {
@@ -718,7 +718,7 @@ void PassBuilder::Tail() {
   std::vector<int32_t> deps = TakePassJoins(-1);
   const StageParams params = ParamsOnStage(c_.m, l_, c_.stage);
   const double gb = c_.state.gradients / l_.grad_compression;
-  if (l_.dp > 1 && l_.zero == 0 && !l_.overlap_dp) {
+  if (l_.dp_cp() > 1 && l_.zero == 0 && !l_.overlap_dp) {
     // ZeRO-0 without overlap: one all-reduce of the stage's gradients (the runtime's, and
     // DDP's when nothing overlaps).
     deps.push_back(Coll("dp gradient all-reduce", Collective::kAllReduce, GroupKind::kDp,
@@ -757,7 +757,7 @@ void PassBuilder::Tail() {
     const int32_t a = Add(off[1], "cpu adam", {d});
     step = Add(off[2], "weights to device", {a});
   }
-  if (l_.dp > 1 && (l_.zero == 1 || l_.zero == 2)) {
+  if (l_.dp_cp() > 1 && (l_.zero == 1 || l_.zero == 2)) {
     // The updated parameters all-gathered bucket by bucket (the runtime's AllGatherParams,
     // Megatron-LM's distributed optimizer per bucket).
     for (const ModelChunk& ch : StageChunks(c_.m, l_, c_.stage)) {
@@ -894,7 +894,7 @@ double StreamLoadPerMicrobatch(const ModelSpec& m, const CollectiveModel& comm, 
   const int64_t rank = RankOf(l, RankCoord{0, 0, 0, stage});
   double dp = 0, cp = 0;
   double layer_dp[2] = {0, 0}, layer_cp = 0;
-  if (l.dp > 1 && l.zero >= 2) {
+  if (l.dp_cp() > 1 && l.zero >= 2) {
     const std::vector<int64_t> group = GroupMembers(l, rank, GroupKind::kDp);
     const StateBytes sb = StateBytesPerParam(l.dtype);
     for (int k = 0; k < (m.moe ? 2 : 1); ++k) {

@@ -175,7 +175,7 @@ double InFlightMicrobatches(const Layout& l, int64_t stage) {
 MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
   MemoryBreakdown mem;
   const StateBytes sb = StateBytesPerParam(l.dtype);
-  const double dp = static_cast<double>(l.dp);
+  const double dp = static_cast<double>(l.dp_cp());  // the dense weights' replicas (Layout::dp_cp)
   const double edp = static_cast<double>(l.dp / l.ep);  // expert-data-parallel group
   auto shard = [&](double bytes_per_param, int min_stage) {
     if (l.zero < min_stage) return bytes_per_param * params.total();
@@ -213,7 +213,7 @@ int64_t LayersPerBucket(const Layout& l, double layer_params, int64_t chunk_laye
 
 ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   ZeroTransients z;
-  if (l.zero < 2 || l.dp == 1) return z;
+  if (l.zero < 2 || l.dp_cp() == 1) return z;
   const StateBytes sb = StateBytesPerParam(l.dtype);
   const double t = static_cast<double>(l.tp);
   // One rank's share of a unit (as ParamsOnStage): a dense layer, the embeddings (vocabulary
@@ -240,10 +240,10 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   if (l.overlap_dp) {
     if (stage == l.pp - 1) {
       z.head_in_flight_grads = head * sb.gradients;
-      z.head_in_flight_other = z.head_in_flight_grads / static_cast<double>(l.dp);
+      z.head_in_flight_other = z.head_in_flight_grads / static_cast<double>(l.dp_cp());
     }
     z.layer_in_flight_grads = bucket * sb.gradients;
-    z.layer_in_flight_other = z.layer_in_flight_grads / static_cast<double>(l.dp);
+    z.layer_in_flight_other = z.layer_in_flight_grads / static_cast<double>(l.dp_cp());
   }
   if (stage == 0) {
     z.embed_grads = embed * sb.gradients;

@@ -34,8 +34,9 @@ enum class GroupKind : uint8_t { kTp, kCp, kEp, kDp, kEdp, kEmbedding };
 inline constexpr int kGroupKindCount = 6;
 const char* GroupKindName(GroupKind g);
 
-// The ranks of `rank`'s group of kind `g`, in group order (placement.h): TP, CP, EP, DP along
-// the layout's dimensions; EDP the DP ranks with the same index modulo ep; the embedding group
+// The ranks of `rank`'s group of kind `g`, in group order (placement.h): TP, CP, EP along the
+// layout's dimensions; DP the ranks holding the same dense weights, over DP and CP together
+// (Layout::dp_cp: gradients are reduced and ZeRO shards over them); EDP the DP ranks with the same index modulo ep; the embedding group
 // the ranks with the same TP, CP and DP coordinates on the first and last stages (one rank
 // when pp = 1).
 std::vector<int64_t> GroupMembers(const Layout& l, int64_t rank, GroupKind g);

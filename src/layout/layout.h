@@ -65,6 +65,12 @@ struct Layout {
 
   int64_t model_parallel() const { return tp * pp * cp; }
   int64_t world() const { return tp * pp * dp * cp; }
+  // The ranks holding the same dense weights: the DP x CP group over which gradients are
+  // reduced and ZeRO shards optimizer states, gradients and parameters (Megatron-Core's
+  // intra_dp_cp_group: megatron/core/distributed/distributed_data_parallel.py and
+  // megatron/core/optimizer/__init__.py at NVIDIA/Megatron-LM d98e8a64dd; CP ranks compute
+  // different tokens' gradients of the same weights).
+  int64_t dp_cp() const { return dp * cp; }
   // Micro-batches per iteration per DP replica (gradient accumulation steps).
   int64_t microbatches() const { return gbs / (dp * mbs); }
 };

@@ -112,7 +112,7 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
   }
 
   // ZeRO, offload, precision.
-  if (l.zero > 0 && l.dp == 1) warn("zero=" + S(l.zero) + " has no effect with dp=1");
+  if (l.zero > 0 && l.dp_cp() == 1) warn("zero=" + S(l.zero) + " has no effect with dp x cp = 1");
   if (l.offload == Offload::kOptimizer && l.zero == 0) {
     err("offload=optimizer needs zero >= 1 (as in DeepSpeed ZeRO-Offload)");
   }
@@ -123,7 +123,7 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
     err("dtype=" + DTypeName(l.dtype) + " is not supported by " + hw.gpu.name +
         " (no peak rate for it in " + hw.name + ")");
   }
-  if (l.grad_compression > 1 && l.dp == 1) warn("compress has no effect with dp=1");
+  if (l.grad_compression > 1 && l.dp_cp() == 1) warn("compress has no effect with dp x cp = 1");
   if (l.schedule == Schedule::kZeroBubbleV && (l.vpp != 2 || l.pp < 2)) {
     err("schedule=zb-v places two chunks per stage in a V: it needs vpp=2 and pp >= 2 (found vpp=" +
         S(l.vpp) + ", pp=" + S(l.pp) + ")");
