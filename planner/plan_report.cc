@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "src/report/error_band.h"
 #include "src/util/json_writer.h"
 #include "src/util/strings.h"
 
@@ -75,6 +76,7 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
   out << "  " << Fmt("%.4f", w.sim.iteration_time_s) << " s per iteration, "
       << Fmt("%.0f", w.sim.tokens_per_s) << " tokens/s, " << Fmt("%.1f", w.sim.model_tflops_per_gpu)
       << " TFLOP/s per GPU, MFU " << Fmt("%.1f %%", 100 * w.sim.mfu) << "\n";
+  out << "  " << ErrorBandText(hw, w.layout.dtype, w.sim.iteration_time_s) << "\n";
   if (o.objective == Objective::kTimeToTrain || o.objective == Objective::kCost) {
     const double score = Score(w, m, hw, o);
     out << "  " << (o.objective == Objective::kCost ? "cost to train: $" + Fmt("%.0f", score)
@@ -123,6 +125,11 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
     w.BeginObject().Field("gpus", r.gpus).Field("enumerated", r.enumerated).Field("invalid", r.invalid);
     w.Field("pruned_memory", r.pruned_memory).Field("dominated", r.dominated).Field("bounded", r.bounded).Field("estimated", r.estimated).Field("simulated", r.simulated).Field("unexamined", r.unexamined);
     w.Field("memory_limit_bytes", r.memory_limit_bytes).Field("fits", !r.ranked.empty());
+    if (!r.ranked.empty()) {
+      // The winner's band (every ranked layout of one plan shares the GPU; the precision is
+      // the winner's).
+      ErrorBandJson(w, hw, r.ranked.front().layout.dtype, r.ranked.front().sim.iteration_time_s);
+    }
     w.Key("ranked").BeginArray();
     for (const Candidate& c : r.ranked) {
       w.BeginObject().Field("layout", FormatLayout(c.layout));

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "src/model/model_spec.h"
+#include "src/report/error_band.h"
 #include "src/report/published_suite.h"
 #include "tests/run_shardsim.h"
 
@@ -46,6 +47,78 @@ TEST(PublishedSuite, HoldsItsRecordedError) {
   EXPECT_LE(100 * report.simulated.mape, recorded + 1.0)
       << "the simulation's MAPE over the published runs rose more than 1 point above the recorded "
       << recorded << " %";
+
+  // The bundled error bands are this suite's (to the file's 4 decimals): a change that moves
+  // predictions regenerates them with the table (scripts/regen-golden.sh).
+  StatusOr<std::vector<ErrorBand>> bundled =
+      LoadErrorBands(std::string(SHARDSIM_SOURCE_DIR) + "/docs/validation/error-bands.yaml");
+  ASSERT_TRUE(bundled.ok()) << bundled.status().message();
+  const std::vector<ErrorBandEstimate> now = ErrorBandsOf(report);
+  ASSERT_EQ(bundled->size(), now.size());
+  for (size_t i = 0; i < now.size(); ++i) {
+    SCOPED_TRACE(now[i].gpu + " " + now[i].dtype);
+    EXPECT_EQ((*bundled)[i].gpu, now[i].gpu);
+    EXPECT_EQ((*bundled)[i].dtype, now[i].dtype);
+    EXPECT_EQ((*bundled)[i].runs, static_cast<int64_t>(now[i].runs));
+    EXPECT_NEAR((*bundled)[i].p10, now[i].p10, 5.1e-5);
+    EXPECT_NEAR((*bundled)[i].p50, now[i].p50, 5.1e-5);
+    EXPECT_NEAR((*bundled)[i].p90, now[i].p90, 5.1e-5);
+  }
+}
+
+// Percentiles by linear interpolation between order statistics: for {5, 1, 4, 2, 3} sorted to
+// 1..5, p10 sits at h = 0.1 x 4 = 0.4 -> 1 + 0.4 x (2 - 1) = 1.4, p50 at h = 2 -> 3, p90 at
+// h = 3.6 -> 4.6.
+TEST(PublishedSuite, PercentilesInterpolate) {
+  EXPECT_NEAR(Percentile({5, 1, 4, 2, 3}, 0.1), 1.4, 1e-12);
+  EXPECT_NEAR(Percentile({5, 1, 4, 2, 3}, 0.5), 3.0, 1e-12);
+  EXPECT_NEAR(Percentile({5, 1, 4, 2, 3}, 0.9), 4.6, 1e-12);
+  EXPECT_NEAR(Percentile({7}, 0.9), 7.0, 1e-12);
+}
+
+// Bands from a hand-made report: two sources on one GPU and precision, errors +10 %, +20 %
+// (source a) and +30 %, +50 % (source b). Ratios 1.1, 1.2, 1.3, 1.5: p10 at h = 0.3 -> 1.13,
+// p50 at h = 1.5 -> 1.25, p90 at h = 2.7 -> 1.3 + 0.7 x 0.2 = 1.44. Leave-one-source-out: a's
+// runs against b's band [1.3 + 0.1 x 0.2, 1.3 + 0.9 x 0.2] = [1.32, 1.48]: none inside; b's
+// against a's [1.11, 1.19]: none inside. Coverage 0 of 4.
+TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
+  PublishedRun ra, rb;
+  ra.source = "a";
+  rb.source = "b";
+  PublishedReport report;
+  for (auto [run, err] : std::vector<std::pair<const PublishedRun*, double>>{{&ra, 0.1}, {&ra, 0.2}, {&rb, 0.3}, {&rb, 0.5}}) {
+    PublishedResult r;
+    r.run = run;
+    r.gpu = "G";
+    r.dtype = "bf16";
+    r.simulated_error = err;
+    report.results.push_back(r);
+  }
+  const std::vector<ErrorBandEstimate> bands = ErrorBandsOf(report);
+  ASSERT_EQ(bands.size(), 1u);
+  EXPECT_EQ(bands[0].runs, 4u);
+  EXPECT_EQ(bands[0].sources, 2u);
+  EXPECT_NEAR(bands[0].p10, 1.13, 1e-12);
+  EXPECT_NEAR(bands[0].p50, 1.25, 1e-12);
+  EXPECT_NEAR(bands[0].p90, 1.44, 1e-12);
+  EXPECT_EQ(bands[0].loso_runs, 4u);
+  EXPECT_NEAR(bands[0].loso_coverage, 0.0, 1e-12);
+  // Written and read back as the commands read it.
+  const std::string file = (testing::FreshTempDir("bands") / "bands.yaml").string();
+  std::ofstream(file) << ErrorBandsYaml(bands, "test");
+  StatusOr<std::vector<ErrorBand>> back = LoadErrorBands(file);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ((*back)[0].gpu, "G");
+  EXPECT_NEAR((*back)[0].p90, 1.44, 1e-12);
+}
+
+TEST(PublishedSuite, ErrorBandFileRejectsUnorderedPercentiles) {
+  const std::string file = (testing::FreshTempDir("bands") / "bad.yaml").string();
+  std::ofstream(file) << "bands:\n  - {gpu: G, dtype: bf16, runs: 2, sources: 1, p10: 1.3, p50: 1.2, p90: 1.4, loso_coverage: 0}\n";
+  StatusOr<std::vector<ErrorBand>> back = LoadErrorBands(file);
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("p10 <= p50 <= p90"), std::string::npos) << back.status().message();
 }
 
 // The error of one run by hand: a run published at 1,000 tokens/s/GPU on 8 GPUs with global

@@ -234,6 +234,11 @@ int ValidatePublished(const std::string& file, const cli::Args& args) {
     Status st = WriteFileAtomically(*out, markdown);
     if (!st.ok()) return cli::Fail("validate", st.message(), 1);
   }
+  if (std::optional<std::string> bands = args.Get("bands-out")) {
+    Status st = WriteFileAtomically(
+        *bands, ErrorBandsYaml(ErrorBandsOf(report), "shardsim validate --published " + file + " --bands-out FILE"));
+    if (!st.ok()) return cli::Fail("validate", st.message(), 1);
+  }
   std::cout << (args.Has("json") ? PublishedReportJson(report) : markdown);
   return 0;
 }
@@ -245,6 +250,7 @@ int Validate(int argc, char** argv) {
       {"layouts", "FILE", "one layout per line: `NP LAYOUT-SPEC` (NP ranks; # comments) (required without --published)",
        ""},
       {"published", "FILE", "instead: replay published runs (docs/validation/published-runs.yaml) through estimate and simulate", ""},
+      {"bands-out", "FILE", "with --published: also write the error bands (docs/validation/error-bands.yaml)", ""},
       {"backend", "B", "cpu or cuda", "cpu"},
       {"steps", "N", "training steps per layout", "20"},
       {"out", "FILE", "also write the Markdown table to FILE (whole or not at all)", ""},

@@ -16,6 +16,7 @@
 #include "src/model/model_spec.h"
 #include "src/sim/simulator.h"
 #include "src/util/json_writer.h"
+#include "src/util/strings.h"
 #include "src/util/units.h"
 
 namespace shardsim {
@@ -127,6 +128,8 @@ PublishedResult Replay(const PublishedRun& run) {
                             ? *run.measured_step_s
                             : static_cast<double>(layout->gbs) * static_cast<double>(model.seq_len) /
                                   (*run.measured_tokens_per_s_per_gpu * static_cast<double>(run.gpus));
+  res.gpu = hw.gpu.name;
+  res.dtype = DTypeName(layout->dtype);
   const Cluster cluster(hw, run.gpus);
   const Estimate est = EstimateIteration(model, cluster, *layout);
   SimOptions options;
@@ -164,6 +167,83 @@ void StatsJson(JsonWriter& j, const std::string& key, const ErrorStats& s) {
 }
 
 }  // namespace
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double h = p * static_cast<double>(values.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(h));
+  const size_t hi = std::min(values.size() - 1, lo + 1);
+  return values[lo] + (h - static_cast<double>(lo)) * (values[hi] - values[lo]);
+}
+
+std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
+  // Classes in the order their first run appears.
+  std::vector<std::pair<std::string, std::string>> classes;
+  for (const PublishedResult& r : report.results) {
+    if (!r.failure.empty()) continue;
+    const std::pair<std::string, std::string> k{r.gpu, r.dtype};
+    if (std::find(classes.begin(), classes.end(), k) == classes.end()) classes.push_back(k);
+  }
+  std::vector<ErrorBandEstimate> out;
+  for (const auto& [gpu, dtype] : classes) {
+    ErrorBandEstimate b;
+    b.gpu = gpu;
+    b.dtype = dtype;
+    std::vector<double> ratios;
+    std::set<std::string> sources;
+    for (const PublishedResult& r : report.results) {
+      if (!r.failure.empty() || r.gpu != gpu || r.dtype != dtype) continue;
+      ratios.push_back(1 + r.simulated_error);
+      sources.insert(r.run->source);
+    }
+    b.runs = ratios.size();
+    b.sources = sources.size();
+    b.p10 = Percentile(ratios, 0.1);
+    b.p50 = Percentile(ratios, 0.5);
+    b.p90 = Percentile(ratios, 0.9);
+    size_t inside = 0;
+    for (const std::string& held_out : sources) {
+      std::vector<double> others;
+      for (const PublishedResult& r : report.results) {
+        if (r.failure.empty() && r.gpu == gpu && r.dtype == dtype && r.run->source != held_out) {
+          others.push_back(1 + r.simulated_error);
+        }
+      }
+      if (others.empty()) continue;
+      const double lo = Percentile(others, 0.1), hi = Percentile(others, 0.9);
+      for (const PublishedResult& r : report.results) {
+        if (!r.failure.empty() || r.gpu != gpu || r.dtype != dtype || r.run->source != held_out) continue;
+        ++b.loso_runs;
+        const double x = 1 + r.simulated_error;
+        if (x >= lo && x <= hi) ++inside;
+      }
+    }
+    b.loso_coverage = b.loso_runs ? static_cast<double>(inside) / static_cast<double>(b.loso_runs) : 0;
+    out.push_back(b);
+  }
+  return out;
+}
+
+std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const std::string& command) {
+  std::ostringstream out;
+  out << "# Error bands (issue 14, item 6): measured / simulated step time over the published runs of\n"
+      << "# docs/validation/published-runs.yaml, per GPU and precision: p10, p50, p90 (linear\n"
+      << "# interpolation), and the leave-one-source-out coverage of the p10-p90 band. Written by\n"
+      << "# `" << command << "`; read by estimate, simulate and plan (src/report/error_band.h).\n"
+      << "bands:\n";
+  for (const ErrorBandEstimate& b : bands) {
+    out << "  - gpu: " << YamlQuoted(b.gpu) << "\n"
+        << "    dtype: " << b.dtype << "\n"
+        << "    runs: " << b.runs << "\n"
+        << "    sources: " << b.sources << "\n"
+        << "    p10: " << Fixed(b.p10, 4) << "\n"
+        << "    p50: " << Fixed(b.p50, 4) << "\n"
+        << "    p90: " << Fixed(b.p90, 4) << "\n"
+        << "    loso_coverage: " << Fixed(b.loso_coverage, 4) << "\n";
+  }
+  return out.str();
+}
 
 PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
   PublishedReport report;
@@ -237,7 +317,21 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       << Percent(report.simulated.mean_signed) << ", median " << Percent(report.simulated.median_signed)
       << ", largest " << Unsigned(report.simulated.max_abs) << ".";
   if (report.failed > 0) out << " " << report.failed << " runs could not be replayed (listed above).";
-  out << "\n\nSources:\n\n";
+  out << "\n\n## Error bands\n\n"
+      << "Measured / simulated step time per GPU and precision (what `estimate`, `simulate` and "
+      << "`plan` print as the prediction's band, from `docs/validation/error-bands.yaml`): a ratio "
+      << "above 1 means the run was slower than predicted. Leave-one-source-out coverage: the share "
+      << "of runs inside the p10-p90 band computed from the other sources only (a calibrated band "
+      << "covers about 80 %).\n\n"
+      << "| GPU | precision | runs | sources | p10 | p50 | p90 | leave-one-source-out coverage |\n"
+      << "|---|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const ErrorBandEstimate& b : ErrorBandsOf(report)) {
+    out << "| " << b.gpu << " | " << b.dtype << " | " << b.runs << " | " << b.sources << " | " << Fixed(b.p10, 3)
+        << " | " << Fixed(b.p50, 3) << " | " << Fixed(b.p90, 3) << " | "
+        << (b.loso_runs ? Unsigned(b.loso_coverage) + " of " + std::to_string(b.loso_runs) : std::string("(one source)"))
+        << " |\n";
+  }
+  out << "\nSources:\n\n";
   for (const PublishedSource& s : suite.sources) out << "- `" << s.key << "`: " << s.citation << "\n";
   return out.str();
 }

@@ -51,6 +51,8 @@ StatusOr<PublishedSuite> LoadPublishedSuite(const std::string& file);
 
 struct PublishedResult {
   const PublishedRun* run = nullptr;
+  std::string gpu;    // the replayed cluster's GPU name (the error band's class, with dtype)
+  std::string dtype;  // the layout's precision
   std::string failure;  // non-empty: the run could not be replayed (why); no figures below
   double measured_step_s = 0;   // the published figure as a step time
   double estimate_s = 0, simulated_s = 0;
@@ -84,10 +86,26 @@ struct PublishedReport {
 PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite);
 ErrorStats StatsOf(const std::vector<double>& errors);
 
+// The spread of measured / simulated step time over the replayed runs of one GPU and
+// precision (issue 14, item 6): its 10th, 50th and 90th percentiles (linear interpolation
+// between order statistics), and how often a run falls inside the p10-p90 band computed
+// without its own source (leave-one-source-out coverage; 0.8 is what a calibrated band gives).
+struct ErrorBandEstimate {
+  std::string gpu, dtype;
+  size_t runs = 0, sources = 0;
+  double p10 = 0, p50 = 0, p90 = 0;
+  double loso_coverage = 0;  // fraction of runs inside their leave-one-source-out band
+  size_t loso_runs = 0;      // runs whose class has another source to compute it from
+};
+std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report);
+double Percentile(std::vector<double> values, double p);  // p in [0, 1]
+// The bands as the YAML file the commands read (src/report/error_band.h).
+std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const std::string& command);
+
 // The Markdown table with the per-source and overall figures; `command` is the line that
 // regenerates it.
 std::string PublishedReportMarkdown(const PublishedSuite& suite, const PublishedReport& report,
-                                    const std::string& command);
+                                    const std::string& command);  // includes ErrorBandsOf's table
 std::string PublishedReportJson(const PublishedReport& report);
 
 }  // namespace shardsim

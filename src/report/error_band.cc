@@ -1,0 +1,114 @@
+// See error_band.h.
+#include "src/report/error_band.h"
+
+#include <cstdio>
+#include <mutex>
+
+#include "src/io/bundled.h"
+#include "src/io/yaml_reader.h"
+
+namespace shardsim {
+
+StatusOr<std::vector<ErrorBand>> LoadErrorBands(const std::string& file) {
+  SHARDSIM_ASSIGN_OR_RETURN(YamlFile f, YamlFile::Load(file));
+  YamlMap root = f.Root();
+  std::vector<ErrorBand> out;
+  for (YamlMap& b : root.MapList("bands")) {
+    ErrorBand band;
+    band.gpu = b.String("gpu");
+    band.dtype = b.Choice("dtype", {"fp32", "tf32", "fp16", "bf16", "fp8"});
+    band.runs = b.Int("runs", 1);
+    band.sources = b.Int("sources", 1);
+    band.p10 = b.Number("p10", 0.01, 100);
+    band.p50 = b.Number("p50", 0.01, 100);
+    band.p90 = b.Number("p90", 0.01, 100);
+    band.loso_coverage = b.Number("loso_coverage", 0, 1);
+    if (!b.failed() && !(band.p10 <= band.p50 && band.p50 <= band.p90)) b.Error("p50", "expected p10 <= p50 <= p90");
+    b.Finish();
+    out.push_back(band);
+  }
+  root.Finish();
+  if (!f.status().ok()) return f.status();
+  return out;
+}
+
+namespace {
+
+struct Bundled {
+  std::vector<ErrorBand> bands;
+  std::string error;  // why there are none
+};
+
+const Bundled& BundledBands() {
+  static const Bundled bundled = [] {
+    Bundled b;
+    StatusOr<std::string> path = ResolveBundled("error-bands", "docs/validation");
+    if (!path.ok()) {
+      b.error = "no docs/validation/error-bands.yaml under the data root";
+      return b;
+    }
+    StatusOr<std::vector<ErrorBand>> bands = LoadErrorBands(*path);
+    if (!bands.ok()) {
+      b.error = bands.status().message();
+    } else {
+      b.bands = *bands;
+    }
+    return b;
+  }();
+  return bundled;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+std::string Seconds(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, std::string* why) {
+  const Bundled& b = BundledBands();
+  if (!b.error.empty()) {
+    *why = b.error;
+    return std::nullopt;
+  }
+  for (const ErrorBand& band : b.bands) {
+    if (band.gpu == gpu && band.dtype == DTypeName(dtype)) return band;
+  }
+  *why = "no published run on " + gpu + " at " + DTypeName(dtype) + " is in the validation suite";
+  return std::nullopt;
+}
+
+std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_time_s) {
+  std::string why;
+  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.name, dtype, &why);
+  if (!band) return "error band: none (" + why + ")";
+  return "error band: measured step time " + Fixed(band->p10, 2) + "-" + Fixed(band->p90, 2) +
+         "x this prediction (" + Seconds(band->p10 * iteration_time_s) + "-" + Seconds(band->p90 * iteration_time_s) +
+         " s), p10-p90 of " + std::to_string(band->runs) + " published runs on this GPU at " + band->dtype + " from " +
+         std::to_string(band->sources) + " sources (docs/validation/published-runs.md)";
+}
+
+void ErrorBandJson(JsonWriter& j, const HardwareSpec& hw, DType dtype, double iteration_time_s) {
+  std::string why;
+  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.name, dtype, &why);
+  j.Key("error_band");
+  if (!band) {
+    j.BeginObject().Field("note", why).EndObject();
+    return;
+  }
+  j.BeginObject();
+  j.Field("runs", band->runs).Field("sources", band->sources);
+  j.Field("measured_over_predicted_p10", band->p10).Field("measured_over_predicted_p50", band->p50);
+  j.Field("measured_over_predicted_p90", band->p90);
+  j.Field("iteration_time_s_p10", band->p10 * iteration_time_s).Field("iteration_time_s_p90", band->p90 * iteration_time_s);
+  j.Field("leave_one_source_out_coverage", band->loso_coverage);
+  j.EndObject();
+}
+
+}  // namespace shardsim
