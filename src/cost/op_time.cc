@@ -26,8 +26,9 @@ double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
   const GpuEfficiency& e = gpu.efficiency;
   double compute = 0;
   if (op.kind == OpKind::kMatmul) {
+    const DType gemm = dtype == DType::kFp8 && op.bf16_under_fp8 ? DType::kBf16 : dtype;
     compute = work * op.executed_flops /
-              (MatmulPeak(gpu, dtype) * e.matmul * WaveEfficiency(gpu, op.m, op.n));
+              (MatmulPeak(gpu, gemm) * e.matmul * WaveEfficiency(gpu, op.m, op.n));
   } else if (op.kind == OpKind::kAttention) {
     compute = work * op.executed_flops / (AttentionPeak(gpu, dtype) * e.attention);
   }
@@ -48,12 +49,18 @@ double WaveEfficiency(const GpuSpec& gpu, int64_t m, int64_t n) {
   return static_cast<double>(tiles) / static_cast<double>(waves * gpu.sm_count);
 }
 
+// A pass's fp8 quantization kernel (Op::fp8_cast_*_bytes), when it has one: one launch and
+// its bytes at the achieved memory bandwidth.
+double CastTime(const GpuSpec& gpu, double bytes) {
+  return bytes > 0 ? gpu.efficiency.kernel_latency_s + MemoryTime(gpu, bytes) : 0;
+}
+
 double OpForwardTime(const GpuSpec& gpu, DType dtype, const Op& op) {
-  return Time(gpu, dtype, op, 1.0);
+  return Time(gpu, dtype, op, 1.0) + CastTime(gpu, op.fp8_cast_forward_bytes);
 }
 
 double OpBackwardTime(const GpuSpec& gpu, DType dtype, const Op& op) {
-  return Time(gpu, dtype, op, op.backward_factor);
+  return Time(gpu, dtype, op, op.backward_factor) + CastTime(gpu, op.fp8_cast_backward_bytes);
 }
 
 double MemoryTime(const GpuSpec& gpu, double bytes) {

@@ -49,23 +49,39 @@ Op Memory(std::string name, OpRole role, double bytes, bool selective = false) {
 // fly; Transformer Engine keeps activations in bf16), 4 bytes for fp32.
 double ActBytes(const Layout& l) { return l.dtype == DType::kFp32 ? 4 : 2; }
 
+// Under fp8, the quantization kernels of a Transformer Engine GEMM (Op::fp8_cast_*_bytes): in
+// forward its input (T x k), unless the norm before it writes fp8 itself (Megatron-Core's qkv
+// and fc1 are TELayerNormColumnParallelLinear, whose fused norm quantizes its output); in
+// backward its output gradient (T x n). 4 bytes per element: read 2, write 1 + 1 (the data and
+// its transpose).
+void Fp8Casts(Op& op, const Layout& l, bool input_quantized_by_norm) {
+  if (l.dtype != DType::kFp8) return;
+  constexpr double kCastBytesPerElement = 4;
+  const double rows = static_cast<double>(op.m);
+  op.fp8_cast_forward_bytes = input_quantized_by_norm ? 0 : kCastBytesPerElement * rows * static_cast<double>(op.k);
+  op.fp8_cast_backward_bytes = kCastBytesPerElement * rows * static_cast<double>(op.n);
+}
+
 void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t tokens,
-            int64_t ffn, const std::string& prefix) {
+            int64_t ffn, const std::string& prefix, bool input_quantized_by_norm) {
   const double b = ActBytes(l);
   const int64_t f = ffn / l.tp;
   if (m.activation == Activation::kSwiglu) {
     // gate and up fused: (T x h) x (h x 2f/t); SiLU(gate) * up; down: (T x f/t) x (f/t x h).
     ops.push_back(Matmul(prefix + "gate_up", OpRole::kMlpUp, tokens, 2 * f, m.hidden, b));
     ops.back().column_parallel = true;
+    Fp8Casts(ops.back(), l, input_quantized_by_norm);
     ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * 3.0 * tokens * f));
     ops.back().transcendentals = static_cast<double>(tokens) * f;  // exp in SiLU
   } else {
     ops.push_back(Matmul(prefix + "up", OpRole::kMlpUp, tokens, f, m.hidden, b));
     ops.back().column_parallel = true;
+    Fp8Casts(ops.back(), l, input_quantized_by_norm);
     ops.push_back(Memory(prefix + "gelu", OpRole::kMlpActivation, b * 2.0 * tokens * f));
     ops.back().transcendentals = static_cast<double>(tokens) * f;  // tanh
   }
   ops.push_back(Matmul(prefix + "down", OpRole::kMlpDown, tokens, m.hidden, f, b));
+  Fp8Casts(ops.back(), l, false);
 }
 
 }  // namespace
@@ -85,6 +101,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   ops.push_back(Memory("norm1", OpRole::kNorm, b * 2.0 * Tn * h));
   ops.push_back(Matmul("qkv", OpRole::kQkv, T, q + 2 * kv, h, b));
   ops.back().column_parallel = true;
+  Fp8Casts(ops.back(), l, true);
   const double s_kv = static_cast<double>(m.seq_len);  // keys each query meets (all chunks)
   if (l.attention == AttentionImpl::kFlash) {
     // Fused causal attention (flash-style). Scores QK^T and context PV, each 2*T*s*d per
@@ -109,6 +126,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     qk.bytes = b * (scores + static_cast<double>(T) * q + s_kv * kv);  // write S; read Q, K
     qk.n = m.seq_len * heads;  // all heads' tiles run in one batched launch
     qk.recomputed_selective = true;
+    qk.bf16_under_fp8 = true;  // attention stays 16-bit under Transformer Engine's fp8 recipe
     ops.push_back(qk);
     ops.push_back(Memory("softmax", OpRole::kSoftmax, 2.0 * b * scores, true));
     ops.back().transcendentals = scores;  // exp per score
@@ -121,9 +139,11 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     pv.m = T;
     pv.n = m.head_dim * heads;  // all heads' tiles run in one batched launch
     pv.recomputed_selective = true;
+    pv.bf16_under_fp8 = true;
     ops.push_back(pv);
   }
   ops.push_back(Matmul("proj", OpRole::kProjection, T, h, q, b));
+  Fp8Casts(ops.back(), l, false);
   ops.push_back(Memory("residual1", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
   const size_t mlp_input = ops.size();
   ops.push_back(Memory("norm2", OpRole::kNorm, b * 2.0 * Tn * h));
@@ -131,12 +151,14 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     // Router: (T x h) x (h x E), replicated over TP; each token goes to top_k experts, and an
     // EP rank runs its E/ep experts on T * top_k tokens in total (balanced routing).
     ops.push_back(Matmul("router", OpRole::kRouter, T, m.moe->experts, h, b));
+    ops.back().bf16_under_fp8 = true;
   }
   const size_t mlp = ops.size();
   if (moe_layer && m.moe) {
-    AddMlp(ops, m, l, T * m.moe->top_k, m.moe->ffn_hidden, "expert_");
+    // Experts' fc1 reads the dispatched tokens, not the norm's output: quantized on its own.
+    AddMlp(ops, m, l, T * m.moe->top_k, m.moe->ffn_hidden, "expert_", false);
   } else {
-    AddMlp(ops, m, l, T, m.ffn_hidden, "mlp_");
+    AddMlp(ops, m, l, T, m.ffn_hidden, "mlp_", true);
   }
   const size_t mlp_output = ops.size();
   ops.push_back(Memory("residual2", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
@@ -163,6 +185,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
   std::vector<Op> ops;
   ops.push_back(Memory("final_norm", OpRole::kNorm, b * 2.0 * Tn * m.hidden));
   ops.push_back(Matmul("lm_head", OpRole::kLmHead, T, v, m.hidden, b));
+  ops.back().bf16_under_fp8 = true;  // Megatron-Core's output layer is not a TE module
   // Softmax cross-entropy over the vocabulary shard in fp32: read logits, write grads.
   Op loss = Memory("cross_entropy", OpRole::kCrossEntropy, 4.0 * 2.0 * static_cast<double>(T) * v);
   loss.backward_factor = 0.5;  // the gradient is produced in the forward kernel's pass

@@ -65,6 +65,19 @@ struct Op {
   // weight-gradient GEMMs hide that reduction under overlap_tp=backward.
   bool column_parallel = false;
   double backward_factor = 2;  // backward cost / forward cost
+  // Under dtype=fp8 (Transformer Engine's recipe, as Megatron-Core runs it), a GEMM that stays
+  // in bf16: not a Transformer Engine module, so fp8_autocast leaves it alone (the output
+  // layer is tensor_parallel.ColumnParallelLinear, megatron/core/models/gpt/gpt_model.py; the
+  // router runs router_gating_linear in its router dtype, megatron/core/transformer/moe/router.py;
+  // NVIDIA/Megatron-LM d98e8a64dd).
+  bool bf16_under_fp8 = false;
+  // The fp8 quantization kernels a Transformer Engine GEMM runs before its GEMM, separate
+  // memory-bound kernels on the same stream (transformer_engine/pytorch/module/linear.py:
+  // the input quantized in forward, the output gradient in backward; csrc/extensions/cast.cu:
+  // a quantize reads the 16-bit tensor and writes its fp8 data and, for the other GEMM
+  // operand layout Hopper's fp8 GEMMs need, its transpose: 2 + 1 + 1 bytes per element).
+  // Zero outside fp8 runs.
+  double fp8_cast_forward_bytes = 0, fp8_cast_backward_bytes = 0;
 };
 
 // Per-rank forward ops of one transformer layer for one micro-batch.
