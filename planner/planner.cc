@@ -365,6 +365,10 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   std::vector<double> memory(all.size(), 0);
   ParallelFor(static_cast<int64_t>(all.size()), threads, [&](int64_t i) {
     if (!CheckLayout(all[i], m, hw, o.gpus).ok()) return;
+    if (o.stack && StackRefusal(*o.stack, all[i])) {
+      valid[i] = 2;  // valid, but not for this stack
+      return;
+    }
     valid[i] = 1;
     memory[i] = PeakMemory(m, hw, all[i]);
   });
@@ -373,15 +377,23 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   //    recompute and offload first, so a layout's dominators come before it).
   const CollectiveModel comm(cluster);
   std::vector<int64_t> pre, over;
+  if (o.stack) res.stack = o.stack->name;
   for (size_t i = 0; i < all.size(); ++i) {
     if (!valid[i]) {
       ++res.invalid;
+    } else if (valid[i] == 2) {
+      ++res.stack_refused;
     } else if (memory[i] > res.memory_limit_bytes || !HostFits(m, hw, all[i])) {
       ++res.pruned_memory;
       over.push_back(static_cast<int64_t>(i));
     } else {
       pre.push_back(static_cast<int64_t>(i));
     }
+  }
+  if (res.enumerated > 0 && res.stack_refused > 0 && res.invalid + res.stack_refused == res.enumerated) {
+    return Status::Error("no layout the stack '" + res.stack + "' can run: of " + std::to_string(res.enumerated) +
+                         " layouts, " + std::to_string(res.invalid) + " are invalid and " +
+                         std::to_string(res.stack_refused) + " use what it cannot run (stacks/" + res.stack + ".yaml)");
   }
   if (res.enumerated > 0 && res.invalid == res.enumerated) {
     return Status::Error("no valid layout: the constraints (--fix/--forbid, --gpus " +

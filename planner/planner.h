@@ -11,10 +11,12 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "src/layout/stack.h"
 #include "src/cost/estimate.h"
 #include "src/io/plan_file.h"
 #include "src/sim/simulator.h"
@@ -32,6 +34,7 @@ struct PlanOptions {
   double max_memory_fraction = 1.0;  // of GPU memory a plan may use
   std::map<std::string, std::string> fixed;               // layout key -> value
   std::map<std::string, std::set<std::string>> forbidden;  // layout key -> values
+  std::optional<StackSpec> stack;  // search only what it can run (src/layout/stack.h)
   int top_k = 10;
   int threads = 0;  // 0 = hardware concurrency
   std::function<void(const std::string& stage, double fraction)> progress;
@@ -54,6 +57,8 @@ struct PlanResult {
   int64_t gpus = 0;
   int64_t enumerated = 0;         // layouts generated from the space
   int64_t invalid = 0;            // rejected by CheckLayout
+  std::string stack;              // the stack searched for ("" without --stack)
+  int64_t stack_refused = 0;      // valid, but the stack cannot run them
   int64_t pruned_memory = 0;      // over the memory limit (cheap bound, or the exact peak)
   int64_t dominated = 0;          // fit, but a layout with less recompute/offload also fits
   int64_t bounded = 0;            // layer plan built: exact memory and a time bound

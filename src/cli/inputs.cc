@@ -19,8 +19,23 @@ std::vector<FlagSpec> InputFlags() {
       {"gpus", "N", "GPUs the job uses (default: every GPU of the cluster)", ""},
       {"layout", "SPEC", "layout spec 'tp=8,pp=8,...' or a YAML file (docs/layout.md)",
        "tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"},
+      {"stack", "S", "software stack (stacks/S.yaml or a file): refuse a layout it cannot run", ""},
   };
 }
+
+namespace {
+
+// --stack: the layout must be one the stack runs (src/layout/stack.h).
+Status ApplyStack(const Args& args, Inputs* in) {
+  const std::optional<std::string> name = args.Get("stack");
+  if (!name || name->empty()) return Status::Ok();
+  SHARDSIM_ASSIGN_OR_RETURN(StackSpec stack, LoadStack(*name));
+  if (std::optional<std::string> why = StackRefusal(stack, in->layout)) return Status::Error(*why);
+  in->stack = std::move(stack);
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpus) {
   Inputs in;
@@ -38,6 +53,7 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
     const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);
     if (!check.ok()) return Status::Error(*plan_path + ": " + check.ToStatus().message());
     in.warnings = check.warnings;
+    SHARDSIM_RETURN_IF_ERROR(ApplyStack(args, &in));
     return in;
   }
   SHARDSIM_ASSIGN_OR_RETURN(in.model, LoadModel(*args.Get("model")));
@@ -75,6 +91,7 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
   const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);
   SHARDSIM_RETURN_IF_ERROR(check.ToStatus());
   in.warnings = check.warnings;
+  SHARDSIM_RETURN_IF_ERROR(ApplyStack(args, &in));
   return in;
 }
 

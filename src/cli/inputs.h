@@ -9,6 +9,7 @@
 #include "src/cli/args.h"
 #include "src/hardware/cluster.h"
 #include "src/layout/layout.h"
+#include "src/layout/stack.h"
 #include "src/layout/validate.h"
 #include "src/model/model_spec.h"
 
@@ -23,6 +24,7 @@ struct Inputs {
   int64_t gpus = 0;
   Layout layout;
   std::vector<std::string> warnings;
+  std::optional<StackSpec> stack;  // --stack, when given: the layout is one it runs
 };
 
 // Errors: unreadable or invalid descriptions, and every reason the layout is invalid.

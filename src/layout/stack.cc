@@ -1,0 +1,145 @@
+// See stack.h.
+#include "src/layout/stack.h"
+
+#include <charconv>
+
+#include "src/io/bundled.h"
+#include "src/io/yaml_reader.h"
+#include "src/util/strings.h"
+
+namespace shardsim {
+namespace {
+
+constexpr int64_t kMaxRules = 1000;  // a stack file's rule count bound
+
+// Every key with its value as FormatLayout writes it, schedule and dtype included.
+std::string Canonical(Layout l) {
+  l.schedule_given = true;
+  l.dtype_given = true;
+  return "," + FormatLayout(l) + ",";
+}
+
+// The value FormatLayout writes for `key` in `formatted` (a Canonical string), or "".
+std::string ValueOf(const std::string& formatted, const std::string& key) {
+  const std::string needle = "," + key + "=";
+  const size_t at = formatted.find(needle);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + needle.size();
+  return formatted.substr(begin, formatted.find(',', begin) - begin);
+}
+
+// One term, `key=value` or `key>N`, checked against the layout grammar.
+StatusOr<StackTerm> ParseTerm(const std::string& text) {
+  StackTerm t;
+  t.text = text;
+  const size_t gt = text.find('>');
+  const size_t eq = text.find('=');
+  if (gt != std::string::npos && eq == std::string::npos) {
+    t.greater = true;
+    t.key = text.substr(0, gt);
+    const std::string n = text.substr(gt + 1);
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), t.bound);
+    if (ec != std::errc() || end != n.data() + n.size() || t.bound < 0) {
+      return Status::Error("'" + text + "': expected key>N with N a non-negative integer");
+    }
+    // The key must be a numeric layout key: key=N+1 must parse and give back that number.
+    StatusOr<Layout> probe = ParseLayout(t.key + "=" + std::to_string(t.bound + 1));
+    if (!probe.ok()) return Status::Error("'" + text + "': " + probe.status().message());
+    if (ValueOf(Canonical(*probe), t.key) != std::to_string(t.bound + 1)) {
+      return Status::Error("'" + text + "': '" + t.key + "' is not a numeric layout key");
+    }
+    return t;
+  }
+  if (eq == std::string::npos || gt != std::string::npos) {
+    return Status::Error("'" + text + "': expected key=value or key>N (docs/layout.md keys)");
+  }
+  t.key = text.substr(0, eq);
+  StatusOr<Layout> probe = ParseLayout(text);
+  if (!probe.ok()) return Status::Error("'" + text + "': " + probe.status().message());
+  t.value = ValueOf(Canonical(*probe), t.key);
+  if (t.value.empty()) return Status::Error("'" + text + "': '" + t.key + "' cannot be tested by a stack rule");
+  return t;
+}
+
+std::vector<StackTerm> ReadTerms(YamlMap& r, const std::string& key, bool required) {
+  std::vector<StackTerm> out;
+  std::optional<std::string> spec = required ? std::optional<std::string>(r.String(key)) : r.OptionalString(key);
+  if (!spec || r.failed()) return out;
+  for (const std::string& text : Split(*spec, ',')) {
+    StatusOr<StackTerm> t = ParseTerm(text);
+    if (!t.ok()) {
+      r.Error(key, t.status().message());
+      return {};
+    }
+    out.push_back(*t);
+  }
+  if (out.empty() && required) r.Error(key, "expected at least one term");
+  return out;
+}
+
+bool Holds(const StackTerm& t, const std::string& formatted) {
+  const std::string v = ValueOf(formatted, t.key);
+  if (!t.greater) return v == t.value;
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  return ec == std::errc() && n > t.bound;
+}
+
+}  // namespace
+
+namespace {
+
+StatusOr<StackSpec> FromFile(const YamlFile& f, const std::string& name) {
+  YamlMap root = f.Root();
+  StackSpec s;
+  s.name = root.String("name");
+  s.source = root.String("source");
+  s.description = root.String("description");
+  std::vector<YamlMap> rules = root.MapList("rules");
+  root.Finish();
+  if (static_cast<int64_t>(rules.size()) > kMaxRules) {
+    return Status::Error(name + ": 'rules': expected at most " + std::to_string(kMaxRules) + " rules");
+  }
+  for (YamlMap& r : rules) {
+    StackRule rule;
+    rule.refuse = ReadTerms(r, "refuse", true);
+    rule.when = ReadTerms(r, "when", false);
+    rule.why = r.String("why");
+    r.Finish();
+    s.rules.push_back(rule);
+  }
+  if (!f.status().ok()) return f.status();
+  return s;
+}
+
+}  // namespace
+
+StatusOr<StackSpec> ParseStackYaml(const std::string& text, const std::string& name) {
+  SHARDSIM_ASSIGN_OR_RETURN(YamlFile f, YamlFile::Parse(text, name));
+  return FromFile(f, name);
+}
+
+StatusOr<StackSpec> LoadStack(const std::string& path_or_name) {
+  SHARDSIM_ASSIGN_OR_RETURN(std::string path, ResolveBundled(path_or_name, "stacks"));
+  SHARDSIM_ASSIGN_OR_RETURN(YamlFile f, YamlFile::Load(path));
+  return FromFile(f, path);
+}
+
+std::optional<std::string> StackRefusal(const StackSpec& stack, const Layout& l) {
+  if (stack.rules.empty()) return std::nullopt;
+  const std::string formatted = Canonical(l);
+  for (const StackRule& rule : stack.rules) {
+    bool applies = true;
+    for (const StackTerm& t : rule.when) applies = applies && Holds(t, formatted);
+    if (!applies) continue;
+    for (const StackTerm& t : rule.refuse) {
+      if (!Holds(t, formatted)) continue;
+      std::string what = t.text;
+      for (size_t i = 0; i < rule.when.size(); ++i) what += (i == 0 ? " with " : " and ") + rule.when[i].text;
+      return "stack '" + stack.name + "' cannot run " + what + ": " + rule.why;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace shardsim

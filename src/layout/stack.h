@@ -1,0 +1,48 @@
+// Software-stack descriptions (stacks/*.yaml, issue 14 item 3, first part): what a training
+// framework version can run, as rules that refuse layouts, each with its reason and source.
+// `estimate`, `simulate` and `plan` take `--stack NAME`: the first two refuse a layout the
+// stack cannot run, and the planner searches only what it can.
+//
+// A rule has `refuse` terms and optional `when` terms, each `key=value` (a layout key and one
+// of its values, docs/layout.md) or `key>N` (a numeric key above N). It refuses a layout when
+// every `when` term holds and any `refuse` term does: `{when: "pp>1", refuse: "zero=2,zero=3"}`
+// is DeepSpeed's "ZeRO-2/3 are incompatible with pipeline parallelism".
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/layout/layout.h"
+#include "src/util/status.h"
+
+namespace shardsim {
+
+struct StackTerm {
+  std::string key;
+  bool greater = false;  // key>N; else key=value
+  std::string value;     // key=value: the value as FormatLayout writes it
+  int64_t bound = 0;     // key>N: N
+  std::string text;      // as written, for messages
+};
+
+struct StackRule {
+  std::vector<StackTerm> when, refuse;
+  std::string why;  // the reason, with its source
+};
+
+struct StackSpec {
+  std::string name, source, description;
+  std::vector<StackRule> rules;
+};
+
+// A stack by bundled name (stacks/NAME.yaml) or path. Errors are located (file:line:column,
+// field, expected, "did you mean").
+StatusOr<StackSpec> LoadStack(const std::string& path_or_name);
+StatusOr<StackSpec> ParseStackYaml(const std::string& text, const std::string& name);
+
+// Why `stack` cannot run `l` (resolved): "stack 'X' cannot run zero=3 with pp>1: <why>", or
+// nullopt when no rule refuses it.
+std::optional<std::string> StackRefusal(const StackSpec& stack, const Layout& l);
+
+}  // namespace shardsim

@@ -1,0 +1,142 @@
+// Software-stack descriptions (stacks/*.yaml, src/layout/stack.h): rules that refuse the
+// layouts a framework cannot run, with their reasons; the planner searches only what the stack
+// runs, and estimate/simulate refuse the rest.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "planner/planner.h"
+#include "src/hardware/cluster.h"
+#include "src/layout/stack.h"
+#include "src/model/model_spec.h"
+#include "tests/contains.h"
+#include "tests/run_shardsim.h"
+
+namespace shardsim {
+namespace {
+
+using testing::Contains;
+
+Layout Resolved(const std::string& spec, int64_t gpus) {
+  const StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  EXPECT_TRUE(hw.ok());
+  const StatusOr<Layout> parsed = ParseLayout(spec);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+  const StatusOr<Layout> l = ResolveLayoutFor(*parsed, gpus, *hw);
+  EXPECT_TRUE(l.ok()) << l.status().message();
+  return *l;
+}
+
+TEST(StackTest, EveryBundledStackLoads) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(SHARDSIM_SOURCE_DIR) + "/stacks")) {
+    SCOPED_TRACE(e.path().string());
+    const StatusOr<StackSpec> s = LoadStack(e.path().stem().string());
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(s->name, e.path().stem().string());
+    EXPECT_FALSE(s->rules.empty());
+    for (const StackRule& r : s->rules) EXPECT_FALSE(r.why.empty());
+    ++n;
+  }
+  EXPECT_GE(n, 5);  // issue 14 item 3's list
+}
+
+// DeepSpeed's pipeline engine refuses ZeRO-2/3 (deepspeed/runtime/pipe/engine.py); without a
+// pipeline ZeRO-2 runs, and ZeRO-1 runs with one.
+TEST(StackTest, DeepSpeedRefusesZero2WithPipelines) {
+  const StatusOr<StackSpec> s = LoadStack("megatron-deepspeed-2022");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const std::optional<std::string> why = StackRefusal(*s, Resolved("tp=2,pp=2,mbs=1,gbs=16,zero=2,attention=unfused", 16));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_TRUE(Contains(*why, "stack 'megatron-deepspeed-2022' cannot run zero=2 with pp>1")) << *why;
+  EXPECT_TRUE(Contains(*why, "incompatible with pipeline parallelism")) << *why;
+  EXPECT_FALSE(StackRefusal(*s, Resolved("tp=2,pp=1,mbs=1,gbs=16,zero=2,attention=unfused", 16)).has_value());
+  EXPECT_FALSE(StackRefusal(*s, Resolved("tp=2,pp=2,mbs=1,gbs=16,zero=1,attention=unfused", 16)).has_value());
+}
+
+// Terms: `key>N` on numeric keys, `key=value` compared as FormatLayout writes the value (so
+// "sp=on" matches a layout given "sp=on", and a resolved schedule is matched by name).
+TEST(StackTest, TermsMatchNumericBoundsAndCanonicalValues) {
+  const StatusOr<StackSpec> s = ParseStackYaml(
+      "name: t\nsource: s\ndescription: d\nrules:\n"
+      "  - {refuse: \"cp>1\", why: \"no cp\"}\n"
+      "  - {refuse: \"schedule=interleaved\", when: \"vpp>1\", why: \"no interleaving\"}\n",
+      "t.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE(StackRefusal(*s, Resolved("tp=1,cp=2,mbs=1,gbs=8", 8)).has_value());
+  EXPECT_FALSE(StackRefusal(*s, Resolved("tp=1,cp=1,mbs=1,gbs=8", 8)).has_value());
+  const std::optional<std::string> why = StackRefusal(*s, Resolved("tp=1,pp=2,vpp=2,mbs=1,gbs=8", 8));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_TRUE(Contains(*why, "cannot run schedule=interleaved with vpp>1: no interleaving")) << *why;
+}
+
+TEST(StackTest, BadFilesAreLocatedErrors) {
+  struct Case {
+    const char* rule;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"  - {refuze: \"cp>1\", why: w}\n", "did you mean 'refuse'"},
+      {"  - {refuse: \"zeroo=2\", why: w}\n", "zeroo"},
+      {"  - {refuse: \"tp>x\", why: w}\n", "non-negative integer"},
+      {"  - {refuse: \"sp>0\", why: w}\n", "sp"},
+      {"  - {refuse: \"cp>1\"}\n", "why"},
+      {"  - {refuse: \"cp\", why: w}\n", "expected key=value or key>N"},
+  };
+  for (const Case& c : cases) {
+    const StatusOr<StackSpec> s =
+        ParseStackYaml(std::string("name: t\nsource: s\ndescription: d\nrules:\n") + c.rule, "bad.yaml");
+    ASSERT_FALSE(s.ok()) << c.rule;
+    EXPECT_TRUE(Contains(s.status().message(), c.expected)) << c.rule << " -> " << s.status().message();
+    EXPECT_TRUE(Contains(s.status().message(), "bad.yaml:5")) << s.status().message();
+  }
+}
+
+// The planner with Megatron-Core's stack: nothing it ranks uses ZeRO-2/3 or a schedule other
+// than 1F1B and interleaved, some valid layouts were left out for it, and without the stack
+// the same problem ranks at least as fast a winner (a superset of layouts).
+TEST(StackTest, PlannerSearchesOnlyWhatTheStackRuns) {
+  const StatusOr<ModelSpec> m = LoadModel("llama3-8b");
+  const StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(m.ok() && hw.ok());
+  const Cluster cluster(*hw, 16);
+  planner::PlanOptions o;
+  o.gpus = 16;
+  o.global_batch = 64;
+  o.top_k = 3;
+  o.threads = 2;
+  const StatusOr<planner::PlanResult> free = planner::Plan(*m, cluster, o);
+  ASSERT_TRUE(free.ok()) << free.status().message();
+  StatusOr<StackSpec> s = LoadStack("megatron-core-2024");
+  ASSERT_TRUE(s.ok());
+  o.stack = *s;
+  const StatusOr<planner::PlanResult> r = planner::Plan(*m, cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->stack, "megatron-core-2024");
+  EXPECT_GT(r->stack_refused, 0);
+  ASSERT_FALSE(r->ranked.empty());
+  for (const planner::Candidate& c : r->ranked) {
+    EXPECT_FALSE(StackRefusal(*s, c.layout).has_value()) << FormatLayout(c.layout);
+    EXPECT_LE(c.layout.zero, 1);
+  }
+  ASSERT_FALSE(free->ranked.empty());
+  EXPECT_LE(free->ranked.front().time_s(), r->ranked.front().time_s() * (1 + 1e-12));
+}
+
+TEST(StackTest, EstimateRefusesWhatTheStackCannotRun) {
+  const testing::CommandResult r = testing::RunShardsim(
+      "estimate --model llama3-8b --hardware dgx-h100 --gpus 16 --layout tp=2,pp=2,mbs=1,gbs=16,zero=2,attention=unfused "
+      "--stack megatron-deepspeed-2022");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, "cannot run zero=2 with pp>1")) << r.err;
+  const testing::CommandResult ok = testing::RunShardsim(
+      "estimate --model llama3-8b --hardware dgx-h100 --gpus 16 --layout tp=2,pp=2,mbs=1,gbs=16,zero=1,attention=unfused "
+      "--stack megatron-deepspeed-2022");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  const testing::CommandResult missing = testing::RunShardsim("estimate --stack megatron-core-2042");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(Contains(missing.err, "did you mean 'megatron-core-2024'")) << missing.err;
+}
+
+}  // namespace
+}  // namespace shardsim
