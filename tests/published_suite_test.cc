@@ -3,7 +3,8 @@
 //   - replayed now, the simulation's MAPE over them must not exceed the one recorded in
 //     docs/validation/published-runs.md (scripts/validate-published.sh writes it) by more than
 //     1 point; a change that improves it regenerates the table to lock the gain in;
-// and the loader rejects malformed suites with located errors.
+// and the loader rejects malformed suites with located errors. Runs that name a stack are
+// replayed only if that stack's rules accept their layout (a framework ran them).
 #include <gtest/gtest.h>
 
 #include <cmath>

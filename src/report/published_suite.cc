@@ -12,6 +12,7 @@
 #include "src/hardware/cluster.h"
 #include "src/io/yaml_reader.h"
 #include "src/layout/layout.h"
+#include "src/layout/stack.h"
 #include "src/layout/validate.h"
 #include "src/model/model_spec.h"
 #include "src/sim/simulator.h"
@@ -34,6 +35,7 @@ PublishedRun ReadRun(YamlMap& r) {
   if (run.gpus > kMaxRunGpus) r.Error("gpus", "expected at most " + std::to_string(kMaxRunGpus) + " GPUs");
   if (std::optional<long long> t = r.OptionalInt("seq_len", 1)) run.seq_len = *t;
   run.layout = r.String("layout");
+  run.stack = r.OptionalString("stack").value_or("");
   run.assumed = r.OptionalString("assumed").value_or("");
   run.published = r.String("published");
   if (std::optional<double> s = r.OptionalNumber("measured_step_s", 1e-6, 1e6)) run.measured_step_s = *s;
@@ -124,6 +126,12 @@ PublishedResult Replay(const PublishedRun& run) {
   if (!layout.ok()) return fail(layout.status().message());
   const LayoutCheck check = CheckLayout(*layout, model, hw, run.gpus);
   if (!check.ok()) return fail(check.ToStatus().message());
+  if (!run.stack.empty()) {
+    // The framework ran it, so its stack description must not refuse it.
+    StatusOr<StackSpec> stack = LoadStack(run.stack);
+    if (!stack.ok()) return fail(stack.status().message());
+    if (std::optional<std::string> why = StackRefusal(*stack, *layout)) return fail(*why);
+  }
   res.measured_step_s = run.measured_step_s
                             ? *run.measured_step_s
                             : static_cast<double>(layout->gbs) * static_cast<double>(model.seq_len) /

@@ -32,6 +32,7 @@ struct PublishedRun {
   int64_t gpus = 0;
   std::optional<int64_t> seq_len;  // when the run's sequence differs from the model file's
   std::string layout;    // shardsim layout spec: what the source states plus `assumed`
+  std::string stack;     // optional: the stacks/ description of the framework that ran it
   std::string assumed;   // the layout fields the source does not state, and why they were chosen
   std::string published;  // the measured figure exactly as published
   // One of the two, as published: step time, or tokens per second per GPU.
