@@ -268,6 +268,7 @@ const std::map<std::string, std::string> kModelRuns = {
     {"mpt-13b", "--gpus 8 --layout mbs=2,gbs=64,zero=3,recompute=full"},
     {"mpt-30b", "--gpus 64 --layout mbs=2,gbs=256,zero=3,recompute=full"},
     {"mpt-70b", "--gpus 64 --layout mbs=2,gbs=256,zero=3,recompute=full"},
+    {"qwen3-30b-a3b", "--hardware dgx-h100 --nodes 2 --gpus 16 --layout tp=1,pp=1,ep=16,mbs=1,gbs=1024,zero=1"},
     {"grok1-314b", "--hardware dgx-h100 --nodes 64 --gpus 512 --layout tp=4,pp=8,cp=2,ep=8,vpp=8,mbs=1,gbs=1024,sp=on,zero=1"},
 };
 
