@@ -317,6 +317,8 @@ void AddWorkloadCases(const ModelSpec& m, const Layout& l, CalibrationOptions* o
       case OpRole::kAttentionContext:
       case OpRole::kFlashAttention:
         break;
+      case OpRole::kMoePermute:  // MoE does not run on the CPU runtime (issue 17)
+        break;
     }
   }
   o->attention.push_back({l.mbs, m.seq_len, m.heads / l.tp, std::max<int64_t>(1, m.kv_heads / l.tp), m.head_dim});

@@ -12,7 +12,7 @@ const char* OpRoleName(OpRole r) {
   static const char* kNames[] = {"norm", "qkv", "attention_scores", "softmax", "attention_dropout",
                                  "attention_context", "flash_attention", "projection", "residual",
                                  "router", "mlp_up", "mlp_activation", "mlp_down", "embedding",
-                                 "lm_head", "cross_entropy"};
+                                 "lm_head", "cross_entropy", "moe_permute"};
   return kNames[static_cast<int>(r)];
 }
 
@@ -153,14 +153,29 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     ops.push_back(Matmul("router", OpRole::kRouter, T, m.moe->experts, h, b));
     ops.back().bf16_under_fp8 = true;
   }
+  // Megatron-Core's alltoall token dispatcher permutes each token's top_k copies into expert
+  // order before the dispatch all-to-all and unpermutes (and sums) them after the combine
+  // (megatron/core/transformer/moe/token_dispatcher.py, moe_utils.py permute / unpermute;
+  // NVIDIA/Megatron-LM d98e8a64dd): each reads and writes T x top_k rows of h 16-bit values, and
+  // the backward pass does the reverse (backward_factor 1).
+  const bool experts = moe_layer && m.moe.has_value();
+  const double permuted_rows = experts ? static_cast<double>(T) * m.moe->top_k : 0;
+  if (experts) {
+    ops.push_back(Memory("moe_permute", OpRole::kMoePermute, 2.0 * b * permuted_rows * h));
+    ops.back().backward_factor = 1;
+  }
   const size_t mlp = ops.size();
-  if (moe_layer && m.moe) {
+  if (experts) {
     // Experts' fc1 reads the dispatched tokens, not the norm's output: quantized on its own.
     AddMlp(ops, m, l, T * m.moe->top_k, m.moe->ffn_hidden, "expert_", false);
   } else {
     AddMlp(ops, m, l, T, m.ffn_hidden, "mlp_", true);
   }
   const size_t mlp_output = ops.size();
+  if (experts) {
+    ops.push_back(Memory("moe_unpermute", OpRole::kMoePermute, 2.0 * b * permuted_rows * h));
+    ops.back().backward_factor = 1;
+  }
   ops.push_back(Memory("residual2", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
   for (size_t i = mlp_input; i < ops.size(); ++i) {
     ops[i].part = i < mlp ? LayerPart::kMlpInput : i < mlp_output ? LayerPart::kMlp : LayerPart::kMlpOutput;

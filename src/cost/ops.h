@@ -38,6 +38,7 @@ enum class OpRole : uint8_t {
   kEmbedding,         // token (+ position) lookup
   kLmHead,            // the vocabulary projection
   kCrossEntropy,      // softmax cross-entropy over the vocabulary shard
+  kMoePermute,        // MoE: tokens permuted into expert order before the experts, back after
 };
 const char* OpRoleName(OpRole r);
 
