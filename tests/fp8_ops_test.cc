@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "src/cost/op_time.h"
+#include "src/cost/memory.h"
 #include "src/cost/ops.h"
 #include "src/hardware/hardware_spec.h"
 #include "tests/test_models.h"
@@ -90,6 +91,29 @@ TEST(Fp8OpsTest, TheOutputLayerStaysBf16) {
   // A TE GEMM of the layer does run faster at fp8 (1979 against 989 TFLOP/s peak).
   const Op up = Find(LayerOps(m, l, false), "mlp_up");
   EXPECT_LT(OpForwardTime(hw->gpu, DType::kFp8, up), OpForwardTime(hw->gpu, DType::kBf16, up));
+}
+
+}  // namespace
+}  // namespace shardsim
+
+namespace shardsim {
+namespace {
+
+// Under fp8 the GEMMs keep their quantized inputs for the weight gradient: the QKV input, the
+// MLP input, the projection input and fc2's input (the GELU output) at 1 byte instead of 2.
+// One GPT layer, tp 1, no SP, no recompute, s = 2048, mbs 1: the saved bytes fall by
+// sb x (h + h + q + ffn) x (2 - 1) = 2048 x (4096 + 4096 + 4096 + 16384) = 58,720,256.
+TEST(Fp8OpsTest, GemmInputsAreSavedInFp8) {
+  const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
+  Layout l;
+  l.dp = 1;
+  l.mbs = 1;
+  l.gbs = 1;
+  l.recompute = Recompute::kNone;
+  l.dtype = DType::kBf16;
+  const double bf16 = LayerActivationBytes(m, l, false);
+  l.dtype = DType::kFp8;
+  EXPECT_DOUBLE_EQ(bf16 - LayerActivationBytes(m, l, false), 58720256.0);
 }
 
 }  // namespace

@@ -84,25 +84,30 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   const auto [e, sb, h, t, q, kv] = PerRankSizes(m, l);
   const double a = static_cast<double>(m.heads);
   const double mask = m.dropout ? 1 : 0;
+  // Bytes per element of what a GEMM saves of its input for the weight gradient: under fp8 a
+  // Transformer Engine GEMM keeps its quantized input, 1 byte (transformer_engine/pytorch/
+  // module/linear.py and layernorm_linear.py save the fp8 input tensor for backward); the
+  // tensors the attention, norms and activation functions keep stay 16-bit.
+  const double g = l.dtype == DType::kFp8 ? 1 : e;
   // Replicated across TP unless SP: the two norm inputs, QKV input, MLP input, dropout masks.
   double replicated = sb * (2 * e * h       // norm inputs (LayerNorm 1 and 2)
-                            + e * h         // QKV input (norm output)
-                            + e * h         // MLP input (norm output)
+                            + g * h         // QKV input (norm output)
+                            + g * h         // MLP input (norm output)
                             + 2 * mask * h);  // attention and MLP dropout masks
   // Split across TP: Q, K, V, the output-projection input, the MLP intermediates.
   double split = sb * (e * q + 2 * e * kv  // Q, K, V
-                       + e * q);          // projection input
+                       + g * q);          // projection input
   double ffn = static_cast<double>(m.ffn_hidden);
   double tokens_mlp = sb;
   if (moe_layer && m.moe) {
     ffn = static_cast<double>(m.moe->ffn_hidden);
     tokens_mlp = sb * m.moe->top_k;
-    replicated += sb * e * m.moe->top_k * h;  // dispatched expert inputs (after all-to-all)
+    replicated += sb * g * m.moe->top_k * h;  // dispatched expert inputs (after all-to-all)
   }
   if (m.activation == Activation::kSwiglu) {
-    split += tokens_mlp * (2 * e * ffn + e * ffn);  // gate and up outputs, SwiGLU output
+    split += tokens_mlp * (2 * e * ffn + g * ffn);  // gate and up outputs, SwiGLU output (fc2's input)
   } else {
-    split += tokens_mlp * (e * ffn + e * ffn);  // GELU input and output
+    split += tokens_mlp * (e * ffn + g * ffn);  // GELU input, GELU output (fc2's input)
   }
   // The s x s attention terms: softmax output (e), dropout mask (1), dropout output (e) per
   // head: a*s*s*b*(2e+1) = 5*a*s^2*b at e=2. Gone with selective recompute or a fused
