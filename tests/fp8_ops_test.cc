@@ -13,6 +13,16 @@
 namespace shardsim {
 namespace {
 
+// One GPU, one sequence per micro-batch and iteration, at `dtype`.
+Layout OneSequence(DType dtype) {
+  Layout l;
+  l.dp = 1;
+  l.mbs = 1;
+  l.gbs = 1;
+  l.dtype = dtype;
+  return l;
+}
+
 const Op& Find(const std::vector<Op>& ops, const std::string& name) {
   for (const Op& op : ops) {
     if (op.name == name) return op;
@@ -30,11 +40,7 @@ const Op& Find(const std::vector<Op>& ops, const std::string& name) {
 // Under bf16 no op has a cast.
 TEST(Fp8OpsTest, TransformerEngineGemmsQuantizeTheirOperands) {
   const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
-  Layout l;
-  l.dp = 1;
-  l.mbs = 1;
-  l.gbs = 1;
-  l.dtype = DType::kFp8;
+  Layout l = OneSequence(DType::kFp8);
   const std::vector<Op> ops = LayerOps(m, l, false);
   EXPECT_EQ(Find(ops, "qkv").fp8_cast_forward_bytes, 0);
   EXPECT_EQ(Find(ops, "qkv").fp8_cast_backward_bytes, 100663296.0);
@@ -59,11 +65,7 @@ TEST(Fp8OpsTest, CastsAddAKernelAndTheirBytes) {
   ASSERT_TRUE(hw.ok()) << hw.status().message();
   const GpuSpec& gpu = hw->gpu;
   const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
-  Layout l;
-  l.dp = 1;
-  l.mbs = 1;
-  l.gbs = 1;
-  l.dtype = DType::kFp8;
+  Layout l = OneSequence(DType::kFp8);
   const Op proj = Find(LayerOps(m, l, false), "proj");
   Op bare = proj;
   bare.fp8_cast_forward_bytes = bare.fp8_cast_backward_bytes = 0;
@@ -79,11 +81,7 @@ TEST(Fp8OpsTest, TheOutputLayerStaysBf16) {
   const StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
   ASSERT_TRUE(hw.ok()) << hw.status().message();
   const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
-  Layout l;
-  l.dp = 1;
-  l.mbs = 1;
-  l.gbs = 1;
-  l.dtype = DType::kFp8;
+  Layout l = OneSequence(DType::kFp8);
   const Op head = Find(HeadOps(m, l), "lm_head");
   EXPECT_TRUE(head.bf16_under_fp8);
   EXPECT_EQ(head.fp8_cast_forward_bytes, 0);
@@ -93,11 +91,6 @@ TEST(Fp8OpsTest, TheOutputLayerStaysBf16) {
   EXPECT_LT(OpForwardTime(hw->gpu, DType::kFp8, up), OpForwardTime(hw->gpu, DType::kBf16, up));
 }
 
-}  // namespace
-}  // namespace shardsim
-
-namespace shardsim {
-namespace {
 
 // Under fp8 the GEMMs keep their quantized inputs for the weight gradient: the QKV input, the
 // MLP input, the projection input and fc2's input (the GELU output) at 1 byte instead of 2.
@@ -105,12 +98,8 @@ namespace {
 // sb x (h + h + q + ffn) x (2 - 1) = 2048 x (4096 + 4096 + 4096 + 16384) = 58,720,256.
 TEST(Fp8OpsTest, GemmInputsAreSavedInFp8) {
   const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
-  Layout l;
-  l.dp = 1;
-  l.mbs = 1;
-  l.gbs = 1;
+  Layout l = OneSequence(DType::kBf16);
   l.recompute = Recompute::kNone;
-  l.dtype = DType::kBf16;
   const double bf16 = LayerActivationBytes(m, l, false);
   l.dtype = DType::kFp8;
   EXPECT_DOUBLE_EQ(bf16 - LayerActivationBytes(m, l, false), 58720256.0);

@@ -280,6 +280,7 @@ int Validate(int argc, char** argv) {
     if (args->Get("layouts")) return cli::Fail("validate", "--published and --layouts exclude each other", 2);
     return ValidatePublished(*published, *args);
   }
+  if (args->Get("bands-out")) return cli::Fail("validate", "--bands-out needs --published FILE", 2);
   const std::optional<std::string> layouts_path = args->Get("layouts");
   if (!layouts_path) return cli::Fail("validate", "--layouts FILE (or --published FILE) is required", 2);
   StatusOr<int64_t> steps = args->GetInt("steps");

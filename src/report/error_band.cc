@@ -1,11 +1,10 @@
 // See error_band.h.
 #include "src/report/error_band.h"
 
-#include <cstdio>
-#include <mutex>
 
 #include "src/io/bundled.h"
 #include "src/io/yaml_reader.h"
+#include "src/util/strings.h"
 
 namespace shardsim {
 
@@ -58,16 +57,6 @@ const Bundled& BundledBands() {
   return bundled;
 }
 
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-std::string Seconds(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
 
 }  // namespace
 
@@ -88,8 +77,8 @@ std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_
   std::string why;
   const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.name, dtype, &why);
   if (!band) return "error band: none (" + why + ")";
-  return "error band: measured step time " + Fixed(band->p10, 2) + "-" + Fixed(band->p90, 2) +
-         "x this prediction (" + Seconds(band->p10 * iteration_time_s) + "-" + Seconds(band->p90 * iteration_time_s) +
+  return "error band: measured step time " + Fmt("%.2f", band->p10) + "-" + Fmt("%.2f", band->p90) +
+         "x this prediction (" + Fmt("%.4g", band->p10 * iteration_time_s) + "-" + Fmt("%.4g", band->p90 * iteration_time_s) +
          " s), p10-p90 of " + std::to_string(band->runs) + " published runs on this GPU at " + band->dtype + " from " +
          std::to_string(band->sources) + " sources (docs/validation/published-runs.md)";
 }

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -103,7 +102,7 @@ ErrorStats StatsOf(const std::vector<double>& errors) {
 namespace {
 
 // Replays one run; a run that cannot be replayed says why in `failure`.
-PublishedResult Replay(const PublishedRun& run) {
+PublishedResult Replay(const PublishedRun& run, const std::map<std::string, StatusOr<StackSpec>>& stacks) {
   PublishedResult res;
   res.run = &run;
   auto fail = [&](const std::string& why) {
@@ -128,7 +127,7 @@ PublishedResult Replay(const PublishedRun& run) {
   if (!check.ok()) return fail(check.ToStatus().message());
   if (!run.stack.empty()) {
     // The framework ran it, so its stack description must not refuse it.
-    StatusOr<StackSpec> stack = LoadStack(run.stack);
+    const StatusOr<StackSpec>& stack = stacks.at(run.stack);
     if (!stack.ok()) return fail(stack.status().message());
     if (std::optional<std::string> why = StackRefusal(*stack, *layout)) return fail(*why);
   }
@@ -154,17 +153,6 @@ PublishedResult Replay(const PublishedRun& run) {
   return res;
 }
 
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-std::string Percent(double fraction) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%+.1f %%", 100 * fraction);
-  return buf;
-}
-std::string Unsigned(double fraction) { return Fixed(100 * fraction, 1) + " %"; }
 
 void StatsJson(JsonWriter& j, const std::string& key, const ErrorStats& s) {
   j.Key(key).BeginObject();
@@ -245,10 +233,10 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const st
         << "    dtype: " << b.dtype << "\n"
         << "    runs: " << b.runs << "\n"
         << "    sources: " << b.sources << "\n"
-        << "    p10: " << Fixed(b.p10, 4) << "\n"
-        << "    p50: " << Fixed(b.p50, 4) << "\n"
-        << "    p90: " << Fixed(b.p90, 4) << "\n"
-        << "    loso_coverage: " << Fixed(b.loso_coverage, 4) << "\n";
+        << "    p10: " << Fmt("%.4f", b.p10) << "\n"
+        << "    p50: " << Fmt("%.4f", b.p50) << "\n"
+        << "    p90: " << Fmt("%.4f", b.p90) << "\n"
+        << "    loso_coverage: " << Fmt("%.4f", b.loso_coverage) << "\n";
   }
   return out.str();
 }
@@ -257,8 +245,12 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
   PublishedReport report;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by_source;
   std::vector<double> all_est, all_sim;
+  std::map<std::string, StatusOr<StackSpec>> stacks;  // each stack the runs name, read once
   for (const PublishedRun& run : suite.runs) {
-    report.results.push_back(Replay(run));
+    if (!run.stack.empty() && !stacks.count(run.stack)) stacks.emplace(run.stack, LoadStack(run.stack));
+  }
+  for (const PublishedRun& run : suite.runs) {
+    report.results.push_back(Replay(run, stacks));
     const PublishedResult& r = report.results.back();
     if (!r.failure.empty()) {
       ++report.failed;
@@ -303,9 +295,9 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       out << "not replayed: " << r.failure << " | | | | | | |\n";
       continue;
     }
-    out << Fixed(r.measured_step_s, 3) << " | " << Fixed(r.estimate_s, 3) << " | " << Percent(r.estimate_error)
-        << " | " << Fixed(r.simulated_s, 3) << " | " << Percent(r.simulated_error) << " | "
-        << Fixed(100 * r.mfu, 1) << " % | " << (r.fits ? "yes" : "no") << " |\n";
+    out << Fmt("%.3f", r.measured_step_s) << " | " << Fmt("%.3f", r.estimate_s) << " | " << Fmt("%+.1f %%", 100 * (r.estimate_error))
+        << " | " << Fmt("%.3f", r.simulated_s) << " | " << Fmt("%+.1f %%", 100 * (r.simulated_error)) << " | "
+        << Fmt("%.1f", 100 * r.mfu) << " % | " << (r.fits ? "yes" : "no") << " |\n";
   }
   out << "\n## By source\n\n"
       << "| source | stack | runs | simulated MAPE | mean signed | median signed | max abs | estimate MAPE |\n"
@@ -315,15 +307,15 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
     for (const PublishedSource& src : suite.sources) {
       if (src.key == s.key) stack = src.stack;
     }
-    out << "| " << s.key << " | " << stack << " | " << s.simulated.runs << " | " << Unsigned(s.simulated.mape)
-        << " | " << Percent(s.simulated.mean_signed) << " | " << Percent(s.simulated.median_signed) << " | "
-        << Unsigned(s.simulated.max_abs) << " | " << Unsigned(s.estimate.mape) << " |\n";
+    out << "| " << s.key << " | " << stack << " | " << s.simulated.runs << " | " << Fmt("%.1f %%", 100 * (s.simulated.mape))
+        << " | " << Fmt("%+.1f %%", 100 * (s.simulated.mean_signed)) << " | " << Fmt("%+.1f %%", 100 * (s.simulated.median_signed)) << " | "
+        << Fmt("%.1f %%", 100 * (s.simulated.max_abs)) << " | " << Fmt("%.1f %%", 100 * (s.estimate.mape)) << " |\n";
   }
   out << "\n**Over " << report.simulated.runs << " runs from " << report.sources.size()
-      << " sources: simulation MAPE " << Fixed(100 * report.simulated.mape, 1) << " %, estimate MAPE "
-      << Fixed(100 * report.estimate.mape, 1) << " %**; simulation mean signed error "
-      << Percent(report.simulated.mean_signed) << ", median " << Percent(report.simulated.median_signed)
-      << ", largest " << Unsigned(report.simulated.max_abs) << ".";
+      << " sources: simulation MAPE " << Fmt("%.1f", 100 * report.simulated.mape) << " %, estimate MAPE "
+      << Fmt("%.1f", 100 * report.estimate.mape) << " %**; simulation mean signed error "
+      << Fmt("%+.1f %%", 100 * (report.simulated.mean_signed)) << ", median " << Fmt("%+.1f %%", 100 * (report.simulated.median_signed))
+      << ", largest " << Fmt("%.1f %%", 100 * (report.simulated.max_abs)) << ".";
   if (report.failed > 0) out << " " << report.failed << " runs could not be replayed (listed above).";
   out << "\n\n## Error bands\n\n"
       << "Measured / simulated step time per GPU and precision (what `estimate`, `simulate` and "
@@ -334,9 +326,9 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       << "| GPU | precision | runs | sources | p10 | p50 | p90 | leave-one-source-out coverage |\n"
       << "|---|---|---:|---:|---:|---:|---:|---:|\n";
   for (const ErrorBandEstimate& b : ErrorBandsOf(report)) {
-    out << "| " << b.gpu << " | " << b.dtype << " | " << b.runs << " | " << b.sources << " | " << Fixed(b.p10, 3)
-        << " | " << Fixed(b.p50, 3) << " | " << Fixed(b.p90, 3) << " | "
-        << (b.loso_runs ? Unsigned(b.loso_coverage) + " of " + std::to_string(b.loso_runs) : std::string("(one source)"))
+    out << "| " << b.gpu << " | " << b.dtype << " | " << b.runs << " | " << b.sources << " | " << Fmt("%.3f", b.p10)
+        << " | " << Fmt("%.3f", b.p50) << " | " << Fmt("%.3f", b.p90) << " | "
+        << (b.loso_runs ? Fmt("%.1f %%", 100 * (b.loso_coverage)) + " of " + std::to_string(b.loso_runs) : std::string("(one source)"))
         << " |\n";
   }
   out << "\nSources:\n\n";

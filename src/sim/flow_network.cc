@@ -119,7 +119,7 @@ bool FlowNetwork::TryAddAlone(int32_t id, SimTime now) {
   residual.clear();
   for (const Usage& u : c.usage) {
     const double capacity = link_[u.link].capacity;
-    residual.push_back(capacity - KeptLoad(u.link, 0, 0));  // c's rate is 0 yet
+    residual.push_back(capacity - link_[u.link].load);  // c's rate is 0 yet
     if (residual.back() <= kSaturated * capacity) return false;
     rate = std::min(rate, residual.back() / u.weight);
   }

@@ -64,12 +64,9 @@ class FlowNetwork {
   bool TryAddAlone(int32_t id, SimTime now);
   bool NobodyGains(int32_t id);
   // The load of `link` (sum of weight x rate), skipping coflow `except`; the fastest coflow's
-  // rate into *max_rate when given. Summed afresh over the link's coflows.
+  // rate into *max_rate when given. Summed afresh over the link's coflows (Link::load keeps
+  // the same sum up to date).
   double Load(int32_t link, double* max_rate, int32_t except) const;
-  // The same from the kept sum (load_), without visiting the link's coflows.
-  double KeptLoad(int32_t link, double except_weight, double except_rate) const {
-    return link_[link].load - except_weight * except_rate;
-  }
   // Sets load_ of `link` to its sum afresh (after its coflows' rates changed together).
   void Resum(int32_t link) { link_[link].load = Load(link, nullptr, -1); }
   // A link is saturated when what is left of it is at most this fraction of its capacity.
