@@ -27,8 +27,8 @@ double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
   double compute = 0;
   if (op.kind == OpKind::kMatmul) {
     const DType gemm = dtype == DType::kFp8 && op.bf16_under_fp8 ? DType::kBf16 : dtype;
-    compute = work * op.executed_flops /
-              (MatmulPeak(gpu, gemm) * e.matmul * WaveEfficiency(gpu, op.m, op.n));
+    const double eff = gemm == DType::kFp8 && e.matmul_fp8 > 0 ? e.matmul_fp8 : e.matmul;
+    compute = work * op.executed_flops / (MatmulPeak(gpu, gemm) * eff * WaveEfficiency(gpu, op.m, op.n));
   } else if (op.kind == OpKind::kAttention) {
     compute = work * op.executed_flops / (AttentionPeak(gpu, dtype) * e.attention);
   }

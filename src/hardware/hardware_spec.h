@@ -17,6 +17,9 @@ double DTypeBytes(DType d);
 
 struct GpuEfficiency {
   double matmul = 1.0;        // fraction of peak reached by large GEMMs
+  // Fraction of the fp8 peak reached by large fp8 GEMMs; 0 (absent): `matmul`. Hopper's fp8
+  // GEMMs reach a lower fraction of their (doubled) peak than bf16 ones (REFERENCES 4.1).
+  double matmul_fp8 = 0;
   double attention = 1.0;     // fraction of peak reached by fused attention
   double memory = 1.0;        // fraction of HBM bandwidth reached by streaming kernels
   double kernel_latency_s = 0;  // fixed cost per kernel

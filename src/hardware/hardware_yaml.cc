@@ -59,6 +59,10 @@ GpuSpec ReadGpu(YamlMap g) {
   if (std::optional<double> f = g.OptionalNumber("memory_fragmentation", 0, 0.9)) gpu.memory_fragmentation = *f;
   YamlMap e = g.Map("efficiency");
   gpu.efficiency.matmul = e.Number("matmul", 1e-3, 1);
+  gpu.efficiency.matmul_fp8 = e.OptionalNumber("matmul_fp8", 1e-3, 1).value_or(0);
+  if (gpu.efficiency.matmul_fp8 > 0 && !gpu.Peak(DType::kFp8)) {
+    e.Error("matmul_fp8", "given, but gpu.peak has no fp8 rate");
+  }
   gpu.efficiency.attention = e.Number("attention", 1e-3, 1);
   gpu.efficiency.memory = e.Number("memory", 1e-3, 1);
   gpu.efficiency.kernel_latency_s = e.Quantity("kernel_latency", Dimension::kTime);
