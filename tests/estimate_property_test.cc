@@ -120,7 +120,8 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
       ASSERT_LE(compute_bound, t * (1 + 1e-12));
       {
         // The planner prepares each layer shape once: a layout that differs only in what
-        // LayerShapeKey leaves out (pipeline, DP side, schedule, overlap) gives the same bound.
+        // LayerShapeKey leaves out (pipeline, DP side, schedule, overlap but overlap_tp=on, whose
+        // reduce-scatters hold SMs of the row-parallel GEMMs) gives the same bound.
         Layout other = l;
         other.pp = l.pp * 2;
         other.dp = l.dp + 3;
@@ -132,7 +133,9 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
         other.overlap_dp = !l.overlap_dp;
         other.overlap_pp = !l.overlap_pp;
         other.prefetch = !l.prefetch;
-        other.overlap_tp = l.overlap_tp == TpOverlap::kOn ? TpOverlap::kOff : TpOverlap::kOn;
+        if (l.overlap_tp != TpOverlap::kOn) {
+          other.overlap_tp = l.overlap_tp == TpOverlap::kOff ? TpOverlap::kBackward : TpOverlap::kOff;
+        }
         other.bucket_params = l.bucket_params + 777;
         other.live_params = l.live_params / 2 + 1;
         other.grad_compression = 4;

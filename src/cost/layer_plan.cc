@@ -47,6 +47,9 @@ struct Block {
   // The column-parallel projections' (Op::column_parallel) weight-gradient GEMMs, part of
   // `wgrad`, and their forward FLOPs (a weight gradient costs as many as the forward).
   double col_wgrad = 0, col_flops = 0;
+  // The row-parallel projections' (attention output, MLP down) forward GEMMs, part of `fwd`:
+  // the GEMMs whose output TP reduces (overlap_tp=on pipelines that reduction with them).
+  double row_fwd = 0;
 };
 
 Block SumOps(const GpuSpec& gpu, DType dtype, const std::vector<Op>& ops) {
@@ -60,6 +63,9 @@ Block SumOps(const GpuSpec& gpu, DType dtype, const std::vector<Op>& ops) {
     if (op.column_parallel) {
       b.col_wgrad += bw / 2;
       b.col_flops += op.flops;
+    }
+    if (op.kind == OpKind::kMatmul && (op.role == OpRole::kProjection || op.role == OpRole::kMlpDown)) {
+      b.row_fwd += f;
     }
     if (op.recomputed_selective) b.selective += f;
     b.flops += op.flops;
@@ -76,6 +82,29 @@ struct LayerCost {
   const LayerPlan* plan = nullptr;
 };
 
+// overlap_tp=on is Transformer Engine's userbuffers overlap (Megatron-LM --tp-comm-overlap):
+// the reduce-scatter after each row-parallel forward GEMM (proj_fprop, fc2_fprop) is
+// pipelined with it in chunks by communication kernels that hold SMs for the whole GEMM, which
+// runs on the rest (method "pipeline", set_sm_margin true). TE's default holds 16 SMs
+// (transformer_engine/pytorch/module/base.py initialize_ub, get_default_config: num_sm 16 for
+// pipeline, num_splits 4); NeMo's tuned H100 configurations hold 8 to 24, mean 17 (NeMo v2.2.1
+// nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py, proj_fprop and fc2_fprop of
+// the eight H100 configs). So those GEMMs take sm_count / (sm_count - 16) as long. Not modelled:
+// the last chunk's reduce-scatter, which the next op waits for (1 / num_splits of one
+// reduce-scatter, under 1 % of a layer's forward at GPT-3 175B, tp 4, on H100); the bulk
+// overlaps of the backward, whose kernels run beside the GEMMs on 2 to 8 SMs in NeMo's tuned
+// configurations (no margin), and the ring-exchange GEMMs of the column-parallel layers,
+// split into tp pieces of M / tp rows each.
+constexpr int64_t kTpOverlapPipelineSms = 16;
+
+double RowParallelOverlapFactor(const GpuSpec& gpu, const Layout& l) {
+  if (l.tp == 1 || l.overlap_tp != TpOverlap::kOn || !gpu.overlaps_communication ||
+      gpu.sm_count <= 2 * kTpOverlapPipelineSms) {
+    return 1;
+  }
+  return static_cast<double>(gpu.sm_count) / static_cast<double>(gpu.sm_count - kTpOverlapPipelineSms);
+}
+
 LayerCost CostLayer(const GpuSpec& gpu, const Layout& l, const LayerPlan& plan) {
   std::vector<Op> attn, pre, mlp, post;
   for (const Op& op : plan.ops) {
@@ -91,6 +120,10 @@ LayerCost CostLayer(const GpuSpec& gpu, const Layout& l, const LayerPlan& plan) 
   c.mlp_pre = SumOps(gpu, l.dtype, pre);
   c.mlp = SumOps(gpu, l.dtype, mlp);
   c.mlp_post = SumOps(gpu, l.dtype, post);
+  const double slow = RowParallelOverlapFactor(gpu, l) - 1;
+  c.attn.fwd += c.attn.row_fwd * slow;
+  // Expert GEMMs (grouped, not Transformer Engine's userbuffers layers) keep their rate.
+  if (!plan.moe) c.mlp.fwd += c.mlp.row_fwd * slow;
   c.plan = &plan;
   return c;
 }
@@ -932,7 +965,8 @@ struct LayerShapeCosts {
 
 std::string LayerShapeKey(const Layout& l) {
   // What the layer's ops and their costs do not read (PlanLayer, CostLayer, EmbeddingOps,
-  // HeadOps): the pipeline, the data-parallel side, the schedule and the overlap switches.
+  // HeadOps): the pipeline, the data-parallel side, the schedule and the overlap switches but
+  // overlap_tp=on (CostLayer's row-parallel GEMMs give SMs to its reduce-scatters).
   // Everything else stays in the key, so a field they start reading joins it by default.
   Layout k = l;
   k.pp = k.dp = k.vpp = 1;
@@ -942,7 +976,7 @@ std::string LayerShapeKey(const Layout& l) {
   k.schedule_given = false;
   k.offload = Offload::kNone;
   k.overlap_dp = k.overlap_pp = k.prefetch = false;
-  k.overlap_tp = TpOverlap::kOff;
+  if (k.overlap_tp != TpOverlap::kOn) k.overlap_tp = TpOverlap::kOff;
   k.bucket_params = k.live_params = 0;
   k.grad_compression = 1;
   return FormatLayout(k);

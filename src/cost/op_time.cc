@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "src/cost/gemm_table.h"
 #include "src/util/check.h"
 
 namespace shardsim {
@@ -21,21 +22,34 @@ double AttentionPeak(const GpuSpec& gpu, DType dtype) {
   return MatmulPeak(gpu, dtype == DType::kFp8 ? DType::kBf16 : dtype);
 }
 
+// FLOP/s of a matmul's GEMM in `gemm` precision (op_time.h): the best-shape rate, peak x
+// efficiency (matmul, or matmul_fp8 for fp8), times the shape factor: with a measured table
+// s = min(1, GemmTableFlops(m, n, k) / the table's saturated rate), else WaveEfficiency(m, n).
+double MatmulRate(const GpuSpec& gpu, DType gemm, const Op& op) {
+  const GpuEfficiency& e = gpu.efficiency;
+  const double eff = gemm == DType::kFp8 && e.matmul_fp8 > 0 ? e.matmul_fp8 : e.matmul;
+  const double base = MatmulPeak(gpu, gemm) * eff;
+  const GemmTable* table = e.matmul_table.get();
+  if (table != nullptr && (gemm == DType::kBf16 || gemm == DType::kFp16 || gemm == DType::kFp8)) {
+    return base * std::min(1.0, GemmTableFlops(gpu, *table, op.m, op.n, op.k) / table->saturated_flops());
+  }
+  return base * WaveEfficiency(gpu, op.m, op.n);
+}
+
 // Time for `work` units of the op's forward (1 = forward, backward_factor = backward).
 double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
   const GpuEfficiency& e = gpu.efficiency;
+  // One kernel per pass (a backward GEMM pair counts as the passes it does).
+  const double kernels = std::max(1.0, std::ceil(work));
   double compute = 0;
   if (op.kind == OpKind::kMatmul) {
     const DType gemm = dtype == DType::kFp8 && op.bf16_under_fp8 ? DType::kBf16 : dtype;
-    const double eff = gemm == DType::kFp8 && e.matmul_fp8 > 0 ? e.matmul_fp8 : e.matmul;
-    compute = work * op.executed_flops / (MatmulPeak(gpu, gemm) * eff * WaveEfficiency(gpu, op.m, op.n));
+    compute = work * op.executed_flops / MatmulRate(gpu, gemm, op);
   } else if (op.kind == OpKind::kAttention) {
     compute = work * op.executed_flops / (AttentionPeak(gpu, dtype) * e.attention);
   }
   double memory = work * op.bytes / (gpu.memory_bandwidth * e.memory);
   if (gpu.transcendental_rate > 0) memory += work * op.transcendentals / gpu.transcendental_rate;
-  // One kernel per pass (a backward GEMM pair counts as the passes it does).
-  const double kernels = std::max(1.0, std::ceil(work));
   return kernels * e.kernel_latency_s + std::max(compute, memory);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,8 @@ std::string DTypeName(DType d);
 // Bytes per element when stored (tf32 is stored as fp32).
 double DTypeBytes(DType d);
 
+class GemmTable;  // src/cost/gemm_table.h
+
 struct GpuEfficiency {
   double matmul = 1.0;        // fraction of peak reached by large GEMMs
   // Fraction of the fp8 peak reached by large fp8 GEMMs; 0 (absent): `matmul`. Hopper's fp8
@@ -24,6 +27,15 @@ struct GpuEfficiency {
   double memory = 1.0;        // fraction of HBM bandwidth reached by streaming kernels
   double kernel_latency_s = 0;  // fixed cost per kernel
   int64_t tile_m = 128, tile_n = 128;  // GEMM output tile, for wave quantization
+  // Measured bf16 GEMM rates by shape (efficiency.matmul_table): when set, 16-bit GEMMs are
+  // priced by interpolation in it instead of peak x matmul x wave (src/cost/gemm_table.h),
+  // and fp8 GEMMs take its shape factor. Null (absent): the scalar model. Loaded once and
+  // shared by every copy of the description.
+  std::shared_ptr<const GemmTable> matmul_table;
+  // The table's path as a description written back (a plan file) should name it: as written
+  // when the bundled hardware/ folder holds it (gemm/sm90-bf16.yaml), else absolute; empty
+  // when there is no table.
+  std::string matmul_table_path;
 };
 
 // ASSUMPTION: 10 %. GMLake (Guo et al., ASPLOS 2024, arXiv:2401.08156) measured PyTorch's

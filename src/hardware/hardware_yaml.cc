@@ -1,7 +1,10 @@
 // Strict loader for hardware/*.yaml (schema: docs/hardware.md).
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "src/cost/gemm_table.h"
 #include "src/hardware/hardware_spec.h"
 #include "src/io/bundled.h"
 #include "src/io/yaml_reader.h"
@@ -40,7 +43,48 @@ std::optional<double> GpuSpec::Peak(DType d) const {
 
 namespace {
 
-GpuSpec ReadGpu(YamlMap g) {
+namespace fs = std::filesystem;
+
+// efficiency.matmul_table's file: an absolute path as is; a relative one next to the
+// description (`description` is its file name), else in the bundled hardware/ folder, so
+// descriptions read from a string or embedded in a plan file find the bundled tables.
+// (The bundled folder is found as src/io/bundled.cc finds it: $SHARDSIM_DATA_DIR, else the
+// source tree.) `portable` is what a description written back (a plan file) should name: the
+// path as written when it is found in the bundled folder, else the absolute path found.
+struct TablePath {
+  std::string path, portable;
+};
+TablePath ResolveTablePath(const std::string& written, const std::string& description) {
+  const fs::path p(written);
+  if (p.is_absolute()) return {written, written};
+  std::error_code ec;
+  const char* dir = std::getenv("SHARDSIM_DATA_DIR");
+  const fs::path root = dir != nullptr && *dir != '\0' ? fs::path(dir) : fs::path(SHARDSIM_SOURCE_DIR);
+  const fs::path bundled = root / "hardware" / p;
+  const bool in_bundled = fs::exists(bundled, ec);
+  const fs::path beside = fs::path(description).parent_path() / p;
+  if (fs::exists(beside, ec)) {
+    const bool same = in_bundled && fs::equivalent(beside, bundled, ec);
+    return {beside.string(), same ? written : fs::absolute(beside, ec).string()};
+  }
+  if (in_bundled) return {bundled.string(), written};
+  return {beside.string(), written};  // missing: GemmTable::Load reports it
+}
+
+void ReadMatmulTable(YamlMap& e, const std::string& description, GpuEfficiency& eff) {
+  std::optional<std::string> written = e.OptionalString("matmul_table");
+  if (!written) return;
+  const TablePath path = ResolveTablePath(*written, description);
+  StatusOr<std::shared_ptr<const GemmTable>> table = GemmTable::Load(path.path);
+  if (!table.ok()) {
+    e.Error("matmul_table", "cannot load the GEMM table '" + *written + "': " + table.status().message());
+    return;
+  }
+  eff.matmul_table = *table;
+  eff.matmul_table_path = path.portable;
+}
+
+GpuSpec ReadGpu(YamlMap g, const std::string& description) {
   GpuSpec gpu;
   gpu.name = g.String("name");
   YamlMap peak = g.Map("peak");
@@ -66,6 +110,7 @@ GpuSpec ReadGpu(YamlMap g) {
   gpu.efficiency.attention = e.Number("attention", 1e-3, 1);
   gpu.efficiency.memory = e.Number("memory", 1e-3, 1);
   gpu.efficiency.kernel_latency_s = e.Quantity("kernel_latency", Dimension::kTime);
+  ReadMatmulTable(e, description, gpu.efficiency);
   if (auto tile = e.OptionalIntList("matmul_tile", 1)) {
     if (tile->size() == 2) {
       gpu.efficiency.tile_m = (*tile)[0];
@@ -132,7 +177,7 @@ StatusOr<HardwareSpec> ParseHardwareYaml(const std::string& text, const std::str
   hw.name = r.String("name");
   hw.source = r.String("source");
   hw.nodes = r.Int("nodes");
-  hw.gpu = ReadGpu(r.Map("gpu"));
+  hw.gpu = ReadGpu(r.Map("gpu"), name);
   hw.node = ReadNode(r.Map("node"));
   if (std::optional<YamlMap> net = r.OptionalMap("network")) hw.network = ReadNetwork(*net);
   if (std::optional<YamlMap> c = r.OptionalMap("collectives")) {

@@ -61,6 +61,7 @@ std::string HardwareYaml(const HardwareSpec& hw) {
     << Num(g.efficiency.attention) << "\n    memory: " << Num(g.efficiency.memory)
     << "\n    kernel_latency: " << Q(g.efficiency.kernel_latency_s, "s") << "\n    matmul_tile: ["
     << g.efficiency.tile_m << ", " << g.efficiency.tile_n << "]\n";
+  if (g.efficiency.matmul_table) o << "    matmul_table: " << YamlQuoted(g.efficiency.matmul_table_path) << "\n";
   // Written only where it differs from the default, like transcendental_rate above.
   if (!g.overlaps_communication) o << "  overlaps_communication: false\n";
   const FabricSpec& f = hw.node.fabric;
