@@ -45,8 +45,9 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
   out << "shardsim plan: " << m.name << " on " << r.gpus << " x " << hw.gpu.name << " (" << hw.name
       << "), global batch " << o.global_batch << " sequences\n";
   if (!r.stack.empty()) {
-    out << "stack: " << r.stack << " (stacks/" << r.stack << ".yaml): " << r.stack_refused
-        << " valid layouts left out as it cannot run them\n";
+    out << "stack: " << r.stack << " (stacks/" << r.stack << ".yaml"
+        << (o.stack_is_default ? "; the default, --stack none searches every layout" : "") << "): "
+        << r.stack_refused << " valid layouts left out as it cannot run them\n";
   }
   out << "layouts: " << r.enumerated << " enumerated, " << r.invalid << " invalid, "
       << r.pruned_memory << " over memory (limit " << Fmt("%.1f", r.memory_limit_bytes / kGiB)
@@ -129,7 +130,9 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
     w.BeginObject().Field("gpus", r.gpus).Field("enumerated", r.enumerated).Field("invalid", r.invalid);
     w.Field("pruned_memory", r.pruned_memory).Field("dominated", r.dominated).Field("bounded", r.bounded).Field("estimated", r.estimated).Field("simulated", r.simulated).Field("unexamined", r.unexamined);
     w.Field("memory_limit_bytes", r.memory_limit_bytes).Field("fits", !r.ranked.empty());
-    if (!r.stack.empty()) w.Field("stack", r.stack).Field("stack_refused", r.stack_refused);
+    if (!r.stack.empty()) {
+      w.Field("stack", r.stack).Field("stack_is_default", o.stack_is_default).Field("stack_refused", r.stack_refused);
+    }
     if (!r.ranked.empty()) {
       // The winner's band (every ranked layout of one plan shares the GPU; the precision is
       // the winner's).

@@ -35,6 +35,7 @@ struct PlanOptions {
   std::map<std::string, std::string> fixed;               // layout key -> value
   std::map<std::string, std::set<std::string>> forbidden;  // layout key -> values
   std::optional<StackSpec> stack;  // search only what it can run (src/layout/stack.h)
+  bool stack_is_default = false;   // `stack` is kDefaultPlanStack, not asked for (said in reports)
   int top_k = 10;
   int threads = 0;  // 0 = hardware concurrency
   std::function<void(const std::string& stage, double fraction)> progress;

@@ -69,7 +69,8 @@ int RunPlan(int argc, char** argv) {
       {"max-memory-fraction", "F", "fraction of GPU memory a plan may use", "1"},
       {"fix", "SPEC", "layout keys to hold fixed, e.g. tp=8,sp=on", ""},
       {"forbid", "SPEC", "layout values to exclude, e.g. zero=3,offload=optimizer", ""},
-      {"stack", "S", "software stack (stacks/S.yaml or a file): search only what it can run", ""},
+      {"stack", "S", "software stack (stacks/S.yaml or a file): search only what it can run; none: every layout",
+       kDefaultPlanStack},
       {"top", "K", "layouts to simulate and show", "10"},
       {"threads", "N", "worker threads (default: all cores)", ""},
       {"emit", "FMT", "also print the winner as megatron arguments or a deepspeed config", ""},
@@ -126,10 +127,11 @@ int RunPlan(int argc, char** argv) {
   StatusOr<std::map<std::string, std::set<std::string>>> forbidden = ParseForbidden(args->Get("forbid").value_or(""));
   if (!forbidden.ok()) return Fail("plan", forbidden.status().message(), 1);
   o.forbidden = *forbidden;
-  if (const std::optional<std::string> stack = args->Get("stack"); stack && !stack->empty()) {
+  if (const std::optional<std::string> stack = args->Get("stack"); stack && !stack->empty() && *stack != "none") {
     StatusOr<StackSpec> s = LoadStack(*stack);
     if (!s.ok()) return Fail("plan", s.status().message(), 1);
     o.stack = *s;
+    o.stack_is_default = !args->Has("stack");
   }
   StatusOr<int64_t> top = args->GetInt("top");
   if (!top.ok() || *top < 1) return Fail("plan", "--top must be a positive integer", 1);

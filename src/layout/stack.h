@@ -39,6 +39,10 @@ struct StackSpec {
 // A stack by bundled name (stacks/NAME.yaml) or path. Errors are located (file:line:column,
 // field, expected, "did you mean").
 StatusOr<StackSpec> LoadStack(const std::string& path_or_name);
+
+// The stack `plan` searches for when --stack is not given (`--stack none`: every layout):
+// Megatron-Core with Transformer Engine, what NeMo 2.x and Megatron-LM's current releases run.
+inline constexpr const char* kDefaultPlanStack = "megatron-core-2024";
 StatusOr<StackSpec> ParseStackYaml(const std::string& text, const std::string& name);
 
 // Why `stack` cannot run `l` (resolved): "stack 'X' cannot run zero=3 with pp>1: <why>", or
