@@ -232,6 +232,9 @@ void AddPrecisionAndAttention(const Layout& l, MegatronArgs& a) {
     case DType::kFp8:  // Transformer Engine fp8 GEMMs; the rest of the model runs in bf16
       a.Flag("--bf16");
       a.Flag("--fp8-format", "hybrid");
+      // fp8 weights: --fp8-param-gather, "Keep the compute param in fp8 ... and perform the param
+      // all-gather in fp8" (megatron/training/arguments.py, d98e8a64dd).
+      if (l.fp8_params) a.Flag("--fp8-param-gather");
       break;
     case DType::kFp32:  // Megatron's default parameter dtype
       break;

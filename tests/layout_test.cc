@@ -413,6 +413,20 @@ TEST_F(CheckLayoutTest, OffloadNeedsZero) {
   EXPECT_FALSE(Has(c.errors, "offload")) << All(c);
 }
 
+// fp8_params is an fp8 switch: written only when on, and an error without dtype=fp8.
+TEST_F(CheckLayoutTest, Fp8ParamsNeedsFp8) {
+  const StatusOr<Layout> on = ParseLayout("tp=8,pp=8,fp8_params=on,dtype=fp8");
+  ASSERT_TRUE(on.ok()) << on.status().message();
+  EXPECT_TRUE(on->fp8_params);
+  EXPECT_NE(FormatLayout(*on).find(",fp8_params=on"), std::string::npos) << FormatLayout(*on);
+  const StatusOr<Layout> off = ParseLayout("tp=8,pp=8,fp8_params=off");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(FormatLayout(*off).find("fp8_params"), std::string::npos) << FormatLayout(*off);
+  const LayoutCheck c = Check("tp=8,pp=8,fp8_params=on");
+  EXPECT_TRUE(Has(c.errors, "fp8_params=on stores Transformer Engine's weights in fp8: it needs dtype=fp8, found dtype=bf16"))
+      << All(c);
+}
+
 TEST_F(CheckLayoutTest, UnsupportedDtype) {
   // The A100 file has no fp8 peak.
   const LayoutCheck c = Check("tp=8,pp=8,dtype=fp8");

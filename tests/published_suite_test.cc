@@ -33,16 +33,27 @@ TEST(PublishedSuite, HoldsItsRecordedError) {
 
   std::ifstream in(kTable);
   ASSERT_TRUE(in) << kTable;
-  double recorded = -1;
-  size_t recorded_runs = 0;
+  double recorded = -1, recorded_memory = -1;
+  size_t recorded_runs = 0, recorded_memory_runs = 0;
   const std::regex overall(R"(\*\*Over (\d+) runs from \d+ sources: simulation MAPE ([0-9.]+) %)");
+  const std::regex memory(R"(\*\*Peak memory over (\d+) runs: MAPE ([0-9.]+) %)");
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
     if (std::regex_search(line, m, overall)) {
       recorded_runs = std::stoul(m[1]);
       recorded = std::stod(m[2]);
     }
+    if (std::regex_search(line, m, memory)) {
+      recorded_memory_runs = std::stoul(m[1]);
+      recorded_memory = std::stod(m[2]);
+    }
   }
+  // Peak memory where a source publishes it (issue 14 item 5): held the same way.
+  ASSERT_GE(recorded_memory, 0) << "no peak memory line in " << kTable;
+  EXPECT_GE(report.memory.runs, 6u);
+  EXPECT_EQ(report.memory.runs, recorded_memory_runs) << "memory figures were added or removed: regenerate the table";
+  EXPECT_LE(100 * report.memory.mape, recorded_memory + 1.0)
+      << "the peak memory MAPE rose more than 1 point above the recorded " << recorded_memory << " %";
   ASSERT_GT(recorded, 0) << "no overall MAPE line in " << kTable;
   EXPECT_EQ(report.simulated.runs, recorded_runs) << "runs were added or removed: regenerate the table";
   EXPECT_LE(100 * report.simulated.mape, recorded + 1.0)
@@ -171,6 +182,8 @@ TEST(PublishedSuite, RejectsMalformedSuites) {
        "expected one of the keys under 'sources'"},
       {"duplicate_id", run + "    measured_step_s: 1\n" + run + "    measured_step_s: 2\n", "is used twice"},
       {"misspelled_key", run + "    measured_step: 1\n", "measured_step"},
+      {"memory_without_unit", run + "    measured_step_s: 1\n    measured_memory: 71\n", "measured_memory"},
+      {"memory_too_large", run + "    measured_step_s: 1\n    measured_memory: \"2 TiB\"\n", "at most 1 TiB"},
   };
   for (const Case& c : cases) {
     const std::string file = (testing::FreshTempDir("suite") / (std::string(c.name) + ".yaml")).string();

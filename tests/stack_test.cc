@@ -138,5 +138,26 @@ TEST(StackTest, EstimateRefusesWhatTheStackCannotRun) {
   EXPECT_TRUE(Contains(missing.err, "did you mean 'megatron-core-2024'")) << missing.err;
 }
 
+// plan without --stack searches for megatron-core-2024 and says so; --stack none searches
+// every layout. tiny on 2 CPU cores, global batch 8: the default leaves out at least the
+// ZeRO-2 and ZeRO-3 layouts (dp = 2 makes them valid), none leaves out nothing.
+TEST(StackTest, PlanDefaultsToMegatronCoreAndNoneSearchesEverything) {
+  const std::string base = "plan --model tiny --hardware cpu-host --gpus 2 --global-batch 8 --top 1 --threads 1";
+  const testing::CommandResult def = testing::RunShardsim(base);
+  ASSERT_EQ(def.exit_code, 0) << def.err;
+  EXPECT_TRUE(Contains(def.out, "stack: megatron-core-2024 (stacks/megatron-core-2024.yaml; the default, --stack none searches every layout)"))
+      << def.out;
+  const testing::CommandResult json = testing::RunShardsim(base + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(Contains(json.out, "\"stack\": \"megatron-core-2024\"")) << json.out;
+  EXPECT_TRUE(Contains(json.out, "\"stack_is_default\": true")) << json.out;
+  const testing::CommandResult named = testing::RunShardsim(base + " --stack megatron-core-2024 --json");
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_TRUE(Contains(named.out, "\"stack_is_default\": false")) << named.out;
+  const testing::CommandResult none = testing::RunShardsim(base + " --stack none --json");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_FALSE(Contains(none.out, "\"stack\"")) << none.out;
+}
+
 }  // namespace
 }  // namespace shardsim

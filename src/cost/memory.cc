@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "src/layout/pipeline.h"
 
@@ -22,12 +23,11 @@ StateBytes StateBytesPerParam(DType dtype) {
   return {2, 4, 12};
 }
 
-StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
-  StageParams p;
-  // Megatron assigns layers in chunks: with vpp, stage s holds chunks s, s+pp, s+2pp, ...
-  const double t = static_cast<double>(l.tp);
-  // Attention and MLP weights are split over TP; norms (and the router) are replicated.
-  // Every chunk holds layers / (pp vpp) layers (ChunkOf); only MoE needs to know which.
+namespace {
+
+// The transformer layers on `stage` (every chunk holds layers / (pp vpp), ChunkOf), and how
+// many of them are MoE layers.
+std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   const int64_t layers = ChunksPerStage(l) * (m.layers / PositionCount(l));
   int64_t moe_layers = 0;
   if (m.moe) {
@@ -36,10 +36,33 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
       for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) moe_layers += m.IsMoeLayer(i) ? 1 : 0;
     }
   }
-  const double n = static_cast<double>(layers), n_moe = static_cast<double>(moe_layers);
+  return {static_cast<double>(layers), static_cast<double>(moe_layers)};
+}
+
+}  // namespace
+
+double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
+  // With fp8_params the fp8 weights and their transpose (1 + 1 bytes) take the place of the
+  // bf16 weights the model states count (2 bytes): nothing extra.
+  if (l.dtype != DType::kFp8 || l.fp8_params) return 0;
+  const auto [n, n_moe] = LayersOnStage(m, l, stage);
+  const double t = static_cast<double>(l.tp);
+  double gemm_params = n * static_cast<double>(m.AttentionParams()) / t +
+                       (n - n_moe) * static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
+  if (n_moe > 0) gemm_params += n_moe * static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
+  return 2.0 * gemm_params;
+}
+
+StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
+  StageParams p;
+  // Megatron assigns layers in chunks: with vpp, stage s holds chunks s, s+pp, s+2pp, ...
+  const double t = static_cast<double>(l.tp);
+  // Attention and MLP weights are split over TP; norms (and the router) are replicated.
+  // Every chunk holds layers / (pp vpp) layers (ChunkOf); only MoE needs to know which.
+  const auto [n, n_moe] = LayersOnStage(m, l, stage);
   p.dense = n * (static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams());
   p.dense += (n - n_moe) * (static_cast<double>(m.MlpParams(m.ffn_hidden)) / t);
-  if (moe_layers > 0) {
+  if (n_moe > 0) {
     p.dense += n_moe * static_cast<double>(m.hidden * m.moe->experts);
     p.expert = n_moe * (static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t);
   }
@@ -306,7 +329,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
 
   // Other: reserved (context, workspace), the last stage's fp32 logits for the loss, the
   // transient gradient buffers of the backward pass, and ZeRO-3's gathered parameters.
-  mem.other = hw.gpu.reserved_memory_bytes;
+  mem.other = hw.gpu.reserved_memory_bytes + Fp8CachedWeightBytes(m, l, stage);
   const ZeroTransients z = ZeroTransientBytes(m, l, stage);
   // The transient peak is one of: a layer's backward (every stage), the head's (last stage),
   // the embedding's backward and ZeRO-3 forward (first stage, ZeRO >= 2); each adds its own

@@ -51,6 +51,17 @@ struct StageParams {
 };
 StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage);
 
+// Under fp8, what Transformer Engine keeps of the weights of every layer GEMM on the stage
+// (attention, MLP, experts; not the router, embedding or head, which stay 16-bit): their fp8
+// copy and its transpose for the backward's fp8 GEMMs, cast once per iteration and cached
+// across its micro-batches (TE Linear's is_first_microbatch weight caching, which
+// Megatron-Core's TE wrappers enable unless disable_parameter_transpose_cache:
+// megatron/core/extensions/transformer_engine.py, NVIDIA/Megatron-LM d98e8a64dd), 2 bytes per
+// parameter. 0 outside fp8, and with fp8_params (the fp8 weights and their transpose replace
+// the bf16 weights). Frameworks that call TE without is_first_microbatch (llm-foundry's
+// Composer) cast every micro-batch instead and keep no copy; this counts one regardless.
+double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage);
+
 // Weights, gradients and optimizer states of `params` on one rank under the layout's ZeRO
 // stage (sharded over dp; experts over dp / ep) and offload (moved to `host`).
 MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l);

@@ -59,7 +59,7 @@ namespace {
 const std::vector<std::string> kKeys = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
     "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
-    "bucket_params", "live_params"};
+    "bucket_params", "live_params", "fp8_params"};
 
 Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
                 const std::vector<std::string>& choices = {}) {
@@ -123,10 +123,11 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     } else {
       return BadValue(key, value, "one of off, backward, on", {"off", "backward", "on"});
     }
-  } else if (key == "sp" || key == "overlap_dp" || key == "overlap_pp" || key == "prefetch") {
+  } else if (key == "sp" || key == "overlap_dp" || key == "overlap_pp" || key == "prefetch" ||
+             key == "fp8_params") {
     SHARDSIM_ASSIGN_OR_RETURN(bool v, OnOff(key, value));
     (key == "sp" ? l.sp : key == "overlap_dp" ? l.overlap_dp
-                        : key == "overlap_pp" ? l.overlap_pp : l.prefetch) = v;
+                        : key == "overlap_pp" ? l.overlap_pp : key == "prefetch" ? l.prefetch : l.fp8_params) = v;
   } else if (key == "recompute") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "selective", "full"}));
     l.recompute = static_cast<Recompute>(i);
@@ -257,6 +258,7 @@ std::string FormatLayout(const Layout& l) {
          ",prefetch=" + on(l.prefetch) + ",attention=" + AttentionName(l.attention);
   field(",bucket_params=", l.bucket_params);
   field(",live_params=", l.live_params);
+  if (l.fp8_params) out += ",fp8_params=on";  // written only when on, as its default is off
   return out;
 }
 

@@ -46,6 +46,9 @@ struct Layout {
   bool schedule_given = false;  // false: ResolveLayout picks it from vpp (and sets this)
   DType dtype = DType::kBf16;   // compute/storage precision; master weights and Adam are fp32
   bool dtype_given = false;     // false: ResolveLayoutFor picks bf16, or fp32 without bf16
+  // dtype=fp8: Transformer Engine's GEMM weights stored in fp8 (NeMo's fp8_params, Megatron-LM's
+  // --fp8-param-gather) instead of bf16 with an fp8 copy cached per iteration (memory.h).
+  bool fp8_params = false;
   Offload offload = Offload::kNone;
   double grad_compression = 1;  // DP gradient bytes are divided by this ratio (>= 1)
   bool overlap_dp = true;       // DP gradient reduction overlapped with backward

@@ -35,6 +35,11 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
         S(hw.nodes) + " nodes x " + S(per_node) + ")");
   }
 
+  if (l.fp8_params && l.dtype != DType::kFp8) {
+    err("fp8_params=on stores Transformer Engine's weights in fp8: it needs dtype=fp8, found dtype=" +
+        std::string(DTypeName(l.dtype)));
+  }
+
   // Tensor parallel splits heads, KV heads, the MLP and the vocabulary.
   if (!Divides(l.tp, m.heads)) err("tp=" + S(l.tp) + " does not divide heads=" + S(m.heads));
   if (!Divides(l.tp, m.kv_heads) && !Divides(m.kv_heads, l.tp)) {

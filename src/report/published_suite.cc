@@ -23,6 +23,7 @@ namespace shardsim {
 namespace {
 
 constexpr int64_t kMaxRunGpus = int64_t{1} << 20;  // docs/validation.md: a run's GPU count bound
+constexpr double kMaxRunMemoryBytes = kTiB;  // a published per-GPU peak's bound
 
 PublishedRun ReadRun(YamlMap& r) {
   PublishedRun run;
@@ -43,6 +44,13 @@ PublishedRun ReadRun(YamlMap& r) {
   }
   if (run.measured_step_s.has_value() == run.measured_tokens_per_s_per_gpu.has_value()) {
     r.Error("measured_step_s", "expected exactly one of 'measured_step_s' and 'measured_tokens_per_s_per_gpu'");
+  }
+  if (std::optional<double> m = r.OptionalQuantity("measured_memory", Dimension::kBytes)) {
+    if (*m <= 0 || *m > kMaxRunMemoryBytes) {
+      r.Error("measured_memory", "expected a size above 0 and at most 1 TiB");
+    } else {
+      run.measured_memory_bytes = *m;
+    }
   }
   run.notes = r.OptionalString("notes").value_or("");
   r.Finish();
@@ -149,6 +157,7 @@ PublishedResult Replay(const PublishedRun& run, const std::map<std::string, Stat
   res.simulated_error = res.measured_step_s / res.simulated_s - 1;
   res.mfu = sim->mfu;
   res.peak_memory_bytes = sim->peak_memory_bytes;
+  if (run.measured_memory_bytes) res.memory_error = res.peak_memory_bytes / *run.measured_memory_bytes - 1;
   res.fits = sim->fits;
   return res;
 }
@@ -244,7 +253,7 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const st
 PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
   PublishedReport report;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by_source;
-  std::vector<double> all_est, all_sim;
+  std::vector<double> all_est, all_sim, memory;
   std::map<std::string, StatusOr<StackSpec>> stacks;  // each stack the runs name, read once
   for (const PublishedRun& run : suite.runs) {
     if (!run.stack.empty() && !stacks.count(run.stack)) stacks.emplace(run.stack, LoadStack(run.stack));
@@ -260,6 +269,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
     by_source[run.source].second.push_back(r.simulated_error);
     all_est.push_back(r.estimate_error);
     all_sim.push_back(r.simulated_error);
+    if (run.measured_memory_bytes) memory.push_back(r.memory_error);
   }
   for (const PublishedSource& s : suite.sources) {
     auto it = by_source.find(s.key);
@@ -268,6 +278,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
   }
   report.estimate = StatsOf(all_est);
   report.simulated = StatsOf(all_sim);
+  report.memory = StatsOf(memory);
   return report;
 }
 
@@ -317,6 +328,21 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       << Fmt("%+.1f %%", 100 * (report.simulated.mean_signed)) << ", median " << Fmt("%+.1f %%", 100 * (report.simulated.median_signed))
       << ", largest " << Fmt("%.1f %%", 100 * (report.simulated.max_abs)) << ".";
   if (report.failed > 0) out << " " << report.failed << " runs could not be replayed (listed above).";
+  out << "\n\n## Peak memory\n\n"
+      << "Where a source publishes the memory a run used per GPU, the simulation's peak (the "
+      << "busiest rank's weights, gradients, optimizer states, activations and buffers, with the "
+      << "hardware description's reserved memory; without the allocator's fragmentation, which "
+      << "the fit verdict takes off the capacity instead) against it. Error = predicted / "
+      << "measured - 1.\n\n"
+      << "| run | measured | predicted peak | error |\n|---|---:|---:|---:|\n";
+  for (const PublishedResult& r : report.results) {
+    if (!r.failure.empty() || !r.run->measured_memory_bytes) continue;
+    out << "| " << r.run->id << " | " << Fmt("%.1f GiB", *r.run->measured_memory_bytes / kGiB) << " | "
+        << Fmt("%.1f GiB", r.peak_memory_bytes / kGiB) << " | " << Fmt("%+.1f %%", 100 * r.memory_error) << " |\n";
+  }
+  out << "\n**Peak memory over " << report.memory.runs << " runs: MAPE "
+      << Fmt("%.1f %%", 100 * report.memory.mape) << ", mean signed " << Fmt("%+.1f %%", 100 * report.memory.mean_signed)
+      << ", largest " << Fmt("%.1f %%", 100 * report.memory.max_abs) << ".**";
   out << "\n\n## Error bands\n\n"
       << "Measured / simulated step time per GPU and precision (what `estimate`, `simulate` and "
       << "`plan` print as the prediction's band, from `docs/validation/error-bands.yaml`): a ratio "
@@ -351,6 +377,9 @@ std::string PublishedReportJson(const PublishedReport& report) {
       j.Field("estimate_error", r.estimate_error).Field("simulated_s", r.simulated_s);
       j.Field("simulated_error", r.simulated_error).Field("mfu", r.mfu);
       j.Field("peak_memory_bytes", r.peak_memory_bytes).Field("fits", r.fits);
+      if (r.run->measured_memory_bytes) {
+        j.Field("measured_memory_bytes", *r.run->measured_memory_bytes).Field("memory_error", r.memory_error);
+      }
     }
     j.EndObject();
   }
@@ -366,6 +395,7 @@ std::string PublishedReportJson(const PublishedReport& report) {
   j.EndArray();
   StatsJson(j, "simulated", report.simulated);
   StatsJson(j, "estimate", report.estimate);
+  StatsJson(j, "memory", report.memory);
   j.Field("failed", static_cast<int64_t>(report.failed));
   j.EndObject();
   return j.str();

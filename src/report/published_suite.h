@@ -38,6 +38,9 @@ struct PublishedRun {
   // One of the two, as published: step time, or tokens per second per GPU.
   std::optional<double> measured_step_s;
   std::optional<double> measured_tokens_per_s_per_gpu;
+  // Peak device memory per GPU as published, where the source gives one (FlagPerf's "mem",
+  // GiB in use on the device): what the predicted peak is checked against.
+  std::optional<double> measured_memory_bytes;
   std::string notes;
 };
 
@@ -60,6 +63,7 @@ struct PublishedResult {
   double estimate_error = 0, simulated_error = 0;  // fractions, sign convention above
   double mfu = 0;               // the simulation's
   double peak_memory_bytes = 0;  // the simulation's, peak rank
+  double memory_error = 0;       // predicted peak / measured - 1, when the run has a measured peak
   bool fits = false;
 };
 
@@ -80,6 +84,7 @@ struct PublishedReport {
   std::vector<PublishedResult> results;  // in the file's order
   std::vector<SourceStats> sources;      // in the file's order, sources with runs only
   ErrorStats estimate, simulated;        // over every replayed run
+  ErrorStats memory;                     // predicted against measured peak memory, where published
   size_t failed = 0;                     // runs that could not be replayed
 };
 
