@@ -11,6 +11,7 @@
 #include "src/layout/placement.h"
 #include "src/layout/validate.h"
 #include "src/model/model_spec.h"
+#include "src/util/strings.h"
 #include "tests/contains.h"
 
 namespace shardsim {
@@ -411,6 +412,28 @@ TEST_F(CheckLayoutTest, OffloadNeedsZero) {
   EXPECT_TRUE(Has(c.errors, "offload=optimizer+params needs zero=3")) << All(c);
   c = Check("tp=8,pp=8,offload=optimizer,zero=1");
   EXPECT_FALSE(Has(c.errors, "offload")) << All(c);
+}
+
+// LayoutValue gives, key by key, what FormatLayout writes (and the keys it leaves out:
+// schedule and dtype not given, fp8_params off); a stack rule reads it.
+TEST(ParseLayout, LayoutValueIsWhatFormatLayoutWrites) {
+  for (const char* spec : {"tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective",
+                           "tp=2,pp=4,dp=3,cp=2,ep=1,mbs=4,gbs=96,zero=3,schedule=zb-v,dtype=fp8,fp8_params=on,"
+                           "offload=optimizer+params,compress=2.5,overlap_dp=off,overlap_tp=backward,overlap_pp=on,"
+                           "prefetch=off,attention=unfused,bucket_params=7,live_params=12"}) {
+    const StatusOr<Layout> l = ParseLayout(spec);
+    ASSERT_TRUE(l.ok()) << l.status().message();
+    for (const std::string& item : Split(FormatLayout(*l), ',')) {
+      const size_t eq = item.find('=');
+      EXPECT_EQ(LayoutValue(*l, item.substr(0, eq)), item.substr(eq + 1)) << spec << ": " << item;
+    }
+  }
+  const StatusOr<Layout> d = ParseLayout("tp=1");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(LayoutValue(*d, "schedule"), "1f1b");
+  EXPECT_EQ(LayoutValue(*d, "dtype"), "bf16");
+  EXPECT_EQ(LayoutValue(*d, "fp8_params"), "off");
+  EXPECT_EQ(LayoutValue(*d, "tpp"), std::nullopt);
 }
 
 // fp8_params is an fp8 switch: written only when on, and an error without dtype=fp8.

@@ -262,4 +262,36 @@ std::string FormatLayout(const Layout& l) {
   return out;
 }
 
+std::optional<std::string> LayoutValue(const Layout& l, std::string_view key) {
+  auto num = [](auto v) {
+    char buf[32];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  };
+  auto on = [](bool b) { return std::string(b ? "on" : "off"); };
+  if (key == "tp") return num(l.tp);
+  if (key == "pp") return num(l.pp);
+  if (key == "dp") return num(l.dp);
+  if (key == "cp") return num(l.cp);
+  if (key == "ep") return num(l.ep);
+  if (key == "vpp") return num(l.vpp);
+  if (key == "mbs") return num(l.mbs);
+  if (key == "gbs") return num(l.gbs);
+  if (key == "zero") return num(l.zero);
+  if (key == "sp") return on(l.sp);
+  if (key == "recompute") return RecomputeName(l.recompute);
+  if (key == "schedule") return ScheduleName(l.schedule);
+  if (key == "dtype") return std::string(DTypeName(l.dtype));
+  if (key == "offload") return OffloadName(l.offload);
+  if (key == "compress") return num(l.grad_compression);
+  if (key == "overlap_dp") return on(l.overlap_dp);
+  if (key == "overlap_tp") return TpOverlapName(l.overlap_tp);
+  if (key == "overlap_pp") return on(l.overlap_pp);
+  if (key == "prefetch") return on(l.prefetch);
+  if (key == "attention") return AttentionName(l.attention);
+  if (key == "bucket_params") return num(l.bucket_params);
+  if (key == "live_params") return num(l.live_params);
+  if (key == "fp8_params") return on(l.fp8_params);
+  return std::nullopt;
+}
+
 }  // namespace shardsim

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "src/hardware/hardware_spec.h"
 #include "src/util/status.h"
@@ -101,5 +103,9 @@ StatusOr<Layout> ResolveLayoutFor(Layout layout, int64_t gpus, const HardwareSpe
 // Normalized spec: every key in a fixed order, except those still to be derived (dp 0,
 // gbs 0, schedule or dtype not given); ParseLayout(FormatLayout(l)) == l.
 std::string FormatLayout(const Layout& l);
+// The value FormatLayout writes for one key (schedule, dtype and fp8_params whether or not it
+// writes them; dp and gbs as set), or nullopt for a name that is no layout key: what a stack
+// rule tests (src/layout/stack.h), without formatting the whole layout.
+std::optional<std::string> LayoutValue(const Layout& l, std::string_view key);
 
 }  // namespace shardsim

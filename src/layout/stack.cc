@@ -12,22 +12,6 @@ namespace {
 
 constexpr int64_t kMaxRules = 1000;  // a stack file's rule count bound
 
-// Every key with its value as FormatLayout writes it, schedule and dtype included.
-std::string Canonical(Layout l) {
-  l.schedule_given = true;
-  l.dtype_given = true;
-  return "," + FormatLayout(l) + ",";
-}
-
-// The value FormatLayout writes for `key` in `formatted` (a Canonical string), or "".
-std::string ValueOf(const std::string& formatted, const std::string& key) {
-  const std::string needle = "," + key + "=";
-  const size_t at = formatted.find(needle);
-  if (at == std::string::npos) return "";
-  const size_t begin = at + needle.size();
-  return formatted.substr(begin, formatted.find(',', begin) - begin);
-}
-
 // One term, `key=value` or `key>N`, checked against the layout grammar.
 StatusOr<StackTerm> ParseTerm(const std::string& text) {
   StackTerm t;
@@ -45,7 +29,7 @@ StatusOr<StackTerm> ParseTerm(const std::string& text) {
     // The key must be a numeric layout key: key=N+1 must parse and give back that number.
     StatusOr<Layout> probe = ParseLayout(t.key + "=" + std::to_string(t.bound + 1));
     if (!probe.ok()) return Status::Error("'" + text + "': " + probe.status().message());
-    if (ValueOf(Canonical(*probe), t.key) != std::to_string(t.bound + 1)) {
+    if (LayoutValue(*probe, t.key) != std::to_string(t.bound + 1)) {
       return Status::Error("'" + text + "': '" + t.key + "' is not a numeric layout key");
     }
     return t;
@@ -56,7 +40,7 @@ StatusOr<StackTerm> ParseTerm(const std::string& text) {
   t.key = text.substr(0, eq);
   StatusOr<Layout> probe = ParseLayout(text);
   if (!probe.ok()) return Status::Error("'" + text + "': " + probe.status().message());
-  t.value = ValueOf(Canonical(*probe), t.key);
+  t.value = LayoutValue(*probe, t.key).value_or("");
   if (t.value.empty()) return Status::Error("'" + text + "': '" + t.key + "' cannot be tested by a stack rule");
   return t;
 }
@@ -77,8 +61,8 @@ std::vector<StackTerm> ReadTerms(YamlMap& r, const std::string& key, bool requir
   return out;
 }
 
-bool Holds(const StackTerm& t, const std::string& formatted) {
-  const std::string v = ValueOf(formatted, t.key);
+bool Holds(const StackTerm& t, const Layout& l) {
+  const std::string v = LayoutValue(l, t.key).value_or("");
   if (!t.greater) return v == t.value;
   int64_t n = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
@@ -126,14 +110,12 @@ StatusOr<StackSpec> LoadStack(const std::string& path_or_name) {
 }
 
 std::optional<std::string> StackRefusal(const StackSpec& stack, const Layout& l) {
-  if (stack.rules.empty()) return std::nullopt;
-  const std::string formatted = Canonical(l);
   for (const StackRule& rule : stack.rules) {
     bool applies = true;
-    for (const StackTerm& t : rule.when) applies = applies && Holds(t, formatted);
+    for (const StackTerm& t : rule.when) applies = applies && Holds(t, l);
     if (!applies) continue;
     for (const StackTerm& t : rule.refuse) {
-      if (!Holds(t, formatted)) continue;
+      if (!Holds(t, l)) continue;
       std::string what = t.text;
       for (size_t i = 0; i < rule.when.size(); ++i) what += (i == 0 ? " with " : " and ") + rule.when[i].text;
       return "stack '" + stack.name + "' cannot run " + what + ": " + rule.why;
