@@ -44,6 +44,19 @@ TEST(PlanFileTest, StringsWithQuotesAndBackslashesRoundTrip) {
   EXPECT_EQ(back->hardware.source, hw->source);  // holds "1,128 GB total GPU memory" in quotes
 }
 
+// The efficiencies that price GEMMs survive the plan file: dgx-h200's fp8 share (0.734 of the
+// fp8 peak, hardware/dgx-h200.yaml) and its GEMM table (the bundled sm_90 sweep, named as
+// written). Without matmul_fp8 an fp8 plan read back would price fp8 GEMMs at matmul's 0.797.
+TEST(PlanFileTest, GemmEfficienciesRoundTrip) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h200");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  StatusOr<HardwareSpec> back = ParseHardwareYaml(HardwareYaml(*hw), "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_DOUBLE_EQ(back->gpu.efficiency.matmul_fp8, 0.734);
+  EXPECT_EQ(back->gpu.efficiency.matmul_table_path, "gemm/sm90-bf16.yaml");
+  EXPECT_EQ(back->gpu.efficiency.matmul_table.get(), hw->gpu.efficiency.matmul_table.get());
+}
+
 TEST(PlanFileTest, YamlQuotedEscapes) {
   // YAML 1.2 double-quoted escapes: \" and \\ for the two specials, \xNN for control bytes.
   EXPECT_EQ(YamlQuoted("plain"), "\"plain\"");

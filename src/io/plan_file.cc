@@ -57,7 +57,9 @@ std::string HardwareYaml(const HardwareSpec& hw) {
   // Optional in hardware files and positive when given: absent means none reserved.
   if (g.reserved_memory_bytes > 0) o << "  reserved_memory: " << Q(g.reserved_memory_bytes, "B") << "\n";
   o << "  memory_fragmentation: " << Num(g.memory_fragmentation) << "\n";
-  o << "  efficiency:\n    matmul: " << Num(g.efficiency.matmul) << "\n    attention: "
+  o << "  efficiency:\n    matmul: " << Num(g.efficiency.matmul) << "\n";
+  if (g.efficiency.matmul_fp8 > 0) o << "    matmul_fp8: " << Num(g.efficiency.matmul_fp8) << "\n";
+  o << "    attention: "
     << Num(g.efficiency.attention) << "\n    memory: " << Num(g.efficiency.memory)
     << "\n    kernel_latency: " << Q(g.efficiency.kernel_latency_s, "s") << "\n    matmul_tile: ["
     << g.efficiency.tile_m << ", " << g.efficiency.tile_n << "]\n";
