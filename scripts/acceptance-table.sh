@@ -58,8 +58,18 @@ def replay(binary, prob):
                           "--gpus", str(ref["gpus"]), "--layout", ref["layout"]] + nodes)
     return d, err
 
-# The problems. `ref` is the published run nearest to each: its own layout and measurement
-# (docs/validation/published-runs.yaml, or Narayanan et al. 2021 Table 1 for the default).
+# The published runs, as the suite replays them (layout, GPUs, the measurement as a step time).
+suite = json.loads(subprocess.run([new, "validate", "--published", "docs/validation/published-runs.yaml", "--json"],
+                                  capture_output=True, text=True, check=True).stdout)
+runs = {r["id"]: r for r in suite["runs"]}
+
+def suite_ref(run_id, what):
+    r = runs[run_id]
+    return dict(what="%s (%s): %.3f s per step" % (run_id, what, r["measured_step_s"]), gpus=r["gpus"],
+                layout=r["layout"], measured_step_s=r["measured_step_s"])
+
+# The problems. `ref` is the published run nearest to each: a run of the published suite
+# (docs/validation/published-runs.yaml), or Narayanan et al. 2021 Table 1 for the default.
 problems = [
     dict(name="default: GPT-3 175B, 1,024 A100, batch 1536", model="gpt3-175b", hardware="dgx-a100-80gb",
          gpus=1024, gbs=1536,
@@ -68,25 +78,15 @@ problems = [
                   layout="tp=8,pp=8,mbs=1,gbs=2304,recompute=full,schedule=1f1b,attention=unfused",
                   measured_hw_tflops=148.0)),
     dict(name="Llama 3 70B, 64 H100, batch 128", model="llama3-70b", hardware="dgx-h100", gpus=64, gbs=128,
-         ref=dict(what="dgxc-v25.04.01-llama3-70b-64gpu-bf16 (NeMo 25.02): 14.66 s per step", gpus=64,
-                  layout="tp=4,pp=4,cp=2,vpp=5,mbs=1,gbs=128,dtype=bf16,zero=1,sp=on,recompute=none,"
-                         "schedule=interleaved,overlap_tp=on,overlap_pp=on", measured_step_s=14.66)),
+         ref=suite_ref("dgxc-v25.04.01-llama3-70b-64gpu-bf16", "NeMo 25.02")),
     dict(name="Llama 3 8B, 8 H100, batch 128", model="llama3-8b", hardware="dgx-h100", gpus=8, gbs=128,
-         ref=dict(what="dgxc-v25.04.01-llama3-8b-8gpu-bf16 (NeMo 25.02): 12.27 s per step", gpus=8,
-                  layout="tp=1,pp=1,cp=2,mbs=1,gbs=128,dtype=bf16,zero=1,recompute=none,schedule=1f1b",
-                  measured_step_s=12.27)),
+         ref=suite_ref("dgxc-v25.04.01-llama3-8b-8gpu-bf16", "NeMo 25.02")),
     dict(name="GPT-3 175B, 128 H100, batch 256", model="gpt3-175b", hardware="dgx-h100", gpus=128, gbs=256,
-         ref=dict(what="dgxc-v25.04.01-gpt3-175b-128gpu-bf16 (NeMo 24.12): 8.309 s per step", gpus=128,
-                  layout="tp=4,pp=8,vpp=6,mbs=1,gbs=256,dtype=bf16,zero=1,sp=on,recompute=none,"
-                         "schedule=interleaved,overlap_tp=on,overlap_pp=on", measured_step_s=8.309)),
+         ref=suite_ref("dgxc-v25.04.01-gpt3-175b-128gpu-bf16", "NeMo 24.12")),
     dict(name="Llama 2 70B, 64 A100, batch 64", model="llama2-70b", hardware="dgx-a100-80gb", gpus=64, gbs=64,
-         ref=dict(what="torchtitan-a100-llama2-70b-lbs2-ac-full (FSDP2): 353 tokens/s per GPU at batch 128", gpus=64,
-                  layout="tp=1,pp=1,mbs=2,gbs=128,dtype=bf16,zero=3,recompute=full",
-                  measured_tokens_per_gpu=353.0, seq=4096)),
+         ref=suite_ref("torchtitan-a100-llama2-70b-lbs2-ac-full", "FSDP2, 353 tokens/s per GPU at batch 128")),
     dict(name="Nemotron-4 15B, 16 H100, batch 64", model="nemotron4-15b", hardware="dgx-h100", gpus=16, gbs=64,
-         ref=dict(what="dgxc-v25.04.01-nemotron4-15b-16gpu-bf16 (NeMo 25.02): 2.66 s per step", gpus=16,
-                  layout="tp=2,pp=1,mbs=2,gbs=64,dtype=bf16,zero=1,sp=on,recompute=none,schedule=1f1b,overlap_tp=on",
-                  measured_step_s=2.66)),
+         ref=suite_ref("dgxc-v25.04.01-nemotron4-15b-16gpu-bf16", "NeMo 25.02")),
 ]
 
 def fmt_plan(w, err):
@@ -95,15 +95,13 @@ def fmt_plan(w, err):
     return ("`%s`" % ",".join(p for p in w["layout"].split(",") if not p.startswith(("ep=1", "cp=1", "compress=", "bucket_params=", "live_params=", "prefetch=", "offload=none", "attention=flash"))),
             "%.3f s" % w["iteration_time_s"], "%.1f %%" % (100 * w["mfu"]))
 
-def ref_error(d, ref, gpus):
+def ref_error(d, ref):
     # Positive: optimistic (predicted throughput / measured - 1).
     if d is None:
         return None
     if "measured_step_s" in ref:
         return ref["measured_step_s"] / d["iteration_time_s"] - 1
-    if "measured_hw_tflops" in ref:
-        return d["hardware_tflops_per_gpu"] / ref["measured_hw_tflops"] - 1
-    return d["tokens_per_s"] / gpus / ref["measured_tokens_per_gpu"] - 1
+    return d["hardware_tflops_per_gpu"] / ref["measured_hw_tflops"] - 1
 
 rows = []
 for p in problems:
@@ -137,8 +135,8 @@ with open(out, "w") as f:
         nt = "%.3f s" % nr["iteration_time_s"] if nr else "— (%s)" % (nre or "")[:60].replace("|", "/")
         ot = "%.3f s" % orr["iteration_time_s"] if orr else "— (%s)" % (ore or "")[:60].replace("|", "/")
         f.write("| %s | %s, layout `%s` | %s | %s | %s | %s |\n" % (
-            p["name"], ref["what"], ref["layout"], nt, pct(ref_error(nr, ref, ref["gpus"])), ot,
-            pct(ref_error(orr, ref, ref["gpus"]))))
+            p["name"], ref["what"], ref["layout"], nt, pct(ref_error(nr, ref)), ot,
+            pct(ref_error(orr, ref))))
     f.write("\nReading it: the winners moved because of issue 13 (ZeRO-2 reduce-scatters every micro-batch, "
             "memory checked after simulation) and because `plan` now searches for `megatron-core-2024` by "
             "default (no ZeRO-2/3, zero-bubble or offload; `--stack none` searches everything); the replays "

@@ -1,5 +1,4 @@
 // Strict loader for hardware/*.yaml (schema: docs/hardware.md).
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -47,9 +46,8 @@ namespace fs = std::filesystem;
 
 // efficiency.matmul_table's file: an absolute path as is; a relative one next to the
 // description (`description` is its file name), else in the bundled hardware/ folder, so
-// descriptions read from a string or embedded in a plan file find the bundled tables.
-// (The bundled folder is found as src/io/bundled.cc finds it: $SHARDSIM_DATA_DIR, else the
-// source tree.) `portable` is what a description written back (a plan file) should name: the
+// descriptions read from a string or embedded in a plan file find the bundled tables
+// (BundledFolder). `portable` is what a description written back (a plan file) should name: the
 // path as written when it is found in the bundled folder, else the absolute path found.
 struct TablePath {
   std::string path, portable;
@@ -58,9 +56,7 @@ TablePath ResolveTablePath(const std::string& written, const std::string& descri
   const fs::path p(written);
   if (p.is_absolute()) return {written, written};
   std::error_code ec;
-  const char* dir = std::getenv("SHARDSIM_DATA_DIR");
-  const fs::path root = dir != nullptr && *dir != '\0' ? fs::path(dir) : fs::path(SHARDSIM_SOURCE_DIR);
-  const fs::path bundled = root / "hardware" / p;
+  const fs::path bundled = fs::path(BundledFolder("hardware")) / p;
   const bool in_bundled = fs::exists(bundled, ec);
   const fs::path beside = fs::path(description).parent_path() / p;
   if (fs::exists(beside, ec)) {

@@ -13,9 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Where models/ and hardware/ are: $SHARDSIM_DATA_DIR when set (a binary carried to another
-// machine, with the tree elsewhere), else the source tree it was built from, else the current
-// directory.
 fs::path DataRoot() {
   if (const char* dir = std::getenv("SHARDSIM_DATA_DIR"); dir != nullptr && *dir != '\0') return dir;
   std::error_code ec;
@@ -24,6 +21,8 @@ fs::path DataRoot() {
 }
 
 }  // namespace
+
+std::string BundledFolder(const std::string& folder) { return (DataRoot() / folder).string(); }
 
 std::vector<std::string> BundledNames(const std::string& folder) {
   std::vector<std::string> names;

@@ -12,6 +12,11 @@ namespace shardsim {
 // a bare name is looked up as <folder>/<name>.yaml; otherwise an error with "did you mean".
 StatusOr<std::string> ResolveBundled(const std::string& path_or_name, const std::string& folder);
 
+// The bundled <folder> itself: under $SHARDSIM_DATA_DIR when set (a binary carried to another
+// machine, with the tree elsewhere), else the source tree it was built from, else the current
+// directory.
+std::string BundledFolder(const std::string& folder);
+
 // The bundled <folder>/*.yaml names, sorted.
 std::vector<std::string> BundledNames(const std::string& folder);
 
