@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "src/report/compute_fit.h"
 #include "src/report/error_band.h"
 #include "src/util/json_writer.h"
 #include "src/util/strings.h"
@@ -81,7 +82,7 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
   out << "  " << Fmt("%.4f", w.sim.iteration_time_s) << " s per iteration, "
       << Fmt("%.0f", w.sim.tokens_per_s) << " tokens/s, " << Fmt("%.1f", w.sim.model_tflops_per_gpu)
       << " TFLOP/s per GPU, MFU " << Fmt("%.1f %%", 100 * w.sim.mfu) << "\n";
-  out << "  " << ErrorBandText(hw, w.layout.dtype, w.sim.iteration_time_s) << "\n";
+  out << "  " << ComputeFitText(hw) << "\n  " << ErrorBandText(hw, w.layout.dtype, w.sim.iteration_time_s) << "\n";
   if (o.objective == Objective::kTimeToTrain || o.objective == Objective::kCost) {
     const double score = Score(w, m, hw, o);
     out << "  " << (o.objective == Objective::kCost ? "cost to train: $" + Fmt("%.0f", score)
@@ -136,6 +137,7 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
     if (!r.ranked.empty()) {
       // The winner's band (every ranked layout of one plan shares the GPU; the precision is
       // the winner's).
+      ComputeFitJson(w, hw);
       ErrorBandJson(w, hw, r.ranked.front().layout.dtype, r.ranked.front().sim.iteration_time_s);
     }
     w.Key("ranked").BeginArray();

@@ -141,7 +141,11 @@ with open(out, "w") as f:
             "memory checked after simulation) and because `plan` now searches for `megatron-core-2024` by "
             "default (no ZeRO-2/3, zero-bubble or offload; `--stack none` searches everything); the replays "
             "moved with issue 14's kernel-level changes (fp8 and shape-dependent GEMM efficiency, Transformer "
-            "Engine's TP overlap). A replay error is the prediction's error on a run that really happened; "
+            "Engine's TP overlap) and, most, with the one fitted parameter, the sustained share of the kernel "
+            "benchmarks' math rates per GPU architecture (docs/validation/compute-fits.yaml; sm80 0.820, sm90 "
+            "0.814), which both the winners' and the replays' step times now include. The five replayed suite "
+            "runs are in that fit's sample (their left-one-source-out errors are in "
+            "docs/validation/published-runs.md); Table 1 is not. A replay error is the prediction's error on a run that really happened; "
             "the planner's winner has no measurement of its own. The default problem's nearest published "
             "run is a smaller model on more GPUs (Narayanan et al. 2021 Table 1, whose other rows are in "
             "docs/validation/megatron-2021-table1.md).\n")

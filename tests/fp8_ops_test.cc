@@ -8,6 +8,7 @@
 #include "src/cost/memory.h"
 #include "src/cost/ops.h"
 #include "src/hardware/hardware_spec.h"
+#include "tests/find_op.h"
 #include "tests/test_models.h"
 
 namespace shardsim {
@@ -23,14 +24,6 @@ Layout OneSequence(DType dtype) {
   return l;
 }
 
-const Op& Find(const std::vector<Op>& ops, const std::string& name) {
-  for (const Op& op : ops) {
-    if (op.name == name) return op;
-  }
-  ADD_FAILURE() << "no op " << name;
-  return ops.front();
-}
-
 // One GPT layer, h = 4096, 32 heads, s = 2048, mbs 1, tp 1: T = 2048 tokens.
 //   qkv  (T x 3h) = (T x h) x (h x 3h): input quantized by the fused norm, so no forward cast;
 //        backward casts dY: 4 bytes x T x 3h = 4 x 2048 x 12288 = 100,663,296 bytes.
@@ -42,13 +35,13 @@ TEST(Fp8OpsTest, TransformerEngineGemmsQuantizeTheirOperands) {
   const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
   Layout l = OneSequence(DType::kFp8);
   const std::vector<Op> ops = LayerOps(m, l, false);
-  EXPECT_EQ(Find(ops, "qkv").fp8_cast_forward_bytes, 0);
-  EXPECT_EQ(Find(ops, "qkv").fp8_cast_backward_bytes, 100663296.0);
-  EXPECT_EQ(Find(ops, "proj").fp8_cast_forward_bytes, 33554432.0);
-  EXPECT_EQ(Find(ops, "proj").fp8_cast_backward_bytes, 33554432.0);
-  EXPECT_EQ(Find(ops, "mlp_down").fp8_cast_forward_bytes, 134217728.0);
-  EXPECT_EQ(Find(ops, "mlp_down").fp8_cast_backward_bytes, 33554432.0);
-  EXPECT_EQ(Find(ops, "mlp_up").fp8_cast_forward_bytes, 0);  // the norm quantizes fc1's input
+  EXPECT_EQ(testing::FindOp(ops, "qkv").fp8_cast_forward_bytes, 0);
+  EXPECT_EQ(testing::FindOp(ops, "qkv").fp8_cast_backward_bytes, 100663296.0);
+  EXPECT_EQ(testing::FindOp(ops, "proj").fp8_cast_forward_bytes, 33554432.0);
+  EXPECT_EQ(testing::FindOp(ops, "proj").fp8_cast_backward_bytes, 33554432.0);
+  EXPECT_EQ(testing::FindOp(ops, "mlp_down").fp8_cast_forward_bytes, 134217728.0);
+  EXPECT_EQ(testing::FindOp(ops, "mlp_down").fp8_cast_backward_bytes, 33554432.0);
+  EXPECT_EQ(testing::FindOp(ops, "mlp_up").fp8_cast_forward_bytes, 0);  // the norm quantizes fc1's input
 
   l.dtype = DType::kBf16;
   for (const Op& op : LayerOps(m, l, false)) {
@@ -66,7 +59,7 @@ TEST(Fp8OpsTest, CastsAddAKernelAndTheirBytes) {
   const GpuSpec& gpu = hw->gpu;
   const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
   Layout l = OneSequence(DType::kFp8);
-  const Op proj = Find(LayerOps(m, l, false), "proj");
+  const Op proj = testing::FindOp(LayerOps(m, l, false), "proj");
   Op bare = proj;
   bare.fp8_cast_forward_bytes = bare.fp8_cast_backward_bytes = 0;
   const double cast_s = gpu.efficiency.kernel_latency_s +
@@ -82,12 +75,12 @@ TEST(Fp8OpsTest, TheOutputLayerStaysBf16) {
   ASSERT_TRUE(hw.ok()) << hw.status().message();
   const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
   Layout l = OneSequence(DType::kFp8);
-  const Op head = Find(HeadOps(m, l), "lm_head");
+  const Op head = testing::FindOp(HeadOps(m, l), "lm_head");
   EXPECT_TRUE(head.bf16_under_fp8);
   EXPECT_EQ(head.fp8_cast_forward_bytes, 0);
   EXPECT_DOUBLE_EQ(OpForwardTime(hw->gpu, DType::kFp8, head), OpForwardTime(hw->gpu, DType::kBf16, head));
   // A TE GEMM of the layer does run faster at fp8 (1979 against 989 TFLOP/s peak).
-  const Op up = Find(LayerOps(m, l, false), "mlp_up");
+  const Op up = testing::FindOp(LayerOps(m, l, false), "mlp_up");
   EXPECT_LT(OpForwardTime(hw->gpu, DType::kFp8, up), OpForwardTime(hw->gpu, DType::kBf16, up));
 }
 
@@ -106,7 +99,7 @@ TEST(Fp8OpsTest, Fp8GemmsRunAtTheirOwnEfficiency) {
   const StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
   ASSERT_TRUE(hw.ok()) << hw.status().message();
   const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
-  const Op up = Find(LayerOps(m, OneSequence(DType::kFp8), false), "mlp_up");
+  const Op up = testing::FindOp(LayerOps(m, OneSequence(DType::kFp8), false), "mlp_up");
   EXPECT_NEAR(OpForwardTime(hw->gpu, DType::kFp8, up), 214.55e-6, 0.01e-6);
 }
 

@@ -55,6 +55,21 @@ TEST(PlanFileTest, GemmEfficienciesRoundTrip) {
   EXPECT_DOUBLE_EQ(back->gpu.efficiency.matmul_fp8, 0.734);
   EXPECT_EQ(back->gpu.efficiency.matmul_table_path, "gemm/sm90-bf16.yaml");
   EXPECT_EQ(back->gpu.efficiency.matmul_table.get(), hw->gpu.efficiency.matmul_table.get());
+  EXPECT_EQ(back->gpu.architecture, "sm90");
+  EXPECT_FALSE(back->gpu.efficiency.sustained_compute.has_value());  // not set: stays structural
+}
+
+// A fitted (or described) sustained_compute is written, so a plan read back is priced as it
+// was planned and is not fitted again (compute_fit.h keeps a description's own value).
+TEST(PlanFileTest, SustainedComputeRoundTrips) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  HardwareSpec spec = *hw;
+  spec.gpu.efficiency.sustained_compute = 0.8125;
+  StatusOr<HardwareSpec> back = ParseHardwareYaml(HardwareYaml(spec), "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_TRUE(back->gpu.efficiency.sustained_compute.has_value());
+  EXPECT_DOUBLE_EQ(*back->gpu.efficiency.sustained_compute, 0.8125);
 }
 
 TEST(PlanFileTest, YamlQuotedEscapes) {

@@ -14,6 +14,7 @@
 #include "src/cli/args.h"
 #include "src/cli/commands.h"
 #include "src/io/plan_file.h"
+#include "src/report/compute_fit.h"
 #include "src/util/atomic_file.h"
 
 namespace shardsim::planner {
@@ -71,6 +72,7 @@ int RunPlan(int argc, char** argv) {
       {"forbid", "SPEC", "layout values to exclude, e.g. zero=3,offload=optimizer", ""},
       {"stack", "S", "software stack (stacks/S.yaml or a file): search only what it can run; none: every layout",
        kDefaultPlanStack},
+      {"unfitted", "", "the structural model: no fitted sustained_compute (docs/validation/compute-fits.yaml)", ""},
       {"top", "K", "layouts to simulate and show", "10"},
       {"threads", "N", "worker threads (default: all cores)", ""},
       {"emit", "FMT", "also print the winner as megatron arguments or a deepspeed config", ""},
@@ -91,6 +93,7 @@ int RunPlan(int argc, char** argv) {
   if (!model.ok()) return Fail("plan", model.status().message(), 1);
   StatusOr<HardwareSpec> hw = LoadHardware(*args->Get("hardware"));
   if (!hw.ok()) return Fail("plan", hw.status().message(), 1);
+  ApplyComputeFit(&hw.value(), args->Has("unfitted"));
   if (args->Get("nodes")) {
     StatusOr<int64_t> nodes = args->GetInt("nodes");
     if (!nodes.ok() || *nodes < 1) return Fail("plan", "--nodes must be a positive integer", 1);

@@ -259,6 +259,10 @@ Status FitOpTimes(CalibrationResult* r) {
   double& peak = gpu.peak_flops[dtype];
   if (peak < fit.flop_rate) peak = fit.flop_rate;  // a nominal peak below a measured rate
   gpu.efficiency.matmul = fit.flop_rate / peak;
+  // The fitted rate is what the kernels sustained: a base's (or the published fit's) factor
+  // would apply twice.
+  gpu.efficiency.sustained_compute = 1.0;
+  gpu.efficiency.sustained_compute_origin.clear();
   if (x[2] > 0) {
     const double rate = 1.0 / x[2];
     if (gpu.memory_bandwidth < rate) gpu.memory_bandwidth = rate;

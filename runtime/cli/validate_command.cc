@@ -239,6 +239,11 @@ int ValidatePublished(const std::string& file, const cli::Args& args) {
         *bands, ErrorBandsYaml(ErrorBandsOf(report), "shardsim validate --published " + file + " --bands-out FILE"));
     if (!st.ok()) return cli::Fail("validate", st.message(), 1);
   }
+  if (std::optional<std::string> fits = args.Get("fits-out")) {
+    Status st = WriteFileAtomically(
+        *fits, ComputeFitsYaml(ComputeFitsOf(report), "shardsim validate --published " + file + " --fits-out FILE"));
+    if (!st.ok()) return cli::Fail("validate", st.message(), 1);
+  }
   std::cout << (args.Has("json") ? PublishedReportJson(report) : markdown);
   return 0;
 }
@@ -251,6 +256,7 @@ int Validate(int argc, char** argv) {
        ""},
       {"published", "FILE", "instead: replay published runs (docs/validation/published-runs.yaml) through estimate and simulate", ""},
       {"bands-out", "FILE", "with --published: also write the error bands (docs/validation/error-bands.yaml)", ""},
+      {"fits-out", "FILE", "with --published: also write the fitted sustained_compute per GPU (docs/validation/compute-fits.yaml)", ""},
       {"backend", "B", "cpu or cuda", "cpu"},
       {"steps", "N", "training steps per layout", "20"},
       {"out", "FILE", "also write the Markdown table to FILE (whole or not at all)", ""},
@@ -281,6 +287,7 @@ int Validate(int argc, char** argv) {
     return ValidatePublished(*published, *args);
   }
   if (args->Get("bands-out")) return cli::Fail("validate", "--bands-out needs --published FILE", 2);
+  if (args->Get("fits-out")) return cli::Fail("validate", "--fits-out needs --published FILE", 2);
   const std::optional<std::string> layouts_path = args->Get("layouts");
   if (!layouts_path) return cli::Fail("validate", "--layouts FILE (or --published FILE) is required", 2);
   StatusOr<int64_t> steps = args->GetInt("steps");

@@ -3,8 +3,10 @@
 
 #include <fstream>
 
-#include "src/io/plan_file.h"
 #include <sstream>
+
+#include "src/io/plan_file.h"
+#include "src/report/compute_fit.h"
 
 namespace shardsim::cli {
 
@@ -20,6 +22,7 @@ std::vector<FlagSpec> InputFlags() {
       {"layout", "SPEC", "layout spec 'tp=8,pp=8,...' or a YAML file (docs/layout.md)",
        "tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"},
       {"stack", "S", "software stack (stacks/S.yaml or a file): refuse a layout it cannot run", ""},
+      {"unfitted", "", "the structural model: no fitted sustained_compute (docs/validation/compute-fits.yaml)", ""},
   };
 }
 
@@ -40,7 +43,7 @@ Status ApplyStack(const Args& args, Inputs* in) {
 StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpus) {
   Inputs in;
   if (std::optional<std::string> plan_path = args.Get("plan")) {
-    for (const char* flag : {"model", "hardware", "gpus", "layout", "nodes", "seq-len"}) {
+    for (const char* flag : {"model", "hardware", "gpus", "layout", "nodes", "seq-len", "unfitted"}) {
       if (args.Has(flag)) {
         return Status::Error(std::string("--plan gives the model, hardware, GPUs and layout; drop --") + flag);
       }
@@ -58,6 +61,7 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
   }
   SHARDSIM_ASSIGN_OR_RETURN(in.model, LoadModel(*args.Get("model")));
   SHARDSIM_ASSIGN_OR_RETURN(in.hardware, LoadHardware(*args.Get("hardware")));
+  ApplyComputeFit(&in.hardware, args.Has("unfitted"));
   if (args.Get("seq-len")) {
     SHARDSIM_ASSIGN_OR_RETURN(in.model.seq_len, args.GetInt("seq-len"));
     if (in.model.seq_len < 1) return Status::Error("--seq-len must be at least 1");

@@ -44,9 +44,9 @@ double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
   double compute = 0;
   if (op.kind == OpKind::kMatmul) {
     const DType gemm = dtype == DType::kFp8 && op.bf16_under_fp8 ? DType::kBf16 : dtype;
-    compute = work * op.executed_flops / MatmulRate(gpu, gemm, op);
+    compute = work * op.executed_flops / (MatmulRate(gpu, gemm, op) * e.sustained());
   } else if (op.kind == OpKind::kAttention) {
-    compute = work * op.executed_flops / (AttentionPeak(gpu, dtype) * e.attention);
+    compute = work * op.executed_flops / (AttentionPeak(gpu, dtype) * e.attention * e.sustained());
   }
   double memory = work * op.bytes / (gpu.memory_bandwidth * e.memory);
   if (gpu.transcendental_rate > 0) memory += work * op.transcendentals / gpu.transcendental_rate;

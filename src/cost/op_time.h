@@ -2,7 +2,9 @@
 // efficiencies, GEMM wave quantization, and a fixed per-kernel latency:
 //   t = kernel_latency + max(executed_flops / (peak x eff x wave_eff), bytes / (hbm_bw x eff_mem))
 // Matmuls use the layout dtype's peak (fp8 GEMMs the fp8 peak); attention runs in 16-bit
-// (fp8 runs keep bf16 attention, as Transformer Engine does by default).
+// (fp8 runs keep bf16 attention, as Transformer Engine does by default). GEMM and attention
+// rates are further multiplied by efficiency.sustained_compute when a description or the
+// published-run fit sets it (hardware_spec.h; 1 otherwise); memory-bound time is not.
 //
 // With a measured GEMM table (efficiency.matmul_table, src/cost/gemm_table.h) the wave factor
 // becomes the table's shape factor s = min(1, GemmTableFlops(m, n, k) / the table's saturated

@@ -36,6 +36,18 @@ struct GpuEfficiency {
   // when the bundled hardware/ folder holds it (gemm/sm90-bf16.yaml), else absolute; empty
   // when there is no table.
   std::string matmul_table_path;
+  // The fraction of the kernel benchmarks' math rate (GEMMs and attention) that a training run
+  // sustains: the one global parameter fitted to published runs, per GPU, by `validate
+  // --published --fits-out` (docs/validation/compute-fits.yaml, src/report/compute_fit.h),
+  // which the commands apply unless --unfitted. It stands for what the structural model leaves
+  // out (clocks under a whole node's power limit, kernels between the modelled ones), not for
+  // one measured effect. Absent: 1, the structural model; a description that sets it keeps it.
+  std::optional<double> sustained_compute;
+  double sustained() const { return sustained_compute.value_or(1.0); }
+  // Where sustained_compute came from, for the report (src/report/compute_fit.h): empty, the
+  // description; "fit", the published-run fit; "unfitted", --unfitted; "no-fit", no fit for
+  // this GPU.
+  std::string sustained_compute_origin;
 };
 
 // ASSUMPTION: 10 %. GMLake (Guo et al., ASPLOS 2024, arXiv:2401.08156) measured PyTorch's
@@ -48,6 +60,10 @@ inline constexpr double kDefaultMemoryFragmentation = 0.10;
 
 struct GpuSpec {
   std::string name;
+  // The GPU architecture as CUDA names it (sm80, sm90); optional. GPUs of one architecture
+  // share the fitted sustained_compute (src/report/compute_fit.h). Empty: the name stands in.
+  std::string architecture;
+  const std::string& FitKey() const { return architecture.empty() ? name : architecture; }
   std::map<DType, double> peak_flops;  // dense FLOP/s per dtype; absent = unsupported
   double memory_bytes = 0;
   double memory_bandwidth = 0;  // bytes/s

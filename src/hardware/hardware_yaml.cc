@@ -83,6 +83,7 @@ void ReadMatmulTable(YamlMap& e, const std::string& description, GpuEfficiency& 
 GpuSpec ReadGpu(YamlMap g, const std::string& description) {
   GpuSpec gpu;
   gpu.name = g.String("name");
+  gpu.architecture = g.OptionalString("architecture").value_or("");
   YamlMap peak = g.Map("peak");
   for (DType d : {DType::kFp64, DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16,
                   DType::kFp8}) {
@@ -106,6 +107,7 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
   gpu.efficiency.attention = e.Number("attention", 1e-3, 1);
   gpu.efficiency.memory = e.Number("memory", 1e-3, 1);
   gpu.efficiency.kernel_latency_s = e.Quantity("kernel_latency", Dimension::kTime);
+  gpu.efficiency.sustained_compute = e.OptionalNumber("sustained_compute", 0.05, 2);
   ReadMatmulTable(e, description, gpu.efficiency);
   if (auto tile = e.OptionalIntList("matmul_tile", 1)) {
     if (tile->size() == 2) {

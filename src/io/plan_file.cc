@@ -49,7 +49,9 @@ std::string HardwareYaml(const HardwareSpec& hw) {
   std::ostringstream o;
   o << "name: " << YamlQuoted(hw.name) << "\nsource: " << YamlQuoted(hw.source) << "\nnodes: " << hw.nodes << "\n";
   const GpuSpec& g = hw.gpu;
-  o << "gpu:\n  name: " << YamlQuoted(g.name) << "\n  peak:\n";
+  o << "gpu:\n  name: " << YamlQuoted(g.name) << "\n";
+  if (!g.architecture.empty()) o << "  architecture: " << YamlQuoted(g.architecture) << "\n";
+  o << "  peak:\n";
   for (const auto& [d, rate] : g.peak_flops) o << "    " << DTypeName(d) << ": " << Q(rate, "FLOP/s") << "\n";
   o << "  memory: " << Q(g.memory_bytes, "B") << "\n  memory_bandwidth: " << Q(g.memory_bandwidth, "B/s")
     << "\n  sm_count: " << g.sm_count << "\n";
@@ -64,6 +66,8 @@ std::string HardwareYaml(const HardwareSpec& hw) {
     << "\n    kernel_latency: " << Q(g.efficiency.kernel_latency_s, "s") << "\n    matmul_tile: ["
     << g.efficiency.tile_m << ", " << g.efficiency.tile_n << "]\n";
   if (g.efficiency.matmul_table) o << "    matmul_table: " << YamlQuoted(g.efficiency.matmul_table_path) << "\n";
+  // Written when set (by the description or the fit), so a plan read back is priced as planned.
+  if (g.efficiency.sustained_compute) o << "    sustained_compute: " << Num(*g.efficiency.sustained_compute) << "\n";
   // Written only where it differs from the default, like transcendental_rate above.
   if (!g.overlaps_communication) o << "  overlaps_communication: false\n";
   const FabricSpec& f = hw.node.fabric;

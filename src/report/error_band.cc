@@ -1,6 +1,8 @@
 // See error_band.h.
 #include "src/report/error_band.h"
 
+#include <cmath>
+
 
 #include "src/io/bundled.h"
 #include "src/io/yaml_reader.h"
@@ -21,6 +23,7 @@ StatusOr<std::vector<ErrorBand>> LoadErrorBands(const std::string& file) {
     band.p10 = b.Number("p10", 0.01, 100);
     band.p50 = b.Number("p50", 0.01, 100);
     band.p90 = b.Number("p90", 0.01, 100);
+    band.sustained_compute = b.Number("sustained_compute", 0.05, 2);
     band.loso_coverage = b.Number("loso_coverage", 0, 1);
     if (!b.failed() && !(band.p10 <= band.p50 && band.p50 <= band.p90)) b.Error("p50", "expected p10 <= p50 <= p90");
     b.Finish();
@@ -33,41 +36,29 @@ StatusOr<std::vector<ErrorBand>> LoadErrorBands(const std::string& file) {
 
 namespace {
 
-struct Bundled {
-  std::vector<ErrorBand> bands;
-  std::string error;  // why there are none
-};
-
-const Bundled& BundledBands() {
-  static const Bundled bundled = [] {
-    Bundled b;
-    StatusOr<std::string> path = ResolveBundled("error-bands", "docs/validation");
-    if (!path.ok()) {
-      b.error = "no docs/validation/error-bands.yaml under the data root";
-      return b;
-    }
-    StatusOr<std::vector<ErrorBand>> bands = LoadErrorBands(*path);
-    if (!bands.ok()) {
-      b.error = bands.status().message();
-    } else {
-      b.bands = *bands;
-    }
-    return b;
-  }();
+const BundledData<std::vector<ErrorBand>>& BundledBands() {
+  static const BundledData<std::vector<ErrorBand>> bundled =
+      ReadBundledData<std::vector<ErrorBand>>("error-bands", "docs/validation", LoadErrorBands);
   return bundled;
 }
 
-
 }  // namespace
 
-std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, std::string* why) {
-  const Bundled& b = BundledBands();
+std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, double sustained, std::string* why) {
+  const BundledData<std::vector<ErrorBand>>& b = BundledBands();
   if (!b.error.empty()) {
     *why = b.error;
     return std::nullopt;
   }
-  for (const ErrorBand& band : b.bands) {
-    if (band.gpu == gpu && band.dtype == DTypeName(dtype)) return band;
+  for (const ErrorBand& band : b.value) {
+    if (band.gpu != gpu || band.dtype != DTypeName(dtype)) continue;
+    // The file keeps 4 decimals.
+    if (std::fabs(band.sustained_compute - sustained) > 5.1e-5) {
+      *why = "the published runs' band is of predictions with sustained_compute " + Fmt("%.4f", band.sustained_compute) +
+             ", this one uses " + Fmt("%.4f", sustained);
+      return std::nullopt;
+    }
+    return band;
   }
   *why = "no published run on " + gpu + " at " + DTypeName(dtype) + " is in the validation suite";
   return std::nullopt;
@@ -75,7 +66,7 @@ std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, std:
 
 std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_time_s) {
   std::string why;
-  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.name, dtype, &why);
+  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.name, dtype, hw.gpu.efficiency.sustained(), &why);
   if (!band) return "error band: none (" + why + ")";
   return "error band: measured step time " + Fmt("%.2f", band->p10) + "-" + Fmt("%.2f", band->p90) +
          "x this prediction (" + Fmt("%.4g", band->p10 * iteration_time_s) + "-" + Fmt("%.4g", band->p90 * iteration_time_s) +
@@ -85,7 +76,7 @@ std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_
 
 void ErrorBandJson(JsonWriter& j, const HardwareSpec& hw, DType dtype, double iteration_time_s) {
   std::string why;
-  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.name, dtype, &why);
+  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.name, dtype, hw.gpu.efficiency.sustained(), &why);
   j.Key("error_band");
   if (!band) {
     j.BeginObject().Field("note", why).EndObject();

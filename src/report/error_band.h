@@ -19,6 +19,7 @@ struct ErrorBand {
   std::string gpu, dtype;
   int64_t runs = 0, sources = 0;
   double p10 = 0, p50 = 0, p90 = 0;  // measured / simulated step time
+  double sustained_compute = 1;      // of the predictions it was measured on (compute_fit.h)
   double loso_coverage = 0;
 };
 
@@ -26,9 +27,11 @@ struct ErrorBand {
 StatusOr<std::vector<ErrorBand>> LoadErrorBands(const std::string& file);
 
 // The bundled bands (docs/validation/error-bands.yaml under the data root, bundled.h), read once.
-// The band of `gpu` (its name, as the hardware file gives it) at `dtype`, or nullopt when no
-// published run is on record for them; *why is then set to the reason.
-std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, std::string* why);
+// The band of `gpu` (its name, as the hardware file gives it) at `dtype` for predictions made
+// with `sustained` as efficiency.sustained_compute, or nullopt when no published run is on
+// record for them or the band is of another factor (the fit, when this prediction is
+// --unfitted); *why is then set to the reason.
+std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, double sustained, std::string* why);
 
 // "measured step time 1.09-1.52x this prediction (7.2-10.1 s), p10-p90 of 22 published runs
 // on <gpu> <dtype> from 4 sources (docs/validation/published-runs.md)", or the reason there is

@@ -1,10 +1,11 @@
 // See estimate_report.h.
-#include "src/report/error_band.h"
 #include "src/report/estimate_report.h"
 
 #include <cstdio>
 #include <sstream>
 
+#include "src/report/compute_fit.h"
+#include "src/report/error_band.h"
 #include "src/util/json_writer.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
@@ -94,7 +95,7 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
       << Fmt("%.1f", e.model_tflops_per_gpu) << " model TFLOP/s per GPU ("
       << Fmt("%.1f", e.hardware_tflops_per_gpu) << " with recompute), MFU "
       << Fmt("%.1f %%", 100 * e.mfu) << "\n";
-  out << ErrorBandText(hw, e.layout.dtype, e.iteration_time_s) << "\n";
+  out << ComputeFitText(hw) << "\n" << ErrorBandText(hw, e.layout.dtype, e.iteration_time_s) << "\n";
   return out.str();
 }
 
@@ -112,6 +113,7 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   w.Field("usable_memory_bytes", hw.gpu.UsableMemoryBytes());
   w.Field("fits", e.fits);
   w.Field("estimated_iteration_time_s", e.iteration_time_s);
+  ComputeFitJson(w, hw);
   ErrorBandJson(w, hw, e.layout.dtype, e.iteration_time_s);
   w.Key("time_breakdown").BeginObject();
   const TimeBreakdown& t = e.time;

@@ -109,8 +109,14 @@ ErrorStats StatsOf(const std::vector<double>& errors) {
 
 namespace {
 
-// Replays one run; a run that cannot be replayed says why in `failure`.
-PublishedResult Replay(const PublishedRun& run, const std::map<std::string, StatusOr<StackSpec>>& stacks) {
+// The probe: compute times 1.25 (sustained_compute 0.8), within the fitted values' range,
+// large enough that the critical path's response is not lost in rounding.
+constexpr double kProbeComputeTime = 1.25;
+
+// Replays one run with `sustained` as efficiency.sustained_compute (nullopt: the description's,
+// i.e. the structural model); a run that cannot be replayed says why in `failure`.
+PublishedResult Replay(const PublishedRun& run, const std::map<std::string, StatusOr<StackSpec>>& stacks,
+                       std::optional<double> sustained) {
   PublishedResult res;
   res.run = &run;
   auto fail = [&](const std::string& why) {
@@ -124,6 +130,7 @@ PublishedResult Replay(const PublishedRun& run, const std::map<std::string, Stat
   StatusOr<HardwareSpec> loaded_hw = LoadHardware(run.hardware);
   if (!loaded_hw.ok()) return fail(loaded_hw.status().message());
   HardwareSpec hw = *loaded_hw;
+  if (sustained) hw.gpu.efficiency.sustained_compute = *sustained;
   const int64_t nodes = (run.gpus + hw.node.gpus - 1) / hw.node.gpus;
   if (nodes > 1 && !hw.network) return fail(hw.name + " has no network to join " + std::to_string(nodes) + " nodes");
   hw.nodes = std::max(hw.nodes, nodes);
@@ -144,6 +151,7 @@ PublishedResult Replay(const PublishedRun& run, const std::map<std::string, Stat
                             : static_cast<double>(layout->gbs) * static_cast<double>(model.seq_len) /
                                   (*run.measured_tokens_per_s_per_gpu * static_cast<double>(run.gpus));
   res.gpu = hw.gpu.name;
+  res.architecture = hw.gpu.FitKey();
   res.dtype = DTypeName(layout->dtype);
   const Cluster cluster(hw, run.gpus);
   const Estimate est = EstimateIteration(model, cluster, *layout);
@@ -159,7 +167,23 @@ PublishedResult Replay(const PublishedRun& run, const std::map<std::string, Stat
   res.peak_memory_bytes = sim->peak_memory_bytes;
   if (run.measured_memory_bytes) res.memory_error = res.peak_memory_bytes / *run.measured_memory_bytes - 1;
   res.fits = sim->fits;
+  res.sustained = hw.gpu.efficiency.sustained();
   return res;
+}
+
+double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
+
+// The compute-time multiplier (1 / sustained_compute) that makes a run's simulation equal its
+// measurement, on the line through its structural and probe simulations; nullopt when the
+// step does not respond to compute (no slope).
+std::optional<double> ExactComputeTime(const PublishedResult& r) {
+  if (!(r.compute_slope_s > 0)) return std::nullopt;
+  return 1 + (r.measured_step_s - r.structural_s) / r.compute_slope_s;
+}
+
+// Measured / simulated step time at compute-time multiplier t, on that line.
+double LinearRatio(const PublishedResult& r, double t) {
+  return r.measured_step_s / (r.structural_s + (t - 1) * r.compute_slope_s);
 }
 
 
@@ -201,6 +225,7 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
       if (!r.failure.empty() || r.gpu != gpu || r.dtype != dtype) continue;
       ratios.push_back(1 + r.simulated_error);
       sources.insert(r.run->source);
+      b.sustained = r.sustained;
     }
     b.runs = ratios.size();
     b.sources = sources.size();
@@ -209,10 +234,15 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
     b.p90 = Percentile(ratios, 0.9);
     size_t inside = 0;
     for (const std::string& held_out : sources) {
+      // The fit without the held-out source, as its runs were predicted with it.
+      double t = 1;
+      for (const PublishedResult& r : report.results) {
+        if (r.failure.empty() && r.gpu == gpu && r.run->source == held_out) t = 1 / r.loso_sustained;
+      }
       std::vector<double> others;
       for (const PublishedResult& r : report.results) {
         if (r.failure.empty() && r.gpu == gpu && r.dtype == dtype && r.run->source != held_out) {
-          others.push_back(1 + r.simulated_error);
+          others.push_back(LinearRatio(r, t));
         }
       }
       if (others.empty()) continue;
@@ -220,7 +250,7 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
       for (const PublishedResult& r : report.results) {
         if (!r.failure.empty() || r.gpu != gpu || r.dtype != dtype || r.run->source != held_out) continue;
         ++b.loso_runs;
-        const double x = 1 + r.simulated_error;
+        const double x = 1 + r.loso_error;
         if (x >= lo && x <= hi) ++inside;
       }
     }
@@ -234,7 +264,9 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const st
   std::ostringstream out;
   out << "# Error bands (issue 14, item 6): measured / simulated step time over the published runs of\n"
       << "# docs/validation/published-runs.yaml, per GPU and precision: p10, p50, p90 (linear\n"
-      << "# interpolation), and the leave-one-source-out coverage of the p10-p90 band. Written by\n"
+      << "# interpolation), and the leave-one-source-out coverage of the p10-p90 band, of predictions\n"
+      << "# made with sustained_compute (the fit of docs/validation/compute-fits.yaml; a prediction\n"
+      << "# with another value gets no band). Written by\n"
       << "# `" << command << "`; read by estimate, simulate and plan (src/report/error_band.h).\n"
       << "bands:\n";
   for (const ErrorBandEstimate& b : bands) {
@@ -245,6 +277,7 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const st
         << "    p10: " << Fmt("%.4f", b.p10) << "\n"
         << "    p50: " << Fmt("%.4f", b.p50) << "\n"
         << "    p90: " << Fmt("%.4f", b.p90) << "\n"
+        << "    sustained_compute: " << Fmt("%.4f", b.sustained) << "\n"
         << "    loso_coverage: " << Fmt("%.4f", b.loso_coverage) << "\n";
   }
   return out.str();
@@ -252,34 +285,149 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const st
 
 PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
   PublishedReport report;
-  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by_source;
-  std::vector<double> all_est, all_sim, memory;
   std::map<std::string, StatusOr<StackSpec>> stacks;  // each stack the runs name, read once
   for (const PublishedRun& run : suite.runs) {
     if (!run.stack.empty() && !stacks.count(run.stack)) stacks.emplace(run.stack, LoadStack(run.stack));
   }
+  // 1. Structural replays, and the probe's slope.
   for (const PublishedRun& run : suite.runs) {
-    report.results.push_back(Replay(run, stacks));
-    const PublishedResult& r = report.results.back();
+    PublishedResult r = Replay(run, stacks, std::nullopt);
+    if (r.failure.empty()) {
+      r.structural_s = r.simulated_s;
+      r.structural_error = r.simulated_error;
+      const PublishedResult probe = Replay(run, stacks, 1 / kProbeComputeTime);
+      if (probe.failure.empty()) r.compute_slope_s = (probe.simulated_s - r.simulated_s) / (kProbeComputeTime - 1);
+    }
+    report.results.push_back(r);
+  }
+  // 2. One factor per GPU architecture: the median of the runs' exact multipliers, where two
+  // or more sources give runs; and each source's factor without it.
+  std::vector<std::string> archs;  // in the order their first run appears
+  for (const PublishedResult& r : report.results) {
+    if (r.failure.empty() && std::find(archs.begin(), archs.end(), r.architecture) == archs.end()) {
+      archs.push_back(r.architecture);
+    }
+  }
+  std::map<std::string, double> fitted;                          // architecture -> sustained
+  std::map<std::pair<std::string, std::string>, double> held;   // (architecture, source) -> sustained
+  for (const std::string& arch : archs) {
+    std::vector<double> all;
+    std::set<std::string> sources;
+    std::vector<std::string> names;
+    size_t runs = 0;
+    for (const PublishedResult& r : report.results) {
+      if (!r.failure.empty() || r.architecture != arch) continue;
+      ++runs;
+      sources.insert(r.run->source);
+      if (std::find(names.begin(), names.end(), r.gpu) == names.end()) names.push_back(r.gpu);
+      if (std::optional<double> t = ExactComputeTime(r)) all.push_back(*t);
+    }
+    if (sources.size() < 2 || all.empty()) continue;
+    ComputeFitEstimate fit;
+    fit.architecture = arch;
+    for (const std::string& n : names) fit.gpus += (fit.gpus.empty() ? "" : ", ") + n;
+    fit.runs = runs;
+    fit.sources = sources.size();
+    fit.sustained = 1 / Median(all);
+    fitted[arch] = fit.sustained;
+    for (const std::string& source : sources) {
+      std::vector<double> others;
+      for (const PublishedResult& r : report.results) {
+        if (!r.failure.empty() || r.architecture != arch || r.run->source == source) continue;
+        if (std::optional<double> t = ExactComputeTime(r)) others.push_back(*t);
+      }
+      const double f = others.empty() ? 1.0 : 1 / Median(others);
+      held[{arch, source}] = f;
+      fit.loso.emplace_back(source, f);
+    }
+    report.fits.push_back(fit);
+  }
+  // 3. Replays with the fit and without each run's source.
+  for (PublishedResult& r : report.results) {
+    if (!r.failure.empty()) continue;
+    const auto it = fitted.find(r.architecture);
+    if (it == fitted.end()) {
+      r.loso_s = r.structural_s;
+      r.loso_error = r.structural_error;
+      continue;
+    }
+    PublishedResult with = Replay(*r.run, stacks, it->second);
+    const PublishedResult without = Replay(*r.run, stacks, held.at({r.architecture, r.run->source}));
+    if (!with.failure.empty() || !without.failure.empty()) {
+      r.failure = with.failure.empty() ? without.failure : with.failure;
+      continue;
+    }
+    with.structural_s = r.structural_s;
+    with.structural_error = r.structural_error;
+    with.compute_slope_s = r.compute_slope_s;
+    with.loso_s = without.simulated_s;
+    with.loso_error = without.simulated_error;
+    with.loso_sustained = without.sustained;
+    r = with;
+  }
+  // 4. Statistics.
+  std::map<std::string, std::vector<const PublishedResult*>> by_source;
+  std::vector<double> est, sim, structural, loso, memory;
+  for (const PublishedResult& r : report.results) {
     if (!r.failure.empty()) {
       ++report.failed;
       continue;
     }
-    by_source[run.source].first.push_back(r.estimate_error);
-    by_source[run.source].second.push_back(r.simulated_error);
-    all_est.push_back(r.estimate_error);
-    all_sim.push_back(r.simulated_error);
-    if (run.measured_memory_bytes) memory.push_back(r.memory_error);
+    by_source[r.run->source].push_back(&r);
+    est.push_back(r.estimate_error);
+    sim.push_back(r.simulated_error);
+    structural.push_back(r.structural_error);
+    loso.push_back(r.loso_error);
+    if (r.run->measured_memory_bytes) memory.push_back(r.memory_error);
   }
+  auto stats = [](const std::vector<const PublishedResult*>& rs, double PublishedResult::*field) {
+    std::vector<double> v;
+    for (const PublishedResult* r : rs) v.push_back(r->*field);
+    return StatsOf(v);
+  };
   for (const PublishedSource& s : suite.sources) {
     auto it = by_source.find(s.key);
     if (it == by_source.end()) continue;
-    report.sources.push_back({s.key, StatsOf(it->second.first), StatsOf(it->second.second)});
+    report.sources.push_back({s.key, stats(it->second, &PublishedResult::estimate_error),
+                              stats(it->second, &PublishedResult::simulated_error),
+                              stats(it->second, &PublishedResult::structural_error),
+                              stats(it->second, &PublishedResult::loso_error)});
   }
-  report.estimate = StatsOf(all_est);
-  report.simulated = StatsOf(all_sim);
+  for (ComputeFitEstimate& fit : report.fits) {
+    std::vector<const PublishedResult*> rs;
+    for (const PublishedResult& r : report.results) {
+      if (r.failure.empty() && r.architecture == fit.architecture) rs.push_back(&r);
+    }
+    fit.structural = stats(rs, &PublishedResult::structural_error);
+    fit.fitted = stats(rs, &PublishedResult::simulated_error);
+    fit.held_out = stats(rs, &PublishedResult::loso_error);
+  }
+  report.estimate = StatsOf(est);
+  report.simulated = StatsOf(sim);
+  report.structural = StatsOf(structural);
+  report.loso = StatsOf(loso);
   report.memory = StatsOf(memory);
   return report;
+}
+
+std::vector<ComputeFit> ComputeFitsOf(const PublishedReport& report) {
+  std::vector<ComputeFit> out;
+  for (const ComputeFitEstimate& f : report.fits) {
+    ComputeFit c;
+    c.architecture = f.architecture;
+    c.gpus = f.gpus;
+    c.sustained_compute = f.sustained;
+    c.runs = static_cast<int64_t>(f.runs);
+    c.sources = static_cast<int64_t>(f.sources);
+    c.structural_mape = f.structural.mape;
+    c.fitted_mape = f.fitted.mape;
+    c.loso_mape = f.held_out.mape;
+    c.structural_median = f.structural.median_signed;
+    c.fitted_median = f.fitted.median_signed;
+    c.loso_median = f.held_out.median_signed;
+    out.push_back(c);
+  }
+  return out;
 }
 
 std::string PublishedReportMarkdown(const PublishedSuite& suite, const PublishedReport& report,
@@ -290,44 +438,87 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       << "layouts, what was assumed where a source is silent, and the figures as published). "
       << "Each run is replayed with its own layout: `estimate` (the simulation's critical path "
       << "without contention) and `simulate` (symmetric mode). Error = predicted throughput / "
-      << "measured - 1 (measured step time / predicted - 1): **positive is optimistic**. Nothing "
-      << "is fitted to these runs, so the leave-one-source-out error equals the in-sample one. "
-      << "None of the sources issue 14 reserves for independent evaluation is here. "
-      << "`tests/published_suite_test.cc` replays the file and fails when the simulation's MAPE "
-      << "rises more than 1 point above the one recorded below.\n\n";
-  out << "| run | source | model | GPUs | layout | published | measured step (s) | estimate (s) | error | simulated (s) | error | sim MFU | fits |\n"
-      << "|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|:---:|\n";
+      << "measured - 1 (measured step time / predicted - 1): **positive is optimistic**.\n\n"
+      << "Three predictions per run: **structural** (nothing fitted: every parameter from a "
+      << "datasheet, a kernel-level benchmark or framework code), **fitted** (what the commands "
+      << "print: the one parameter fitted per GPU, `efficiency.sustained_compute`, section "
+      << "\"Fitted parameter\" below) and **left out** (the same fit made without the run's own "
+      << "source: the error to expect on a source the fit has not seen). None of the sources "
+      << "issue 14 reserves for independent evaluation is here. `tests/published_suite_test.cc` "
+      << "replays the file and fails when any of the three MAPEs rises more than 1 point above "
+      << "the one recorded below.\n\n";
+  out << "| run | source | model | GPUs | layout | published | measured step (s) | structural (s) | error | fitted (s) | error | left out | estimate error | sim MFU | fits |\n"
+      << "|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|\n";
   for (const PublishedResult& r : report.results) {
     const PublishedRun& run = *r.run;
     out << "| " << run.id << " | " << run.source << " | " << run.model
         << (run.seq_len ? " (seq " + std::to_string(*run.seq_len) + ")" : "") << " | " << run.gpus << " | `"
         << run.layout << "` | " << run.published << " | ";
     if (!r.failure.empty()) {
-      out << "not replayed: " << r.failure << " | | | | | | |\n";
+      out << "not replayed: " << r.failure << " | | | | | | | | |\n";
       continue;
     }
-    out << Fmt("%.3f", r.measured_step_s) << " | " << Fmt("%.3f", r.estimate_s) << " | " << Fmt("%+.1f %%", 100 * (r.estimate_error))
-        << " | " << Fmt("%.3f", r.simulated_s) << " | " << Fmt("%+.1f %%", 100 * (r.simulated_error)) << " | "
-        << Fmt("%.1f", 100 * r.mfu) << " % | " << (r.fits ? "yes" : "no") << " |\n";
+    out << Fmt("%.3f", r.measured_step_s) << " | " << Fmt("%.3f", r.structural_s) << " | "
+        << Fmt("%+.1f %%", 100 * r.structural_error) << " | " << Fmt("%.3f", r.simulated_s) << " | "
+        << Fmt("%+.1f %%", 100 * r.simulated_error) << " | " << Fmt("%+.1f %%", 100 * r.loso_error) << " | "
+        << Fmt("%+.1f %%", 100 * r.estimate_error) << " | " << Fmt("%.1f", 100 * r.mfu) << " % | "
+        << (r.fits ? "yes" : "no") << " |\n";
   }
   out << "\n## By source\n\n"
-      << "| source | stack | runs | simulated MAPE | mean signed | median signed | max abs | estimate MAPE |\n"
-      << "|---|---|---:|---:|---:|---:|---:|---:|\n";
+      << "| source | stack | runs | structural MAPE | structural median | fitted MAPE | fitted median | left-out MAPE | left-out median | fitted max abs | estimate MAPE |\n"
+      << "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const SourceStats& s : report.sources) {
     std::string stack;
     for (const PublishedSource& src : suite.sources) {
       if (src.key == s.key) stack = src.stack;
     }
-    out << "| " << s.key << " | " << stack << " | " << s.simulated.runs << " | " << Fmt("%.1f %%", 100 * (s.simulated.mape))
-        << " | " << Fmt("%+.1f %%", 100 * (s.simulated.mean_signed)) << " | " << Fmt("%+.1f %%", 100 * (s.simulated.median_signed)) << " | "
-        << Fmt("%.1f %%", 100 * (s.simulated.max_abs)) << " | " << Fmt("%.1f %%", 100 * (s.estimate.mape)) << " |\n";
+    out << "| " << s.key << " | " << stack << " | " << s.simulated.runs << " | " << Fmt("%.1f %%", 100 * s.structural.mape)
+        << " | " << Fmt("%+.1f %%", 100 * s.structural.median_signed) << " | " << Fmt("%.1f %%", 100 * s.simulated.mape)
+        << " | " << Fmt("%+.1f %%", 100 * s.simulated.median_signed) << " | " << Fmt("%.1f %%", 100 * s.loso.mape) << " | "
+        << Fmt("%+.1f %%", 100 * s.loso.median_signed) << " | " << Fmt("%.1f %%", 100 * s.simulated.max_abs) << " | "
+        << Fmt("%.1f %%", 100 * s.estimate.mape) << " |\n";
   }
   out << "\n**Over " << report.simulated.runs << " runs from " << report.sources.size()
-      << " sources: simulation MAPE " << Fmt("%.1f", 100 * report.simulated.mape) << " %, estimate MAPE "
-      << Fmt("%.1f", 100 * report.estimate.mape) << " %**; simulation mean signed error "
-      << Fmt("%+.1f %%", 100 * (report.simulated.mean_signed)) << ", median " << Fmt("%+.1f %%", 100 * (report.simulated.median_signed))
-      << ", largest " << Fmt("%.1f %%", 100 * (report.simulated.max_abs)) << ".";
+      << " sources: simulation MAPE " << Fmt("%.1f", 100 * report.simulated.mape) << " % fitted, "
+      << Fmt("%.1f", 100 * report.structural.mape) << " % structural, " << Fmt("%.1f", 100 * report.loso.mape)
+      << " % left one source out; estimate MAPE " << Fmt("%.1f", 100 * report.estimate.mape)
+      << " %**. Median signed error: fitted " << Fmt("%+.1f %%", 100 * report.simulated.median_signed) << ", structural "
+      << Fmt("%+.1f %%", 100 * report.structural.median_signed) << ", left out " << Fmt("%+.1f %%", 100 * report.loso.median_signed)
+      << "; fitted mean signed " << Fmt("%+.1f %%", 100 * report.simulated.mean_signed) << ", largest "
+      << Fmt("%.1f %%", 100 * report.simulated.max_abs) << ".";
   if (report.failed > 0) out << " " << report.failed << " runs could not be replayed (listed above).";
+  out << "\n\n## Fitted parameter\n\n"
+      << "`efficiency.sustained_compute`, per GPU architecture (`gpu.architecture`): the share of the kernel benchmarks' GEMM and "
+      << "attention rates (MAMF, the GEMM shape table, FlashAttention's tables) that the runs "
+      << "sustained. For each run the simulation at 1 and at " << Fmt("%.2f", 1 / kProbeComputeTime)
+      << " gives the line on which the factor that makes it exact is read; the fit is the median "
+      << "of those over the architecture's runs (so half the runs are faster than predicted, half slower), "
+      << "made only where two or more sources give runs. It is what the structural model leaves "
+      << "out, not one measured effect: clocks under a node's power limit, kernels between the "
+      << "modelled ones, per-stack overheads. `estimate`, `simulate` and `plan` apply it "
+      << "(`docs/validation/compute-fits.yaml`) to a description that does not set the field; "
+      << "`--unfitted` gives the structural model.\n\n"
+      << "| architecture | GPUs | sustained_compute | runs | sources | structural MAPE / median | fitted MAPE / median | left-out MAPE / median | factor without each source |\n"
+      << "|---|---|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const ComputeFitEstimate& f : report.fits) {
+    std::string loso;
+    for (const auto& [source, factor] : f.loso) loso += (loso.empty() ? "" : ", ") + source + " " + Fmt("%.3f", factor);
+    out << "| " << f.architecture << " | " << f.gpus << " | " << Fmt("%.4f", f.sustained) << " | " << f.runs << " | " << f.sources << " | "
+        << Fmt("%.1f %%", 100 * f.structural.mape) << " / " << Fmt("%+.1f %%", 100 * f.structural.median_signed) << " | "
+        << Fmt("%.1f %%", 100 * f.fitted.mape) << " / " << Fmt("%+.1f %%", 100 * f.fitted.median_signed) << " | "
+        << Fmt("%.1f %%", 100 * f.held_out.mape) << " / " << Fmt("%+.1f %%", 100 * f.held_out.median_signed) << " | " << loso
+        << " |\n";
+  }
+  {
+    std::set<std::string> unfit;
+    for (const PublishedResult& r : report.results) {
+      if (!r.failure.empty()) continue;
+      bool has = false;
+      for (const ComputeFitEstimate& f : report.fits) has = has || f.architecture == r.architecture;
+      if (!has) unfit.insert(r.architecture);
+    }
+    for (const std::string& g : unfit) out << "\n" << g << ": not fitted (its runs come from one source).\n";
+  }
   out << "\n\n## Peak memory\n\n"
       << "Where a source publishes the memory a run used per GPU, the simulation's peak (the "
       << "busiest rank's weights, gradients, optimizer states, activations and buffers, with the "
@@ -344,11 +535,11 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       << Fmt("%.1f %%", 100 * report.memory.mape) << ", mean signed " << Fmt("%+.1f %%", 100 * report.memory.mean_signed)
       << ", largest " << Fmt("%.1f %%", 100 * report.memory.max_abs) << ".**";
   out << "\n\n## Error bands\n\n"
-      << "Measured / simulated step time per GPU and precision (what `estimate`, `simulate` and "
-      << "`plan` print as the prediction's band, from `docs/validation/error-bands.yaml`): a ratio "
-      << "above 1 means the run was slower than predicted. Leave-one-source-out coverage: the share "
-      << "of runs inside the p10-p90 band computed from the other sources only (a calibrated band "
-      << "covers about 80 %).\n\n"
+      << "Measured / simulated step time with the fit, per GPU and precision (what `estimate`, "
+      << "`simulate` and `plan` print as the prediction's band, from `docs/validation/error-bands.yaml`): "
+      << "a ratio above 1 means the run was slower than predicted. Leave-one-source-out coverage: the "
+      << "share of runs, each predicted with the fit made without its source, inside the p10-p90 band "
+      << "of the other sources' runs at that fit (a calibrated band covers about 80 %).\n\n"
       << "| GPU | precision | runs | sources | p10 | p50 | p90 | leave-one-source-out coverage |\n"
       << "|---|---|---:|---:|---:|---:|---:|---:|\n";
   for (const ErrorBandEstimate& b : ErrorBandsOf(report)) {
@@ -376,6 +567,8 @@ std::string PublishedReportJson(const PublishedReport& report) {
       j.Field("measured_step_s", r.measured_step_s).Field("estimate_s", r.estimate_s);
       j.Field("estimate_error", r.estimate_error).Field("simulated_s", r.simulated_s);
       j.Field("simulated_error", r.simulated_error).Field("mfu", r.mfu);
+      j.Field("sustained_compute", r.sustained).Field("structural_s", r.structural_s);
+      j.Field("structural_error", r.structural_error).Field("left_out_s", r.loso_s).Field("left_out_error", r.loso_error);
       j.Field("peak_memory_bytes", r.peak_memory_bytes).Field("fits", r.fits);
       if (r.run->measured_memory_bytes) {
         j.Field("measured_memory_bytes", *r.run->measured_memory_bytes).Field("memory_error", r.memory_error);
@@ -389,13 +582,27 @@ std::string PublishedReportJson(const PublishedReport& report) {
     j.BeginObject();
     j.Field("key", s.key);
     StatsJson(j, "simulated", s.simulated);
+    StatsJson(j, "structural", s.structural);
+    StatsJson(j, "left_out", s.loso);
     StatsJson(j, "estimate", s.estimate);
     j.EndObject();
   }
   j.EndArray();
   StatsJson(j, "simulated", report.simulated);
+  StatsJson(j, "structural", report.structural);
+  StatsJson(j, "left_out", report.loso);
   StatsJson(j, "estimate", report.estimate);
   StatsJson(j, "memory", report.memory);
+  j.Key("fits").BeginArray();
+  for (const ComputeFitEstimate& f : report.fits) {
+    j.BeginObject().Field("architecture", f.architecture).Field("gpus", f.gpus).Field("sustained_compute", f.sustained);
+    j.Field("runs", static_cast<int64_t>(f.runs)).Field("sources", static_cast<int64_t>(f.sources));
+    StatsJson(j, "structural", f.structural);
+    StatsJson(j, "fitted", f.fitted);
+    StatsJson(j, "left_out", f.held_out);
+    j.EndObject();
+  }
+  j.EndArray();
   j.Field("failed", static_cast<int64_t>(report.failed));
   j.EndObject();
   return j.str();

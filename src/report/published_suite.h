@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "src/report/compute_fit.h"
 #include "src/util/status.h"
 
 namespace shardsim {
@@ -57,14 +58,24 @@ struct PublishedResult {
   const PublishedRun* run = nullptr;
   std::string gpu;    // the replayed cluster's GPU name (the error band's class, with dtype)
   std::string dtype;  // the layout's precision
+  std::string architecture;  // GpuSpec::FitKey(): the fit's class
   std::string failure;  // non-empty: the run could not be replayed (why); no figures below
   double measured_step_s = 0;   // the published figure as a step time
+  // With the GPU's fitted sustained_compute (1 where the GPU has no fit): what the commands
+  // predict.
   double estimate_s = 0, simulated_s = 0;
   double estimate_error = 0, simulated_error = 0;  // fractions, sign convention above
   double mfu = 0;               // the simulation's
   double peak_memory_bytes = 0;  // the simulation's, peak rank
   double memory_error = 0;       // predicted peak / measured - 1, when the run has a measured peak
   bool fits = false;
+  // The structural model (sustained_compute 1), and the fit made without this run's source.
+  double structural_s = 0, structural_error = 0;
+  double loso_s = 0, loso_error = 0;
+  double sustained = 1, loso_sustained = 1;  // the factors those used
+  // d simulated_s / d (1 / sustained_compute) at 1, from a second simulation at 1 / 1.25: how
+  // much of the step is the scaled math (the fit's linearisation).
+  double compute_slope_s = 0;
 };
 
 struct ErrorStats {
@@ -77,29 +88,51 @@ struct ErrorStats {
 
 struct SourceStats {
   std::string key;
-  ErrorStats estimate, simulated;
+  ErrorStats estimate, simulated, structural, loso;
+};
+
+// The fitted parameter of one GPU architecture (compute_fit.h): the median over its runs of the
+// sustained_compute that makes each run's simulation equal its measurement (linearised with
+// compute_slope_s), fitted only where runs from two or more sources allow a
+// leave-one-source-out error; `loso` gives the factor fitted without each source.
+struct ComputeFitEstimate {
+  std::string architecture;
+  std::string gpus;  // comma-separated names of the GPUs its runs ran on
+  double sustained = 1;
+  size_t runs = 0, sources = 0;
+  std::vector<std::pair<std::string, double>> loso;  // source, factor fitted without it
+  ErrorStats structural, fitted, held_out;
 };
 
 struct PublishedReport {
   std::vector<PublishedResult> results;  // in the file's order
   std::vector<SourceStats> sources;      // in the file's order, sources with runs only
-  ErrorStats estimate, simulated;        // over every replayed run
+  ErrorStats estimate, simulated;        // over every replayed run, with the fit
+  ErrorStats structural, loso;           // the same without it, and left one source out
   ErrorStats memory;                     // predicted against measured peak memory, where published
+  std::vector<ComputeFitEstimate> fits;  // per architecture with runs from >= 2 sources
   size_t failed = 0;                     // runs that could not be replayed
 };
 
-// Replays every run (estimate, then the symmetric simulation).
+// Replays every run (estimate, then the symmetric simulation) structurally and at a probe
+// factor, fits each GPU's sustained_compute, and replays again with the fit and with each
+// source's leave-one-source-out fit.
 PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite);
+// The fits as compute_fit.h's records (the file the commands read).
+std::vector<ComputeFit> ComputeFitsOf(const PublishedReport& report);
 ErrorStats StatsOf(const std::vector<double>& errors);
 
-// The spread of measured / simulated step time over the replayed runs of one GPU and
-// precision (issue 14, item 6): its 10th, 50th and 90th percentiles (linear interpolation
-// between order statistics), and how often a run falls inside the p10-p90 band computed
-// without its own source (leave-one-source-out coverage; 0.8 is what a calibrated band gives).
+// The spread of measured / simulated step time (with the fit) over the replayed runs of one
+// GPU and precision (issue 14, item 6): its 10th, 50th and 90th percentiles (linear
+// interpolation between order statistics), and how often a run falls inside the p10-p90 band
+// computed without its own source (leave-one-source-out coverage; 0.8 is what a calibrated
+// band gives): the held-out run predicted with the fit made without its source, the band
+// from the other sources' runs at that same fit (linearised with compute_slope_s).
 struct ErrorBandEstimate {
   std::string gpu, dtype;
   size_t runs = 0, sources = 0;
   double p10 = 0, p50 = 0, p90 = 0;
+  double sustained = 1;      // the sustained_compute of the predictions the band is of
   double loso_coverage = 0;  // fraction of runs inside their leave-one-source-out band
   size_t loso_runs = 0;      // runs whose class has another source to compute it from
 };

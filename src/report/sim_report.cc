@@ -1,10 +1,11 @@
 // See sim_report.h.
-#include "src/report/error_band.h"
 #include "src/report/sim_report.h"
 
 #include <cstdio>
 #include <sstream>
 
+#include "src/report/compute_fit.h"
+#include "src/report/error_band.h"
 #include "src/report/trace_events.h"
 #include "src/util/json_writer.h"
 #include "src/util/strings.h"
@@ -69,7 +70,7 @@ std::string SimulationText(const ModelSpec& m, const HardwareSpec& hw, const Sim
       << Fmt("%.0f tokens/s", r.tokens_per_s) << ", " << Fmt("%.1f", r.model_tflops_per_gpu)
       << " model TFLOP/s per GPU (" << Fmt("%.1f", r.hardware_tflops_per_gpu)
       << " with recompute), MFU " << Fmt("%.1f %%", 100 * r.mfu) << "\n";
-  out << ErrorBandText(hw, r.layout.dtype, r.iteration_time_s) << "\n";
+  out << ComputeFitText(hw) << "\n" << ErrorBandText(hw, r.layout.dtype, r.iteration_time_s) << "\n";
   return out.str();
 }
 
@@ -83,6 +84,7 @@ std::string SimulationJson(const ModelSpec& m, const HardwareSpec& hw, const Sim
   w.Field("layout", FormatLayout(r.layout));
   w.Field("mode", r.full ? "full" : "symmetric");
   w.Field("iteration_time_s", r.iteration_time_s);
+  ComputeFitJson(w, hw);
   ErrorBandJson(w, hw, r.layout.dtype, r.iteration_time_s);
   w.Field("tokens_per_s", r.tokens_per_s);
   w.Field("model_tflops_per_gpu", r.model_tflops_per_gpu);
