@@ -177,3 +177,21 @@ TEST(HardwareLoader, UnknownBundledNameSuggestsTheClosest) {
 
 }  // namespace
 }  // namespace shardsim
+
+namespace shardsim {
+namespace {
+
+// The device's memory in use for a peak: reserved + (peak - reserved) / (1 - fragmentation).
+// H100 (dgx-h100: 81,559 MiB, 1 GiB reserved, fragmentation 0.10): a 64 GiB peak shows as
+// 1 + 63 / 0.9 = 71 GiB; the usable capacity, 1 + (79.647 - 1) x 0.9 GiB, shows as the whole
+// device (so "fits" and "in use <= capacity" are one test).
+TEST(HardwareSpecTest, DeviceMemoryInUseAddsTheAllocatorShare) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  const double gib = 1024.0 * 1024 * 1024;
+  EXPECT_NEAR(hw->gpu.DeviceMemoryInUse(64 * gib) / gib, 71.0, 1e-9);
+  EXPECT_NEAR(hw->gpu.DeviceMemoryInUse(hw->gpu.UsableMemoryBytes()), 81559.0 * 1024 * 1024, 1e-3);
+}
+
+}  // namespace
+}  // namespace shardsim

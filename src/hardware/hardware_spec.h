@@ -80,6 +80,12 @@ struct GpuSpec {
   double UsableMemoryBytes() const {
     return reserved_memory_bytes + (memory_bytes - reserved_memory_bytes) * (1 - memory_fragmentation);
   }
+  // What the device shows in use (nvidia-smi) when the busiest rank's peak, reserved memory
+  // included, is `peak_bytes`: the reserved memory plus the allocator's holding of the rest,
+  // peak / (1 - fragmentation). A peak fits exactly when this is at most memory_bytes.
+  double DeviceMemoryInUse(double peak_bytes) const {
+    return reserved_memory_bytes + (peak_bytes - reserved_memory_bytes) / (1 - memory_fragmentation);
+  }
   GpuEfficiency efficiency;
   // Whether the device's collectives and pipeline sends run beside its compute (true: GPUs,
   // whose NCCL kernels and copy engines run next to compute kernels) or on the same engine,

@@ -67,7 +67,10 @@ struct PublishedResult {
   double estimate_error = 0, simulated_error = 0;  // fractions, sign convention above
   double mfu = 0;               // the simulation's
   double peak_memory_bytes = 0;  // the simulation's, peak rank
-  double memory_error = 0;       // predicted peak / measured - 1, when the run has a measured peak
+  // That peak as the device shows it in use (GpuSpec::DeviceMemoryInUse: the allocator's
+  // holding included), what sources that read nvidia-smi publish.
+  double device_memory_bytes = 0;
+  double memory_error = 0;       // device_memory_bytes / measured - 1, when the run has a measured peak
   bool fits = false;
   // The structural model (sustained_compute 1), and the fit made without this run's source.
   double structural_s = 0, structural_error = 0;
