@@ -34,9 +34,7 @@ double Share(const Candidate& c, std::initializer_list<Category> cats) {
   return s / c.sim.iteration_time_s;
 }
 
-double Comm(const Candidate& c) {
-  return Share(c, {Category::kTp, Category::kCp, Category::kEp, Category::kPp, Category::kDp});
-}
+double Comm(const Candidate& c) { return ExposedCommFraction(c); }
 
 }  // namespace
 
@@ -131,6 +129,11 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
     w.BeginObject().Field("gpus", r.gpus).Field("enumerated", r.enumerated).Field("invalid", r.invalid);
     w.Field("pruned_memory", r.pruned_memory).Field("dominated", r.dominated).Field("bounded", r.bounded).Field("estimated", r.estimated).Field("simulated", r.simulated).Field("unexamined", r.unexamined);
     w.Field("memory_limit_bytes", r.memory_limit_bytes).Field("fits", !r.ranked.empty());
+    w.Field("tie_tolerance", o.tie_tolerance).Field("ties", r.ties);
+    if (r.fastest) {
+      w.Key("fastest").BeginObject().Field("layout", FormatLayout(r.fastest->layout));
+      w.Field("iteration_time_s", r.fastest->sim.iteration_time_s).EndObject();
+    }
     if (!r.stack.empty()) {
       w.Field("stack", r.stack).Field("stack_is_default", o.stack_is_default).Field("stack_refused", r.stack_refused);
     }

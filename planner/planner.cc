@@ -220,6 +220,38 @@ std::string Explain(const Candidate& win, const Candidate& second) {
   return out.str();
 }
 
+// "peak 63.9 GiB, 89 % of the limit; no framework-specific feature; 7.9 % exposed communication"
+std::string RobustnessText(const Robustness& r, const Candidate& c, double limit) {
+  std::string out = "peak " + Fmt("%.1f", c.sim.peak_memory_bytes / 1073741824.0) + " GiB, " +
+                    Fmt("%.0f", 100 * c.sim.peak_memory_bytes / limit) + " % of the limit" +
+                    (r.tight ? " (tight)" : "") + "; ";
+  out += r.features.empty() ? "no framework-specific feature" : Join(r.features, ", ");
+  return out + "; " + Fmt("%.1f", 100 * r.exposed_comm) + " % exposed communication";
+}
+
+// Why the most robust tie won over the fastest layout.
+std::string TieWhy(const PlanResult& res, double tolerance, double fastest_score, double winner_score) {
+  const Candidate& win = res.ranked.front();
+  const Candidate& fast = *res.fastest;
+  const Robustness rw = RobustnessOf(win, winner_score, res.memory_limit_bytes);
+  const Robustness rf = RobustnessOf(fast, fastest_score, res.memory_limit_bytes);
+  std::ostringstream out;
+  out << res.ties << " layouts simulate within " << Fmt("%.1f", 100 * tolerance)
+      << " % of the fastest, the published runs' ranking tolerance (the median error between two "
+         "runs' predictions, docs/validation/error-bands.yaml): ties, and the winner is the most robust of them ("
+      << RobustnessText(rw, win, res.memory_limit_bytes) << "). The fastest, " << FormatLayout(fast.layout) << ", is "
+      << Fmt("%.1f", 100 * (winner_score / fastest_score - 1)) << " % faster by the model, but ";
+  if (rf.tight != rw.tight) {
+    out << "its peak is within " << Fmt("%.0f", 100 * (1 - kTightMemoryFraction)) << " % of the memory limit";
+  } else if (rf.features.size() != rw.features.size()) {
+    out << "it needs more framework-specific features (" << (rf.features.empty() ? "none" : Join(rf.features, ", ")) << ")";
+  } else {
+    out << "it exposes more communication (" << Fmt("%.1f", 100 * rf.exposed_comm) << " %)";
+  }
+  out << "; --tie-tolerance 0 picks the fastest.";
+  return out.str();
+}
+
 // For the layout closest to fitting: which single knob would make it fit, or how much it saves.
 std::vector<std::string> Advice(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
                                 double limit, int64_t gpus) {
@@ -581,14 +613,14 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   const size_t want = static_cast<size_t>(std::max(1, o.top_k));
   while (true) {
     // First the --top candidates in estimate order; then, a few at a time, those whose
-    // estimate is below the best simulated score.
+    // estimate is below the best simulated score (times 1 + tie_tolerance: the ties).
     const size_t limit = done.size() < want ? want - done.size() : kTailBatch;
     std::vector<size_t> batch;
     while (batch.size() < limit) {
       const size_t c = pop_next();
       if (c == SIZE_MAX) break;
-      if (done.size() >= want && score[c] >= best) {
-        push_back_estimated(c);  // nothing left can beat the best
+      if (done.size() >= want && score[c] >= best * (1 + o.tie_tolerance)) {
+        push_back_estimated(c);  // nothing left can beat the best (or tie with it)
         break;
       }
       batch.push_back(c);
@@ -643,9 +675,69 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     return sim_score[a] != sim_score[b] ? sim_score[a] < sim_score[b]
                                         : FormatLayout(done[a].layout) < FormatLayout(done[b].layout);
   });
-  for (size_t i = 0; i < sim_order.size() && i < want; ++i) res.ranked.push_back(std::move(done[sim_order[i]]));
-  if (res.ranked.size() >= 2) res.why = Explain(res.ranked[0], res.ranked[1]);
+  // Ties: every simulated layout within tie_tolerance of the best (the loop above simulated
+  // all whose estimate is inside it); the most robust of them wins.
+  const double best_score = sim_score[sim_order.front()];
+  size_t winner = sim_order.front();
+  res.ties = 0;
+  for (size_t i : sim_order) {
+    if (sim_score[i] > best_score * (1 + o.tie_tolerance)) break;
+    ++res.ties;
+    if (RobustnessOf(done[i], sim_score[i], res.memory_limit_bytes) <
+        RobustnessOf(done[winner], sim_score[winner], res.memory_limit_bytes)) {
+      winner = i;
+    }
+  }
+  if (winner != sim_order.front()) res.fastest = done[sim_order.front()];
+  res.ranked.push_back(done[winner]);
+  for (size_t i = 0; i < sim_order.size() && res.ranked.size() < want; ++i) {
+    if (sim_order[i] != winner) res.ranked.push_back(std::move(done[sim_order[i]]));
+  }
+  if (res.fastest) {
+    res.why = TieWhy(res, o.tie_tolerance, Score(*res.fastest, m, hw, o), Score(res.ranked[0], m, hw, o));
+  } else {
+    if (res.ranked.size() >= 2) res.why = Explain(res.ranked[0], res.ranked[1]);
+    if (res.ties > 1) {
+      res.why = std::to_string(res.ties) + " layouts simulate within " + Fmt("%.1f", 100 * o.tie_tolerance) +
+                " % of the best, the published runs' ranking tolerance: ties, of which the fastest is also the most "
+                "robust (" + RobustnessText(RobustnessOf(res.ranked[0], 0, res.memory_limit_bytes), res.ranked[0],
+                                            res.memory_limit_bytes) + "). " + res.why;
+    }
+  }
   return res;
+}
+
+double ExposedCommFraction(const Candidate& c) {
+  const RankResult& r = c.sim.ranks[c.sim.critical];
+  double s = 0;
+  for (Category k : {Category::kTp, Category::kCp, Category::kEp, Category::kPp, Category::kDp}) {
+    s += r.breakdown_s[static_cast<int>(k)];
+  }
+  return s / c.sim.iteration_time_s;
+}
+
+bool Robustness::operator<(const Robustness& o) const {
+  if (tight != o.tight) return !tight;
+  if (features.size() != o.features.size()) return features.size() < o.features.size();
+  if (exposed_comm != o.exposed_comm) return exposed_comm < o.exposed_comm;
+  return score < o.score;
+}
+
+Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes) {
+  Robustness r;
+  const Layout& l = c.layout;
+  r.tight = c.sim.peak_memory_bytes > kTightMemoryFraction * memory_limit_bytes;
+  if (l.vpp > 1) r.features.push_back("interleaved schedule (vpp " + std::to_string(l.vpp) + ")");
+  if (l.schedule == Schedule::kZeroBubble || l.schedule == Schedule::kZeroBubbleV) r.features.push_back("zero-bubble schedule");
+  if (l.cp > 1) r.features.push_back("context parallelism");
+  if (l.zero >= 2) r.features.push_back("ZeRO-" + std::to_string(l.zero));
+  if (l.offload != Offload::kNone) r.features.push_back("offload");
+  if (l.grad_compression > 1) r.features.push_back("gradient compression");
+  if (l.overlap_tp != TpOverlap::kOff) r.features.push_back("TP overlap");
+  if (l.fp8_params) r.features.push_back("fp8 parameters");
+  r.exposed_comm = ExposedCommFraction(c);
+  r.score = score;
+  return r;
 }
 
 PlanFile WinnerPlanFile(const ModelSpec& m, const HardwareSpec& hw, const PlanResult& r,

@@ -37,6 +37,11 @@ struct PlanOptions {
   std::optional<StackSpec> stack;  // search only what it can run (src/layout/stack.h)
   bool stack_is_default = false;   // `stack` is kDefaultPlanStack, not asked for (said in reports)
   int top_k = 10;
+  // Layouts whose simulated score is within this fraction of the best are ties, and the most
+  // robust of them wins (RobustnessOf). 0: the fastest wins. `plan` sets the published suite's
+  // ranking tolerance (src/report/error_band.h). Every layout whose estimate is inside it is
+  // simulated, so the ties, like the winner, do not depend on top_k.
+  double tie_tolerance = 0;
   int threads = 0;  // 0 = hardware concurrency
   std::function<void(const std::string& stage, double fraction)> progress;
 };
@@ -69,7 +74,9 @@ struct PlanResult {
   std::vector<Candidate> ranked;  // the simulated top K, best first
   std::vector<Candidate> closest; // when nothing fits: the least over memory
   std::vector<std::string> advice;  // when nothing fits: which knob helps
-  std::string why;                // why the winner beats the runner-up
+  std::string why;                // why the winner beats the runner-up (and, with ties, why it was chosen)
+  int64_t ties = 1;               // simulated layouts within tie_tolerance of the best, the winner included
+  std::optional<Candidate> fastest;  // with ties: the fastest, when it is not the winner
   double memory_limit_bytes = 0;
 };
 
@@ -89,5 +96,28 @@ double PeakMemoryBound(const ModelSpec& m, const HardwareSpec& hw, const Layout&
 // The objective's score of a candidate (lower is better): iteration time for throughput,
 // seconds to train `tokens` for time-to-train, dollars for cost.
 double Score(const Candidate& c, const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o);
+
+// Share of a simulated candidate's iteration spent in exposed communication (tp, cp, ep, pp,
+// dp) on its critical rank.
+double ExposedCommFraction(const Candidate& c);
+
+// How robust a simulated layout is, for breaking ties (issue 14, item 6), compared in this
+// order: not tight on memory (its peak at most kTightMemoryFraction of the planner's limit);
+// fewer framework-specific features (each needs a framework that has it, and tuning: the
+// interleaved schedule, CP, ZeRO-2/3, offload, gradient compression, TP overlap, zero-bubble
+// schedules, fp8 parameters); less exposed communication (the part of the step that depends
+// most on the network's real behaviour); then the faster.
+// ASSUMPTION: 0.95. The allocator share the fit verdict assumes is 10 % (docs/hardware.md),
+// and GMLake measured 15 % on average, up to 33 %: a layout within 5 % of the limit has no
+// room for a fragmentation above the assumption.
+inline constexpr double kTightMemoryFraction = 0.95;
+struct Robustness {
+  bool tight = false;
+  std::vector<std::string> features;  // the framework-specific features it uses
+  double exposed_comm = 0;
+  double score = 0;
+  bool operator<(const Robustness& o) const;  // more robust first
+};
+Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes);
 
 }  // namespace shardsim::planner

@@ -88,21 +88,25 @@ TEST(PublishedSuite, HoldsItsRecordedError) {
 
   // The bundled error bands are this suite's (to the file's 4 decimals): a change that moves
   // predictions regenerates them with the table (scripts/regen-golden.sh).
-  StatusOr<std::vector<ErrorBand>> bundled =
+  StatusOr<ErrorBands> bundled_file =
       LoadErrorBands(std::string(SHARDSIM_SOURCE_DIR) + "/docs/validation/error-bands.yaml");
-  ASSERT_TRUE(bundled.ok()) << bundled.status().message();
+  ASSERT_TRUE(bundled_file.ok()) << bundled_file.status().message();
+  const std::vector<ErrorBand>& bundled = bundled_file->bands;
   const std::vector<ErrorBandEstimate> now = ErrorBandsOf(report);
-  ASSERT_EQ(bundled->size(), now.size());
+  ASSERT_EQ(bundled.size(), now.size());
   for (size_t i = 0; i < now.size(); ++i) {
     SCOPED_TRACE(now[i].gpu + " " + now[i].dtype);
-    EXPECT_EQ((*bundled)[i].gpu, now[i].gpu);
-    EXPECT_EQ((*bundled)[i].dtype, now[i].dtype);
-    EXPECT_EQ((*bundled)[i].runs, static_cast<int64_t>(now[i].runs));
-    EXPECT_NEAR((*bundled)[i].p10, now[i].p10, 5.1e-5);
-    EXPECT_NEAR((*bundled)[i].p50, now[i].p50, 5.1e-5);
-    EXPECT_NEAR((*bundled)[i].p90, now[i].p90, 5.1e-5);
-    EXPECT_NEAR((*bundled)[i].sustained_compute, now[i].sustained, 5.1e-5);
+    EXPECT_EQ(bundled[i].gpu, now[i].gpu);
+    EXPECT_EQ(bundled[i].dtype, now[i].dtype);
+    EXPECT_EQ(bundled[i].runs, static_cast<int64_t>(now[i].runs));
+    EXPECT_NEAR(bundled[i].p10, now[i].p10, 5.1e-5);
+    EXPECT_NEAR(bundled[i].p50, now[i].p50, 5.1e-5);
+    EXPECT_NEAR(bundled[i].p90, now[i].p90, 5.1e-5);
+    EXPECT_NEAR(bundled[i].sustained_compute, now[i].sustained, 5.1e-5);
   }
+  const RankingTolerance ranking = RankingToleranceOf(report);
+  EXPECT_NEAR(bundled_file->ranking_tolerance, ranking.tolerance, 5.1e-5);
+  EXPECT_EQ(bundled_file->ranking_pairs, static_cast<int64_t>(ranking.pairs));
 }
 
 // Percentiles by linear interpolation between order statistics: for {5, 1, 4, 2, 3} sorted to
@@ -147,21 +151,30 @@ TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
   EXPECT_NEAR(bands[0].p90, 1.44, 1e-12);
   EXPECT_EQ(bands[0].loso_runs, 4u);
   EXPECT_NEAR(bands[0].loso_coverage, 0.0, 1e-12);
+  // Ranking tolerance: pairs within one source (same model, GPU, precision): a's 1.2 / 1.1 - 1
+  // = 0.090909 and b's 1.5 / 1.3 - 1 = 0.153846; across sources none. Median of two: their
+  // mean, 0.122378.
+  const RankingTolerance ranking = RankingToleranceOf(report);
+  EXPECT_EQ(ranking.pairs, 2u);
+  EXPECT_NEAR(ranking.tolerance, (1.2 / 1.1 + 1.5 / 1.3) / 2 - 1, 1e-12);
   // Written and read back as the commands read it.
   const std::string file = (testing::FreshTempDir("bands") / "bands.yaml").string();
-  std::ofstream(file) << ErrorBandsYaml(bands, "test");
-  StatusOr<std::vector<ErrorBand>> back = LoadErrorBands(file);
+  std::ofstream(file) << ErrorBandsYaml(bands, ranking, "test");
+  StatusOr<ErrorBands> back = LoadErrorBands(file);
   ASSERT_TRUE(back.ok()) << back.status().message();
-  ASSERT_EQ(back->size(), 1u);
-  EXPECT_EQ((*back)[0].gpu, "G");
-  EXPECT_NEAR((*back)[0].p90, 1.44, 1e-12);
+  ASSERT_EQ(back->bands.size(), 1u);
+  EXPECT_EQ(back->bands[0].gpu, "G");
+  EXPECT_NEAR(back->bands[0].p90, 1.44, 1e-12);
+  EXPECT_NEAR(back->ranking_tolerance, 0.1224, 1e-12);  // written with 4 decimals
+  EXPECT_EQ(back->ranking_pairs, 2);
 }
 
 TEST(PublishedSuite, ErrorBandFileRejectsUnorderedPercentiles) {
   const std::string file = (testing::FreshTempDir("bands") / "bad.yaml").string();
-  std::ofstream(file) << "bands:\n  - {gpu: G, dtype: bf16, runs: 2, sources: 1, p10: 1.3, p50: 1.2, p90: 1.4, "
+  std::ofstream(file) << "ranking_tolerance: 0.02\nranking_pairs: 3\n"
+                         "bands:\n  - {gpu: G, dtype: bf16, runs: 2, sources: 1, p10: 1.3, p50: 1.2, p90: 1.4, "
                          "sustained_compute: 1, loso_coverage: 0}\n";
-  StatusOr<std::vector<ErrorBand>> back = LoadErrorBands(file);
+  StatusOr<ErrorBands> back = LoadErrorBands(file);
   ASSERT_FALSE(back.ok());
   EXPECT_NE(back.status().message().find("p10 <= p50 <= p90"), std::string::npos) << back.status().message();
 }

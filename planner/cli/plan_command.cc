@@ -15,6 +15,7 @@
 #include "src/cli/commands.h"
 #include "src/io/plan_file.h"
 #include "src/report/compute_fit.h"
+#include "src/report/error_band.h"
 #include "src/util/atomic_file.h"
 
 namespace shardsim::planner {
@@ -74,6 +75,7 @@ int RunPlan(int argc, char** argv) {
        kDefaultPlanStack},
       {"unfitted", "", "the structural model: no fitted sustained_compute (docs/validation/compute-fits.yaml)", ""},
       {"top", "K", "layouts to simulate and show", "10"},
+      {"tie-tolerance", "F", "layouts within this fraction of the best are ties, the most robust wins (default: the published suite's ranking tolerance; 0: the fastest wins)", ""},
       {"threads", "N", "worker threads (default: all cores)", ""},
       {"emit", "FMT", "also print the winner as megatron arguments or a deepspeed config", ""},
       {"out", "FILE", "write the winner as a plan file (simulate --plan FILE runs it)", ""},
@@ -135,6 +137,14 @@ int RunPlan(int argc, char** argv) {
     if (!s.ok()) return Fail("plan", s.status().message(), 1);
     o.stack = *s;
     o.stack_is_default = !args->Has("stack");
+  }
+  if (args->Get("tie-tolerance")) {
+    StatusOr<double> tol = Number(*args, "tie-tolerance", 0);
+    if (!tol.ok() || !(*tol >= 0 && *tol <= 0.5)) return Fail("plan", "--tie-tolerance: expected a fraction in [0, 0.5]", 2);
+    o.tie_tolerance = *tol;
+  } else {
+    std::string why;
+    o.tie_tolerance = BundledRankingTolerance(&why).value_or(0);  // no bands file: the fastest wins
   }
   StatusOr<int64_t> top = args->GetInt("top");
   if (!top.ok() || *top < 1) return Fail("plan", "--top must be a positive integer", 1);

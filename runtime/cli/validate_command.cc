@@ -236,7 +236,8 @@ int ValidatePublished(const std::string& file, const cli::Args& args) {
   }
   if (std::optional<std::string> bands = args.Get("bands-out")) {
     Status st = WriteFileAtomically(
-        *bands, ErrorBandsYaml(ErrorBandsOf(report), "shardsim validate --published " + file + " --bands-out FILE"));
+        *bands, ErrorBandsYaml(ErrorBandsOf(report), RankingToleranceOf(report),
+                               "shardsim validate --published " + file + " --bands-out FILE"));
     if (!st.ok()) return cli::Fail("validate", st.message(), 1);
   }
   if (std::optional<std::string> fits = args.Get("fits-out")) {

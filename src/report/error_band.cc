@@ -10,10 +10,13 @@
 
 namespace shardsim {
 
-StatusOr<std::vector<ErrorBand>> LoadErrorBands(const std::string& file) {
+StatusOr<ErrorBands> LoadErrorBands(const std::string& file) {
   SHARDSIM_ASSIGN_OR_RETURN(YamlFile f, YamlFile::Load(file));
   YamlMap root = f.Root();
-  std::vector<ErrorBand> out;
+  ErrorBands all;
+  all.ranking_tolerance = root.Number("ranking_tolerance", 0, 1);
+  all.ranking_pairs = root.Int("ranking_pairs", 0);
+  std::vector<ErrorBand>& out = all.bands;
   for (YamlMap& b : root.MapList("bands")) {
     ErrorBand band;
     band.gpu = b.String("gpu");
@@ -31,26 +34,26 @@ StatusOr<std::vector<ErrorBand>> LoadErrorBands(const std::string& file) {
   }
   root.Finish();
   if (!f.status().ok()) return f.status();
-  return out;
+  return all;
 }
 
 namespace {
 
-const BundledData<std::vector<ErrorBand>>& BundledBands() {
-  static const BundledData<std::vector<ErrorBand>> bundled =
-      ReadBundledData<std::vector<ErrorBand>>("error-bands", "docs/validation", LoadErrorBands);
+const BundledData<ErrorBands>& BundledBands() {
+  static const BundledData<ErrorBands> bundled =
+      ReadBundledData<ErrorBands>("error-bands", "docs/validation", LoadErrorBands);
   return bundled;
 }
 
 }  // namespace
 
 std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, double sustained, std::string* why) {
-  const BundledData<std::vector<ErrorBand>>& b = BundledBands();
+  const BundledData<ErrorBands>& b = BundledBands();
   if (!b.error.empty()) {
     *why = b.error;
     return std::nullopt;
   }
-  for (const ErrorBand& band : b.value) {
+  for (const ErrorBand& band : b.value.bands) {
     if (band.gpu != gpu || band.dtype != DTypeName(dtype)) continue;
     // The file keeps 4 decimals.
     if (std::fabs(band.sustained_compute - sustained) > 5.1e-5) {
@@ -62,6 +65,15 @@ std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, doub
   }
   *why = "no published run on " + gpu + " at " + DTypeName(dtype) + " is in the validation suite";
   return std::nullopt;
+}
+
+std::optional<double> BundledRankingTolerance(std::string* why) {
+  const BundledData<ErrorBands>& b = BundledBands();
+  if (!b.error.empty()) {
+    *why = b.error;
+    return std::nullopt;
+  }
+  return b.value.ranking_tolerance;
 }
 
 std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_time_s) {

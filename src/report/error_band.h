@@ -23,8 +23,17 @@ struct ErrorBand {
   double loso_coverage = 0;
 };
 
+struct ErrorBands {
+  std::vector<ErrorBand> bands;
+  double ranking_tolerance = 0;  // published_suite.h's RankingTolerance
+  int64_t ranking_pairs = 0;
+};
+
 // Reads a bands file (strict: unknown keys and bad values are located errors).
-StatusOr<std::vector<ErrorBand>> LoadErrorBands(const std::string& file);
+StatusOr<ErrorBands> LoadErrorBands(const std::string& file);
+
+// The bundled ranking tolerance, or nullopt (and *why) when there is no bands file.
+std::optional<double> BundledRankingTolerance(std::string* why);
 
 // The bundled bands (docs/validation/error-bands.yaml under the data root, bundled.h), read once.
 // The band of `gpu` (its name, as the hardware file gives it) at `dtype` for predictions made

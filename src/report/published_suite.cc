@@ -261,7 +261,24 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
   return out;
 }
 
-std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const std::string& command) {
+RankingTolerance RankingToleranceOf(const PublishedReport& report) {
+  std::vector<double> rel;
+  const std::vector<PublishedResult>& rs = report.results;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    for (size_t j = i + 1; j < rs.size(); ++j) {
+      const PublishedResult &a = rs[i], &b = rs[j];
+      if (!a.failure.empty() || !b.failure.empty() || a.run->source != b.run->source ||
+          a.run->model != b.run->model || a.gpu != b.gpu || a.dtype != b.dtype) {
+        continue;
+      }
+      rel.push_back(std::exp(std::fabs(std::log((1 + a.simulated_error) / (1 + b.simulated_error)))) - 1);
+    }
+  }
+  return {Median(rel), rel.size()};
+}
+
+std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const RankingTolerance& ranking,
+                           const std::string& command) {
   std::ostringstream out;
   out << "# Error bands (issue 14, item 6): measured / simulated step time over the published runs of\n"
       << "# docs/validation/published-runs.yaml, per GPU and precision: p10, p50, p90 (linear\n"
@@ -269,6 +286,10 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const st
       << "# made with sustained_compute (the fit of docs/validation/compute-fits.yaml; a prediction\n"
       << "# with another value gets no band). Written by\n"
       << "# `" << command << "`; read by estimate, simulate and plan (src/report/error_band.h).\n"
+      << "# ranking_tolerance: the median relative error between two runs' predictions from one source\n"
+      << "# (same model, GPU and precision; published_suite.h), what plan treats as a tie.\n"
+      << "ranking_tolerance: " << Fmt("%.4f", ranking.tolerance) << "\n"
+      << "ranking_pairs: " << ranking.pairs << "\n"
       << "bands:\n";
   for (const ErrorBandEstimate& b : bands) {
     out << "  - gpu: " << YamlQuoted(b.gpu) << "\n"
@@ -552,6 +573,11 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
         << (b.loso_runs ? Fmt("%.1f %%", 100 * (b.loso_coverage)) + " of " + std::to_string(b.loso_runs) : std::string("(one source)"))
         << " |\n";
   }
+  const RankingTolerance ranking = RankingToleranceOf(report);
+  out << "\nRanking tolerance: over the " << ranking.pairs << " pairs of runs from one source of the same model on "
+      << "the same GPU at the same precision (another layout or GPU count), the median relative error of one's "
+      << "prediction against the other's is " << Fmt("%.1f", 100 * ranking.tolerance) << " %: `plan` treats "
+      << "layouts closer than that as ties and picks the most robust (docs/planner.md).\n";
   out << "\nSources:\n\n";
   for (const PublishedSource& s : suite.sources) out << "- `" << s.key << "`: " << s.citation << "\n";
   return out.str();

@@ -140,9 +140,21 @@ struct ErrorBandEstimate {
   size_t loso_runs = 0;      // runs whose class has another source to compute it from
 };
 std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report);
+
+// How far apart two predictions can be and still not be told apart (issue 14, item 6): over
+// every pair of replayed runs from the same source, of the same model on the same GPU at the
+// same precision (so a different layout or GPU count), the relative error of the one's
+// prediction against the other's, exp(|ln(r_i / r_j)|) - 1 with r = measured / simulated; the
+// median of those. The planner treats layouts closer than that as ties.
+struct RankingTolerance {
+  double tolerance = 0;
+  size_t pairs = 0;
+};
+RankingTolerance RankingToleranceOf(const PublishedReport& report);
 double Percentile(std::vector<double> values, double p);  // p in [0, 1]
 // The bands as the YAML file the commands read (src/report/error_band.h).
-std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const std::string& command);
+std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const RankingTolerance& ranking,
+                           const std::string& command);
 
 // The Markdown table with the per-source and overall figures; `command` is the line that
 // regenerates it.
