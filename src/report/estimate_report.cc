@@ -48,6 +48,10 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
       << " usable (" << Bytes(hw.gpu.memory_bytes) << " less "
       << Fmt("%.0f %%", 100 * hw.gpu.memory_fragmentation) << " fragmentation of what is not reserved)"
       << (e.fits ? " (fits)" : " (DOES NOT FIT)") << "\n";
+  if (e.fits) {
+    out << "  in use       " << Bytes(hw.gpu.DeviceMemoryInUse(mem.total()))
+        << " as the device would show it (nvidia-smi: the allocator's holding included)\n";
+  }
   if (mem.host > 0) out << "  offloaded to host: " << Bytes(mem.host) << " per GPU\n";
 
   out << "\ncompute per micro-batch on stage " << e.reported_stage << ", the busiest (per instance):\n";
@@ -111,6 +115,7 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   w.Field("peak_stage", e.peak_stage);
   w.Field("host_memory_bytes", e.peak_memory().host);
   w.Field("usable_memory_bytes", hw.gpu.UsableMemoryBytes());
+  w.Field("device_memory_in_use_bytes", hw.gpu.DeviceMemoryInUse(e.peak_memory().total()));
   w.Field("fits", e.fits);
   w.Field("estimated_iteration_time_s", e.iteration_time_s);
   ComputeFitJson(w, hw);

@@ -344,7 +344,9 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
       if (std::find(names.begin(), names.end(), r.gpu) == names.end()) names.push_back(r.gpu);
       if (std::optional<double> t = ExactComputeTime(r)) all.push_back(*t);
     }
-    if (sources.size() < 2 || all.empty()) continue;
+    // A factor outside the hardware field's bounds [0.05, 2] is not a sustained rate: no fit.
+    auto in_bounds = [](double t) { return t >= 0.5 && t <= 20; };
+    if (sources.size() < 2 || all.empty() || !in_bounds(Median(all))) continue;
     ComputeFitEstimate fit;
     fit.architecture = arch;
     for (const std::string& n : names) fit.gpus += (fit.gpus.empty() ? "" : ", ") + n;
@@ -358,7 +360,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
         if (!r.failure.empty() || r.architecture != arch || r.run->source == source) continue;
         if (std::optional<double> t = ExactComputeTime(r)) others.push_back(*t);
       }
-      const double f = others.empty() ? 1.0 : 1 / Median(others);
+      const double f = others.empty() || !in_bounds(Median(others)) ? 1.0 : 1 / Median(others);
       held[{arch, source}] = f;
       fit.loso.emplace_back(source, f);
     }
