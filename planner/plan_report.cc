@@ -75,6 +75,11 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
                   100 * Comm(c));
     out << line;
   }
+  if (r.ties > 1) {
+    const double fastest = r.fastest ? r.fastest->sim.iteration_time_s : r.ranked.front().sim.iteration_time_s;
+    out << "ties: " << r.ties << " layouts within " << Fmt("%.1f", 100 * o.tie_tolerance) << " % of the fastest ("
+        << Fmt("%.4f", fastest) << " s); row 1 is the most robust of them, the others follow by time\n";
+  }
   const Candidate& w = r.ranked.front();
   out << "\nwinner: " << FormatLayout(w.layout) << "\n";
   out << "  " << Fmt("%.4f", w.sim.iteration_time_s) << " s per iteration, "
