@@ -34,7 +34,6 @@ double Share(const Candidate& c, std::initializer_list<Category> cats) {
   return s / c.sim.iteration_time_s;
 }
 
-double Comm(const Candidate& c) { return ExposedCommFraction(c); }
 
 }  // namespace
 
@@ -72,7 +71,7 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
                   Short(c.layout).c_str(), c.sim.iteration_time_s, c.sim.model_tflops_per_gpu,
                   100 * c.sim.mfu, c.sim.peak_memory_bytes / kGiB,
                   100 * (1 - c.sim.peak_memory_bytes / r.memory_limit_bytes), 100 * Share(c, {Category::kBubble}),
-                  100 * Comm(c));
+                  100 * ExposedCommFraction(c));
     out << line;
   }
   if (r.ties > 1) {
@@ -156,7 +155,7 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
       w.Field("hardware_tflops_per_gpu", c.sim.hardware_tflops_per_gpu).Field("mfu", c.sim.mfu);
       w.Field("peak_memory_bytes", c.sim.peak_memory_bytes);
       w.Field("headroom_bytes", r.memory_limit_bytes - c.sim.peak_memory_bytes);
-      w.Field("bubble_fraction", Share(c, {Category::kBubble})).Field("exposed_comm_fraction", Comm(c));
+      w.Field("bubble_fraction", Share(c, {Category::kBubble})).Field("exposed_comm_fraction", ExposedCommFraction(c));
       w.Field("score", Score(c, m, hw, o)).EndObject();
     }
     w.EndArray();

@@ -679,13 +679,15 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   // all whose estimate is inside it); the most robust of them wins.
   const double best_score = sim_score[sim_order.front()];
   size_t winner = sim_order.front();
+  Robustness most = RobustnessOf(done[winner], sim_score[winner], res.memory_limit_bytes);
   res.ties = 0;
   for (size_t i : sim_order) {
     if (sim_score[i] > best_score * (1 + o.tie_tolerance)) break;
     ++res.ties;
-    if (RobustnessOf(done[i], sim_score[i], res.memory_limit_bytes) <
-        RobustnessOf(done[winner], sim_score[winner], res.memory_limit_bytes)) {
+    Robustness r = RobustnessOf(done[i], sim_score[i], res.memory_limit_bytes);
+    if (r < most) {
       winner = i;
+      most = std::move(r);
     }
   }
   if (winner != sim_order.front()) res.fastest = done[sim_order.front()];

@@ -113,60 +113,82 @@ namespace {
 // large enough that the critical path's response is not lost in rounding.
 constexpr double kProbeComputeTime = 1.25;
 
-// Replays one run with `sustained` as efficiency.sustained_compute (nullopt: the description's,
-// i.e. the structural model); a run that cannot be replayed says why in `failure`.
-PublishedResult Replay(const PublishedRun& run, const std::map<std::string, StatusOr<StackSpec>>& stacks,
-                       std::optional<double> sustained) {
-  PublishedResult res;
-  res.run = &run;
+// One run's inputs, loaded and checked once for all its replays.
+struct PreparedRun {
+  ModelSpec model;
+  HardwareSpec hw;
+  Layout layout;
+};
+
+// Loads and checks a run; a run that cannot be replayed says why in res->failure. Fills the
+// figures that do not depend on a prediction (the measured step time, the GPU, the dtype).
+std::optional<PreparedRun> Prepare(const PublishedRun& run, const std::map<std::string, StatusOr<StackSpec>>& stacks,
+                                   PublishedResult* res) {
+  res->run = &run;
   auto fail = [&](const std::string& why) {
-    res.failure = why;
-    return res;
+    res->failure = why;
+    return std::nullopt;
   };
+  PreparedRun p;
   StatusOr<ModelSpec> loaded_model = LoadModel(run.model);
   if (!loaded_model.ok()) return fail(loaded_model.status().message());
-  ModelSpec model = *loaded_model;
-  if (run.seq_len) model.seq_len = *run.seq_len;
+  p.model = *loaded_model;
+  if (run.seq_len) p.model.seq_len = *run.seq_len;
   StatusOr<HardwareSpec> loaded_hw = LoadHardware(run.hardware);
   if (!loaded_hw.ok()) return fail(loaded_hw.status().message());
-  HardwareSpec hw = *loaded_hw;
-  if (sustained) hw.gpu.efficiency.sustained_compute = *sustained;
-  const int64_t nodes = (run.gpus + hw.node.gpus - 1) / hw.node.gpus;
-  if (nodes > 1 && !hw.network) return fail(hw.name + " has no network to join " + std::to_string(nodes) + " nodes");
-  hw.nodes = std::max(hw.nodes, nodes);
+  p.hw = *loaded_hw;
+  const int64_t nodes = (run.gpus + p.hw.node.gpus - 1) / p.hw.node.gpus;
+  if (nodes > 1 && !p.hw.network) return fail(p.hw.name + " has no network to join " + std::to_string(nodes) + " nodes");
+  p.hw.nodes = std::max(p.hw.nodes, nodes);
   StatusOr<Layout> parsed = ParseLayout(run.layout);
   if (!parsed.ok()) return fail(parsed.status().message());
-  StatusOr<Layout> layout = ResolveLayoutFor(*parsed, run.gpus, hw);
+  StatusOr<Layout> layout = ResolveLayoutFor(*parsed, run.gpus, p.hw);
   if (!layout.ok()) return fail(layout.status().message());
-  const LayoutCheck check = CheckLayout(*layout, model, hw, run.gpus);
+  p.layout = *layout;
+  const LayoutCheck check = CheckLayout(p.layout, p.model, p.hw, run.gpus);
   if (!check.ok()) return fail(check.ToStatus().message());
   if (!run.stack.empty()) {
     // The framework ran it, so its stack description must not refuse it.
     const StatusOr<StackSpec>& stack = stacks.at(run.stack);
     if (!stack.ok()) return fail(stack.status().message());
-    if (std::optional<std::string> why = StackRefusal(*stack, *layout)) return fail(*why);
+    if (std::optional<std::string> why = StackRefusal(*stack, p.layout)) return fail(*why);
   }
-  res.measured_step_s = run.measured_step_s
-                            ? *run.measured_step_s
-                            : static_cast<double>(layout->gbs) * static_cast<double>(model.seq_len) /
-                                  (*run.measured_tokens_per_s_per_gpu * static_cast<double>(run.gpus));
-  res.gpu = hw.gpu.name;
-  res.architecture = hw.gpu.FitKey();
-  res.dtype = DTypeName(layout->dtype);
-  const Cluster cluster(hw, run.gpus);
-  const Estimate est = EstimateIteration(model, cluster, *layout);
+  res->measured_step_s = run.measured_step_s
+                             ? *run.measured_step_s
+                             : static_cast<double>(p.layout.gbs) * static_cast<double>(p.model.seq_len) /
+                                   (*run.measured_tokens_per_s_per_gpu * static_cast<double>(run.gpus));
+  res->gpu = p.hw.gpu.name;
+  res->architecture = p.hw.gpu.FitKey();
+  res->dtype = DTypeName(p.layout.dtype);
+  return p;
+}
+
+// `base` with the predictions at `sustained` as efficiency.sustained_compute (nullopt: the
+// description's, i.e. the structural model): the symmetric simulation, and the estimate when
+// asked (the fit's probe and left-out replays need only the simulation).
+PublishedResult Replay(const PreparedRun& p, const PublishedResult& base, std::optional<double> sustained,
+                       bool with_estimate) {
+  PublishedResult res = base;
+  HardwareSpec hw = p.hw;
+  if (sustained) hw.gpu.efficiency.sustained_compute = *sustained;
+  const Cluster cluster(hw, res.run->gpus);
   SimOptions options;
   options.critical_path = false;
-  StatusOr<SimResult> sim = Simulate(model, cluster, *layout, options);
-  if (!sim.ok()) return fail(sim.status().message());
-  res.estimate_s = est.iteration_time_s;
+  StatusOr<SimResult> sim = Simulate(p.model, cluster, p.layout, options);
+  if (!sim.ok()) {
+    res.failure = sim.status().message();
+    return res;
+  }
+  if (with_estimate) {
+    res.estimate_s = EstimateIteration(p.model, cluster, p.layout).iteration_time_s;
+    res.estimate_error = res.measured_step_s / res.estimate_s - 1;
+  }
   res.simulated_s = sim->iteration_time_s;
-  res.estimate_error = res.measured_step_s / res.estimate_s - 1;
   res.simulated_error = res.measured_step_s / res.simulated_s - 1;
   res.mfu = sim->mfu;
   res.peak_memory_bytes = sim->peak_memory_bytes;
   res.device_memory_bytes = hw.gpu.DeviceMemoryInUse(sim->peak_memory_bytes);
-  if (run.measured_memory_bytes) res.memory_error = res.device_memory_bytes / *run.measured_memory_bytes - 1;
+  if (res.run->measured_memory_bytes) res.memory_error = res.device_memory_bytes / *res.run->measured_memory_bytes - 1;
   res.fits = sim->fits;
   res.sustained = hw.gpu.efficiency.sustained();
   return res;
@@ -312,13 +334,18 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
     if (!run.stack.empty() && !stacks.count(run.stack)) stacks.emplace(run.stack, LoadStack(run.stack));
   }
   // 1. Structural replays, and the probe's slope.
+  std::vector<std::optional<PreparedRun>> prepared;
   for (const PublishedRun& run : suite.runs) {
-    PublishedResult r = Replay(run, stacks, std::nullopt);
-    if (r.failure.empty()) {
-      r.structural_s = r.simulated_s;
-      r.structural_error = r.simulated_error;
-      const PublishedResult probe = Replay(run, stacks, 1 / kProbeComputeTime);
-      if (probe.failure.empty()) r.compute_slope_s = (probe.simulated_s - r.simulated_s) / (kProbeComputeTime - 1);
+    PublishedResult r;
+    prepared.push_back(Prepare(run, stacks, &r));
+    if (prepared.back()) {
+      r = Replay(*prepared.back(), r, std::nullopt, true);
+      if (r.failure.empty()) {
+        r.structural_s = r.simulated_s;
+        r.structural_error = r.simulated_error;
+        const PublishedResult probe = Replay(*prepared.back(), r, 1 / kProbeComputeTime, false);
+        if (probe.failure.empty()) r.compute_slope_s = (probe.simulated_s - r.simulated_s) / (kProbeComputeTime - 1);
+      }
     }
     report.results.push_back(r);
   }
@@ -367,7 +394,8 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
     report.fits.push_back(fit);
   }
   // 3. Replays with the fit and without each run's source.
-  for (PublishedResult& r : report.results) {
+  for (size_t i = 0; i < report.results.size(); ++i) {
+    PublishedResult& r = report.results[i];
     if (!r.failure.empty()) continue;
     const auto it = fitted.find(r.architecture);
     if (it == fitted.end()) {
@@ -375,19 +403,12 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
       r.loso_error = r.structural_error;
       continue;
     }
-    PublishedResult with = Replay(*r.run, stacks, it->second);
-    const PublishedResult without = Replay(*r.run, stacks, held.at({r.architecture, r.run->source}));
-    if (!with.failure.empty() || !without.failure.empty()) {
-      r.failure = with.failure.empty() ? without.failure : with.failure;
-      continue;
-    }
-    with.structural_s = r.structural_s;
-    with.structural_error = r.structural_error;
-    with.compute_slope_s = r.compute_slope_s;
-    with.loso_s = without.simulated_s;
-    with.loso_error = without.simulated_error;
-    with.loso_sustained = without.sustained;
-    r = with;
+    const PublishedResult without = Replay(*prepared[i], r, held.at({r.architecture, r.run->source}), false);
+    r = Replay(*prepared[i], r, it->second, true);
+    if (r.failure.empty() && !without.failure.empty()) r.failure = without.failure;
+    r.loso_s = without.simulated_s;
+    r.loso_error = without.simulated_error;
+    r.loso_sustained = without.sustained;
   }
   // 4. Statistics.
   std::map<std::string, std::vector<const PublishedResult*>> by_source;
