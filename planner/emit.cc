@@ -15,11 +15,22 @@
 
 #include "src/util/check.h"
 #include "src/util/json_writer.h"
+#include "src/util/strings.h"
 
 namespace shardsim::planner {
 namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
+
+// An uneven split's keys, as the layout writes them.
+std::string FormatSplit(const Layout& l) {
+  std::vector<std::string> keys;
+  if (l.first_stage_layers > 0) keys.push_back("first_stage_layers=" + Str(l.first_stage_layers));
+  if (l.last_stage_layers > 0) keys.push_back("last_stage_layers=" + Str(l.last_stage_layers));
+  if (l.embedding_in_split) keys.push_back("embedding_in_split=on");
+  if (l.loss_in_split) keys.push_back("loss_in_split=on");
+  return Join(keys, ",");
+}
 
 // A ratio as the layout spec writes it: "4", "2.5".
 std::string Ratio(double v) {
@@ -107,8 +118,18 @@ void AddParallelism(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
   if (l.tp > 1 && l.sp) a.Flag("--sequence-parallel");  // _add_training_args
 
   const bool interleaved = l.vpp > 1;
+  // Uneven splits (src/layout/pipeline.h): Megatron-Core's own flags, and the virtual stages
+  // given per rank, as validate_args requires with them ("please use
+  // --num-virtual-stages-per-pipeline-rank ... when enable uneven pipeline parallelism";
+  // megatron/training/arguments.py, d98e8a64dd).
+  if (l.first_stage_layers > 0) a.Flag("--decoder-first-pipeline-num-layers", l.first_stage_layers);
+  if (l.last_stage_layers > 0) a.Flag("--decoder-last-pipeline-num-layers", l.last_stage_layers);
+  if (l.embedding_in_split) a.Flag("--account-for-embedding-in-pipeline-split");
+  if (l.loss_in_split) a.Flag("--account-for-loss-in-pipeline-split");
   if (interleaved) {
-    if (m.layers % (l.pp * l.vpp) == 0) {
+    if (l.uneven_split()) {
+      a.Flag("--num-virtual-stages-per-pipeline-rank", l.vpp);
+    } else if (m.layers % (l.pp * l.vpp) == 0) {
       a.Flag("--num-layers-per-virtual-pipeline-stage", m.layers / (l.pp * l.vpp));
     } else {
       a.NotExpressible("vpp=" + Str(l.vpp) + " with layers=" + Str(m.layers) +
@@ -281,6 +302,11 @@ std::vector<std::string> DeepSpeedNotes(const ModelSpec& m, const Layout& l) {
                     ": expert parallelism is set where the MoE layers are built "
                     "(deepspeed.moe.layer.MoE ep_size), or by expert_parallel.autoep_size for "
                     "Hugging Face models; not emitted");
+  }
+  if (l.uneven_split()) {
+    notes.push_back("the uneven pipeline split (" + FormatSplit(l) +
+                    ") is not a config key: DeepSpeed's PipelineModule(partition_method=...) places layers by its "
+                    "own method (uniform, parameters or type:regex), set where the model is built; not emitted");
   }
   if (l.pp > 1) {
     notes.push_back("schedule=" + ScheduleName(l.schedule) +

@@ -21,6 +21,11 @@ std::string Short(const Layout& l) {
   if (l.cp > 1) o << " cp" << l.cp;
   if (l.ep > 1) o << " ep" << l.ep;
   if (l.vpp > 1) o << " vpp" << l.vpp;
+  // An uneven split: the first / last stage's layers, or the embedding and loss counted.
+  if (l.first_stage_layers > 0) o << " first" << l.first_stage_layers;
+  if (l.last_stage_layers > 0) o << " last" << l.last_stage_layers;
+  if (l.embedding_in_split) o << " +emb";
+  if (l.loss_in_split) o << " +loss";
   o << " mbs" << l.mbs << " z" << l.zero << (l.sp ? " sp" : "") << " " << RecomputeName(l.recompute);
   if (l.pp > 1) o << " " << ScheduleName(l.schedule);
   if (l.offload != Offload::kNone) o << " off:" << OffloadName(l.offload);

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "planner/pipeline_splits.h"
 #include "src/cost/memory.h"
 #include "src/layout/validate.h"
 #include "src/util/strings.h"
@@ -58,6 +59,14 @@ bool Allowed(const PlanOptions& o, const std::string& key, const std::string& va
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+// Whether --fix / --forbid allow a pipeline split (its four keys as LayoutValue writes them).
+bool SplitAllowed(const PlanOptions& o, const PipelineSplit& p) {
+  auto on = [](bool b) { return std::string(b ? "on" : "off"); };
+  return Allowed(o, "first_stage_layers", Str(p.first_stage_layers)) &&
+         Allowed(o, "last_stage_layers", Str(p.last_stage_layers)) &&
+         Allowed(o, "embedding_in_split", on(p.embedding_in_split)) && Allowed(o, "loss_in_split", on(p.loss_in_split));
+}
+
 // Every layout of the space the options allow, in a fixed order. `group` numbers the runs of
 // layouts that differ only in recompute and offload (the innermost loops).
 std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o,
@@ -70,8 +79,9 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   Layout base;
   base.gbs = gbs;
   for (const auto& [key, value] : o.fixed) {
-    static const std::set<std::string> kSearched = {"tp", "pp", "dp", "cp", "ep", "vpp", "mbs",
-                                                    "zero", "sp", "recompute", "schedule", "offload", "gbs"};
+    static const std::set<std::string> kSearched = {
+        "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "zero", "sp", "recompute", "schedule", "offload", "gbs",
+        "first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split"};
     if (!kSearched.count(key)) {
       StatusOr<Layout> one = ParseLayout(key + "=" + value);
       if (!one.ok()) continue;  // ParseFixed already checked it
@@ -96,8 +106,9 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
     if (!Allowed(o, "tp", Str(tp)) || m.heads % tp != 0) continue;
     for (int64_t cp = 1; cp <= n / tp; cp *= 2) {
       if (!Allowed(o, "cp", Str(cp)) || (cp > 1 && m.seq_len % (2 * cp) != 0)) continue;
-      for (int64_t pp : Divisors(m.layers)) {
-        if (!Allowed(o, "pp", Str(pp)) || n % (tp * cp * pp) != 0) continue;
+      // Every pp up to the layers; one that does not divide them runs an uneven split.
+      for (int64_t pp : Divisors(n / (tp * cp))) {
+        if (pp > m.layers || !Allowed(o, "pp", Str(pp))) continue;
         const int64_t dp = n / (tp * cp * pp);
         if (!Allowed(o, "dp", Str(dp)) || gbs % dp != 0) continue;
         std::vector<int64_t> eps = {1};
@@ -112,17 +123,25 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
           for (int64_t mbs = 1; mbs <= gbs / dp; mbs *= 2) {
             if (!Allowed(o, "mbs", Str(mbs)) || (gbs / dp) % mbs != 0) continue;
             const int64_t micro = gbs / (dp * mbs);
-            std::vector<std::pair<int64_t, Schedule>> pipes;
-            if (pp == 1) {
-              pipes.push_back({1, Schedule::k1F1B});
-            } else {
-              for (Schedule s : {Schedule::k1F1B, Schedule::kGpipe, Schedule::kZeroBubble}) pipes.push_back({1, s});
-              for (int64_t v : Divisors(m.layers / pp)) {
-                if (v > 1 && micro % pp == 0) pipes.push_back({v, Schedule::kInterleaved});
+            struct Pipe {
+              int64_t vpp;
+              Schedule schedule;
+              PipelineSplit split;
+            };
+            std::vector<Pipe> pipes;
+            auto add = [&](int64_t v, Schedule s) {
+              for (const PipelineSplit& split : SearchedSplits(m, pp, v, s)) {
+                if (SplitAllowed(o, split)) pipes.push_back({v, s, split});
               }
-              if ((m.layers / pp) % 2 == 0) pipes.push_back({2, Schedule::kZeroBubbleV});
+            };
+            if (pp == 1) {
+              pipes.push_back({1, Schedule::k1F1B, PipelineSplit{}});
+            } else {
+              for (Schedule s : {Schedule::k1F1B, Schedule::kGpipe, Schedule::kZeroBubble}) add(1, s);
+              for (int64_t v = 2; micro % pp == 0 && v * pp <= m.layers + 2; ++v) add(v, Schedule::kInterleaved);
+              add(2, Schedule::kZeroBubbleV);
             }
-            for (const auto& [vpp, schedule] : pipes) {
+            for (const auto& [vpp, schedule, split] : pipes) {
               if (!Allowed(o, "vpp", Str(vpp)) || !Allowed(o, "schedule", ScheduleName(schedule))) continue;
               for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
                 if (!Allowed(o, "zero", Str(zero))) continue;
@@ -150,6 +169,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                       l.sp = sp == 1;
                       l.recompute = rc;
                       l.offload = off;
+                      split.ApplyTo(l);
                       out.push_back(l);
                       group->push_back(next_group);
                     }
@@ -168,8 +188,10 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
 double PeakMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l) {
   // The first stage holds the most micro-batches in flight and the embeddings; the last holds
   // the logits and the head: the peak is on one of them.
+  // (An uneven split's middle stages, alike, may hold more layers: stage 1 stands for them.)
   double peak = StageMemory(m, hw, l, 0).total();
   if (l.pp > 1) peak = std::max(peak, StageMemory(m, hw, l, l.pp - 1).total());
+  if (l.pp > 2 && l.uneven_split()) peak = std::max(peak, StageMemory(m, hw, l, 1).total());
   return peak;
 }
 
@@ -178,15 +200,20 @@ bool HostFits(const ModelSpec& m, const HardwareSpec& hw, const Layout& l) {
   return StageMemory(m, hw, l, 0).host * hw.node.gpus <= hw.node.host.memory_bytes;
 }
 
-// Which keys differ between two layouts, "key a vs b".
+// Which keys differ between two layouts, "key a vs b" (keys FormatLayout leaves out of one of
+// them, such as an uneven split's, compared at their LayoutValue).
 std::vector<std::string> Differences(const Layout& a, const Layout& b) {
   std::vector<std::string> out;
-  const std::vector<std::string> x = Split(FormatLayout(a), ','), y = Split(FormatLayout(b), ',');
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    if (x[i] != y[i]) {
-      const size_t eq = x[i].find('=');
-      out.push_back(x[i].substr(0, eq) + " " + x[i].substr(eq + 1) + " vs " + y[i].substr(y[i].find('=') + 1));
+  std::vector<std::string> keys;
+  for (const Layout* x : {&a, &b}) {
+    for (const std::string& item : Split(FormatLayout(*x), ',')) {
+      std::string key = item.substr(0, item.find('='));
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(std::move(key));
     }
+  }
+  for (const std::string& key : keys) {
+    const std::string va = LayoutValue(a, key).value_or("?"), vb = LayoutValue(b, key).value_or("?");
+    if (va != vb) out.push_back(key + " " + va + " vs " + vb);
   }
   return out;
 }

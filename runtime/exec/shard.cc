@@ -32,7 +32,8 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
   SHARDSIM_RETURN_IF_ERROR(divides(m.kv_heads, "kv_heads"));
   SHARDSIM_RETURN_IF_ERROR(divides(m.ffn_hidden, "ffn_hidden"));
   SHARDSIM_RETURN_IF_ERROR(divides(m.vocab, "vocab (the vocab-parallel embedding and LM head)"));
-  if (m.layers % (l.pp * l.vpp) != 0) {
+  // An uneven split (first_stage_layers, ..., src/layout/pipeline.h) places any layer count.
+  if (!l.uneven_split() && m.layers % (l.pp * l.vpp) != 0) {
     return Status::Error("pp x vpp = " + std::to_string(l.pp * l.vpp) + " must divide the model '" +
                          m.name + "''s " + std::to_string(m.layers) + " layers");
   }

@@ -979,6 +979,8 @@ std::string LayerShapeKey(const Layout& l) {
   if (k.overlap_tp != TpOverlap::kOn) k.overlap_tp = TpOverlap::kOff;
   k.bucket_params = k.live_params = 0;
   k.grad_compression = 1;
+  k.first_stage_layers = k.last_stage_layers = 0;
+  k.embedding_in_split = k.loss_in_split = false;
   return FormatLayout(k);
 }
 
@@ -1069,7 +1071,7 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
       b += static_cast<double>(c.layers) * tp_layer_bwd;
       // A pass that ends in a send the next pass does not wait for (overlap_pp) leaves its last
       // layer's output reduction to the send: not on this stage's compute chain.
-      if (!blocking && tp_fwd > 0) {
+      if (!blocking && tp_fwd > 0 && c.layers > 0) {
         if (!c.has_head) f -= tp_layer_fwd / static_cast<double>(tp_fwd);
         if (!c.has_embedding && l.overlap_tp == TpOverlap::kOff) b -= tp_layer_bwd / static_cast<double>(tp_bwd);
       }
@@ -1089,7 +1091,11 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
     // buckets are the layers); ring attention passes K/V in each forward (again in a full
     // recompute) and K/V plus their gradients in each backward. Any one stage's load bounds
     // the iteration; the end stages' are taken (the others are alike, and the bound stays cheap).
-    if (s == 0 || s == pp - 1) bound = std::max(bound, mb * StreamLoadPerMicrobatch(m, comm, l, s, costs));
+    // (Under an uneven split the middle stages, alike among themselves, differ from the ends:
+    // stage 1 is taken too.)
+    if (s == 0 || s == pp - 1 || (s == 1 && l.uneven_split())) {
+      bound = std::max(bound, mb * StreamLoadPerMicrobatch(m, comm, l, s, costs));
+    }
     if (!SplitsWeightGradients(l)) bound = std::max(bound, fill + busy + drain + opt0);
     fill += first_fwd;
     drain += first_bwd;

@@ -25,10 +25,9 @@ StateBytes StateBytesPerParam(DType dtype) {
 
 namespace {
 
-// The transformer layers on `stage` (every chunk holds layers / (pp vpp), ChunkOf), and how
-// many of them are MoE layers.
+// The transformer layers on `stage` (StageLayers), and how many of them are MoE layers.
 std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
-  const int64_t layers = ChunksPerStage(l) * (m.layers / PositionCount(l));
+  const int64_t layers = StageLayers(m, l, static_cast<int32_t>(stage));
   int64_t moe_layers = 0;
   if (m.moe) {
     for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
@@ -37,6 +36,15 @@ std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int
     }
   }
   return {static_cast<double>(layers), static_cast<double>(moe_layers)};
+}
+
+// The most layers one chunk of `stage` holds (chunks differ under an uneven split).
+int64_t LargestChunk(const ModelSpec& m, const Layout& l, int64_t stage) {
+  int64_t most = 0;
+  for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
+    most = std::max(most, PositionLayers(m, l, PositionOf(l, static_cast<int32_t>(stage), ci)));
+  }
+  return most;
 }
 
 }  // namespace
@@ -58,7 +66,7 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   // Megatron assigns layers in chunks: with vpp, stage s holds chunks s, s+pp, s+2pp, ...
   const double t = static_cast<double>(l.tp);
   // Attention and MLP weights are split over TP; norms (and the router) are replicated.
-  // Every chunk holds layers / (pp vpp) layers (ChunkOf); only MoE needs to know which.
+  // The stage's layers (StageLayers); only MoE needs to know which.
   const auto [n, n_moe] = LayersOnStage(m, l, stage);
   p.dense = n * (static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams());
   p.dense += (n - n_moe) * (static_cast<double>(m.MlpParams(m.ffn_hidden)) / t);
@@ -256,7 +264,7 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   // with tied embeddings the table's bucket stays open from the head's backward to the
   // embedding's, i.e. through every layer's.
   const double open_table = tied ? embed * sb.gradients : 0;
-  const int64_t chunk_layers = ChunkOf(m, l, static_cast<int32_t>(stage), 0).layers;
+  const int64_t chunk_layers = LargestChunk(m, l, stage);
   const double bucket = static_cast<double>(LayersPerBucket(l, layer, chunk_layers)) * layer;
   z.layer_grads = bucket * sb.gradients + open_table;
   z.head_grads = head * sb.gradients + open_table;
@@ -301,7 +309,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   // Activations of the stage's layers for every micro-batch in flight.
   // (Chunk by chunk, ChunkOf: this runs for every layout the planner enumerates.)
   const int32_t s32 = static_cast<int32_t>(stage);
-  const int64_t chunk = ChunkOf(m, l, s32, 0).layers;
+  const int64_t chunk = LargestChunk(m, l, stage);
   double per_microbatch = 0;
   double largest_layer = 0;
   Layout none = l;
@@ -310,6 +318,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   const double stored[2] = {stored_dense, m.moe ? LayerActivationBytes(m, l, true) : stored_dense};
   const double full[2] = {full_dense, m.moe ? LayerActivationBytes(m, none, true) : full_dense};
   double activations = 0;  // ZB-V: its two chunks' in-flight counts differ
+  std::vector<double> chunk_activations;
   for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
     const ModelChunk c = ChunkOf(m, l, s32, ci);
     double chunk_bytes = 0;
@@ -319,11 +328,22 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
       largest_layer = std::max(largest_layer, full[k]);
     }
     per_microbatch += chunk_bytes;
+    chunk_activations.push_back(chunk_bytes);
     if (l.schedule == Schedule::kZeroBubbleV) {
       activations += chunk_bytes * static_cast<double>(ZeroBubbleVChunkInFlight(l, s32, ci));
     }
   }
-  mem.activations = l.schedule == Schedule::kZeroBubbleV ? activations : per_microbatch * InFlightMicrobatches(l, stage);
+  if (l.schedule == Schedule::kInterleaved && l.uneven_split()) {
+    // Chunks differ: the forward units of Megatron's warm-up and the first steady one, all in
+    // flight before the first backward (unit k runs chunk (k / pp) % vpp, ScheduleOrder), a
+    // moment every run passes through (so the planner's bound stays below the walk's peak).
+    const int64_t p = l.pp, v = l.vpp;
+    const int64_t units = std::min((p - stage - 1) * 2 + (v - 1) * p + 1, l.microbatches() * v);
+    for (int64_t k = 0; k < units; ++k) activations += chunk_activations[static_cast<size_t>((k / p) % v)];
+    mem.activations = activations;
+  } else {
+    mem.activations = l.schedule == Schedule::kZeroBubbleV ? activations : per_microbatch * InFlightMicrobatches(l, stage);
+  }
   // Full recompute rematerializes one layer's activations during its backward.
   if (l.recompute == Recompute::kFull) mem.activations += largest_layer;
 

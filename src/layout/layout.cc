@@ -59,7 +59,8 @@ namespace {
 const std::vector<std::string> kKeys = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
     "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
-    "bucket_params", "live_params", "fp8_params"};
+    "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
+    "embedding_in_split", "loss_in_split"};
 
 Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
                 const std::vector<std::string>& choices = {}) {
@@ -123,11 +124,21 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     } else {
       return BadValue(key, value, "one of off, backward, on", {"off", "backward", "on"});
     }
+  } else if (key == "first_stage_layers" || key == "last_stage_layers") {
+    std::istringstream in(value);
+    int64_t v = 0;
+    in >> v;
+    if (in.fail() || !in.eof() || v < 1 || v > kMaxCount) {
+      return BadValue(key, value, "a positive number of layers (e.g. " + key + "=7)");
+    }
+    (key == "first_stage_layers" ? l.first_stage_layers : l.last_stage_layers) = v;
   } else if (key == "sp" || key == "overlap_dp" || key == "overlap_pp" || key == "prefetch" ||
-             key == "fp8_params") {
+             key == "fp8_params" || key == "embedding_in_split" || key == "loss_in_split") {
     SHARDSIM_ASSIGN_OR_RETURN(bool v, OnOff(key, value));
     (key == "sp" ? l.sp : key == "overlap_dp" ? l.overlap_dp
-                        : key == "overlap_pp" ? l.overlap_pp : key == "prefetch" ? l.prefetch : l.fp8_params) = v;
+     : key == "overlap_pp" ? l.overlap_pp : key == "prefetch" ? l.prefetch
+     : key == "fp8_params" ? l.fp8_params : key == "embedding_in_split" ? l.embedding_in_split
+                           : l.loss_in_split) = v;
   } else if (key == "recompute") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "selective", "full"}));
     l.recompute = static_cast<Recompute>(i);
@@ -259,6 +270,11 @@ std::string FormatLayout(const Layout& l) {
   field(",bucket_params=", l.bucket_params);
   field(",live_params=", l.live_params);
   if (l.fp8_params) out += ",fp8_params=on";  // written only when on, as its default is off
+  // The uneven split's keys likewise only when set (the even split writes none of them).
+  if (l.first_stage_layers > 0) field(",first_stage_layers=", l.first_stage_layers);
+  if (l.last_stage_layers > 0) field(",last_stage_layers=", l.last_stage_layers);
+  if (l.embedding_in_split) out += ",embedding_in_split=on";
+  if (l.loss_in_split) out += ",loss_in_split=on";
   return out;
 }
 
@@ -291,6 +307,10 @@ std::optional<std::string> LayoutValue(const Layout& l, std::string_view key) {
   if (key == "bucket_params") return num(l.bucket_params);
   if (key == "live_params") return num(l.live_params);
   if (key == "fp8_params") return on(l.fp8_params);
+  if (key == "first_stage_layers") return num(l.first_stage_layers);
+  if (key == "last_stage_layers") return num(l.last_stage_layers);
+  if (key == "embedding_in_split") return on(l.embedding_in_split);
+  if (key == "loss_in_split") return on(l.loss_in_split);
   return std::nullopt;
 }
 

@@ -67,6 +67,18 @@ struct Layout {
   // stage3_max_live_parameters, default 1e9): the running layer's and, with prefetch, as many
   // layers ahead as fit.
   int64_t live_params = 1'000'000'000;
+  // Uneven pipeline splits (pp >= 2; src/layout/pipeline.h; at most one of the two methods):
+  //   first_stage_layers / last_stage_layers: the first (last) stage holds this many layers and
+  //     the others share the rest evenly (Megatron-LM's --decoder-first-pipeline-num-layers /
+  //     --decoder-last-pipeline-num-layers); 0: not set;
+  //   embedding_in_split / loss_in_split: the embedding (the loss) counts as one layer of the
+  //     split, so the first (last) chunk holds one layer fewer (Megatron-LM's
+  //     --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split).
+  int64_t first_stage_layers = 0, last_stage_layers = 0;
+  bool embedding_in_split = false, loss_in_split = false;
+  bool uneven_split() const {
+    return first_stage_layers > 0 || last_stage_layers > 0 || embedding_in_split || loss_in_split;
+  }
 
   int64_t model_parallel() const { return tp * pp * cp; }
   int64_t world() const { return tp * pp * dp * cp; }

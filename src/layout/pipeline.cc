@@ -24,11 +24,68 @@ bool SplitsWeightGradients(const Layout& l) {
   return l.schedule == Schedule::kZeroBubble || l.schedule == Schedule::kZeroBubbleV;
 }
 
+namespace {
+
+// first_stage_layers / last_stage_layers: the layers of stage s, and of the stages before r.
+struct FirstLastSplit {
+  int64_t first, middle, last;
+  int32_t pp;
+  FirstLastSplit(const ModelSpec& m, const Layout& l) : pp(static_cast<int32_t>(l.pp)) {
+    const int64_t set = (l.first_stage_layers > 0 ? 1 : 0) + (l.last_stage_layers > 0 ? 1 : 0);
+    const int64_t left = m.layers - l.first_stage_layers - l.last_stage_layers;
+    middle = l.pp > set ? left / (l.pp - set) : 0;
+    first = l.first_stage_layers > 0 ? l.first_stage_layers : middle;
+    last = l.last_stage_layers > 0 ? l.last_stage_layers : middle;
+  }
+  int64_t Stage(int32_t s) const { return s == 0 ? first : s == pp - 1 ? last : middle; }
+  int64_t Prefix(int32_t r) const {  // stages 0 .. r-1 (pp >= 2)
+    if (r <= 0) return 0;
+    return first + static_cast<int64_t>(std::min(r, pp - 1) - 1) * middle + (r >= pp ? last : 0);
+  }
+};
+
+// The first layer of `position`: the layers of the positions before it.
+int64_t FirstLayerOf(const ModelSpec& m, const Layout& l, int32_t position) {
+  const int32_t positions = PositionCount(l);
+  if (l.embedding_in_split || l.loss_in_split) {
+    const int64_t per = (m.layers + (l.embedding_in_split ? 1 : 0) + (l.loss_in_split ? 1 : 0)) / positions;
+    return position * per - (position > 0 && l.embedding_in_split ? 1 : 0);
+  }
+  if (l.first_stage_layers == 0 && l.last_stage_layers == 0) return position * (m.layers / positions);
+  const FirstLastSplit split(m, l);
+  const int64_t v = l.vpp;
+  const int32_t p = static_cast<int32_t>(l.pp);
+  if (l.schedule == Schedule::kZeroBubbleV) {  // positions 0..p-1 down the stages, p..2p-1 back up
+    if (position <= p) return split.Prefix(position) / v;
+    return m.layers / v + (m.layers - split.Prefix(2 * p - position)) / v;
+  }
+  return (position / p) * (m.layers / v) + split.Prefix(position % p) / v;
+}
+
+}  // namespace
+
+int64_t PositionLayers(const ModelSpec& m, const Layout& l, int32_t position) {
+  const int32_t positions = PositionCount(l);
+  if (l.embedding_in_split || l.loss_in_split) {
+    const int64_t per = (m.layers + (l.embedding_in_split ? 1 : 0) + (l.loss_in_split ? 1 : 0)) / positions;
+    return per - (position == 0 && l.embedding_in_split ? 1 : 0) -
+           (position == positions - 1 && l.loss_in_split ? 1 : 0);
+  }
+  if (l.first_stage_layers == 0 && l.last_stage_layers == 0) return m.layers / positions;
+  return FirstLastSplit(m, l).Stage(StageOfPosition(l, position)) / l.vpp;
+}
+
+int64_t StageLayers(const ModelSpec& m, const Layout& l, int32_t stage) {
+  int64_t n = 0;
+  for (int32_t c = 0; c < ChunksPerStage(l); ++c) n += PositionLayers(m, l, PositionOf(l, stage, c));
+  return n;
+}
+
 ModelChunk ChunkOf(const ModelSpec& m, const Layout& l, int32_t stage, int32_t chunk) {
   ModelChunk c;
   c.position = PositionOf(l, stage, chunk);
-  c.layers = m.layers / PositionCount(l);
-  c.first_layer = c.position * c.layers;
+  c.layers = PositionLayers(m, l, c.position);
+  c.first_layer = FirstLayerOf(m, l, c.position);
   c.has_embedding = c.position == 0;
   c.has_head = c.position == PositionCount(l) - 1;
   return c;

@@ -42,8 +42,21 @@ int32_t StageOfPosition(const Layout& l, int32_t position);
 // Whether the schedule splits each backward into B (input gradients, sent on at once) and W
 // (weight gradients, run later): zero-bubble and ZB-V.
 bool SplitsWeightGradients(const Layout& l);
-// Chunk `chunk` of `stage`: the layers split evenly over the positions (CheckLayout requires
-// pp x vpp to divide the layers).
+// The transformer layers each position holds (CheckLayout states the conditions):
+//   even split: layers / (pp x vpp) everywhere;
+//   first_stage_layers F / last_stage_layers L (Megatron-Core's get_num_layers_to_build): the
+//     first (last) stage holds F (L) layers, every other stage (layers - F - L) / (the stages
+//     left); a stage's layers are split evenly over its vpp chunks;
+//   embedding_in_split / loss_in_split: the embedding and the loss count as one layer each,
+//     (layers + e + l) / (pp x vpp) per position, the embedding's position holding one layer
+//     fewer and the head's one fewer (Megatron-Core's account_for_embedding_in_pipeline_split /
+//     account_for_loss_in_pipeline_split), so an end chunk may hold no layer at all.
+// Megatron-Core: megatron/core/transformer/transformer_block.py get_num_layers_to_build and
+// transformer_layer.py get_transformer_layer_offset, NVIDIA/Megatron-LM d98e8a64dd.
+int64_t PositionLayers(const ModelSpec& m, const Layout& l, int32_t position);
+// The layers of every chunk of `stage` together.
+int64_t StageLayers(const ModelSpec& m, const Layout& l, int32_t stage);
+// Chunk `chunk` of `stage`: the position's layers (PositionLayers), positions in order.
 ModelChunk ChunkOf(const ModelSpec& m, const Layout& l, int32_t stage, int32_t chunk);
 // Every chunk of `stage`, chunk 0 first.
 std::vector<ModelChunk> StageChunks(const ModelSpec& m, const Layout& l, int32_t stage);

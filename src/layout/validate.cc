@@ -1,6 +1,8 @@
 // See validate.h. Each rule says which constraint fails with the numbers involved.
 #include "src/layout/validate.h"
 
+#include <utility>
+
 #include "src/util/strings.h"
 
 namespace shardsim {
@@ -15,6 +17,73 @@ namespace {
 std::string S(int64_t v) { return std::to_string(v); }
 
 bool Divides(int64_t d, int64_t n) { return d > 0 && n % d == 0; }
+
+// The split of the layers over pp x vpp positions (src/layout/pipeline.h), with Megatron-Core's
+// conditions (get_num_layers_to_build's asserts, megatron/core/transformer/transformer_block.py
+// at NVIDIA/Megatron-LM d98e8a64dd).
+template <typename Err>
+void CheckPipelineSplit(const Layout& l, const ModelSpec& m, Err&& err) {
+  const int64_t n = m.layers, p = l.pp, v = l.vpp, positions = l.pp * l.vpp;
+  const bool first_last = l.first_stage_layers > 0 || l.last_stage_layers > 0;
+  const bool account = l.embedding_in_split || l.loss_in_split;
+  if (!l.uneven_split()) {
+    if (Divides(positions, n)) return;
+    std::string hint;
+    if (p >= 2) {
+      // The uneven split that would hold these layers, as a suggestion.
+      const std::pair<int, const char*> ways[] = {{2, "embedding_in_split=on,loss_in_split=on"},
+                                                  {1, "loss_in_split=on"}};
+      for (const auto& [extra, keys] : ways) {
+        if (hint.empty() && Divides(positions, n + extra) && (n + extra) / positions > 1) {
+          hint = std::string("; an uneven split holds them: ") + keys + " (" + S(n) + " + " + S(extra) + " = " +
+                 S(positions) + " x " + S((n + extra) / positions) + "), or first_stage_layers / last_stage_layers " +
+                 "(docs/layout.md)";
+        }
+      }
+      if (hint.empty()) hint = "; first_stage_layers / last_stage_layers split them unevenly (docs/layout.md)";
+    }
+    err("layers=" + S(n) + " is not divisible by pp x vpp = " + S(p) + "x" + S(v) + " = " + S(positions) + hint);
+    return;
+  }
+  if (p < 2) {
+    err("an uneven pipeline split (first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split) "
+        "needs pp >= 2, found pp=" + S(p));
+    return;
+  }
+  if (first_last && account) {
+    err("first_stage_layers / last_stage_layers and embedding_in_split / loss_in_split are two ways to split "
+        "the layers: set one (Megatron-Core asserts the same)");
+    return;
+  }
+  if (account) {
+    const int64_t counted = n + (l.embedding_in_split ? 1 : 0) + (l.loss_in_split ? 1 : 0);
+    if (!Divides(positions, counted)) {
+      err("layers=" + S(n) + " plus the embedding and loss counted in the split = " + S(counted) +
+          " is not divisible by pp x vpp = " + S(p) + "x" + S(v) + " = " + S(positions));
+    }
+    return;
+  }
+  const int64_t set = (l.first_stage_layers > 0 ? 1 : 0) + (l.last_stage_layers > 0 ? 1 : 0);
+  const int64_t left = n - l.first_stage_layers - l.last_stage_layers;
+  const std::string what = std::string(l.first_stage_layers > 0 ? "first_stage_layers=" + S(l.first_stage_layers) : "") +
+                           (set == 2 ? " and " : "") +
+                           (l.last_stage_layers > 0 ? "last_stage_layers=" + S(l.last_stage_layers) : "");
+  if (p == set) {
+    if (left != 0) err(what + " must add up to layers=" + S(n) + " with pp=" + S(p));
+  } else if (left < p - set || left % (p - set) != 0) {
+    err("with " + what + ", the " + S(left) + " layers left must split evenly over the other " + S(p - set) +
+        " stages, each at least one");
+    return;
+  }
+  const int64_t middle = p > set ? left / (p - set) : 0;
+  for (int64_t layers : {l.first_stage_layers, l.last_stage_layers, p > set ? middle : 0}) {
+    if (layers > 0 && layers % v != 0) {
+      err("vpp=" + S(v) + " must divide every stage's layers (" + what + ", " + S(middle) +
+          " on the others), found " + S(layers));
+      return;
+    }
+  }
+}
 
 }  // namespace
 
@@ -76,10 +145,7 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
   }
 
   // Pipeline: stages, virtual stages, schedule.
-  if (!Divides(l.pp * l.vpp, m.layers)) {
-    err("layers=" + S(m.layers) + " is not divisible by pp x vpp = " + S(l.pp) + "x" + S(l.vpp) +
-        " = " + S(l.pp * l.vpp));
-  }
+  CheckPipelineSplit(l, m, err);
   if (l.vpp > 1 && l.schedule != Schedule::kInterleaved && l.schedule != Schedule::kZeroBubbleV) {
     err("vpp=" + S(l.vpp) + " needs schedule=interleaved (found " + ScheduleName(l.schedule) + ")");
   }
