@@ -61,7 +61,12 @@ PipelineSplit BalancedSplit(const ModelSpec& m, int64_t pp, int64_t vpp) {
       }
     }
   }
-  if (!found) return PipelineSplit{};
+  // Only a split near the ideal (layers + head) / pp, within one chunk of layers per stage:
+  // where the stages are too many for the layers (96 layers over 64 stages would put 17 on
+  // each end and 1 on the others) no split is balanced and none is searched.
+  if (!found || best_work > (static_cast<double>(n) + head) / static_cast<double>(pp) + static_cast<double>(vpp)) {
+    return PipelineSplit{};
+  }
   // The even split written as first/last (pp = 2 with equal halves, or nothing changed).
   const int64_t f = best.first_stage_layers, l = best.last_stage_layers;
   if ((f == 0 && l == 0) || (pp == 2 && f == l)) return PipelineSplit{};
@@ -80,7 +85,8 @@ std::vector<PipelineSplit> SearchedSplits(const ModelSpec& m, int64_t pp, int64_
   // Megatron-Core's accounting; a position must keep at least one layer where it has no end.
   for (const auto& [embed, loss] : {std::pair{true, true}, std::pair{false, true}}) {
     const int64_t counted = n + (embed ? 1 : 0) + (loss ? 1 : 0);
-    if (counted % positions == 0 && counted / positions >= 2) {
+    // (Both counted over two positions is the even split again: (n + 2) / 2 - 1 = n / 2 each.)
+    if (counted % positions == 0 && counted / positions >= 2 && !(embed && loss && positions == 2)) {
       PipelineSplit p;
       p.embedding_in_split = embed;
       p.loss_in_split = loss;

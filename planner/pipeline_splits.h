@@ -38,8 +38,9 @@ std::vector<PipelineSplit> SearchedSplits(const ModelSpec& m, int64_t pp, int64_
 // layers, a middle stage's, the last stage's plus HeadInLayers), every stage's layers a
 // multiple of vpp and at least vpp; on a tie the one whose end stages' larger work is least,
 // then the one closest to even. Written with only the
-// keys that differ from the middle stages'; nullopt-like (all zero) when it is the even split
-// or no such split exists.
+// keys that differ from the middle stages'; all zero when it is the even split, when no such
+// split exists, or when its largest stage exceeds the ideal (layers + head) / pp by more than
+// vpp layers (too many stages for the layers: no split is balanced).
 PipelineSplit BalancedSplit(const ModelSpec& m, int64_t pp, int64_t vpp);
 
 }  // namespace shardsim::planner

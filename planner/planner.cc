@@ -281,7 +281,7 @@ std::string TieWhy(const PlanResult& res, double tolerance, double fastest_score
 
 // For the layout closest to fitting: which single knob would make it fit, or how much it saves.
 std::vector<std::string> Advice(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
-                                double limit, int64_t gpus) {
+                                double limit, int64_t gpus, const std::optional<StackSpec>& stack) {
   std::vector<std::string> out;
   const double now = PeakMemory(m, hw, l);
   struct Knob {
@@ -316,8 +316,11 @@ std::vector<std::string> Advice(const ModelSpec& m, const HardwareSpec& hw, cons
   }
   for (const Knob& k : knobs) {
     const double mem = PeakMemory(m, hw, k.layout);
-    out.push_back(k.name + ": " + Fmt("%.1f", now / 1073741824.0) + " -> " +
-                  Fmt("%.1f", mem / 1073741824.0) + " GiB" + (mem <= limit ? " (fits)" : " (still over)"));
+    // A knob the stack cannot run says so, with the stack's reason.
+    const std::optional<std::string> refused = stack ? StackRefusal(*stack, k.layout) : std::nullopt;
+    out.push_back(k.name + ": " + Fmt("%.1f", now / 1073741824.0) + " -> " + Fmt("%.1f", mem / 1073741824.0) +
+                  " GiB" + (mem <= limit ? " (fits)" : " (still over)") +
+                  (refused ? "; " + *refused : ""));
   }
   // Model states shrink with more data-parallel GPUs under ZeRO-3: a rough count that would
   // bring the states under the limit.
@@ -690,7 +693,7 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
       res.closest.push_back(c);
     }
     if (!res.closest.empty()) {
-      res.advice = Advice(m, hw, res.closest.front().layout, res.memory_limit_bytes, o.gpus);
+      res.advice = Advice(m, hw, res.closest.front().layout, res.memory_limit_bytes, o.gpus, o.stack);
     }
     return res;
   }

@@ -74,6 +74,14 @@ const std::map<std::string, MegatronOption>& KnownMegatronOptions() {
       {"--tensor-model-parallel-size", {Kind::kInt, {}}},
       {"--pipeline-model-parallel-size", {Kind::kInt, {}}},
       {"--num-layers-per-virtual-pipeline-stage", {Kind::kInt, {}}},
+      // Uneven splits: _add_distributed_args (decoder-first/last-pipeline-num-layers,
+      // num-virtual-stages-per-pipeline-rank) and TransformerConfig's account_for_* fields,
+      // megatron/training/arguments.py at NVIDIA/Megatron-LM d98e8a64dd.
+      {"--decoder-first-pipeline-num-layers", {Kind::kInt, {}}},
+      {"--decoder-last-pipeline-num-layers", {Kind::kInt, {}}},
+      {"--num-virtual-stages-per-pipeline-rank", {Kind::kInt, {}}},
+      {"--account-for-embedding-in-pipeline-split", {Kind::kSwitch, {}}},
+      {"--account-for-loss-in-pipeline-split", {Kind::kSwitch, {}}},
       {"--no-overlap-p2p-communication", {Kind::kSwitch, {}}},
       {"--overlap-grad-reduce", {Kind::kSwitch, {}}},
       {"--overlap-param-gather", {Kind::kSwitch, {}}},
@@ -302,6 +310,30 @@ TEST(EmitMegatron, Llama3AddsGqaSwigluRmsNormAndRope) {
   // vpp = 1: no virtual stages and no p2p switch (Megatron only overlaps when interleaved).
   EXPECT_FALSE(Contains(text, "virtual-pipeline"));
   EXPECT_FALSE(Contains(text, "p2p-communication"));
+}
+
+// Uneven splits take Megatron-Core's own flags, and the virtual stages per rank (validate_args
+// refuses --num-layers-per-virtual-pipeline-stage with first/last-stage counts).
+TEST(EmitMegatron, UnevenSplitsTakeMegatronCoreFlags) {
+  const std::string a = EmitMegatron(
+      Model("llama3-405b"),
+      Resolve("tp=8,pp=8,dp=4,cp=2,vpp=8,gbs=256,schedule=interleaved,embedding_in_split=on,loss_in_split=on", 512));
+  ExpectKnownMegatronArguments(a);
+  std::vector<std::string> args = ArgumentLines(a);
+  std::set<std::string> got(args.begin(), args.end());
+  for (const char* want : {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+                           "--num-virtual-stages-per-pipeline-rank 8", "--num-layers 126"}) {
+    EXPECT_TRUE(got.count(want)) << want << " missing from\n" << a;
+  }
+  EXPECT_FALSE(Contains(a, "--num-layers-per-virtual-pipeline-stage"));
+  const std::string b =
+      EmitMegatron(Model("llama3-405b"), Resolve("tp=8,pp=16,dp=8,first_stage_layers=7,last_stage_layers=7", 1024));
+  ExpectKnownMegatronArguments(b);
+  args = ArgumentLines(b);
+  got = std::set<std::string>(args.begin(), args.end());
+  EXPECT_TRUE(got.count("--decoder-first-pipeline-num-layers 7")) << b;
+  EXPECT_TRUE(got.count("--decoder-last-pipeline-num-layers 7")) << b;
+  EXPECT_FALSE(Contains(b, "account-for"));
 }
 
 TEST(EmitMegatron, MoeAddsExpertsAndExpertParallelism) {

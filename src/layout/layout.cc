@@ -128,8 +128,8 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     std::istringstream in(value);
     int64_t v = 0;
     in >> v;
-    if (in.fail() || !in.eof() || v < 1 || v > kMaxCount) {
-      return BadValue(key, value, "a positive number of layers (e.g. " + key + "=7)");
+    if (in.fail() || !in.eof() || v < 0 || v > kMaxCount) {
+      return BadValue(key, value, "a number of layers, 0 for not set (e.g. " + key + "=7)");
     }
     (key == "first_stage_layers" ? l.first_stage_layers : l.last_stage_layers) = v;
   } else if (key == "sp" || key == "overlap_dp" || key == "overlap_pp" || key == "prefetch" ||

@@ -70,7 +70,7 @@ struct Layout {
   // Uneven pipeline splits (pp >= 2; src/layout/pipeline.h; at most one of the two methods):
   //   first_stage_layers / last_stage_layers: the first (last) stage holds this many layers and
   //     the others share the rest evenly (Megatron-LM's --decoder-first-pipeline-num-layers /
-  //     --decoder-last-pipeline-num-layers); 0: not set;
+  //     --decoder-last-pipeline-num-layers); 0: not set (the stage takes its even share);
   //   embedding_in_split / loss_in_split: the embedding (the loss) counts as one layer of the
   //     split, so the first (last) chunk holds one layer fewer (Megatron-LM's
   //     --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split).
