@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 #include <sstream>
 #include <unordered_map>
@@ -134,6 +135,9 @@ class Runner {
   // Prices every transfer the simulated ranks will run, then reduces each plan's links to those
   // another plan also loads plus one link standing for the rest (PrivateBound).
   void PlanAll();
+  // Symmetric mode on nodes whose GPUs share NICs: adds to each plan the load its unsimulated
+  // lockstep copies put on its links.
+  void AddLockstepCopies();
   int32_t LinkIndex(const ClusterLink* link);
   // Starts the first task of each stream in `streams` (a bit per stream) that is free and
   // whose dependencies are done, in stream order.
@@ -301,6 +305,7 @@ void Runner::PlanAll() {
       }
     }
   }
+  if (!options_.full) AddLockstepCopies();
   // Plans that load the same links with the same weights (a group's collectives of any size
   // and kind over one ring) are one load set: what one of them leaves private, they share.
   std::map<std::vector<FlowNetwork::Usage>, int32_t, UsageLess> sets;
@@ -333,6 +338,52 @@ void Runner::PlanAll() {
     p.usage = std::move(shared);
   }
   planned_ = true;
+}
+
+void Runner::AddLockstepCopies() {
+  const HardwareSpec& hw = cluster_.hardware();
+  const int64_t per_node = hw.node.gpus;
+  if (!hw.network || hw.network->nics >= per_node || l_.world() <= per_node) return;
+  // Symmetric mode simulates one rank per stage; the other ranks of its node at the same stage
+  // run the same transfers at the same time (a homogeneous cluster), and where GPUs share a
+  // NIC their copies load the simulated transfer's NIC links too. Each plan's weight on a link
+  // becomes its own plus its copies' (the copies' loads on links it does not use are left out:
+  // they bind only the copies, which symmetry makes as fast as the simulated one).
+  std::vector<char> done(plans_.size(), 0);
+  for (RankState& r : states_) {
+    const std::vector<TransferClass>& classes = stage_classes_[r.stage].classes;
+    const int64_t node = r.rank / per_node;
+    for (size_t i = 0; i < classes.size(); ++i) {
+      const int32_t id = r.plan_of_class[i];
+      if (done[static_cast<size_t>(id)]) continue;
+      done[static_cast<size_t>(id)] = 1;
+      const TransferClass& c = classes[i];
+      std::map<int32_t, double> extra;  // link -> the copies' weight on it
+      std::set<int64_t> leaders = {c.kind == TaskKind::kSend ? -1 : r.group_leader[static_cast<int>(c.group)]};
+      for (int64_t other = node * per_node; other < (node + 1) * per_node && other < l_.world(); ++other) {
+        if (other == r.rank || CoordOf(l_, other).pp != r.stage) continue;
+        CollectivePlan copy;
+        if (c.kind == TaskKind::kSend) {
+          RankState peer;
+          peer.rank = other;
+          copy = comm_.Plan(Collective::kSendRecv, {other, RankAtStage(peer, c.peer_stage)}, c.bytes);
+        } else {
+          const std::vector<int64_t> members = GroupMembers(l_, other, c.group);
+          if (!leaders.insert(*std::min_element(members.begin(), members.end())).second) continue;
+          copy = comm_.Plan(c.collective, members, c.bytes);
+        }
+        for (const auto& [link, load] : copy.loads) {
+          auto it = link_index_.find(link);
+          if (it != link_index_.end()) extra[it->second] += load;
+        }
+      }
+      if (extra.empty()) continue;
+      for (FlowNetwork::Usage& u : plans_[static_cast<size_t>(id)].usage) {
+        auto it = extra.find(u.link);
+        if (it != extra.end()) u.weight += it->second;
+      }
+    }
+  }
 }
 
 int32_t Runner::PlanFor(Collective c, const std::vector<int64_t>& gpus, double bytes, const PlanKey& key) {
