@@ -7,6 +7,8 @@
 #include <limits>
 #include <utility>
 
+#include "src/layout/pipeline.h"
+
 namespace shardsim::planner {
 
 void PipelineSplit::ApplyTo(Layout& l) const {
@@ -80,7 +82,6 @@ std::vector<PipelineSplit> SearchedSplits(const ModelSpec& m, int64_t pp, int64_
     if (vpp == 1) out.push_back(PipelineSplit{});
     return out;
   }
-  (void)s;  // every schedule places chunks through src/layout/pipeline.h alike
   if (n % positions == 0) out.push_back(PipelineSplit{});
   // Megatron-Core's accounting; a position must keep at least one layer where it has no end.
   for (const auto& [embed, loss] : {std::pair{true, true}, std::pair{false, true}}) {
@@ -95,7 +96,23 @@ std::vector<PipelineSplit> SearchedSplits(const ModelSpec& m, int64_t pp, int64_
   }
   const PipelineSplit balanced = BalancedSplit(m, pp, vpp);
   if (balanced.first_stage_layers > 0 || balanced.last_stage_layers > 0) out.push_back(balanced);
-  return out;
+  // Two splits that place the same layers on the same positions (26 counted over 13 stages is
+  // 1 + 11 x 2 + 1, as first = last = 1 is) are one layout: the first of them is kept.
+  Layout l;
+  l.pp = pp;
+  l.vpp = vpp;
+  l.schedule = s;
+  std::vector<std::vector<int64_t>> seen;
+  std::vector<PipelineSplit> distinct;
+  for (const PipelineSplit& p : out) {
+    p.ApplyTo(l);
+    std::vector<int64_t> layers;
+    for (int32_t q = 0; q < PositionCount(l); ++q) layers.push_back(PositionLayers(m, l, q));
+    if (std::find(seen.begin(), seen.end(), layers) != seen.end()) continue;
+    seen.push_back(std::move(layers));
+    distinct.push_back(p);
+  }
+  return distinct;
 }
 
 }  // namespace shardsim::planner

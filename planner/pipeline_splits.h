@@ -30,7 +30,8 @@ double HeadInLayers(const ModelSpec& m);
 //   - Megatron-Core's accounting of the embedding and the loss as layers, and of the loss alone
 //     (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split), where
 //     pp x vpp divides the layers so counted;
-//   - the cost-balanced split (BalancedSplit), where it is not one of the above.
+//   - the cost-balanced split (BalancedSplit);
+// of splits that place the same layers on the same positions only the first is kept.
 // Empty for pp = 1 (no split) unless vpp = 1: then the one even split.
 std::vector<PipelineSplit> SearchedSplits(const ModelSpec& m, int64_t pp, int64_t vpp, Schedule s);
 

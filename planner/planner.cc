@@ -457,16 +457,28 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
                          " layouts, " + std::to_string(res.invalid) + " are invalid and " +
                          std::to_string(res.stack_refused) + " use what it cannot run (stacks/" + res.stack + ".yaml)");
   }
+  // Nothing valid: say which constraint, from the layouts' own errors (and the flags only
+  // where some were given).
+  const bool constrained = !o.fixed.empty() || !o.forbidden.empty();
+  const std::string flags = constrained ? "--fix/--forbid, " : "";
   if (res.enumerated > 0 && res.invalid == res.enumerated) {
-    return Status::Error("no valid layout: the constraints (--fix/--forbid, --gpus " +
+    std::map<std::string, int64_t> reasons;  // each invalid layout's first error, numbers and all
+    for (const Layout& l : all) {
+      const LayoutCheck c = CheckLayout(l, m, hw, o.gpus);
+      if (!c.errors.empty()) ++reasons[c.errors.front()];
+    }
+    const auto most = std::max_element(reasons.begin(), reasons.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    return Status::Error("no valid layout among " + std::to_string(res.enumerated) + " (" + flags + "--gpus " +
                          std::to_string(o.gpus) + ", --global-batch " + std::to_string(o.global_batch) +
-                         ") leave nothing that divides the model and the GPUs");
+                         "); the most common reason, for " + std::to_string(most->second) + " of them: " + most->first);
   }
   if (res.enumerated == 0) {
-    return Status::Error("no layout matches the constraints: check --fix/--forbid against the model (" +
-                         std::to_string(m.heads) + " heads, " + std::to_string(m.layers) +
-                         " layers), --gpus " + std::to_string(o.gpus) + " and --global-batch " +
-                         std::to_string(o.global_batch));
+    // No combination of the searched sizes multiplies to the GPUs and divides the batch.
+    std::string why = "no tp x cp x pp x dp with tp dividing the " + std::to_string(m.heads) +
+                      " heads, pp at most the " + std::to_string(m.layers) + " layers and dp dividing --global-batch " +
+                      std::to_string(o.global_batch) + " makes --gpus " + std::to_string(o.gpus);
+    return Status::Error("no layout to search: " + why + (constrained ? " under --fix/--forbid" : ""));
   }
   std::vector<std::string> key(all.size());
   std::vector<double> lower0(all.size(), 0);

@@ -402,7 +402,7 @@ TEST(Cli, PlanBadInput) {
     std::string args, message;
   };
   const Case cases[] = {
-      {"plan --global-batch 1536 --fix tp=3", "no layout matches"},
+      {"plan --global-batch 1536 --fix tp=3", "no layout to search"},
       {"plan --global-batch 1536 --gpus 0", "--gpus must be at least 1"},
       {"plan", "--global-batch is required"},
       {"plan --global-batch 1536 --objective speed", "expected throughput, time-to-train or cost"},

@@ -324,7 +324,7 @@ TEST(PlannerTest, FixAndForbid) {
   o.fixed = *ParseFixed("tp=3");  // 16 heads: tp=3 divides nothing
   StatusOr<PlanResult> bad = Plan(m, cluster, o);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("no layout matches"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("no layout to search"), std::string::npos);
   EXPECT_FALSE(ParseFixed("tpp=2").ok());
   EXPECT_FALSE(ParseForbidden("zero=7").ok());
   o = Options(0, 16);
