@@ -442,3 +442,32 @@ TEST(Cli, HuggingFaceConfigRunsThroughEstimate) {
 
 }  // namespace
 }  // namespace shardsim
+
+namespace shardsim::testing {
+namespace {
+
+// --emit-out writes the configuration alone (a file DeepSpeed can read as it is), also beside
+// --json; --emit with --json and nowhere to put it is refused rather than dropped.
+TEST(Cli, PlanEmitOutWritesTheConfigAlone) {
+  const std::filesystem::path dir = FreshTempDir("emit");
+  const std::string file = (dir / "ds.json").string();
+  const std::string plan = "plan --model llama3-8b --hardware dgx-h200 --gpus 8 --global-batch 64 --top 1 ";
+  const CommandResult r = RunShardsim(plan + "--emit deepspeed --emit-out '" + file + "' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string config = ReadWholeFile(file);
+  // The DeepSpeed config and nothing else: it opens with its first key, and the batch is the
+  // plan's (64 sequences).
+  EXPECT_EQ(config.rfind("{\n  \"train_batch_size\": 64,", 0), 0u) << config;
+  EXPECT_TRUE(Contains(r.out, "\"results\"")) << "stdout is the plan's JSON report";
+  EXPECT_FALSE(Contains(r.out, "train_batch_size"));
+  const CommandResult dropped = RunShardsim(plan + "--emit deepspeed --json");
+  EXPECT_EQ(dropped.exit_code, 2);
+  EXPECT_TRUE(Contains(dropped.err, "--emit with --json: the JSON report has no place for the configuration"));
+  const CommandResult alone = RunShardsim(plan + "--emit-out '" + file + "'");
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_TRUE(Contains(alone.err, "--emit-out FILE needs --emit"));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace shardsim::testing

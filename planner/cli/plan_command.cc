@@ -78,6 +78,7 @@ int RunPlan(int argc, char** argv) {
       {"tie-tolerance", "F", "layouts within this fraction of the best are ties, the most robust wins (default: the published suite's ranking tolerance; 0: the fastest wins)", ""},
       {"threads", "N", "worker threads (default: all cores)", ""},
       {"emit", "FMT", "also print the winner as megatron arguments or a deepspeed config", ""},
+      {"emit-out", "FILE", "write the --emit configuration alone to FILE (atomically; works with --json)", ""},
       {"out", "FILE", "write the winner as a plan file (simulate --plan FILE runs it)", ""},
       {"json", "", "print JSON instead of text", ""},
       {"help", "", "show this help", ""},
@@ -159,6 +160,11 @@ int RunPlan(int argc, char** argv) {
     return Fail("plan", "--emit: expected megatron or deepspeed, found '" + *emit + "'", 1);
   }
   const bool json = args->Has("json");
+  const std::optional<std::string> emit_out = args->Get("emit-out");
+  if (emit_out && !emit) return Fail("plan", "--emit-out FILE needs --emit megatron|deepspeed", 2);
+  if (emit && json && !emit_out) {
+    return Fail("plan", "--emit with --json: the JSON report has no place for the configuration; add --emit-out FILE to write it there", 2);
+  }
   if (!json && ::isatty(2)) {
     o.progress = [](const std::string& stage, double f) {
       std::fprintf(stderr, "\r%-9s [%-30s] %3.0f%%", stage.c_str(), std::string(static_cast<size_t>(30 * f), '#').c_str(), 100 * f);
@@ -192,8 +198,14 @@ int RunPlan(int argc, char** argv) {
   }
   if (!best) return 1;  // nothing fits anywhere: the report said what would help
   const Candidate& win = best->ranked.front();
-  if (emit && !json) {
-    std::cout << "\n" << (*emit == "megatron" ? EmitMegatron(*model, win.layout) : EmitDeepSpeed(*model, win.layout));
+  if (emit) {
+    const std::string config = *emit == "megatron" ? EmitMegatron(*model, win.layout) : EmitDeepSpeed(*model, win.layout);
+    if (emit_out) {
+      Status st = WriteFileAtomically(*emit_out, config);
+      if (!st.ok()) return Fail("plan", st.message(), 1);
+    } else {
+      std::cout << "\n" << config;
+    }
   }
   if (std::optional<std::string> out = args->Get("out")) {
     Status st = WriteFileAtomically(*out, FormatPlanFile(WinnerPlanFile(*model, *hw, *best, objective)));
