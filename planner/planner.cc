@@ -453,9 +453,27 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     }
   }
   if (res.enumerated > 0 && res.stack_refused > 0 && res.invalid + res.stack_refused == res.enumerated) {
+    // The rule that refuses the most of them, each rule counted on its own, as StackRefusal
+    // words it (a key the planner does not search, such as attention, can refuse them all:
+    // --fix sets it).
+    std::map<std::string, int64_t> reasons;
+    for (const StackRule& rule : o.stack->rules) {
+      StackSpec one = *o.stack;
+      one.rules = {rule};
+      for (size_t i = 0; i < all.size(); ++i) {
+        if (valid[i] != 2) continue;
+        if (const std::optional<std::string> why = StackRefusal(one, all[i])) ++reasons[*why];
+      }
+    }
+    const auto most = std::max_element(reasons.begin(), reasons.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
     return Status::Error("no layout the stack '" + res.stack + "' can run: of " + std::to_string(res.enumerated) +
                          " layouts, " + std::to_string(res.invalid) + " are invalid and " +
-                         std::to_string(res.stack_refused) + " use what it cannot run (stacks/" + res.stack + ".yaml)");
+                         std::to_string(res.stack_refused) + " use what it cannot run (stacks/" + res.stack +
+                         ".yaml); the most common reason, for " + std::to_string(most->second) + " of them: " + most->first +
+                         (most->second == res.stack_refused ? " (the keys the planner does not search take their "
+                                                              "default unless --fix sets them, docs/planner.md)"
+                                                            : ""));
   }
   // Nothing valid: say which constraint, from the layouts' own errors (and the flags only
   // where some were given).

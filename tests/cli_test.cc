@@ -451,7 +451,7 @@ namespace {
 TEST(Cli, PlanEmitOutWritesTheConfigAlone) {
   const std::filesystem::path dir = FreshTempDir("emit");
   const std::string file = (dir / "ds.json").string();
-  const std::string plan = "plan --model llama3-8b --hardware dgx-h200 --gpus 8 --global-batch 64 --top 1 ";
+  const std::string plan = "plan --model llama3-8b --hardware dgx-h200 --gpus 8 --global-batch 64 --top 1 --stack deepspeed-zero3 ";
   const CommandResult r = RunShardsim(plan + "--emit deepspeed --emit-out '" + file + "' --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string config = ReadWholeFile(file);
@@ -467,6 +467,28 @@ TEST(Cli, PlanEmitOutWritesTheConfigAlone) {
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_TRUE(Contains(alone.err, "--emit-out FILE needs --emit"));
   std::filesystem::remove_all(dir);
+}
+
+// An export only for a plan of a stack that runs it: the default stack is Megatron-Core's, so a
+// DeepSpeed config of its winner is refused, with the stacks that would do.
+TEST(Cli, PlanEmitNeedsAStackThatRunsIt) {
+  const std::string plan = "plan --model llama3-8b --hardware dgx-h200 --gpus 8 --global-batch 64 --top 1 ";
+  const CommandResult ds = RunShardsim(plan + "--emit deepspeed");
+  EXPECT_EQ(ds.exit_code, 2);
+  EXPECT_TRUE(Contains(ds.err, "--emit deepspeed: the plan searches stack 'megatron-core-2024' (--emit megatron), "
+                               "not what deepspeed runs; add --stack deepspeed-zero3 or --stack megatron-deepspeed-2022"));
+  const CommandResult none = RunShardsim(plan + "--stack none --emit megatron");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_TRUE(Contains(none.err, "every layout (--stack none)"));
+  // megatron-deepspeed-2022 refuses flash attention, which the planner does not search: the
+  // message names that rule, as refusing every layout, and says --fix sets it.
+  const CommandResult old = RunShardsim("plan --model gpt-1.7b --gpus 8 --global-batch 64 --stack megatron-deepspeed-2022");
+  EXPECT_EQ(old.exit_code, 1);
+  EXPECT_TRUE(Contains(old.err, "cannot run attention=flash: 2022: unfused attention, no fp8 (the keys the planner "
+                                "does not search take their default unless --fix sets them"));
+  const CommandResult mg = RunShardsim(plan + "--emit megatron");
+  EXPECT_EQ(mg.exit_code, 0) << mg.err;
+  EXPECT_TRUE(Contains(mg.out, "--tensor-model-parallel-size 1"));
 }
 
 }  // namespace

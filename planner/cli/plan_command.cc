@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "planner/emit.h"
+#include "src/util/strings.h"
+#include "src/io/bundled.h"
 #include "planner/plan_report.h"
 #include "planner/planner.h"
 #include "src/cli/args.h"
@@ -158,6 +160,18 @@ int RunPlan(int argc, char** argv) {
   const std::optional<std::string> emit = args->Get("emit");
   if (emit && *emit != "megatron" && *emit != "deepspeed") {
     return Fail("plan", "--emit: expected megatron or deepspeed, found '" + *emit + "'", 1);
+  }
+  // An export only for a plan of a stack that runs it (issue 15, item 3a): a Megatron-Core plan
+  // written as a DeepSpeed config would hold layouts DeepSpeed refuses, and the reverse.
+  if (emit && (!o.stack || o.stack->emit != *emit)) {
+    std::vector<std::string> runs;
+    for (const std::string& name : BundledNames("stacks")) {
+      StatusOr<StackSpec> s = LoadStack(name);
+      if (s.ok() && s->emit == *emit) runs.push_back(s->name);
+    }
+    const std::string searched = o.stack ? "stack '" + o.stack->name + "'" + (o.stack->emit.empty() ? " (no emitter)" : " (--emit " + o.stack->emit + ")") : "every layout (--stack none)";
+    return Fail("plan", "--emit " + *emit + ": the plan searches " + searched + ", not what " + *emit +
+                            " runs; add --stack " + Join(runs, " or --stack "), 2);
   }
   const bool json = args->Has("json");
   const std::optional<std::string> emit_out = args->Get("emit-out");

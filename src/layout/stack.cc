@@ -79,6 +79,7 @@ StatusOr<StackSpec> FromFile(const YamlFile& f, const std::string& name) {
   s.name = root.String("name");
   s.source = root.String("source");
   s.description = root.String("description");
+  s.emit = root.OptionalChoice("emit", {"megatron", "deepspeed"}).value_or("");
   std::vector<YamlMap> rules = root.MapList("rules");
   root.Finish();
   if (static_cast<int64_t>(rules.size()) > kMaxRules) {

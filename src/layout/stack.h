@@ -33,6 +33,10 @@ struct StackRule {
 
 struct StackSpec {
   std::string name, source, description;
+  // The configuration `plan --emit` writes for this stack: "megatron" (pretrain_gpt.py
+  // arguments), "deepspeed" (a DeepSpeed config JSON), or empty where shardsim has no emitter
+  // for it (`emit:` in the YAML).
+  std::string emit;
   std::vector<StackRule> rules;
 };
 
