@@ -68,7 +68,7 @@ fi
 calibrated=""
 if [[ $backend == cuda ]]; then
   say "== calibrate (cuda, bf16, Llama 3.2 1B shapes)"
-  if timeout 120 "$bin" calibrate --backend cuda --base h200 --name h200-calibrated --model llama3.2-1b \
+  if timeout 120 "$bin" calibrate --backend cuda --hardware h200 --name h200-calibrated --model llama3.2-1b \
       --seq-len 2048 --layout mbs=1,dtype=bf16,attention=unfused --out "$out/h200-calibrated.yaml" >> "$log" 2>&1; then
     calibrated="$out/h200-calibrated.yaml"
     sed -n 1,8p "$calibrated" | tee -a "$log"

@@ -66,6 +66,7 @@ int RunPlan(int argc, char** argv) {
       {"model", "M", "model: bundled name, a YAML file, or a HF config.json", "gpt3-175b"},
       {"hardware", "H", "cluster: bundled name or a YAML file", "dgx-a100-80gb"},
       {"nodes", "N", "what-if: override the cluster's node count", ""},
+      {"seq-len", "T", "what-if: override the model's training sequence length", ""},
       {"gpus", "N|A..B", "GPUs to plan for, or a range (doubling from A to B)", ""},
       {"global-batch", "B", "global batch in sequences (required)", ""},
       {"objective", "O", "throughput | time-to-train | cost", "throughput"},
@@ -96,6 +97,11 @@ int RunPlan(int argc, char** argv) {
   }
   StatusOr<ModelSpec> model = LoadModel(*args->Get("model"));
   if (!model.ok()) return Fail("plan", model.status().message(), 1);
+  if (args->Get("seq-len")) {
+    StatusOr<int64_t> t = args->GetInt("seq-len");
+    if (!t.ok() || *t < 1) return Fail("plan", "--seq-len must be a positive integer", 2);
+    model.value().seq_len = *t;
+  }
   StatusOr<HardwareSpec> hw = LoadHardware(*args->Get("hardware"));
   if (!hw.ok()) return Fail("plan", hw.status().message(), 1);
   ApplyComputeFit(&hw.value(), args->Has("unfitted"));

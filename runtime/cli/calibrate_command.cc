@@ -21,7 +21,8 @@ namespace {
 int Calibrate(int argc, char** argv) {
   const std::vector<cli::FlagSpec> flags = {
       {"backend", "B", "cpu or cuda", "cpu"},
-      {"base", "H", "the description to start from (bundled name or file)", "cpu-host"},
+      {"hardware", "H", "the description to start from (bundled name or file)", "cpu-host"},
+      {"base", "H", "the old name of --hardware", ""},
       {"out", "FILE", "where to write the calibrated description (required)", ""},
       {"name", "NAME", "the description's name", "local"},
       {"model", "M", "fit on this model's op shapes (with --layout) instead of a generic grid", ""},
@@ -43,7 +44,8 @@ int Calibrate(int argc, char** argv) {
   }
   const std::optional<std::string> out = args->Get("out");
   if (!out) return cli::Fail("calibrate", "--out FILE is required", 2);
-  StatusOr<HardwareSpec> base = LoadHardware(*args->Get("base"));
+  if (args->Has("base") && args->Has("hardware")) return cli::Fail("calibrate", "--base is the old name of --hardware: give one", 2);
+  StatusOr<HardwareSpec> base = LoadHardware(*args->Get(args->Has("base") ? "base" : "hardware"));
   if (!base.ok()) return cli::Fail("calibrate", base.status().message(), 1);
   const RunProcess process = StartRunProcess(&argc, &argv);
   auto fail = [&](const std::string& message) {

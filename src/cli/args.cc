@@ -1,6 +1,8 @@
 // See args.h.
 #include "src/cli/args.h"
 
+#include <cstdlib>
+#include <iostream>
 #include <sstream>
 
 #include "src/util/strings.h"
@@ -13,6 +15,14 @@ StatusOr<Args> Args::Parse(int argc, char** argv, int first, const std::vector<F
   for (const FlagSpec& f : flags) {
     names.push_back("--" + f.name);
     if (!f.default_value.empty()) args.defaults_[f.name] = f.default_value;
+  }
+  // --list-flags: the flag table itself, one flag per line (name, value name, default; tab
+  // separated), for tests and tools that check the commands share one vocabulary.
+  for (int i = first; i < argc; ++i) {
+    if (std::string(argv[i]) != "--list-flags") continue;
+    for (const FlagSpec& f : flags) std::cout << f.name << '\t' << f.value_name << '\t' << f.default_value << '\n';
+    std::cout.flush();
+    std::exit(0);
   }
   for (int i = first; i < argc; ++i) {
     std::string word = argv[i];
