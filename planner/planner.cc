@@ -81,7 +81,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   for (const auto& [key, value] : o.fixed) {
     static const std::set<std::string> kSearched = {
         "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "zero", "sp", "recompute", "schedule", "offload", "gbs",
-        "first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split"};
+        "first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "overlap_tp"};
     if (!kSearched.count(key)) {
       StatusOr<Layout> one = ParseLayout(key + "=" + value);
       if (!one.ok()) continue;  // ParseFixed already checked it
@@ -90,7 +90,6 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
       if (key == "dtype") { b.dtype = v.dtype; b.dtype_given = true; }
       if (key == "compress") b.grad_compression = v.grad_compression;
       if (key == "overlap_dp") b.overlap_dp = v.overlap_dp;
-      if (key == "overlap_tp") b.overlap_tp = v.overlap_tp;
       if (key == "overlap_pp") b.overlap_pp = v.overlap_pp;
       if (key == "prefetch") b.prefetch = v.prefetch;
       if (key == "attention") b.attention = v.attention;
@@ -98,6 +97,13 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
       if (key == "live_params") b.live_params = v.live_params;
     }
   }
+  // Userbuffers' TP overlap (overlap_tp=on) is searched on sm90 and later only: Transformer
+  // Engine's comm+GEMM overlap relies on CUDA multicast over NVSwitch (NVIDIA/TransformerEngine
+  // issues #1071 and #966, a maintainer: without multicast, UB_SKIPMC=1 falls back to CUDA IPC
+  // handles "so it may not be as performant"), which Hopper's NVSwitch generation brought; on an
+  // A100 it is --fix'ed or not at all. A GPU without an architecture is not restricted.
+  const bool userbuffers = hw.gpu.architecture.rfind("sm", 0) != 0 ||
+                           std::atoi(hw.gpu.architecture.c_str() + 2) >= 90 || o.fixed.count("overlap_tp");
   if (!base.dtype_given) base.dtype = hw.gpu.Peak(DType::kBf16) ? DType::kBf16 : DType::kFp32;
   base.dtype_given = true;
   base.schedule_given = true;
@@ -147,6 +153,11 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                 if (!Allowed(o, "zero", Str(zero))) continue;
                 for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
                   if (!Allowed(o, "sp", sp ? "on" : "off")) continue;
+                  // TP overlap, where there is TP (the stack keeps what it runs: Megatron-Core
+                  // and Transformer Engine always overlap the backward's, docs/layout.md).
+                  for (int ot = 0; ot <= (tp > 1 ? (userbuffers ? 2 : 1) : 0); ++ot) {
+                  const TpOverlap overlap = tp > 1 ? static_cast<TpOverlap>(ot) : base.overlap_tp;
+                  if (tp > 1 && !Allowed(o, "overlap_tp", TpOverlapName(overlap))) continue;  // (no effect at tp 1)
                   ++next_group;
                   for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                     if (!Allowed(o, "recompute", RecomputeName(rc))) continue;
@@ -169,10 +180,12 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                       l.sp = sp == 1;
                       l.recompute = rc;
                       l.offload = off;
+                      l.overlap_tp = overlap;
                       split.ApplyTo(l);
                       out.push_back(l);
                       group->push_back(next_group);
                     }
+                  }
                   }
                 }
               }
@@ -795,7 +808,9 @@ Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_by
   if (l.zero >= 2) r.features.push_back("ZeRO-" + std::to_string(l.zero));
   if (l.offload != Offload::kNone) r.features.push_back("offload");
   if (l.grad_compression > 1) r.features.push_back("gradient compression");
-  if (l.overlap_tp != TpOverlap::kOff) r.features.push_back("TP overlap");
+  // Only userbuffers' overlap is a feature to switch on: the backward's overlap is what
+  // Megatron-Core and Transformer Engine do by default.
+  if (l.overlap_tp == TpOverlap::kOn) r.features.push_back("TP communication overlap (userbuffers)");
   if (l.fp8_params) r.features.push_back("fp8 parameters");
   r.exposed_comm = ExposedCommFraction(c);
   r.score = score;

@@ -1059,8 +1059,12 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
     }
     // The sends of a pass: on the chain of the next pass when they block (overlap_pp off, on a
     // device that overlaps: PassBuilder::Send), and always on the fill's and drain's.
-    const double fwd_send = pp > 1 ? send_time(s, (s + 1) % pp) : 0;
-    const double bwd_send = pp > 1 ? send_time(s, (s + pp - 1) % pp) : 0;
+    // A chunk's peer is the stage of the next (previous) position, which under ZB-V may be the
+    // stage itself (the V's turn on the last stage: no send) or the stage before (chunk 1).
+    auto chunk_send = [&](const ModelChunk& c, int32_t step) {
+      const int32_t peer = StageOfPosition(l, c.position + step);
+      return peer == s ? 0.0 : send_time(s, peer);
+    };
     const bool blocking = !l.overlap_pp || !hw.gpu.overlaps_communication;
     double busy = 0, first_fwd = 0, first_bwd = 0;
     for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
@@ -1075,7 +1079,7 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
         if (!c.has_head) f -= tp_layer_fwd / static_cast<double>(tp_fwd);
         if (!c.has_embedding && l.overlap_tp == TpOverlap::kOff) b -= tp_layer_bwd / static_cast<double>(tp_bwd);
       }
-      const double fs = c.has_head ? 0 : fwd_send, bs = c.has_embedding ? 0 : bwd_send;
+      const double fs = c.has_head ? 0 : chunk_send(c, 1), bs = c.has_embedding ? 0 : chunk_send(c, -1);
       busy += mb * (f + b + (blocking ? fs + bs : 0));
       if (c.position == s) {
         first_fwd = f + fs;
