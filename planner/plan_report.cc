@@ -26,7 +26,10 @@ std::string Short(const Layout& l) {
   if (l.last_stage_layers > 0) o << " last" << l.last_stage_layers;
   if (l.embedding_in_split) o << " +emb";
   if (l.loss_in_split) o << " +loss";
-  o << " mbs" << l.mbs << " z" << l.zero << (l.sp ? " sp" : "") << " " << RecomputeName(l.recompute);
+  o << " mbs" << l.mbs << " z" << l.zero << (l.sp ? " sp" : "");
+  // TP overlap, which the planner searches: "ovl" the backward's, "ub" userbuffers' (all).
+  if (l.tp > 1 && l.overlap_tp != TpOverlap::kOff) o << (l.overlap_tp == TpOverlap::kOn ? " ub" : " ovl");
+  o << " " << RecomputeName(l.recompute);
   if (l.pp > 1) o << " " << ScheduleName(l.schedule);
   if (l.offload != Offload::kNone) o << " off:" << OffloadName(l.offload);
   return o.str();
