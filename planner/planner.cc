@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "planner/pipeline_splits.h"
 #include "src/cost/memory.h"
@@ -108,6 +109,8 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   base.dtype_given = true;
   base.schedule_given = true;
 
+  // The pipeline splits of each (pp, vpp, schedule): the same for every tp, cp, ep and mbs.
+  std::map<std::tuple<int64_t, int64_t, Schedule>, std::vector<PipelineSplit>> splits;
   for (int64_t tp : Divisors(std::min<int64_t>(n, hw.node.gpus))) {
     if (!Allowed(o, "tp", Str(tp)) || m.heads % tp != 0) continue;
     for (int64_t cp = 1; cp <= n / tp; cp *= 2) {
@@ -136,7 +139,10 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
             };
             std::vector<Pipe> pipes;
             auto add = [&](int64_t v, Schedule s) {
-              for (const PipelineSplit& split : SearchedSplits(m, pp, v, s)) {
+              auto key = std::make_tuple(pp, v, s);
+              auto it = splits.find(key);
+              if (it == splits.end()) it = splits.emplace(key, SearchedSplits(m, pp, v, s)).first;
+              for (const PipelineSplit& split : it->second) {
                 if (SplitAllowed(o, split)) pipes.push_back({v, s, split});
               }
             };

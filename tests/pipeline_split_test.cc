@@ -34,6 +34,15 @@ ModelSpec WithLayers(int64_t layers) {
   return m;
 }
 
+// A bundled cluster description with `nodes` nodes.
+HardwareSpec Bundled(const std::string& name, int64_t nodes) {
+  StatusOr<HardwareSpec> loaded = LoadHardware(name);
+  EXPECT_TRUE(loaded.ok()) << name;
+  HardwareSpec h = loaded.ok() ? *loaded : HardwareSpec{};
+  h.nodes = nodes;
+  return h;
+}
+
 // Layers per position, positions in pipeline order.
 std::vector<int64_t> Positions(const ModelSpec& m, const Layout& l) {
   std::vector<int64_t> out(static_cast<size_t>(l.pp * l.vpp));
@@ -209,10 +218,7 @@ TEST(PipelineSplit, TheBalancedSplitWeighsTheHead) {
 TEST(PipelineSplit, PlansLlama405bWithSixteenStages) {
   StatusOr<ModelSpec> m = LoadModel("llama3-405b");
   ASSERT_TRUE(m.ok());
-  StatusOr<HardwareSpec> loaded = LoadHardware("dgx-h100");
-  ASSERT_TRUE(loaded.ok());
-  HardwareSpec h = *loaded;
-  h.nodes = 2048;
+  const HardwareSpec h = Bundled("dgx-h100", 2048);
   const HardwareSpec* hw = &h;
   const Cluster cluster(*hw, 16384);
   // Meta's layout (Dubey et al. 2024, "The Llama 3 Herd of Models", Sec. 3.3.2 and Table 4:
@@ -244,10 +250,7 @@ TEST(PipelineSplit, PlansASeventyLayerModelWithTwelveStages) {
   // 384 A100 with tp 4 and pp 12 (BigScience's layout): 70 = 12 x 5 + 10 has no even split.
   ModelSpec m = testing::GptModel(70, 14336, 112, 250880, 2048);
   m.name = "test-70-layers";
-  StatusOr<HardwareSpec> loaded = LoadHardware("dgx-a100-80gb");
-  ASSERT_TRUE(loaded.ok());
-  HardwareSpec h = *loaded;
-  h.nodes = 48;
+  const HardwareSpec h = Bundled("dgx-a100-80gb", 48);
   const HardwareSpec* hw = &h;
   const Cluster cluster(*hw, 384);
   planner::PlanOptions o;

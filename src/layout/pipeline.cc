@@ -44,14 +44,18 @@ struct FirstLastSplit {
   }
 };
 
+// embedding_in_split / loss_in_split: (layers + counted ends) / positions, before the ends'
+// one layer fewer.
+int64_t CountedPerPosition(const ModelSpec& m, const Layout& l) {
+  return (m.layers + (l.embedding_in_split ? 1 : 0) + (l.loss_in_split ? 1 : 0)) / PositionCount(l);
+}
+
 // The first layer of `position`: the layers of the positions before it.
 int64_t FirstLayerOf(const ModelSpec& m, const Layout& l, int32_t position) {
-  const int32_t positions = PositionCount(l);
   if (l.embedding_in_split || l.loss_in_split) {
-    const int64_t per = (m.layers + (l.embedding_in_split ? 1 : 0) + (l.loss_in_split ? 1 : 0)) / positions;
-    return position * per - (position > 0 && l.embedding_in_split ? 1 : 0);
+    return position * CountedPerPosition(m, l) - (position > 0 && l.embedding_in_split ? 1 : 0);
   }
-  if (l.first_stage_layers == 0 && l.last_stage_layers == 0) return position * (m.layers / positions);
+  if (l.first_stage_layers == 0 && l.last_stage_layers == 0) return position * (m.layers / PositionCount(l));
   const FirstLastSplit split(m, l);
   const int64_t v = l.vpp;
   const int32_t p = static_cast<int32_t>(l.pp);
@@ -67,8 +71,7 @@ int64_t FirstLayerOf(const ModelSpec& m, const Layout& l, int32_t position) {
 int64_t PositionLayers(const ModelSpec& m, const Layout& l, int32_t position) {
   const int32_t positions = PositionCount(l);
   if (l.embedding_in_split || l.loss_in_split) {
-    const int64_t per = (m.layers + (l.embedding_in_split ? 1 : 0) + (l.loss_in_split ? 1 : 0)) / positions;
-    return per - (position == 0 && l.embedding_in_split ? 1 : 0) -
+    return CountedPerPosition(m, l) - (position == 0 && l.embedding_in_split ? 1 : 0) -
            (position == positions - 1 && l.loss_in_split ? 1 : 0);
   }
   if (l.first_stage_layers == 0 && l.last_stage_layers == 0) return m.layers / positions;

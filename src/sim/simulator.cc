@@ -161,11 +161,12 @@ class Runner {
   int32_t PlanFor(Collective c, const std::vector<int64_t>& gpus, double bytes, const PlanKey& key);
   int32_t NewTransfer();
   Status Deadlock() const;
-  int64_t RankAtStage(const RankState& r, int32_t stage) const {
-    RankCoord c = CoordOf(l_, r.rank);
+  int64_t RankAtStage(int64_t rank, int32_t stage) const {
+    RankCoord c = CoordOf(l_, rank);
     c.pp = stage;
     return RankOf(l_, c);
   }
+  int64_t RankAtStage(const RankState& r, int32_t stage) const { return RankAtStage(r.rank, stage); }
 
   const ModelSpec& m_;
   const Cluster& cluster_;
@@ -364,9 +365,7 @@ void Runner::AddLockstepCopies() {
         if (other == r.rank || CoordOf(l_, other).pp != r.stage) continue;
         CollectivePlan copy;
         if (c.kind == TaskKind::kSend) {
-          RankState peer;
-          peer.rank = other;
-          copy = comm_.Plan(Collective::kSendRecv, {other, RankAtStage(peer, c.peer_stage)}, c.bytes);
+          copy = comm_.Plan(Collective::kSendRecv, {other, RankAtStage(other, c.peer_stage)}, c.bytes);
         } else {
           const std::vector<int64_t> members = GroupMembers(l_, other, c.group);
           if (!leaders.insert(*std::min_element(members.begin(), members.end())).second) continue;
