@@ -39,6 +39,14 @@ std::string Ratio(double v) {
   return buf;
 }
 
+// --rotary-base is an int in Megatron-LM (type=int); a fractional base is written as it is and
+// named, so the mismatch is visible rather than rounded away.
+std::string RotaryBase(double base) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, base == static_cast<double>(static_cast<int64_t>(base)) ? "%.0f" : "%g", base);
+  return buf;
+}
+
 // Megatron arguments being assembled. Comments print before the argument lines so that a
 // comment never ends the continued command (a "#" after "\<newline>" would).
 class MegatronArgs {
@@ -69,7 +77,7 @@ class MegatronArgs {
 
 // Network size (_add_network_size_args), --seq-length (_add_data_args), dropout
 // (_add_regularization_args), --disable-bias-linear (_add_training_args).
-void AddModelShape(const ModelSpec& m, MegatronArgs& a) {
+void AddModelShape(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
   a.Flag("--num-layers", m.layers);
   a.Flag("--hidden-size", m.hidden);
   a.Flag("--num-attention-heads", m.heads);
@@ -87,13 +95,28 @@ void AddModelShape(const ModelSpec& m, MegatronArgs& a) {
   a.Flag("--position-embedding-type", m.position == Position::kRope ? "rope" : "learned_absolute");
   if (!m.tied_embeddings) a.Flag("--untie-embeddings-and-output-weights");
   if (!m.bias) a.Flag("--disable-bias-linear");
+  // --add-qkv-bias: biases on Q, K and V only, as Qwen2 (validate_args turns it on with
+  // --add-bias-linear, the default, so it is written only beside --disable-bias-linear).
+  if (!m.bias && m.qkv_bias) a.Flag("--add-qkv-bias");
+  if (m.position == Position::kRope) {
+    if (m.rotary_base > 0) {
+      a.Flag("--rotary-base", RotaryBase(m.rotary_base));
+    } else {
+      a.Comment("the model does not state its RoPE base: Megatron-LM's default --rotary-base 10000 applies");
+    }
+  }
   if (!m.dropout) {  // both default to 0.1
     a.Flag("--attention-dropout", "0.0");
     a.Flag("--hidden-dropout", "0.0");
   }
+  // megatron/core/tokenizers/utils/build_tokenizer.py vocab_size_with_padding (d98e8a64dd): the vocabulary is
+  // rounded up to a multiple of --make-vocab-size-divisible-by (128) x tp.
+  const int64_t multiple = 128 * l.tp;
+  const int64_t padded = (m.vocab + multiple - 1) / multiple * multiple;
   a.Comment("vocabulary: " + Str(m.vocab) +
             " tokens, taken from the tokenizer (--tokenizer-type/--tokenizer-model, not "
-            "emitted) and padded per --make-vocab-size-divisible-by");
+            "emitted); Megatron-LM pads it to a multiple of 128 x tp = " + Str(padded) +
+            (padded == m.vocab ? "" : " rows (shardsim prices the " + Str(m.vocab) + ")"));
   // _add_moe_args. --moe-ffn-hidden-size and --moe-layer-freq (2025 only).
   if (m.moe) {
     a.Flag("--num-experts", m.moe->experts);
@@ -345,7 +368,7 @@ std::string EmitMegatron(const ModelSpec& m, const Layout& l) {
   a.Comment(
       "names as in megatron/training/arguments.py (Megatron-Core era); releases before "
       "mcore became the default also need --use-mcore-models");
-  AddModelShape(m, a);
+  AddModelShape(m, l, a);
   AddParallelism(m, l, a);
   AddBatchAndRecompute(l, a);
   AddOptimizerAndOverlap(l, a);
@@ -394,12 +417,13 @@ std::string EmitDeepSpeed(const ModelSpec& m, const Layout& l) {
   }
 
   if (l.recompute != Recompute::kNone) {
-    // Partitioning splits each checkpoint over the model-parallel (TP) group; the contiguous
-    // copy applies to partitioned checkpoints.
-    const bool partition = l.tp > 1;
+    // Partitioning splits each checkpoint over the model-parallel (TP) group.
+    // contiguous_memory_optimization is left at its default (off): it needs number_checkpoints,
+    // the checkpoints alive at once, to size its buffers (deepspeed/runtime/activation_
+    // checkpointing/checkpointing.py, configure), and it only avoids fragmentation, which
+    // shardsim's memory model does not price either way.
     j.Key("activation_checkpointing").BeginObject();
-    j.Field("partition_activations", partition);
-    j.Field("contiguous_memory_optimization", partition);
+    j.Field("partition_activations", l.tp > 1);
     j.EndObject();
   }
 

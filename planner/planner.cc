@@ -79,7 +79,11 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   // Layout switches that are not searched take the fixed value or the default.
   Layout base;
   base.gbs = gbs;
-  for (const auto& [key, value] : o.fixed) {
+  // The stack's defaults for what is not searched (DeepSpeed's reduce_bucket_size, ...), then
+  // what --fix says.
+  std::map<std::string, std::string> unsearched = o.fixed;
+  if (o.stack) unsearched.insert(o.stack->defaults.begin(), o.stack->defaults.end());  // --fix wins
+  for (const auto& [key, value] : unsearched) {
     static const std::set<std::string> kSearched = {
         "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "zero", "sp", "recompute", "schedule", "offload", "gbs",
         "first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "overlap_tp"};
@@ -105,7 +109,32 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   // A100 it is --fix'ed or not at all. A GPU without an architecture is not restricted.
   const bool userbuffers = hw.gpu.architecture.rfind("sm", 0) != 0 ||
                            std::atoi(hw.gpu.architecture.c_str() + 2) >= 90 || o.fixed.count("overlap_tp");
-  if (!base.dtype_given) base.dtype = hw.gpu.Peak(DType::kBf16) ? DType::kBf16 : DType::kFp32;
+  // Unsearched switches the stack decides: where the stack refuses a switch's default and it is
+  // not fixed, the other value (the 2021 and 2022 stacks ran unfused attention).
+  auto stack_refuses = [&](const std::string& key) {
+    if (!o.stack || o.fixed.count(key)) return false;
+    for (const StackRule& r : o.stack->rules) {
+      for (const StackTerm& t : r.refuse) {
+        if (t.key == key) return true;
+      }
+    }
+    return false;
+  };
+  const bool stack_attention = stack_refuses("attention"), stack_overlap_pp = stack_refuses("overlap_pp");
+  auto apply_stack_switches = [&](Layout& l) {
+    if (stack_attention && StackRefusal(*o.stack, l)) {
+      Layout other = l;
+      other.attention = l.attention == AttentionImpl::kFlash ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
+      if (!StackRefusal(*o.stack, other)) l = other;
+    }
+    if (stack_overlap_pp && l.schedule == Schedule::kInterleaved && StackRefusal(*o.stack, l)) {
+      Layout other = l;
+      other.overlap_pp = !l.overlap_pp;
+      if (!StackRefusal(*o.stack, other)) l = other;
+    }
+  };
+  std::vector<DType> dtypes = {base.dtype};
+  if (!base.dtype_given) dtypes = {hw.gpu.Peak(DType::kBf16) ? DType::kBf16 : DType::kFp32};
   base.dtype_given = true;
   base.schedule_given = true;
 
@@ -164,6 +193,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                   for (int ot = 0; ot <= (tp > 1 ? (userbuffers ? 2 : 1) : 0); ++ot) {
                   const TpOverlap overlap = tp > 1 ? static_cast<TpOverlap>(ot) : base.overlap_tp;
                   if (tp > 1 && !Allowed(o, "overlap_tp", TpOverlapName(overlap))) continue;  // (no effect at tp 1)
+                  for (DType dtype : dtypes) {
                   ++next_group;
                   for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                     if (!Allowed(o, "recompute", RecomputeName(rc))) continue;
@@ -187,10 +217,20 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                       l.recompute = rc;
                       l.offload = off;
                       l.overlap_tp = overlap;
+                      l.dtype = dtype;
+                      // The interleaved schedule overlaps its sends unless told not to: what
+                      // Megatron-LM does by default (validate_args sets overlap_p2p_comm only
+                      // with virtual stages; the other schedules cannot overlap them).
+                      if (schedule == Schedule::kInterleaved && !o.fixed.count("overlap_pp") &&
+                          Allowed(o, "overlap_pp", "on")) {
+                        l.overlap_pp = true;
+                      }
                       split.ApplyTo(l);
+                      apply_stack_switches(l);
                       out.push_back(l);
                       group->push_back(next_group);
                     }
+                  }
                   }
                   }
                 }

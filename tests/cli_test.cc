@@ -481,12 +481,18 @@ TEST(Cli, PlanEmitNeedsAStackThatRunsIt) {
   const CommandResult none = RunShardsim(plan + "--stack none --emit megatron");
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_TRUE(Contains(none.err, "every layout (--stack none)"));
-  // megatron-deepspeed-2022 refuses flash attention, which the planner does not search: the
-  // message names that rule, as refusing every layout, and says --fix sets it.
-  const CommandResult old = RunShardsim("plan --model gpt-1.7b --gpus 8 --global-batch 64 --stack megatron-deepspeed-2022");
-  EXPECT_EQ(old.exit_code, 1);
-  EXPECT_TRUE(Contains(old.err, "cannot run attention=flash: 2022: unfused attention, no fp8 (the keys the planner "
-                                "does not search take their default unless --fix sets them"));
+  // megatron-deepspeed-2022 refuses flash attention, which the planner does not search: its
+  // defaults (unfused attention, DeepSpeed's 5e8-element buckets) are what the planner starts
+  // from, so it plans; --fix attention=flash is refused by the rule, which the message names as
+  // refusing every layout.
+  const std::string old_plan = "plan --model gpt-1.7b --gpus 8 --global-batch 64 --stack megatron-deepspeed-2022 --json";
+  const CommandResult old = RunShardsim(old_plan);
+  EXPECT_EQ(old.exit_code, 0) << old.err;
+  EXPECT_TRUE(Contains(old.out, "attention=unfused,bucket_params=500000000"));
+  const CommandResult flash = RunShardsim(old_plan + " --fix attention=flash");
+  EXPECT_EQ(flash.exit_code, 1);
+  EXPECT_TRUE(Contains(flash.err, "cannot run attention=flash: 2022: unfused attention, no fp8 (the keys the planner "
+                                  "does not search take their default unless --fix sets them"));
   const CommandResult mg = RunShardsim(plan + "--emit megatron");
   EXPECT_EQ(mg.exit_code, 0) << mg.err;
   EXPECT_TRUE(Contains(mg.out, "--tensor-model-parallel-size 1"));

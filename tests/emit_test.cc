@@ -2,11 +2,13 @@
 // DeepSpeed config for known layouts, and that every option or key emitted is one the
 // framework defines (lists below, checked against the frameworks' own files).
 #include "planner/emit.h"
+#include "src/io/megatron_args.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -64,6 +66,9 @@ const std::map<std::string, MegatronOption>& KnownMegatronOptions() {
       {"--tp-comm-overlap", {Kind::kSwitch, {}}},
       {"--use-flash-attn", {Kind::kSwitch, {}}},
       {"--disable-bias-linear", {Kind::kSwitch, {}}},
+      {"--add-qkv-bias", {Kind::kSwitch, {}}},
+      {"--rotary-base", {Kind::kInt, {}}},
+      {"--fp8-param-gather", {Kind::kSwitch, {}}},
       {"--optimizer-cpu-offload", {Kind::kSwitch, {}}},
       {"--sequence-parallel", {Kind::kSwitch, {}}},
       // _add_mixed_precision_args, _add_transformer_engine_args
@@ -125,10 +130,41 @@ const std::set<std::string>& KnownDeepSpeedKeys() {
       "fp16.enabled",
       "activation_checkpointing",
       "activation_checkpointing.partition_activations",
-      "activation_checkpointing.contiguous_memory_optimization",
       "_shardsim_notes",
   };
   return *kKeys;
+}
+
+// The names as the frameworks' own sources define them, extracted at the commits named in
+// the files by scripts/framework-names.sh: every option and key above is there.
+std::set<std::string> NamesIn(const std::string& file) {
+  std::set<std::string> names;
+  std::ifstream in(std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/frameworks/" + file);
+  EXPECT_TRUE(in.good()) << file;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != '#') names.insert(line);
+  }
+  return names;
+}
+
+TEST(EmitNames, EveryMegatronOptionIsInArgumentsPy) {
+  const std::set<std::string> names = NamesIn("megatron-lm-000c4ac24f61.txt");
+  EXPECT_GT(names.size(), 500u);  // 572 add_argument calls at that commit
+  for (const auto& [name, option] : KnownMegatronOptions()) {
+    EXPECT_TRUE(names.count(name)) << name << " is not an argument of megatron/training/arguments.py at 000c4ac24f61";
+  }
+  // And every argument the reader takes (src/io/megatron_args.h).
+  for (const std::string& name : MegatronArgumentNames()) {
+    EXPECT_TRUE(names.count(name)) << name << " (read by ParseMegatronArgs) is not in arguments.py";
+  }
+}
+
+TEST(EmitNames, EveryDeepSpeedKeyIsInItsSources) {
+  const std::set<std::string> names = NamesIn("deepspeed-edaa72212.txt");
+  for (const std::string& key : KnownDeepSpeedKeys()) {
+    if (key == "_shardsim_notes") continue;  // ours (emit.h)
+    EXPECT_TRUE(names.count(key)) << key << " is not a DeepSpeed config key at edaa72212";
+  }
 }
 
 // Resolved for an A100 cluster (bf16 by default). On a bad spec the failure is recorded and

@@ -197,6 +197,9 @@ TEST(HfConfig, Llama3With8bMatchesTheBundledYaml) {
   EXPECT_EQ(hf.position, Position::kRope);
   EXPECT_FALSE(hf.tied_embeddings);
   EXPECT_FALSE(hf.bias);
+  EXPECT_FALSE(hf.qkv_bias);
+  EXPECT_EQ(hf.rotary_base, 500000.0);  // rope_theta 500000.0; the YAML cites Table 3's theta
+  EXPECT_EQ(hf.rotary_base, yaml.rotary_base);
   EXPECT_FALSE(hf.moe.has_value());
   EXPECT_EQ(hf.TotalParams(), yaml.TotalParams());  // 8,030,261,248 (see Llama3With8bExact)
 }
@@ -270,6 +273,14 @@ TEST(HfConfig, Qwen2IsSwiglu) {
   EXPECT_EQ(m.head_dim, 128);  // 3584 / 28
   EXPECT_EQ(m.ffn_hidden, 18944);
   EXPECT_EQ(m.vocab, 152064);
+  EXPECT_FALSE(m.bias);
+  EXPECT_TRUE(m.qkv_bias);
+  EXPECT_EQ(m.rotary_base, 1000000.0);  // the file's rope_theta
+  // Per layer: Q and O 2 x 3584^2 = 25,690,112; K and V 2 x 3584 x 512 = 3,670,016; Q/K/V
+  // biases 3584 + 2 x 512 = 4,608; SwiGLU 3 x 3584 x 18944 = 203,685,888; two RMSNorms 7,168:
+  // 233,057,792, x 28 = 6,525,618,176. Untied embedding and head 2 x 152064 x 3584 =
+  // 1,089,994,752, final norm 3,584: 7,615,616,512, Qwen2-7B's published count.
+  EXPECT_EQ(m.TotalParams(), 7615616512);
 }
 
 TEST(HfConfig, Mistral7b) {

@@ -83,6 +83,28 @@ TEST(ZeroMemoryModelTest, Zero3GathersOneOrTwoLayers) {
   EXPECT_DOUBLE_EQ(StageMemory(Tiny(), hw, no_prefetch, 0).other, z2.other + kLayerBytes);
 }
 
+// Buckets and gathers below one layer (DeepSpeed's reduce_bucket_size and
+// stage3_max_live_parameters): the tiny layer's largest tensor is the MLP's fused gate + up,
+// 64 x 2 x 256 = 32,768 parameters (QKV 64 x 128 = 8,192; down 16,384; output 4,096), of its
+// 61,568. A 10,000-parameter bucket holds that tensor: 32,768 x 4 B = 131,072 B; a 40,000 one
+// holds 40,000 x 4 = 160,000 B. A 20,000-parameter live limit gathers the tensor alone
+// (131,072 B), a 50,000 one 200,000 B; 61,568 and more gather whole layers as before.
+TEST(ZeroMemoryModelTest, BucketsAndGathersBelowOneLayer) {
+  EXPECT_DOUBLE_EQ(LargestLayerTensorOnRank(Tiny(), Dp2(2)), 32768);
+  Layout l = Dp2(2);
+  l.bucket_params = 10000;
+  EXPECT_DOUBLE_EQ(ZeroTransientBytes(Tiny(), l, 0).layer_grads, 131072);
+  l.bucket_params = 40000;
+  EXPECT_DOUBLE_EQ(ZeroTransientBytes(Tiny(), l, 0).layer_grads, 160000);
+  Layout z3 = Dp2(3);
+  z3.live_params = 20000;
+  EXPECT_DOUBLE_EQ(ZeroTransientBytes(Tiny(), z3, 0).layer_params, 131072);
+  z3.live_params = 50000;
+  EXPECT_DOUBLE_EQ(ZeroTransientBytes(Tiny(), z3, 0).layer_params, 200000);
+  z3.live_params = 61568;  // one layer fits, two do not: no prefetch
+  EXPECT_DOUBLE_EQ(ZeroTransientBytes(Tiny(), z3, 0).layer_params, kLayerBytes);
+}
+
 // Tied embeddings (pp = 1): the head's gradient lands in the embedding table's bucket, which
 // stays open until the embedding's backward, so every layer's moment holds it too:
 // 246,272 + 131,072 B.

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "planner/emit.h"
+#include "planner/round_trip.h"
 #include "src/util/strings.h"
 #include "src/io/bundled.h"
 #include "planner/plan_report.h"
@@ -220,12 +221,17 @@ int RunPlan(int argc, char** argv) {
   const Candidate& win = best->ranked.front();
   if (emit) {
     const std::string config = *emit == "megatron" ? EmitMegatron(*model, win.layout) : EmitDeepSpeed(*model, win.layout);
+    // Read back by shardsim's own reader: the export must give the plan and fit (round_trip.h).
+    const RoundTrip rt = CheckRoundTrip(*emit, config, *model, *hw, best->gpus, win.layout, best->memory_limit_bytes);
+    if (!rt.ok()) return Fail("plan", "--emit " + *emit + ": " + rt.Summary(), 1);
     if (emit_out) {
       Status st = WriteFileAtomically(*emit_out, config);
       if (!st.ok()) return Fail("plan", st.message(), 1);
     } else {
       std::cout << "\n" << config;
     }
+    // The check's line goes with the text report, or to stderr beside --json.
+    (json ? std::cerr : std::cout) << (json || emit_out ? "" : "\n") << rt.Summary() << "\n";
   }
   if (std::optional<std::string> out = args->Get("out")) {
     Status st = WriteFileAtomically(*out, FormatPlanFile(WinnerPlanFile(*model, *hw, *best, objective)));

@@ -117,7 +117,7 @@ int Run(int argc, char** argv) {
   const int world = emulate >= 0 ? 1 : process.world;
   StatusOr<cli::Inputs> in = cli::LoadInputs(*args, process.world);
   if (!in.ok()) return fail(in.status().message());
-  const std::vector<std::string> unsupported = UnsupportedLayout(in->layout);
+  const std::vector<std::string> unsupported = UnsupportedLayout(in->model, in->layout);
   if (!unsupported.empty()) {
     std::string msg = "the runtime cannot run this layout:";
     for (const std::string& u : unsupported) msg += "\n  " + u;

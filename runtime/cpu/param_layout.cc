@@ -45,10 +45,11 @@ StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
     p.Add(prefix + ".gain", 1, c, ParamInit::kOnes, 0, false);
     if (m.norm == Norm::kLayerNorm) p.Add(prefix + ".bias", 1, c, ParamInit::kZeros, 0, false);
   };
-  // A linear layer y = x W^T + b: W (out, in), b (1, out) when the model has biases.
-  auto linear = [&](const std::string& prefix, int64_t out, int64_t in, double std) {
+  // A linear layer y = x W^T + b: W (out, in), b (1, out) when the model has biases (the Q, K
+  // and V projections also with qkv_bias alone, as Qwen2).
+  auto linear = [&](const std::string& prefix, int64_t out, int64_t in, double std, bool qkv = false) {
     p.Add(prefix + ".weight", out, in, ParamInit::kNormal, std, true);
-    if (m.bias) p.Add(prefix + ".bias", 1, out, ParamInit::kZeros, 0, false);
+    if (m.bias || (qkv && m.qkv_bias)) p.Add(prefix + ".bias", 1, out, ParamInit::kZeros, 0, false);
   };
 
   p.Add("embed.tokens", m.vocab, c, ParamInit::kNormal, kInitStd, true);  // (V, C)
@@ -58,9 +59,9 @@ StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
   for (int64_t l = 0; l < m.layers; ++l) {
     auto name = [&](std::string_view s) { return BlockParamName(l, s); };
     norm(name("attn_norm"));
-    linear(name("attn.q"), m.q_dim(), c, kInitStd);   // (H*d, C)
-    linear(name("attn.k"), m.kv_dim(), c, kInitStd);  // (KV*d, C)
-    linear(name("attn.v"), m.kv_dim(), c, kInitStd);  // (KV*d, C)
+    linear(name("attn.q"), m.q_dim(), c, kInitStd, true);   // (H*d, C)
+    linear(name("attn.k"), m.kv_dim(), c, kInitStd, true);  // (KV*d, C)
+    linear(name("attn.v"), m.kv_dim(), c, kInitStd, true);  // (KV*d, C)
     linear(name("attn.out"), c, m.q_dim(), out_std);  // (C, H*d)
     norm(name("mlp_norm"));
     if (m.activation == Activation::kSwiglu) {

@@ -22,7 +22,7 @@ constexpr MemoryKind kWork = MemoryKind::kOther;
 
 }  // namespace
 
-std::vector<std::string> UnsupportedLayout(const Layout& l) {
+std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) {
   std::vector<std::string> why;
   auto no = [&](bool bad, const std::string& what) {
     if (bad) why.push_back(what);
@@ -38,6 +38,9 @@ std::vector<std::string> UnsupportedLayout(const Layout& l) {
   no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
   no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +
                                " (the runtime reduces one bucket per layer, the embeddings and the head: bucket_params=0)");
+  no(l.zero == 3 && static_cast<double>(l.live_params) < DenseLayerParamsOnRank(m, l),
+     "live_params=" + std::to_string(l.live_params) +
+         " below one layer's parameters (the runtime gathers whole layers)");
   return why;
 }
 
@@ -61,7 +64,7 @@ TypedExecutor<T>::TypedExecutor(const ModelSpec& m, const Layout& l, Backend* ba
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const Layout& l,
                                                      Backend* backend, const AdamWConfig& opt,
                                                      uint64_t seed, Timeline* timeline) {
-  const std::vector<std::string> why = UnsupportedLayout(l);
+  const std::vector<std::string> why = UnsupportedLayout(m, l);
   if (!why.empty()) {
     std::string msg = "the runtime cannot run this layout:";
     for (const std::string& w : why) msg += "\n  - " + w;

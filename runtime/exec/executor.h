@@ -22,7 +22,7 @@ namespace shardsim::runtime {
 
 // Why the executor cannot run `l` (empty when it can): features it does not implement are
 // rejected, never ignored.
-std::vector<std::string> UnsupportedLayout(const Layout& l);
+std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l);
 
 class Executor {
  public:

@@ -5,8 +5,11 @@
 
 #include <sstream>
 
+#include "src/io/deepspeed_config.h"
+#include "src/io/megatron_args.h"
 #include "src/io/plan_file.h"
 #include "src/report/compute_fit.h"
+#include "src/util/strings.h"
 
 namespace shardsim::cli {
 
@@ -21,6 +24,7 @@ std::vector<FlagSpec> InputFlags() {
       {"gpus", "N", "GPUs the job uses (default: every GPU of the cluster)", ""},
       {"layout", "SPEC", "layout spec 'tp=8,pp=8,...' or a YAML file (docs/layout.md)",
        "tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"},
+      {"layout-from", "FILE", "the layout of a framework's configuration: Megatron-LM arguments (a launch script) or a DeepSpeed config .json, over --layout for what JSON cannot hold", ""},
       {"stack", "S", "software stack (stacks/S.yaml or a file): refuse a layout it cannot run", ""},
       {"unfitted", "", "the structural model: no fitted sustained_compute (docs/validation/compute-fits.yaml)", ""},
   };
@@ -38,12 +42,55 @@ Status ApplyStack(const Args& args, Inputs* in) {
   return Status::Ok();
 }
 
+StatusOr<std::string> ReadText(const std::string& path, const std::string& what) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return Status::Error(path + ": cannot open " + what);
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// --layout FILE.yaml or a spec string.
+StatusOr<Layout> LayoutFlag(const std::string& spec) {
+  if (spec.size() > 5 && (spec.substr(spec.size() - 5) == ".yaml" || spec.substr(spec.size() - 4) == ".yml")) {
+    SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadText(spec, "layout file"));
+    return ParseLayoutYaml(text, spec);
+  }
+  return ParseLayout(spec);
+}
+
+// --layout-from: a DeepSpeed config over --layout (when given), or Megatron-LM arguments, which
+// must build the --model.
+StatusOr<Layout> LayoutFromFramework(const Args& args, const ModelSpec& model, Inputs* in) {
+  const std::string path = *args.Get("layout-from");
+  SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadText(path, "framework configuration"));
+  if (path.size() > 5 && path.substr(path.size() - 5) == ".json") {
+    Layout base;
+    if (args.Has("layout")) {
+      SHARDSIM_ASSIGN_OR_RETURN(base, LayoutFlag(*args.Get("layout")));
+    }
+    SHARDSIM_ASSIGN_OR_RETURN(DeepSpeedRead r, ParseDeepSpeedConfig(text, path, base));
+    for (const std::string& w : r.warnings) in->warnings.push_back(path + ": " + w);
+    return r.layout;
+  }
+  if (args.Has("layout")) {
+    return Status::Error("--layout-from " + path + ": Megatron-LM arguments give the whole layout; drop --layout");
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(MegatronRead r, ParseMegatronArgs(text, path));
+  const std::vector<std::string> diff = ModelMismatches(model, r.model);
+  if (!diff.empty()) {
+    return Status::Error(path + ": the arguments build another model than " + model.name + ": " + Join(diff, "; "));
+  }
+  for (const std::string& w : r.warnings) in->warnings.push_back(w);
+  return r.layout;
+}
+
 }  // namespace
 
 StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpus) {
   Inputs in;
   if (std::optional<std::string> plan_path = args.Get("plan")) {
-    for (const char* flag : {"model", "hardware", "gpus", "layout", "nodes", "seq-len", "unfitted"}) {
+    for (const char* flag : {"model", "hardware", "gpus", "layout", "layout-from", "nodes", "seq-len", "unfitted"}) {
       if (args.Has(flag)) {
         return Status::Error(std::string("--plan gives the model, hardware, GPUs and layout; drop --") + flag);
       }
@@ -80,21 +127,16 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
   } else {
     in.gpus = default_gpus.value_or(in.hardware.total_gpus());
   }
-  const std::string spec = *args.Get("layout");
   Layout layout;
-  if (spec.size() > 5 && (spec.substr(spec.size() - 5) == ".yaml" || spec.substr(spec.size() - 4) == ".yml")) {
-    std::ifstream file(spec, std::ios::binary);
-    if (!file) return Status::Error(spec + ": cannot open layout file");
-    std::ostringstream text;
-    text << file.rdbuf();
-    SHARDSIM_ASSIGN_OR_RETURN(layout, ParseLayoutYaml(text.str(), spec));
+  if (args.Has("layout-from")) {
+    SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFromFramework(args, in.model, &in));
   } else {
-    SHARDSIM_ASSIGN_OR_RETURN(layout, ParseLayout(spec));
+    SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFlag(*args.Get("layout")));
   }
   SHARDSIM_ASSIGN_OR_RETURN(in.layout, ResolveLayoutFor(layout, in.gpus, in.hardware));
   const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);
   SHARDSIM_RETURN_IF_ERROR(check.ToStatus());
-  in.warnings = check.warnings;
+  in.warnings.insert(in.warnings.end(), check.warnings.begin(), check.warnings.end());
   SHARDSIM_RETURN_IF_ERROR(ApplyStack(args, &in));
   return in;
 }

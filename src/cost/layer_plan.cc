@@ -159,8 +159,9 @@ double OptimizerShard(const StageParams& params, const Layout& l) {
 
 // ZeRO-Offload's step (Ren et al. 2021): the rank's `shard` of gradients to the host, CPU Adam
 // over the host memory bandwidth the node's GPUs share, the updated weights back; one chain on
-// the offload stream.
-std::array<TaskSpec, 3> OffloadStepTasks(const HardwareSpec& hw, double shard, const StateBytes& sb) {
+// the offload stream. Under ZeRO-2/3 with dp_cp > 1 the gradients have gone down bucket by
+// bucket during the backward already (GradientsToHost), so the chain starts at CPU Adam.
+std::vector<TaskSpec> OffloadStepTasks(const HardwareSpec& hw, const Layout& l, double shard, const StateBytes& sb) {
   TaskSpec down;
   down.kind = TaskKind::kHostTransfer;
   down.stream = Stream::kOffload;
@@ -176,7 +177,23 @@ std::array<TaskSpec, 3> OffloadStepTasks(const HardwareSpec& hw, double shard, c
                     (hw.node.host.memory_bandwidth / static_cast<double>(hw.node.gpus));
   TaskSpec up = down;
   up.bytes = shard * sb.weights;
+  if (l.zero >= 2 && l.dp_cp() > 1) return {adam, up};
   return {down, adam, up};
+}
+
+// ZeRO-2/3 with offload: this rank's part of a reduce-scattered bucket of `bucket_params` (its
+// 1 / dp_cp) copied to the host as soon as it is reduced, every micro-batch: DeepSpeed's
+// stage_1_and_2.py accumulates offloaded gradients in host memory per micro-batch
+// (async_accumulate_grad_in_cpu_via_gpu) and stage3.py moves each reduced partition to the host
+// (partition_grads), so the transfer overlaps the rest of the backward (Ren et al. 2021, 4.2).
+TaskSpec GradientsToHost(const Layout& l, double bucket_params, const StateBytes& sb) {
+  TaskSpec t;
+  t.kind = TaskKind::kHostTransfer;
+  t.stream = Stream::kOffload;
+  t.category = Category::kOffload;
+  t.pass = Pass::kBackward;
+  t.bytes = bucket_params / static_cast<double>(l.dp_cp()) * sb.gradients;
+  return t;
 }
 
 // The K/V block ring attention passes per step, per rank (both K and V; the heads this rank
@@ -725,6 +742,9 @@ void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t
                             Category::kDp, Pass::kBackward, layer, {after});
     out_->step_deps.push_back(rs);
     if (!l_.overlap_dp) joins_.push_back(rs);
+    if (l_.offload != Offload::kNone) {
+      out_->step_deps.push_back(Add(GradientsToHost(l_, b.params, c_.state), "gradients to host", {rs}));
+    }
     return;
   }
   // ZeRO 0/1: the accumulated gradients reduced once, in the last micro-batch: during its
@@ -785,10 +805,14 @@ void PassBuilder::Tail() {
     step = Compute("optimizer step", MemoryTime(c_.hw.gpu, opt_bytes) + c_.hw.gpu.efficiency.kernel_latency_s,
                    0, Category::kOptimizer, Pass::kStep, -1, deps);
   } else {
-    const std::array<TaskSpec, 3> off = OffloadStepTasks(c_.hw, shard, c_.state);
-    const int32_t d = Add(off[0], "gradients to host", deps);
-    const int32_t a = Add(off[1], "cpu adam", {d});
-    step = Add(off[2], "weights to device", {a});
+    const std::vector<TaskSpec> off = OffloadStepTasks(c_.hw, l_, shard, c_.state);
+    static const char* const kNames[] = {"gradients to host", "cpu adam", "weights to device"};
+    const size_t skip = 3 - off.size();  // ZeRO-2/3: the gradients went down in the backward
+    int32_t prev = -1;
+    for (size_t i = 0; i < off.size(); ++i) {
+      prev = Add(off[i], kNames[i + skip], i == 0 ? deps : std::vector<int32_t>{prev});
+    }
+    step = prev;
   }
   if (l_.dp_cp() > 1 && (l_.zero == 1 || l_.zero == 2)) {
     // The updated parameters all-gathered bucket by bucket (the runtime's AllGatherParams,
@@ -917,7 +941,7 @@ double StepTime(const ModelSpec& m, const CollectiveModel& comm, const Layout& l
            hw.gpu.efficiency.kernel_latency_s;
   }
   double t = 0;
-  for (const TaskSpec& task : OffloadStepTasks(hw, shard, sb)) t += TaskDuration(task, stage, comm, l);
+  for (const TaskSpec& task : OffloadStepTasks(hw, l, shard, sb)) t += TaskDuration(task, stage, comm, l);
   return t;
 }
 

@@ -221,9 +221,19 @@ MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
   mem.optimizer = shard(sb.optimizer, 1);
   mem.gradients = shard(sb.gradients, 2);
   mem.weights = shard(sb.weights, 3);
+  // Offload (ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity): the optimizer states on the host,
+  // and under ZeRO-2/3 the gradient partition too (each bucket goes down as it is reduced; the
+  // GPU keeps only the buckets, ZeroTransientBytes). Under ZeRO-1 the gradients accumulate whole
+  // on the GPU until the step (DeepSpeed's stage 1 reduces at the accumulation boundary). So
+  // ZeRO-2 with offload keeps the 16-bit weights alone, DeepSpeed's estimate_zero2_model_states_
+  // mem_needs(cpu_offload=True) gpu_mem = 2 x params (tests/zero_memory_model_test.cc).
   if (l.offload != Offload::kNone) {
     mem.host += mem.optimizer;
     mem.optimizer = 0;
+    if (l.zero >= 2) {
+      mem.host += mem.gradients;
+      mem.gradients = 0;
+    }
   }
   if (l.offload == Offload::kOptimizerAndParams) {
     mem.host += mem.weights;
@@ -235,6 +245,14 @@ MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l) {
   return static_cast<double>(m.AttentionParams() + m.MlpParams(m.ffn_hidden)) / static_cast<double>(l.tp) +
          2.0 * m.NormParams();
+}
+
+double LargestLayerTensorOnRank(const ModelSpec& m, const Layout& l) {
+  const double h = static_cast<double>(m.hidden), t = static_cast<double>(l.tp);
+  const double ffn = static_cast<double>(m.ffn_hidden) * (m.activation == Activation::kSwiglu ? 2 : 1);
+  const double qkv = h * static_cast<double>(m.q_dim() + 2 * m.kv_dim()) / t;
+  const double proj = static_cast<double>(m.q_dim()) * h / t;
+  return std::max({qkv, proj, h * ffn / t, static_cast<double>(m.ffn_hidden) * h / t});
 }
 
 int64_t ZeroPrefetchDepth(const Layout& l, double layer_params) {
@@ -249,7 +267,7 @@ int64_t LayersPerBucket(const Layout& l, double layer_params, int64_t chunk_laye
 
 ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   ZeroTransients z;
-  if (l.zero < 2 || l.dp_cp() == 1) return z;
+  if (l.zero < 2 || (l.dp_cp() == 1 && l.offload == Offload::kNone)) return z;
   const StateBytes sb = StateBytesPerParam(l.dtype);
   const double t = static_cast<double>(l.tp);
   // One rank's share of a unit (as ParamsOnStage): a dense layer, the embeddings (vocabulary
@@ -265,7 +283,14 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   // embedding's, i.e. through every layer's.
   const double open_table = tied ? embed * sb.gradients : 0;
   const int64_t chunk_layers = LargestChunk(m, l, stage);
-  const double bucket = static_cast<double>(LayersPerBucket(l, layer, chunk_layers)) * layer;
+  // A bucket smaller than a layer (DeepSpeed's reduce_bucket_size, 5e8 elements by default, in
+  // a layer of more): the gradients go into it tensor by tensor and it is reduced when full, so
+  // it holds bucket_params, or one tensor when a tensor is larger (stage_1_and_2.py
+  // reduce_independent_p_g_buckets_and_remove_grads; stage3.py's __reduce_and_partition_ipg_grads).
+  const double largest_tensor = LargestLayerTensorOnRank(m, l);
+  const double bucket = l.bucket_params > 0 && static_cast<double>(l.bucket_params) < layer
+                            ? std::max(static_cast<double>(l.bucket_params), largest_tensor)
+                            : static_cast<double>(LayersPerBucket(l, layer, chunk_layers)) * layer;
   z.layer_grads = bucket * sb.gradients + open_table;
   z.head_grads = head * sb.gradients + open_table;
   // overlap_dp (DeepSpeed's overlap_comm, FSDP's reduce-scatter stream; the runtime's
@@ -296,6 +321,12 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   const double resident =
       std::min<double>(1 + static_cast<double>(ZeroPrefetchDepth(l, layer)), static_cast<double>(chunk_layers));
   z.layer_params = resident * layer * sb.weights;
+  // live_params below one layer: parameters are gathered module by module and released after
+  // use, at most live_params of them (DeepSpeed's partitioned_param_coordinator.py with
+  // stage3_max_live_parameters), but always the module running (its largest tensor).
+  if (static_cast<double>(l.live_params) < layer) {
+    z.layer_params = std::max(static_cast<double>(l.live_params), largest_tensor) * sb.weights;
+  }
   z.head_params = (head + (tied ? embed : 0)) * sb.weights;
   if (stage == 0) z.embed_params = embed * sb.weights;
   return z;

@@ -113,6 +113,11 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
 // One dense layer's parameters on a rank: attention and MLP split over TP, the two norms whole.
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l);
 
+// The largest weight tensor of a dense layer on a rank, Megatron's fused forms (QKV; the MLP's
+// first projection, gate and up together under SwiGLU; its second; the attention output), split
+// over TP: what a sub-layer bucket or a ZeRO-3 gather below one layer holds at least.
+double LargestLayerTensorOnRank(const ModelSpec& m, const Layout& l);
+
 // ZeRO-3: the layers ahead of the running one whose parameters are gathered early: one with
 // prefetch (the next layer's while the running layer computes, as FSDP's and DeepSpeed's
 // prefetch and the runtime do), none without, or when live_params cannot hold two layers of
@@ -120,7 +125,8 @@ double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l);
 int64_t ZeroPrefetchDepth(const Layout& l, double layer_params);
 
 // Layers whose gradients one bucket holds at most (bucket_params; 0: one), within a chunk of
-// `chunk_layers`.
+// `chunk_layers`. (A bucket_params below one layer makes sub-layer buckets, ZeroTransientBytes;
+// the reductions are still priced per layer, the same bytes back to back.)
 int64_t LayersPerBucket(const Layout& l, double layer_params, int64_t chunk_layers);
 
 MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,

@@ -37,7 +37,9 @@ std::string ModelYaml(const ModelSpec& m) {
   o << "norm: " << (m.norm == Norm::kRmsNorm ? "rmsnorm" : "layernorm") << "\n";
   o << "position: " << (m.position == Position::kRope ? "rope" : "learned") << "\n";
   o << "tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\nbias: "
-    << (m.bias ? "true" : "false") << "\ndropout: " << (m.dropout ? "true" : "false") << "\n";
+    << (m.bias ? "true" : "false") << "\nqkv_bias: " << (m.qkv_bias ? "true" : "false")
+    << "\ndropout: " << (m.dropout ? "true" : "false") << "\n";
+  if (m.rotary_base > 0) o << "rotary_base: " << Num(m.rotary_base) << "\n";
   if (m.moe) {
     o << "moe:\n  experts: " << m.moe->experts << "\n  top_k: " << m.moe->top_k
       << "\n  ffn_hidden: " << m.moe->ffn_hidden << "\n  interval: " << m.moe->interval << "\n";

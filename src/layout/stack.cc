@@ -1,6 +1,7 @@
 // See stack.h.
 #include "src/layout/stack.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "src/io/bundled.h"
@@ -80,6 +81,22 @@ StatusOr<StackSpec> FromFile(const YamlFile& f, const std::string& name) {
   s.source = root.String("source");
   s.description = root.String("description");
   s.emit = root.OptionalChoice("emit", {"megatron", "deepspeed"}).value_or("");
+  if (std::optional<std::string> d = root.OptionalString("defaults")) {
+    static const std::vector<std::string> kKeys = {"bucket_params", "live_params", "prefetch", "overlap_dp", "attention"};
+    for (const std::string& kv : Split(*d, ',')) {
+      const size_t eq = kv.find('=');
+      const std::string key = kv.substr(0, eq);
+      if (eq == std::string::npos || std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
+        root.Error("defaults", "'" + kv + "': expected key=value of " + Join(kKeys, ", ") + DidYouMean(key, kKeys));
+        break;
+      }
+      if (StatusOr<Layout> one = ParseLayout(kv); !one.ok()) {
+        root.Error("defaults", one.status().message());
+        break;
+      }
+      s.defaults[key] = kv.substr(eq + 1);
+    }
+  }
   std::vector<YamlMap> rules = root.MapList("rules");
   root.Finish();
   if (static_cast<int64_t>(rules.size()) > kMaxRules) {

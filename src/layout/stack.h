@@ -9,6 +9,7 @@
 // is DeepSpeed's "ZeRO-2/3 are incompatible with pipeline parallelism".
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,11 @@ struct StackSpec {
   // arguments), "deepspeed" (a DeepSpeed config JSON), or empty where shardsim has no emitter
   // for it (`emit:` in the YAML).
   std::string emit;
+  // What the framework runs with where a layout key is not searched (`defaults:` in the YAML,
+  // a layout spec of bucket_params, live_params, prefetch, overlap_dp, attention): its own
+  // defaults, e.g. DeepSpeed's reduce_bucket_size 5e8. The planner starts from them (--fix
+  // overrides); estimate and simulate price the layout as given.
+  std::map<std::string, std::string> defaults;
   std::vector<StackRule> rules;
 };
 

@@ -12,19 +12,22 @@
 namespace shardsim {
 namespace {
 
-// Families shardsim knows: (model_type, gated MLP, RMSNorm, RoPE, linear biases).
+// Families shardsim knows: (model_type, gated MLP, RMSNorm, RoPE, linear biases, Q/K/V
+// biases). Qwen2's attention builds q_proj, k_proj and v_proj with bias=True and o_proj
+// without (transformers models/qwen2/modeling_qwen2.py, Qwen2Attention; also qwen2_moe).
 struct Family {
   const char* model_type;
   bool gated;
   bool rmsnorm;
   bool rope;
   bool bias;
+  bool qkv_bias;
 };
 constexpr Family kFamilies[] = {
-    {"llama", true, true, true, false},   {"mistral", true, true, true, false},
-    {"mixtral", true, true, true, false}, {"qwen2", true, true, true, false},
-    {"qwen2_moe", true, true, true, false}, {"gpt_neox", false, false, true, true},
-    {"gpt2", false, false, false, true},
+    {"llama", true, true, true, false, false},    {"mistral", true, true, true, false, false},
+    {"mixtral", true, true, true, false, false},  {"qwen2", true, true, true, false, true},
+    {"qwen2_moe", true, true, true, false, true}, {"gpt_neox", false, false, true, true, false},
+    {"gpt2", false, false, false, true, false},
 };
 
 Activation ActivationFor(const Family& f) { return f.gated ? Activation::kSwiglu : Activation::kGelu; }
@@ -56,6 +59,7 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
   m.norm = family->rmsnorm ? Norm::kRmsNorm : Norm::kLayerNorm;
   m.position = family->rope ? Position::kRope : Position::kLearned;
   m.bias = family->bias;
+  m.qkv_bias = family->qkv_bias;
   if (gpt2) {
     m.hidden = r.Int("n_embd");
     m.layers = r.Int("n_layer");
@@ -105,6 +109,12 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
   for (const char* key : {"attn_pdrop", "embd_pdrop", "resid_pdrop", "attention_dropout",
                           "hidden_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob"}) {
     m.dropout = m.dropout || r.OptionalNumber(key, 0, 1).value_or(0) > 0;
+  }
+  // RoPE's base: rope_theta (GPT-NeoX: rotary_emb_base); both default to 10000 in transformers'
+  // configuration classes (LlamaConfig, GPTNeoXConfig, ...).
+  if (family->rope) {
+    const char* key = std::string(family->model_type) == "gpt_neox" ? "rotary_emb_base" : "rope_theta";
+    m.rotary_base = r.OptionalNumber(key, 1, 1e12).value_or(10000);
   }
   m.vocab = r.Int("vocab_size");
   m.head_dim = r.OptionalInt("head_dim").value_or(m.heads > 0 ? m.hidden / m.heads : 0);

@@ -11,7 +11,7 @@ int64_t ModelSpec::MoeLayerCount() const {
 }
 
 int64_t ModelSpec::AttentionParams() const {
-  const int64_t qkv = hidden * (q_dim() + 2 * kv_dim()) + (bias ? q_dim() + 2 * kv_dim() : 0);
+  const int64_t qkv = hidden * (q_dim() + 2 * kv_dim()) + (HasQkvBias() ? q_dim() + 2 * kv_dim() : 0);
   const int64_t proj = q_dim() * hidden + (bias ? hidden : 0);
   return qkv + proj;
 }

@@ -36,12 +36,17 @@ struct ModelSpec {
   Norm norm = Norm::kLayerNorm;
   Position position = Position::kRope;
   bool tied_embeddings = false;
-  bool bias = false;
+  bool bias = false;      // every linear layer has a bias (GPT-2, Megatron GPT)
+  bool qkv_bias = false;  // the Q, K and V projections have biases (Qwen2; implied by bias)
   bool dropout = false;
+  // RoPE's base (theta): 0 = not stated by the description. Prices nothing; the exports carry
+  // it (Megatron-LM's --rotary-base, default 10000).
+  double rotary_base = 0;
   std::optional<MoeSpec> moe;
 
   int64_t q_dim() const { return heads * head_dim; }
   int64_t kv_dim() const { return kv_heads * head_dim; }
+  bool HasQkvBias() const { return bias || qkv_bias; }
   bool IsMoeLayer(int64_t layer) const { return moe && layer % moe->interval == 0; }
   int64_t MoeLayerCount() const;
 

@@ -31,6 +31,11 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
                    : Position::kRope;
   m.tied_embeddings = r.OptionalBool("tied_embeddings").value_or(false);
   m.bias = r.OptionalBool("bias").value_or(false);
+  m.qkv_bias = r.OptionalBool("qkv_bias").value_or(false);
+  m.rotary_base = r.OptionalNumber("rotary_base", 1, 1e12).value_or(0);
+  if (m.rotary_base > 0 && m.position != Position::kRope) {
+    r.Error("rotary_base", "rotary_base is RoPE's base; the model has position: learned");
+  }
   m.dropout = r.OptionalBool("dropout").value_or(false);
   if (std::optional<YamlMap> moe = r.OptionalMap("moe")) {
     MoeSpec s;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Extracts the option and key names the exports may use from the frameworks' own sources, at
+# a named commit, into tests/data/frameworks/ (tests/emit_test.cc checks every emitted name
+# against these lists, and the readers of src/io/framework_config.h read only these names):
+#   megatron-lm-<commit>.txt  every `add_argument('--name'` of megatron/training/arguments.py;
+#   deepspeed-<commit>.txt    the DeepSpeed config keys as dotted paths: the top-level and
+#                             bf16/fp16 keys of deepspeed/runtime/constants.py, the
+#                             activation_checkpointing keys of
+#                             deepspeed/runtime/activation_checkpointing/config.py, and the
+#                             fields and aliases of DeepSpeedZeroConfig
+#                             (deepspeed/runtime/zero/config.py) and of its offload configs
+#                             (deepspeed/runtime/zero/offload_config.py).
+# Needs git mirrors of NVIDIA/Megatron-LM and deepspeedai/DeepSpeed (the search tool's
+# `fetch`: /work/.mirror/<owner>+<name>/repo) and python3. Run by hand when a commit moves.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+megatron_git=${MEGATRON_GIT:-/work/.mirror/NVIDIA+Megatron-LM/repo}
+deepspeed_git=${DEEPSPEED_GIT:-/work/.mirror/deepspeedai+DeepSpeed/repo}
+megatron_commit=${MEGATRON_COMMIT:-000c4ac24f61}  # Nov 2025, the last before dataclass-built arguments
+deepspeed_commit=${DEEPSPEED_COMMIT:-edaa72212}
+out=tests/data/frameworks
+mkdir -p "$out"
+
+show() { git --git-dir="$1" show "$2:$3"; }
+
+{
+  echo "# add_argument names of megatron/training/arguments.py at NVIDIA/Megatron-LM $megatron_commit"
+  echo "# (scripts/framework-names.sh)"
+  show "$megatron_git" "$megatron_commit" megatron/training/arguments.py |
+    grep -o "add_argument('--[A-Za-z0-9-]*'" | sed "s/add_argument('//; s/'//" | sort -u
+} > "$out/megatron-lm-$megatron_commit.txt.tmp"
+mv "$out/megatron-lm-$megatron_commit.txt.tmp" "$out/megatron-lm-$megatron_commit.txt"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+show "$deepspeed_git" "$deepspeed_commit" deepspeed/runtime/constants.py > "$tmp/constants.py"
+show "$deepspeed_git" "$deepspeed_commit" deepspeed/runtime/activation_checkpointing/config.py > "$tmp/act.py"
+show "$deepspeed_git" "$deepspeed_commit" deepspeed/runtime/zero/config.py > "$tmp/zero.py"
+show "$deepspeed_git" "$deepspeed_commit" deepspeed/runtime/zero/offload_config.py > "$tmp/offload.py"
+python3 - "$tmp" "$deepspeed_commit" > "$out/deepspeed-$deepspeed_commit.txt.tmp" <<'EOF'
+import re, sys
+d, commit = sys.argv[1], sys.argv[2]
+def read(f): return open(f"{d}/{f}").read()
+keys = set()
+const = dict(re.findall(r'^([A-Z][A-Z0-9_]*) = ["\']([a-z0-9_]+)["\']', read("constants.py"), re.M))
+# Top-level keys the emitters use, found by their constant names.
+for name in ["TRAIN_BATCH_SIZE", "TRAIN_MICRO_BATCH_SIZE_PER_GPU", "GRADIENT_ACCUMULATION_STEPS",
+             "GRADIENT_CLIPPING", "ZERO_OPTIMIZATION"]:
+    if name in const: keys.add(const[name])
+for section, enabled in [("BFLOAT16", "BFLOAT16_ENABLED"), ("FP16", "FP16_ENABLED")]:
+    keys.add(const[section]); keys.add(const[section] + "." + const[enabled])
+act = dict(re.findall(r"^(ACT_CHKPT[A-Z_]*) = '([a-z_]+)'", read("act.py"), re.M))
+top = act.pop("ACT_CHKPT")
+keys.add(top)
+for v in act.values(): keys.add(top + "." + v)
+def fields(text, cls):
+    body = text.split(f"class {cls}(", 1)[1]
+    body = re.split(r"\n(?:class |@|    def |    @)", body, 1)[0]
+    names = re.findall(r"^    ([a-z_0-9]+): ", body, re.M)
+    names += re.findall(r'alias="([a-z_0-9]+)"', body)
+    return names
+zero = "zero_optimization"
+keys.add(zero)
+for f in fields(read("zero.py"), "DeepSpeedZeroConfig"): keys.add(zero + "." + f)
+for sub, cls in [("offload_param", "DeepSpeedZeroOffloadParamConfig"),
+                 ("offload_optimizer", "DeepSpeedZeroOffloadOptimizerConfig")]:
+    for f in fields(read("offload.py"), cls): keys.add(f"{zero}.{sub}.{f}")
+print(f"# DeepSpeed config keys (dotted paths) at deepspeedai/DeepSpeed {commit}")
+print("# (scripts/framework-names.sh)")
+for k in sorted(keys): print(k)
+EOF
+mv "$out/deepspeed-$deepspeed_commit.txt.tmp" "$out/deepspeed-$deepspeed_commit.txt"
+wc -l "$out"/*.txt

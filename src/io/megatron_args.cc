@@ -1,0 +1,475 @@
+// See megatron_args.h. Defaults and derivations are megatron/training/arguments.py's at
+// NVIDIA/Megatron-LM 000c4ac24f61 (line numbers of that file in brackets).
+#include "src/io/megatron_args.h"
+
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "src/util/strings.h"
+
+namespace shardsim {
+namespace {
+
+struct Word {
+  std::string text;
+  int line = 1, col = 1;
+};
+
+// Shell words: whitespace separates, '#' at a word's start comments to the line's end,
+// backslash-newline continues, '...' is literal, "..." takes \" and \\, a backslash outside
+// quotes escapes the next character.
+StatusOr<std::vector<Word>> ShellWords(const std::string& text, const std::string& name) {
+  std::vector<Word> words;
+  int line = 1, col = 1;
+  size_t i = 0;
+  auto advance = [&]() {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+    ++i;
+  };
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      advance();
+      continue;
+    }
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') advance();
+      continue;
+    }
+    if (c == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+      advance();
+      advance();
+      continue;
+    }
+    Word w;
+    w.line = line;
+    w.col = col;
+    while (i < text.size()) {
+      const char d = text[i];
+      if (d == ' ' || d == '\t' || d == '\n' || d == '\r') break;
+      if (d == '\\') {
+        advance();
+        if (i < text.size() && text[i] != '\n') w.text += text[i];
+        if (i < text.size()) advance();
+        continue;
+      }
+      if (d == '\'' || d == '"') {
+        const int qline = line, qcol = col;
+        advance();
+        while (i < text.size() && text[i] != d) {
+          if (d == '"' && text[i] == '\\' && i + 1 < text.size() &&
+              (text[i + 1] == '"' || text[i + 1] == '\\')) {
+            advance();
+          }
+          w.text += text[i];
+          advance();
+        }
+        if (i >= text.size()) {
+          return Status::Error(name + ":" + std::to_string(qline) + ":" + std::to_string(qcol) +
+                               ": unterminated " + (d == '"' ? "double" : "single") + " quote");
+        }
+        advance();
+        continue;
+      }
+      w.text += d;
+      advance();
+    }
+    words.push_back(std::move(w));
+  }
+  return words;
+}
+
+enum class Kind { kSwitch, kInt, kNumber, kText };
+
+// The arguments read here and what each takes.
+const std::map<std::string, Kind>& Known() {
+  static const auto* kKnown = new std::map<std::string, Kind>{
+      {"--num-layers", Kind::kInt},
+      {"--hidden-size", Kind::kInt},
+      {"--num-attention-heads", Kind::kInt},
+      {"--kv-channels", Kind::kInt},
+      {"--group-query-attention", Kind::kSwitch},
+      {"--num-query-groups", Kind::kInt},
+      {"--ffn-hidden-size", Kind::kInt},
+      {"--seq-length", Kind::kInt},
+      {"--max-position-embeddings", Kind::kInt},
+      {"--swiglu", Kind::kSwitch},
+      {"--normalization", Kind::kText},
+      {"--position-embedding-type", Kind::kText},
+      {"--use-rotary-position-embeddings", Kind::kSwitch},
+      {"--rotary-base", Kind::kInt},
+      {"--untie-embeddings-and-output-weights", Kind::kSwitch},
+      {"--disable-bias-linear", Kind::kSwitch},
+      {"--add-qkv-bias", Kind::kSwitch},
+      {"--attention-dropout", Kind::kNumber},
+      {"--hidden-dropout", Kind::kNumber},
+      {"--num-experts", Kind::kInt},
+      {"--moe-router-topk", Kind::kInt},
+      {"--moe-ffn-hidden-size", Kind::kInt},
+      {"--moe-layer-freq", Kind::kText},
+      {"--tensor-model-parallel-size", Kind::kInt},
+      {"--pipeline-model-parallel-size", Kind::kInt},
+      {"--context-parallel-size", Kind::kInt},
+      {"--expert-model-parallel-size", Kind::kInt},
+      {"--sequence-parallel", Kind::kSwitch},
+      {"--num-layers-per-virtual-pipeline-stage", Kind::kInt},
+      {"--num-virtual-stages-per-pipeline-rank", Kind::kInt},
+      {"--decoder-first-pipeline-num-layers", Kind::kInt},
+      {"--decoder-last-pipeline-num-layers", Kind::kInt},
+      {"--account-for-embedding-in-pipeline-split", Kind::kSwitch},
+      {"--account-for-loss-in-pipeline-split", Kind::kSwitch},
+      {"--no-overlap-p2p-communication", Kind::kSwitch},
+      {"--micro-batch-size", Kind::kInt},
+      {"--global-batch-size", Kind::kInt},
+      {"--recompute-activations", Kind::kSwitch},
+      {"--recompute-granularity", Kind::kText},
+      {"--recompute-method", Kind::kText},
+      {"--recompute-num-layers", Kind::kInt},
+      {"--use-distributed-optimizer", Kind::kSwitch},
+      {"--ddp-bucket-size", Kind::kInt},
+      {"--overlap-grad-reduce", Kind::kSwitch},
+      {"--overlap-param-gather", Kind::kSwitch},
+      {"--tp-comm-overlap", Kind::kSwitch},
+      {"--optimizer-cpu-offload", Kind::kSwitch},
+      {"--use-precision-aware-optimizer", Kind::kSwitch},
+      {"--bf16", Kind::kSwitch},
+      {"--fp16", Kind::kSwitch},
+      {"--fp8-format", Kind::kText},
+      {"--fp8-param-gather", Kind::kSwitch},
+      {"--use-flash-attn", Kind::kSwitch},
+      {"--attention-backend", Kind::kText},
+  };
+  return *kKnown;
+}
+
+struct Given {
+  std::string value;  // "" for a switch
+  Word at;            // the argument
+  Word value_at;      // its value (the argument itself for a switch or the "=" form)
+};
+
+class Reader {
+ public:
+  Reader(std::map<std::string, Given> given, std::string name)
+      : given_(std::move(given)), name_(std::move(name)) {}
+
+  bool Has(const std::string& flag) const { return given_.count(flag) > 0; }
+  int64_t Int(const std::string& flag, int64_t fallback, int64_t min_value = 1) {
+    auto it = given_.find(flag);
+    if (it == given_.end()) return fallback;
+    int64_t v = 0;
+    const std::string& s = it->second.value;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) {
+      Fail(it->second.value_at, flag + ": expected an integer, found '" + s + "'" +
+                              (s.rfind('$', 0) == 0 ? " (a shell variable: give the arguments as expanded)" : ""));
+      return fallback;
+    }
+    if (v < min_value) {
+      Fail(it->second.value_at, flag + ": expected at least " + std::to_string(min_value) + ", found " + s);
+      return fallback;
+    }
+    return v;
+  }
+  double Number(const std::string& flag, double fallback) {
+    auto it = given_.find(flag);
+    if (it == given_.end()) return fallback;
+    const std::string& s = it->second.value;
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(s, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != s.size() || s.empty() || !std::isfinite(v) || v < 0 || v > 1) {
+      Fail(it->second.value_at, flag + ": expected a probability in [0, 1], found '" + s + "'");
+      return fallback;
+    }
+    return v;
+  }
+  std::string Choice(const std::string& flag, const std::string& fallback,
+                     const std::vector<std::string>& choices) {
+    auto it = given_.find(flag);
+    if (it == given_.end()) return fallback;
+    for (const std::string& c : choices) {
+      if (c == it->second.value) return c;
+    }
+    Fail(it->second.value_at, flag + ": expected one of " + Join(choices, ", ") + ", found '" +
+                            it->second.value + "'" + DidYouMean(it->second.value, choices));
+    return fallback;
+  }
+  // An error at the argument (or, when absent, at the file).
+  void Error(const std::string& flag, const std::string& what) {
+    auto it = given_.find(flag);
+    if (it != given_.end()) {
+      Fail(it->second.at, what);
+    } else if (status_.ok()) {
+      status_ = Status::Error(name_ + ": " + what);
+    }
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  void Fail(const Word& at, const std::string& what) {
+    if (!status_.ok()) return;
+    status_ = Status::Error(name_ + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) + ": " + what);
+  }
+
+  std::map<std::string, Given> given_;
+  std::string name_;
+  Status status_;
+};
+
+// The model the arguments build [validate_args: ffn 828-837, kv-channels, GQA; MoE 1028].
+ModelSpec ReadModel(Reader& r, MegatronRead& out) {
+  ModelSpec m;
+  m.layers = r.Int("--num-layers", 0);
+  m.hidden = r.Int("--hidden-size", 0);
+  m.heads = r.Int("--num-attention-heads", 0);
+  for (const char* required : {"--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length"}) {
+    if (!r.Has(required)) r.Error(required, std::string(required) + ": missing (Megatron-LM needs it)");
+  }
+  if (!r.status().ok()) return m;
+  if (!r.Has("--kv-channels") && m.hidden % m.heads != 0) {
+    r.Error("--num-attention-heads", "--hidden-size " + std::to_string(m.hidden) +
+                                         " is not divisible by --num-attention-heads " +
+                                         std::to_string(m.heads) + "; give --kv-channels");
+  }
+  m.head_dim = r.Int("--kv-channels", m.heads > 0 ? m.hidden / m.heads : 0);
+  m.kv_heads = m.heads;
+  if (r.Has("--group-query-attention")) {
+    m.kv_heads = r.Int("--num-query-groups", 1);
+  } else if (r.Has("--num-query-groups")) {
+    out.warnings.push_back("--num-query-groups without --group-query-attention: Megatron-LM ignores it (every head has its own K/V)");
+  }
+  m.activation = r.Has("--swiglu") ? Activation::kSwiglu : Activation::kGelu;
+  const int64_t default_ffn =
+      m.activation == Activation::kSwiglu ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden;
+  m.ffn_hidden = r.Int("--ffn-hidden-size", default_ffn);
+  m.seq_len = r.Int("--seq-length", 0);
+  m.norm = r.Choice("--normalization", "LayerNorm", {"LayerNorm", "RMSNorm"}) == "RMSNorm" ? Norm::kRmsNorm
+                                                                                          : Norm::kLayerNorm;
+  const std::string pos = r.Choice("--position-embedding-type",
+                                   r.Has("--use-rotary-position-embeddings") ? "rope" : "learned_absolute",
+                                   {"learned_absolute", "rope"});
+  m.position = pos == "rope" ? Position::kRope : Position::kLearned;
+  if (m.position == Position::kRope) m.rotary_base = static_cast<double>(r.Int("--rotary-base", 10000));
+  if (m.position == Position::kLearned && r.Has("--max-position-embeddings") &&
+      r.Int("--max-position-embeddings", 0) < m.seq_len) {
+    r.Error("--max-position-embeddings", "--max-position-embeddings is below --seq-length " + std::to_string(m.seq_len));
+  }
+  m.tied_embeddings = !r.Has("--untie-embeddings-and-output-weights");
+  m.bias = !r.Has("--disable-bias-linear");
+  m.qkv_bias = !m.bias && r.Has("--add-qkv-bias");
+  m.dropout = r.Number("--attention-dropout", 0.1) > 0 || r.Number("--hidden-dropout", 0.1) > 0;
+  if (r.Has("--num-experts")) {
+    MoeSpec s;
+    s.experts = r.Int("--num-experts", 0, 2);
+    s.top_k = r.Int("--moe-router-topk", 2);
+    s.ffn_hidden = r.Int("--moe-ffn-hidden-size", m.ffn_hidden);
+    if (r.Has("--moe-layer-freq")) {
+      // An integer N: layer i is an expert layer when i % N == 0. Megatron-LM also takes a
+      // Python list expression, a pattern shardsim's MoE description cannot hold.
+      s.interval = r.Int("--moe-layer-freq", 1);
+    }
+    m.moe = s;
+  }
+  return m;
+}
+
+Layout ReadLayout(Reader& r, const ModelSpec& m, MegatronRead& out) {
+  Layout l;
+  l.tp = r.Int("--tensor-model-parallel-size", 1);
+  l.pp = r.Int("--pipeline-model-parallel-size", 1);
+  l.cp = r.Int("--context-parallel-size", 1);
+  l.ep = r.Int("--expert-model-parallel-size", 1);
+  if (r.Has("--sequence-parallel") && l.tp == 1) {
+    out.warnings.push_back("--sequence-parallel with tensor-parallel size 1: Megatron-LM turns it off (validate_args)");
+  }
+  l.sp = r.Has("--sequence-parallel") && l.tp > 1;
+  l.first_stage_layers = r.Int("--decoder-first-pipeline-num-layers", 0);
+  l.last_stage_layers = r.Int("--decoder-last-pipeline-num-layers", 0);
+  l.embedding_in_split = r.Has("--account-for-embedding-in-pipeline-split");
+  l.loss_in_split = r.Has("--account-for-loss-in-pipeline-split");
+  // [533-582] at most one way to give virtual stages; per-stage layers need an even split.
+  if (r.Has("--num-layers-per-virtual-pipeline-stage") && r.Has("--num-virtual-stages-per-pipeline-rank")) {
+    r.Error("--num-virtual-stages-per-pipeline-rank",
+            "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank both given; Megatron-LM takes one");
+  } else if (r.Has("--num-layers-per-virtual-pipeline-stage")) {
+    if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
+      r.Error("--num-layers-per-virtual-pipeline-stage",
+              "--num-layers-per-virtual-pipeline-stage with an uneven first/last stage: Megatron-LM needs "
+              "--num-virtual-stages-per-pipeline-rank then");
+    }
+    const int64_t per_chunk = r.Int("--num-layers-per-virtual-pipeline-stage", 1);
+    const int64_t counted = m.layers + (l.embedding_in_split ? 1 : 0) + (l.loss_in_split ? 1 : 0);
+    if (counted % l.pp != 0 || (counted / l.pp) % per_chunk != 0) {
+      r.Error("--num-layers-per-virtual-pipeline-stage",
+              "--num-layers-per-virtual-pipeline-stage " + std::to_string(per_chunk) + ": " +
+                  std::to_string(counted) + " layers over " + std::to_string(l.pp) +
+                  " stages do not split into chunks of that size");
+    } else {
+      l.vpp = counted / l.pp / per_chunk;
+    }
+  } else {
+    l.vpp = r.Int("--num-virtual-stages-per-pipeline-rank", 1);
+  }
+  const bool interleaved = l.vpp > 1;
+  l.schedule = interleaved ? Schedule::kInterleaved : Schedule::k1F1B;
+  l.schedule_given = true;
+  // P2P overlap is on by default in the interleaved schedule only.
+  l.overlap_pp = interleaved && !r.Has("--no-overlap-p2p-communication");
+
+  l.mbs = r.Int("--micro-batch-size", 1);
+  l.gbs = r.Int("--global-batch-size", 0);
+  const std::string granularity = r.Choice("--recompute-granularity", "", {"full", "selective"});
+  if (r.Has("--recompute-activations") && granularity == "full") {
+    r.Error("--recompute-granularity", "--recompute-activations (selective) and --recompute-granularity full both given");
+  }
+  if (r.Has("--recompute-activations") || granularity == "selective") {
+    l.recompute = Recompute::kSelective;
+  } else if (granularity == "full") {
+    l.recompute = Recompute::kFull;
+    const std::string method = r.Choice("--recompute-method", "uniform", {"uniform", "block"});
+    const int64_t n = r.Int("--recompute-num-layers", 1);
+    if (method != "uniform" || n != 1) {
+      out.warnings.push_back("--recompute-method " + method + " --recompute-num-layers " + std::to_string(n) +
+                             ": read as recompute=full of every layer from its own input (shardsim's full "
+                             "recompute; uniform groups of several layers or block-wise recompute store other checkpoints)");
+    }
+  }
+
+  l.zero = r.Has("--use-distributed-optimizer") ? 1 : 0;
+  l.bucket_params = r.Int("--ddp-bucket-size", 0);
+  l.overlap_dp = r.Has("--overlap-grad-reduce");
+  if (l.tp > 1) l.overlap_tp = r.Has("--tp-comm-overlap") ? TpOverlap::kOn : TpOverlap::kBackward;
+  if (r.Has("--tp-comm-overlap") && !l.sp) {
+    r.Error("--tp-comm-overlap", "--tp-comm-overlap needs --sequence-parallel (validate_args)");
+  }
+  if (r.Has("--optimizer-cpu-offload")) l.offload = Offload::kOptimizer;
+
+  if (r.Has("--bf16") && r.Has("--fp16")) r.Error("--fp16", "--bf16 and --fp16 both given");
+  l.dtype = r.Has("--bf16") ? DType::kBf16 : r.Has("--fp16") ? DType::kFp16 : DType::kFp32;
+  if (r.Has("--fp8-format")) {
+    r.Choice("--fp8-format", "hybrid", {"e4m3", "hybrid"});
+    l.dtype = DType::kFp8;
+    l.fp8_params = r.Has("--fp8-param-gather");
+  }
+  l.dtype_given = true;
+  const std::string backend = r.Choice("--attention-backend", "auto", {"flash", "fused", "unfused", "local", "auto"});
+  l.attention = (backend == "unfused" || backend == "local") && !r.Has("--use-flash-attn") ? AttentionImpl::kUnfused
+                                                                                          : AttentionImpl::kFlash;
+  return l;
+}
+
+}  // namespace
+
+StatusOr<MegatronRead> ParseMegatronArgs(const std::string& text, const std::string& name) {
+  SHARDSIM_ASSIGN_OR_RETURN(std::vector<Word> words, ShellWords(text, name));
+  size_t start = 0;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i].text;
+    if (w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0) start = i + 1;
+  }
+  MegatronRead out;
+  std::vector<std::string> known_names;
+  for (const auto& [flag, kind] : Known()) known_names.push_back(flag);
+  std::map<std::string, Given> given;
+  auto where = [&](const Word& w) { return name + ":" + std::to_string(w.line) + ":" + std::to_string(w.col); };
+  for (size_t i = start; i < words.size(); ++i) {
+    const Word& w = words[i];
+    if (w.text.rfind("--", 0) != 0) {
+      return Status::Error(where(w) + ": '" + w.text + "' is not an argument (expected --name or a value after one)");
+    }
+    std::string flag = w.text;
+    std::optional<std::string> inline_value;
+    if (const size_t eq = flag.find('='); eq != std::string::npos) {
+      inline_value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    auto known = Known().find(flag);
+    if (known == Known().end()) {
+      // Not modelled: skip its value words too.
+      while (!inline_value && i + 1 < words.size() && words[i + 1].text.rfind("--", 0) != 0) ++i;
+      const std::string near = ClosestMatch(flag, known_names);
+      if (!near.empty()) {
+        out.warnings.push_back(where(w) + ": " + flag + " is not an argument shardsim reads (did you mean " + near + "?)");
+      }
+      out.ignored.push_back(flag);
+      continue;
+    }
+    Given g{"", w, w};
+    if (known->second == Kind::kSwitch) {
+      if (inline_value) return Status::Error(where(w) + ": " + flag + " is a switch and takes no value");
+    } else if (inline_value) {
+      g.value = *inline_value;
+    } else if (i + 1 < words.size() && words[i + 1].text.rfind("--", 0) != 0) {
+      g.value_at = words[++i];
+      g.value = g.value_at.text;
+    } else {
+      return Status::Error(where(w) + ": " + flag + ": missing its value");
+    }
+    if (given.count(flag)) {
+      return Status::Error(where(w) + ": " + flag + " given twice (first at " + where(given[flag].at) + ")");
+    }
+    given[flag] = g;
+  }
+  Reader r(std::move(given), name);
+  out.model = ReadModel(r, out);
+  SHARDSIM_RETURN_IF_ERROR(r.status());
+  out.layout = ReadLayout(r, out.model, out);
+  SHARDSIM_RETURN_IF_ERROR(r.status());
+  return out;
+}
+
+std::vector<std::string> MegatronArgumentNames() {
+  std::vector<std::string> names;
+  for (const auto& [flag, kind] : Known()) names.push_back(flag);
+  return names;
+}
+
+std::vector<std::string> ModelMismatches(const ModelSpec& m, const ModelSpec& a) {
+  std::vector<std::string> out;
+  auto cmp = [&](const std::string& what, const std::string& args_value, const std::string& model_value) {
+    if (args_value != model_value) out.push_back(what + " " + args_value + ", the model has " + model_value);
+  };
+  auto num = [](int64_t v) { return std::to_string(v); };
+  cmp("--num-layers", num(a.layers), num(m.layers));
+  cmp("--hidden-size", num(a.hidden), num(m.hidden));
+  cmp("--num-attention-heads", num(a.heads), num(m.heads));
+  cmp("query groups (--num-query-groups)", num(a.kv_heads), num(m.kv_heads));
+  cmp("head size (--kv-channels)", num(a.head_dim), num(m.head_dim));
+  cmp("--ffn-hidden-size", num(a.ffn_hidden), num(m.ffn_hidden));
+  cmp("--seq-length", num(a.seq_len), num(m.seq_len));
+  auto act = [](Activation x) { return std::string(x == Activation::kSwiglu ? "swiglu" : "gelu"); };
+  cmp("MLP (--swiglu)", act(a.activation), act(m.activation));
+  auto norm = [](Norm x) { return std::string(x == Norm::kRmsNorm ? "RMSNorm" : "LayerNorm"); };
+  cmp("--normalization", norm(a.norm), norm(m.norm));
+  auto pos = [](Position x) { return std::string(x == Position::kRope ? "rope" : "learned_absolute"); };
+  cmp("--position-embedding-type", pos(a.position), pos(m.position));
+  auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
+  cmp("tied embeddings (--untie-embeddings-and-output-weights absent)", yes(a.tied_embeddings), yes(m.tied_embeddings));
+  cmp("linear biases (--disable-bias-linear absent)", yes(a.bias), yes(m.bias));
+  cmp("Q/K/V biases (--add-qkv-bias)", yes(a.HasQkvBias()), yes(m.HasQkvBias()));
+  cmp("dropout (--attention-dropout, --hidden-dropout)", yes(a.dropout), yes(m.dropout));
+  if (m.position == Position::kRope && a.position == Position::kRope && m.rotary_base > 0) {
+    cmp("--rotary-base", Fmt("%.0f", a.rotary_base), Fmt("%.0f", m.rotary_base));
+  }
+  cmp("experts (--num-experts)", num(a.moe ? a.moe->experts : 0), num(m.moe ? m.moe->experts : 0));
+  if (a.moe && m.moe) {
+    cmp("--moe-router-topk", num(a.moe->top_k), num(m.moe->top_k));
+    cmp("--moe-ffn-hidden-size", num(a.moe->ffn_hidden), num(m.moe->ffn_hidden));
+    cmp("--moe-layer-freq", num(a.moe->interval), num(m.moe->interval));
+  }
+  return out;
+}
+
+}  // namespace shardsim

@@ -1,0 +1,254 @@
+// Tests of the framework-configuration readers (src/io/megatron_args.h,
+// src/io/deepspeed_config.h): hand-written launch scripts and configs, read with Megatron-LM's
+// and DeepSpeed's defaults (expected values derived in the comments), and their errors.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "src/io/deepspeed_config.h"
+#include "src/io/megatron_args.h"
+#include "src/model/model_spec.h"
+#include "src/util/strings.h"
+#include "tests/contains.h"
+
+namespace shardsim {
+namespace {
+
+using testing::Contains;
+
+// A launch script as people write them: torchrun and its flags first, comments, quotes, an
+// "=" form and arguments shardsim does not model.
+const char* kLlama70bScript = R"(#!/bin/bash
+# Llama 3 70B on 64 H100
+torchrun --nproc-per-node 8 --nnodes 8 pretrain_gpt.py \
+  --num-layers 80 --hidden-size 8192 --num-attention-heads 64 \
+  --group-query-attention --num-query-groups 8 \
+  --ffn-hidden-size 28672 --seq-length 8192 --max-position-embeddings 8192 \
+  --swiglu --normalization RMSNorm --position-embedding-type rope --rotary-base 500000 \
+  --untie-embeddings-and-output-weights --disable-bias-linear \
+  --attention-dropout 0.0 --hidden-dropout 0.0 \
+  --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 \
+  --num-layers-per-virtual-pipeline-stage 5 --sequence-parallel \
+  --micro-batch-size=1 --global-batch-size 128 \
+  --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+  --recompute-activations --bf16 --use-flash-attn \
+  --lr 3e-4 --tokenizer-type "HuggingFaceTokenizer" --data-path '/data/my corpus' \
+  --log-interval 1  # logging is not modelled
+)";
+
+TEST(MegatronArgs, ReadsALaunchScript) {
+  StatusOr<MegatronRead> r = ParseMegatronArgs(kLlama70bScript, "train.sh");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Layout& l = r->layout;
+  EXPECT_EQ(l.tp, 8);
+  EXPECT_EQ(l.pp, 4);
+  EXPECT_EQ(l.cp, 1);
+  EXPECT_EQ(l.vpp, 4);  // 80 layers / 4 stages = 20 per stage, / 5 per virtual stage = 4
+  EXPECT_EQ(l.schedule, Schedule::kInterleaved);
+  EXPECT_TRUE(l.overlap_pp);  // on by default in the interleaved schedule
+  EXPECT_TRUE(l.sp);
+  EXPECT_EQ(l.mbs, 1);
+  EXPECT_EQ(l.gbs, 128);
+  EXPECT_EQ(l.dp, 0);  // Megatron-LM derives it from the world size
+  EXPECT_EQ(l.zero, 1);
+  EXPECT_TRUE(l.overlap_dp);
+  EXPECT_EQ(l.overlap_tp, TpOverlap::kBackward);  // Megatron-LM's default for tp > 1
+  EXPECT_EQ(l.recompute, Recompute::kSelective);
+  EXPECT_EQ(l.dtype, DType::kBf16);
+  EXPECT_EQ(l.attention, AttentionImpl::kFlash);
+  const ModelSpec& m = r->model;
+  EXPECT_EQ(m.layers, 80);
+  EXPECT_EQ(m.kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);  // 8192 / 64, no --kv-channels
+  EXPECT_EQ(m.activation, Activation::kSwiglu);
+  EXPECT_EQ(m.norm, Norm::kRmsNorm);
+  EXPECT_EQ(m.rotary_base, 500000.0);
+  EXPECT_FALSE(m.tied_embeddings);
+  EXPECT_FALSE(m.bias);
+  EXPECT_FALSE(m.dropout);
+  // The unmodelled arguments, with their values skipped (the quoted path is one word).
+  ASSERT_EQ(r->ignored.size(), 4u);
+  EXPECT_EQ(r->ignored[0], "--lr");
+  EXPECT_EQ(r->ignored[2], "--data-path");
+  EXPECT_TRUE(r->warnings.empty());
+  // The bundled llama3-70b is that model.
+  StatusOr<ModelSpec> bundled = LoadModel("llama3-70b");
+  ASSERT_TRUE(bundled.ok());
+  EXPECT_TRUE(ModelMismatches(*bundled, m).empty());
+}
+
+TEST(MegatronArgs, AbsentArgumentsTakeMegatronDefaults) {
+  StatusOr<MegatronRead> r =
+      ParseMegatronArgs("--num-layers 24 --hidden-size 4096 --num-attention-heads 32 --seq-length 2048 --swiglu",
+                        "args");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const ModelSpec& m = r->model;
+  // validate_args: with --swiglu and no --ffn-hidden-size, int((4 x 4096 x 2/3) / 64) x 64
+  // = int(10922.7 / 64) x 64 = 170 x 64 = 10880.
+  EXPECT_EQ(m.ffn_hidden, 10880);
+  EXPECT_EQ(m.kv_heads, 32);  // no GQA
+  EXPECT_EQ(m.norm, Norm::kLayerNorm);
+  EXPECT_EQ(m.position, Position::kLearned);  // learned_absolute
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_TRUE(m.bias);     // --add-bias-linear is the default
+  EXPECT_TRUE(m.dropout);  // 0.1 and 0.1
+  const Layout& l = r->layout;
+  EXPECT_EQ(l.tp, 1);
+  EXPECT_EQ(l.zero, 0);
+  EXPECT_FALSE(l.overlap_dp);  // --overlap-grad-reduce is opt-in
+  EXPECT_EQ(l.overlap_tp, TpOverlap::kOff);
+  EXPECT_EQ(l.dtype, DType::kFp32);  // neither --bf16 nor --fp16
+  EXPECT_EQ(l.attention, AttentionImpl::kFlash);  // --attention-backend auto
+}
+
+TEST(MegatronArgs, UnevenSplitsAndAccountedVirtualStages) {
+  // 126 layers + embedding + loss = 128 over 8 stages = 16 per stage; 2 per virtual stage: 8.
+  StatusOr<MegatronRead> r = ParseMegatronArgs(
+      "--num-layers 126 --hidden-size 16384 --num-attention-heads 128 --seq-length 8192 "
+      "--pipeline-model-parallel-size 8 --num-layers-per-virtual-pipeline-stage 2 "
+      "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
+      "--no-overlap-p2p-communication",
+      "args");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->layout.vpp, 8);
+  EXPECT_TRUE(r->layout.embedding_in_split);
+  EXPECT_TRUE(r->layout.loss_in_split);
+  EXPECT_FALSE(r->layout.overlap_pp);
+  StatusOr<MegatronRead> meta = ParseMegatronArgs(
+      "--num-layers 126 --hidden-size 16384 --num-attention-heads 128 --seq-length 8192 "
+      "--pipeline-model-parallel-size 16 --decoder-first-pipeline-num-layers 7 "
+      "--decoder-last-pipeline-num-layers 7",
+      "args");
+  ASSERT_TRUE(meta.ok()) << meta.status().message();
+  EXPECT_EQ(meta->layout.first_stage_layers, 7);
+  EXPECT_EQ(meta->layout.last_stage_layers, 7);
+  EXPECT_EQ(meta->layout.vpp, 1);
+}
+
+TEST(MegatronArgs, ErrorsAreLocated) {
+  const std::string shape = "--num-layers 8 --hidden-size 512 --num-attention-heads 8 --seq-length 128 ";
+  struct Case {
+    std::string text, expected;
+  } cases[] = {
+      {shape + "\n--tensor-model-parallel-size $TP", "args:2:30: --tensor-model-parallel-size: expected an integer, found '$TP' (a shell variable"},
+      {shape + "--micro-batch-size", "--micro-batch-size: missing its value"},
+      {shape + "--bf16 --bf16", "--bf16 given twice (first at args:1:"},
+      {shape + "--data-path 'a b", "args:1:87: unterminated single quote"},
+      {shape + "--num-layers-per-virtual-pipeline-stage 2 --num-virtual-stages-per-pipeline-rank 2 --pipeline-model-parallel-size 2",
+       "both given; Megatron-LM takes one"},
+      {shape + "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3",
+       "8 layers over 2 stages do not split into chunks of that size"},
+      {shape + "--bf16 --fp16", "--bf16 and --fp16 both given"},
+      {shape + "--normalization RMSnorm", "expected one of LayerNorm, RMSNorm, found 'RMSnorm' (did you mean 'RMSNorm'?)"},
+      {shape + "--bf16=1", "--bf16 is a switch and takes no value"},
+      {"--hidden-size 512 --num-attention-heads 8 --seq-length 128", "--num-layers: missing"},
+      {shape + "--tp-comm-overlap --tensor-model-parallel-size 2", "--tp-comm-overlap needs --sequence-parallel"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<MegatronRead> r = ParseMegatronArgs(c.text, "args");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_TRUE(Contains(r.status().message(), c.expected)) << r.status().message();
+  }
+  // A near miss of an argument read here is a warning, not an error (Megatron-LM has hundreds
+  // of arguments shardsim does not read).
+  StatusOr<MegatronRead> typo = ParseMegatronArgs(shape + "--tensor-model-paralel-size 2", "args");
+  ASSERT_TRUE(typo.ok());
+  ASSERT_EQ(typo->warnings.size(), 1u);
+  EXPECT_TRUE(Contains(typo->warnings[0], "did you mean --tensor-model-parallel-size?"));
+  EXPECT_EQ(typo->layout.tp, 1);
+}
+
+TEST(MegatronArgs, ModelMismatchesNameEachField) {
+  StatusOr<ModelSpec> m = LoadModel("llama3-70b");
+  ASSERT_TRUE(m.ok());
+  StatusOr<MegatronRead> r = ParseMegatronArgs(
+      "--num-layers 81 --hidden-size 8192 --num-attention-heads 64 --group-query-attention "
+      "--num-query-groups 8 --ffn-hidden-size 28672 --seq-length 8192 --swiglu --normalization RMSNorm "
+      "--position-embedding-type rope --untie-embeddings-and-output-weights --disable-bias-linear "
+      "--attention-dropout 0 --hidden-dropout 0",
+      "args");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::vector<std::string> d = ModelMismatches(*m, r->model);
+  // 81 layers against 80, and the default --rotary-base 10000 against Llama 3's 500000.
+  ASSERT_EQ(d.size(), 2u) << Join(d, "; ");
+  EXPECT_EQ(d[0], "--num-layers 81, the model has 80");
+  EXPECT_EQ(d[1], "--rotary-base 10000, the model has 500000");
+}
+
+// --- DeepSpeed ---------------------------------------------------------------------------
+
+Layout Base() {
+  Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  return l;
+}
+
+TEST(DeepSpeedConfig, ReadsTheKeysItHolds) {
+  const char* config = R"({
+  "train_batch_size": 512,
+  "train_micro_batch_size_per_gpu": 2,
+  "gradient_accumulation_steps": 4,
+  "zero_optimization": {
+    "stage": 3,
+    "offload_optimizer": {"device": "cpu", "pin_memory": true},
+    "stage3_prefetch_bucket_size": 0,
+    "stage3_max_live_parameters": 300000000,
+    "sub_group_size": 1000000000
+  },
+  "bf16": {"enabled": true},
+  "optimizer": {"type": "AdamW", "params": {"lr": 0.0003}},
+  "steps_per_print": 10
+})";
+  StatusOr<DeepSpeedRead> r = ParseDeepSpeedConfig(config, "ds.json", Base());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Layout& l = r->layout;
+  EXPECT_EQ(l.tp, 2);  // from the base: not a config key
+  EXPECT_EQ(l.gbs, 512);
+  EXPECT_EQ(l.mbs, 2);
+  EXPECT_EQ(l.dp, 64);  // 512 / (2 x 4)
+  EXPECT_EQ(l.zero, 3);
+  EXPECT_TRUE(l.overlap_dp);  // overlap_comm absent: on for stage 3
+  EXPECT_EQ(l.offload, Offload::kOptimizer);
+  EXPECT_FALSE(l.prefetch);   // a prefetch bucket of 0 elements
+  EXPECT_EQ(l.live_params, 300000000);
+  EXPECT_EQ(l.dtype, DType::kBf16);
+  ASSERT_EQ(r->ignored.size(), 3u);
+  EXPECT_EQ(r->ignored[0], "zero_optimization.sub_group_size");
+  EXPECT_EQ(r->ignored[1], "optimizer");
+}
+
+TEST(DeepSpeedConfig, StageTwoDefaultsAndErrors) {
+  StatusOr<DeepSpeedRead> r = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}})",
+      "ds.json", Base());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->layout.overlap_dp);  // overlap_comm absent: off below stage 3
+  EXPECT_EQ(r->layout.dp, 0);          // no accumulation steps: dp from the GPU count
+  EXPECT_EQ(r->layout.dtype, DType::kFp32);
+  struct Case {
+    std::string text, expected;
+  } cases[] = {
+      {R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+  "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_sise": 0}})",
+       "ds.json:2:37"},
+      {R"({"train_batch_size": 64, "zero_optimization": {"stage": 1}})", "give train_batch_size and train_micro_batch_size_per_gpu"},
+      {R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 2})",
+       "3 x 2 does not divide it"},
+      {R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 4}})",
+       "expected a ZeRO stage 0..3, found 4"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<DeepSpeedRead> bad = ParseDeepSpeedConfig(c.text, "ds.json", Base());
+    ASSERT_FALSE(bad.ok()) << c.text;
+    EXPECT_TRUE(Contains(bad.status().message(), c.expected)) << bad.status().message();
+  }
+  StatusOr<DeepSpeedRead> typo = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_sise": 0}})",
+      "ds.json", Base());
+  ASSERT_FALSE(typo.ok());
+  EXPECT_TRUE(Contains(typo.status().message(), "stage3_prefetch_bucket_size")) << typo.status().message();
+}
+
+}  // namespace
+}  // namespace shardsim
