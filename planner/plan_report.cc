@@ -32,6 +32,7 @@ std::string Short(const Layout& l) {
   o << " " << RecomputeName(l.recompute);
   if (l.pp > 1) o << " " << ScheduleName(l.schedule);
   if (l.offload != Offload::kNone) o << " off:" << OffloadName(l.offload);
+  if (l.dtype == DType::kFp8) o << " fp8";  // searched on GPUs with an fp8 rate; bf16 unmarked
   return o.str();
 }
 
@@ -53,7 +54,7 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
   if (!r.stack.empty()) {
     out << "stack: " << r.stack << " (stacks/" << r.stack << ".yaml"
         << (o.stack_is_default ? "; the default, --stack none searches every layout" : "") << "): "
-        << r.stack_refused << " valid layouts left out as it cannot run them\n";
+        << r.stack_refused << " layouts left out as it cannot run them\n";
   }
   out << "layouts: " << r.enumerated << " enumerated, " << r.invalid << " invalid, "
       << r.pruned_memory << " over memory (limit " << Fmt("%.1f", r.memory_limit_bytes / kGiB)

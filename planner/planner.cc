@@ -71,7 +71,7 @@ bool SplitAllowed(const PlanOptions& o, const PipelineSplit& p) {
 // Every layout of the space the options allow, in a fixed order. `group` numbers the runs of
 // layouts that differ only in recompute and offload (the innermost loops).
 std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o,
-                              std::vector<int32_t>* group) {
+                              std::vector<int32_t>* group, int64_t* stack_refused = nullptr) {
   std::vector<Layout> out;
   int32_t next_group = 0;
   const int64_t n = o.gpus;
@@ -133,8 +133,15 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
       if (!StackRefusal(*o.stack, other)) l = other;
     }
   };
+  // Precision: the --fix value; else bf16 (fp32 without a bf16 rate) and, on a GPU with an fp8
+  // rate, fp8 too (Transformer Engine's fp8 GEMMs over bf16 weights; the published fp8 runs
+  // have their own error band, docs/validation/error-bands.yaml). --forbid dtype=fp8 keeps bf16.
   std::vector<DType> dtypes = {base.dtype};
-  if (!base.dtype_given) dtypes = {hw.gpu.Peak(DType::kBf16) ? DType::kBf16 : DType::kFp32};
+  if (!base.dtype_given) {
+    dtypes = {hw.gpu.Peak(DType::kBf16) ? DType::kBf16 : DType::kFp32};
+    if (hw.gpu.Peak(DType::kFp8).value_or(0) > 0 && Allowed(o, "dtype", "fp8")) dtypes.push_back(DType::kFp8);
+    if (!Allowed(o, "dtype", DTypeName(dtypes.front()))) dtypes.erase(dtypes.begin());
+  }
   base.dtype_given = true;
   base.schedule_given = true;
 
@@ -227,6 +234,12 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                       }
                       split.ApplyTo(l);
                       apply_stack_switches(l);
+                      // What the stack cannot run is counted, not kept (most of the space
+                      // under a stack: the check, the bounds and the memory never see it).
+                      if (o.stack && StackRefusal(*o.stack, l)) {
+                        if (stack_refused) ++*stack_refused;
+                        continue;
+                      }
                       out.push_back(l);
                       group->push_back(next_group);
                     }
@@ -479,17 +492,13 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     }
   };
   std::vector<int32_t> group;
-  std::vector<Layout> all = Enumerate(m, hw, o, &group);
+  std::vector<Layout> all = Enumerate(m, hw, o, &group, &res.stack_refused);
   lap("enumerate");
-  res.enumerated = static_cast<int64_t>(all.size());
+  res.enumerated = static_cast<int64_t>(all.size()) + res.stack_refused;
   std::vector<char> valid(all.size(), 0);
   std::vector<double> memory(all.size(), 0);
   ParallelFor(static_cast<int64_t>(all.size()), threads, [&](int64_t i) {
     if (!CheckLayout(all[i], m, hw, o.gpus).ok()) return;
-    if (o.stack && StackRefusal(*o.stack, all[i])) {
-      valid[i] = 2;  // valid, but not for this stack
-      return;
-    }
     valid[i] = 1;
     memory[i] = PeakMemory(m, hw, all[i]);
   });
@@ -502,8 +511,6 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   for (size_t i = 0; i < all.size(); ++i) {
     if (!valid[i]) {
       ++res.invalid;
-    } else if (valid[i] == 2) {
-      ++res.stack_refused;
     } else if (memory[i] > res.memory_limit_bytes || !HostFits(m, hw, all[i])) {
       ++res.pruned_memory;
       over.push_back(static_cast<int64_t>(i));
@@ -511,26 +518,33 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
       pre.push_back(static_cast<int64_t>(i));
     }
   }
-  if (res.enumerated > 0 && res.stack_refused > 0 && res.invalid + res.stack_refused == res.enumerated) {
-    // The rule that refuses the most of them, each rule counted on its own, as StackRefusal
-    // words it (a key the planner does not search, such as attention, can refuse them all:
-    // --fix sets it).
+  if (res.stack_refused > 0 && res.invalid == static_cast<int64_t>(all.size())) {
+    // The rule that refuses the most of the valid layouts, each rule counted on its own, as
+    // StackRefusal words it (a key the planner does not search, such as attention, can refuse
+    // them all: --fix sets it). The space again without the stack, to see them.
+    PlanOptions bare = o;
+    bare.stack.reset();
+    std::vector<int32_t> bare_group;
+    const std::vector<Layout> every = Enumerate(m, hw, bare, &bare_group);
     std::map<std::string, int64_t> reasons;
-    for (const StackRule& rule : o.stack->rules) {
-      StackSpec one = *o.stack;
-      one.rules = {rule};
-      for (size_t i = 0; i < all.size(); ++i) {
-        if (valid[i] != 2) continue;
-        if (const std::optional<std::string> why = StackRefusal(one, all[i])) ++reasons[*why];
+    int64_t valid_refused = 0;
+    for (const Layout& l : every) {
+      if (!StackRefusal(*o.stack, l) || !CheckLayout(l, m, hw, o.gpus).ok()) continue;
+      ++valid_refused;
+      for (const StackRule& rule : o.stack->rules) {
+        StackSpec one = *o.stack;
+        one.rules = {rule};
+        if (const std::optional<std::string> why = StackRefusal(one, l)) ++reasons[*why];
       }
     }
+    if (reasons.empty()) reasons["stack '" + res.stack + "' refuses every layout"] = res.stack_refused;
     const auto most = std::max_element(reasons.begin(), reasons.end(),
                                        [](const auto& a, const auto& b) { return a.second < b.second; });
     return Status::Error("no layout the stack '" + res.stack + "' can run: of " + std::to_string(res.enumerated) +
                          " layouts, " + std::to_string(res.invalid) + " are invalid and " +
                          std::to_string(res.stack_refused) + " use what it cannot run (stacks/" + res.stack +
                          ".yaml); the most common reason, for " + std::to_string(most->second) + " of them: " + most->first +
-                         (most->second == res.stack_refused ? " (the keys the planner does not search take their "
+                         (most->second == valid_refused ? " (the keys the planner does not search take their "
                                                               "default unless --fix sets them, docs/planner.md)"
                                                             : ""));
   }

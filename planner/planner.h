@@ -62,9 +62,9 @@ struct Candidate {
 struct PlanResult {
   int64_t gpus = 0;
   int64_t enumerated = 0;         // layouts generated from the space
-  int64_t invalid = 0;            // rejected by CheckLayout
+  int64_t invalid = 0;            // rejected by CheckLayout (of those the stack runs)
   std::string stack;              // the stack searched for ("" without --stack)
-  int64_t stack_refused = 0;      // valid, but the stack cannot run them
+  int64_t stack_refused = 0;      // the stack cannot run them (not kept, so not checked)
   int64_t pruned_memory = 0;      // over the memory limit (cheap bound, or the exact peak)
   int64_t dominated = 0;          // fit, but a layout with less recompute/offload also fits
   int64_t bounded = 0;            // layer plan built: exact memory and a time bound
@@ -87,7 +87,8 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
 PlanFile WinnerPlanFile(const ModelSpec& m, const HardwareSpec& hw, const PlanResult& r,
                         const std::string& objective);
 
-// The search space itself (before validation and pruning), in the planner's order.
+// The search space itself (before validation and pruning; without what o.stack refuses), in the
+// planner's order.
 std::vector<Layout> EnumerateLayouts(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o);
 // The memory figure pruning uses: the analytical peak of the first and last stages. Never
 // above the simulated peak (tests/planner_test.cc), so pruning never drops a layout that fits.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 
 #include "src/io/bundled.h"
 #include "src/io/yaml_reader.h"
@@ -12,6 +13,55 @@ namespace shardsim {
 namespace {
 
 constexpr int64_t kMaxRules = 1000;  // a stack file's rule count bound
+
+// The keys a term may test, and each one's value as a number: counts as they are, switches 0
+// or 1, enumerations their enumerator (compared only for equality).
+constexpr const char* kFields[] = {
+    "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule", "dtype",
+    "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
+    "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
+    "embedding_in_split", "loss_in_split"};
+
+int FieldIndex(const std::string& key) {
+  for (int i = 0; i < static_cast<int>(std::size(kFields)); ++i) {
+    if (key == kFields[i]) return i;
+  }
+  return -1;
+}
+
+double FieldValue(const Layout& l, int field) {
+  auto d = [](auto v) { return static_cast<double>(v); };
+  switch (field) {
+    case 0: return d(l.tp);
+    case 1: return d(l.pp);
+    case 2: return d(l.dp);
+    case 3: return d(l.cp);
+    case 4: return d(l.ep);
+    case 5: return d(l.vpp);
+    case 6: return d(l.mbs);
+    case 7: return d(l.gbs);
+    case 8: return d(l.zero);
+    case 9: return d(l.sp);
+    case 10: return d(static_cast<int>(l.recompute));
+    case 11: return d(static_cast<int>(l.schedule));
+    case 12: return d(static_cast<int>(l.dtype));
+    case 13: return d(static_cast<int>(l.offload));
+    case 14: return l.grad_compression;
+    case 15: return d(l.overlap_dp);
+    case 16: return d(static_cast<int>(l.overlap_tp));
+    case 17: return d(l.overlap_pp);
+    case 18: return d(l.prefetch);
+    case 19: return d(static_cast<int>(l.attention));
+    case 20: return d(l.bucket_params);
+    case 21: return d(l.live_params);
+    case 22: return d(l.fp8_params);
+    case 23: return d(l.first_stage_layers);
+    case 24: return d(l.last_stage_layers);
+    case 25: return d(l.embedding_in_split);
+    case 26: return d(l.loss_in_split);
+  }
+  return 0;
+}
 
 // One term, `key=value` or `key>N`, checked against the layout grammar.
 StatusOr<StackTerm> ParseTerm(const std::string& text) {
@@ -33,6 +83,8 @@ StatusOr<StackTerm> ParseTerm(const std::string& text) {
     if (LayoutValue(*probe, t.key) != std::to_string(t.bound + 1)) {
       return Status::Error("'" + text + "': '" + t.key + "' is not a numeric layout key");
     }
+    t.field = FieldIndex(t.key);
+    if (t.field < 0) return Status::Error("'" + text + "': '" + t.key + "' cannot be tested by a stack rule");
     return t;
   }
   if (eq == std::string::npos || gt != std::string::npos) {
@@ -42,7 +94,11 @@ StatusOr<StackTerm> ParseTerm(const std::string& text) {
   StatusOr<Layout> probe = ParseLayout(text);
   if (!probe.ok()) return Status::Error("'" + text + "': " + probe.status().message());
   t.value = LayoutValue(*probe, t.key).value_or("");
-  if (t.value.empty()) return Status::Error("'" + text + "': '" + t.key + "' cannot be tested by a stack rule");
+  t.field = FieldIndex(t.key);
+  if (t.value.empty() || t.field < 0) {
+    return Status::Error("'" + text + "': '" + t.key + "' cannot be tested by a stack rule");
+  }
+  t.code = FieldValue(*probe, t.field);
   return t;
 }
 
@@ -63,11 +119,8 @@ std::vector<StackTerm> ReadTerms(YamlMap& r, const std::string& key, bool requir
 }
 
 bool Holds(const StackTerm& t, const Layout& l) {
-  const std::string v = LayoutValue(l, t.key).value_or("");
-  if (!t.greater) return v == t.value;
-  int64_t n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  return ec == std::errc() && n > t.bound;
+  const double v = FieldValue(l, t.field);
+  return t.greater ? v > static_cast<double>(t.bound) : v == t.code;
 }
 
 }  // namespace

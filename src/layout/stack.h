@@ -25,6 +25,10 @@ struct StackTerm {
   std::string value;     // key=value: the value as FormatLayout writes it
   int64_t bound = 0;     // key>N: N
   std::string text;      // as written, for messages
+  // The key as a number (StackFieldValue): its index, and for key=value the value's number, so
+  // that StackRefusal, which the planner runs on every layout it enumerates, compares numbers.
+  int field = -1;
+  double code = 0;
 };
 
 struct StackRule {
