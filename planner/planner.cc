@@ -546,7 +546,14 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
                          ".yaml); the most common reason, for " + std::to_string(most->second) + " of them: " + most->first +
                          (most->second == valid_refused ? " (the keys the planner does not search take their "
                                                               "default unless --fix sets them, docs/planner.md)"
-                                                            : ""));
+                                                            : "") +
+                         // Data parallelism alone is never enumerated when dp = every GPU does
+                         // not divide the batch: say so, as a DP-only stack needs it.
+                         (o.global_batch % o.gpus != 0
+                              ? "; data parallelism alone (dp = " + std::to_string(o.gpus) +
+                                    ") was not a candidate: it needs --global-batch a multiple of " +
+                                    std::to_string(o.gpus) + ", found " + std::to_string(o.global_batch)
+                              : ""));
   }
   // Nothing valid: say which constraint, from the layouts' own errors (and the flags only
   // where some were given).

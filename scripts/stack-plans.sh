@@ -41,7 +41,10 @@ with tempfile.TemporaryDirectory() as tmp:
             try:
                 d = json.loads(p.stdout)
             except json.JSONDecodeError:
-                raise SystemExit(f"stack-plans: {' '.join(cmd)} printed no JSON:\n{p.stderr}")
+                # No plan: the planner's own message says why (e.g. the stack runs no layout).
+                msg = p.stderr.strip().splitlines()[-1].replace("shardsim plan: error: ", "") if p.stderr.strip() else "no output"
+                rows.append(f"| {title} | `{stack}` | no plan: {msg.replace('|', '/')} | | | | |")
+                continue
             r = d["results"][0]
             shown = " ".join(["shardsim", "plan"] + args + ["--stack", stack] + (["--emit", emit] if emit else []))
             if not r["ranked"]:

@@ -493,6 +493,13 @@ TEST(Cli, PlanEmitNeedsAStackThatRunsIt) {
   EXPECT_EQ(flash.exit_code, 1);
   EXPECT_TRUE(Contains(flash.err, "cannot run attention=flash: 2022: unfused attention, no fp8 (the keys the planner "
                                   "does not search take their default unless --fix sets them"));
+  // A data-parallel-only stack with a batch that 8 GPUs of data parallelism cannot split (12):
+  // every enumerated layout uses tp, pp or cp, and the message says why dp = 8 is missing.
+  const CommandResult dp_only = RunShardsim("plan --model gpt-1.7b --gpus 8 --global-batch 12 --stack deepspeed-zero3");
+  EXPECT_EQ(dp_only.exit_code, 1);
+  EXPECT_TRUE(Contains(dp_only.err, "data parallelism alone (dp = 8) was not a candidate: it needs --global-batch a "
+                                    "multiple of 8, found 12"))
+      << dp_only.err;
   const CommandResult mg = RunShardsim(plan + "--emit megatron");
   EXPECT_EQ(mg.exit_code, 0) << mg.err;
   EXPECT_TRUE(Contains(mg.out, "--tensor-model-parallel-size 1"));
