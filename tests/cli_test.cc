@@ -527,10 +527,24 @@ std::map<std::string, std::pair<std::string, std::string>> FlagTable(const std::
   return out;
 }
 
+// validate takes one layout as --gpus N --layout SPEC, both or neither, and not with --layouts.
+TEST(Cli, ValidateTakesOneLayoutFromGpusAndLayout) {
+  const CommandResult half = RunShardsim("validate --model tiny --hardware cpu-host --gpus 2");
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_TRUE(Contains(half.err, "--gpus N and --layout SPEC go together")) << half.err;
+  const CommandResult both = RunShardsim("validate --gpus 2 --layout dp=2 --layouts x.txt");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_TRUE(Contains(both.err, "--gpus/--layout and --layouts exclude each other")) << both.err;
+  const CommandResult wrong = RunShardsim("validate --model tiny --hardware cpu-host --gpus 2 --layout tp=4");
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_TRUE(Contains(wrong.err, "--layout: tp x pp x dp x cp = 4 ranks, but NP is 2")) << wrong.err;
+}
+
 TEST(Cli, EveryCommandTakesTheSharedFlagsItCanUse) {
   // What each command can use: the cost-model commands all inputs; plan all but a layout or a
   // plan (it searches them); calibrate measures this machine (no GPU count, nodes or stack);
-  // validate reads runs or layouts from its file; compare reads two result files.
+  // validate reads runs or layouts from its file, or one layout from --gpus and --layout;
+  // compare reads two result files.
   const std::vector<std::string> inputs = {"plan", "model", "hardware", "nodes", "seq-len", "gpus", "layout", "stack", "json"};
   const std::map<std::string, std::vector<std::string>> wants = {
       {"estimate", inputs},
@@ -539,7 +553,7 @@ TEST(Cli, EveryCommandTakesTheSharedFlagsItCanUse) {
       {"run", inputs},
       {"plan", {"model", "hardware", "nodes", "seq-len", "gpus", "stack", "json"}},
       {"calibrate", {"model", "hardware", "layout", "seq-len", "json"}},
-      {"validate", {"model", "hardware", "json"}},
+      {"validate", {"model", "hardware", "gpus", "layout", "json"}},
       {"compare", {"json"}},
   };
   std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> tables;

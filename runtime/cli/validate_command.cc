@@ -53,6 +53,19 @@ std::string Trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
+// A layout of `ranks` ranks: the spec must parse and its parallel degrees fill the ranks.
+StatusOr<LayoutLine> CheckedLine(int64_t ranks, const std::string& spec, const std::string& where) {
+  StatusOr<Layout> parsed = ParseLayout(spec);
+  if (!parsed.ok()) return Status::Error(where + ": " + parsed.status().message());
+  StatusOr<Layout> l = ResolveLayout(*parsed, ranks);
+  if (!l.ok()) return Status::Error(where + ": " + l.status().message());
+  if (const int64_t product = l->tp * l->pp * l->dp * l->cp; product != ranks) {
+    return Status::Error(where + ": tp x pp x dp x cp = " + std::to_string(product) +
+                         " ranks, but NP is " + std::to_string(ranks));
+  }
+  return LayoutLine{ranks, spec, where};
+}
+
 // Errors name FILE:LINE: a missing or non-positive rank count, no spec, a spec with spaces, a
 // spec ParseLayout rejects, or one whose parallel degrees do not fit NP ranks.
 StatusOr<std::vector<LayoutLine>> ReadLayouts(const std::string& path) {
@@ -79,15 +92,8 @@ StatusOr<std::vector<LayoutLine>> ReadLayouts(const std::string& path) {
                            ": expected one layout spec (no spaces) after the rank count, found '" +
                            text + "'");
     }
-    StatusOr<Layout> parsed = ParseLayout(spec);
-    if (!parsed.ok()) return Status::Error(where + ": " + parsed.status().message());
-    StatusOr<Layout> l = ResolveLayout(*parsed, ranks);
-    if (!l.ok()) return Status::Error(where + ": " + l.status().message());
-    if (const int64_t product = l->tp * l->pp * l->dp * l->cp; product != ranks) {
-      return Status::Error(where + ": tp x pp x dp x cp = " + std::to_string(product) +
-                           " ranks, but NP is " + std::to_string(ranks));
-    }
-    out.push_back({ranks, spec, where});
+    SHARDSIM_ASSIGN_OR_RETURN(LayoutLine one, CheckedLine(ranks, spec, where));
+    out.push_back(one);
   }
   if (out.empty()) return Status::Error("the layouts file '" + path + "' names no layout");
   return out;
@@ -253,7 +259,9 @@ int Validate(int argc, char** argv) {
   const std::vector<cli::FlagSpec> flags = {
       {"model", "M", "model name (models/) or YAML / HF config.json file", "tiny"},
       {"hardware", "H", "hardware name (hardware/) or YAML file", "cpu-host"},
-      {"layouts", "FILE", "one layout per line: `NP LAYOUT-SPEC` (NP ranks; # comments) (required without --published)",
+      {"gpus", "N", "with --layout: validate that one layout on N ranks instead of a --layouts file", ""},
+      {"layout", "SPEC", "with --gpus: the one layout to validate", ""},
+      {"layouts", "FILE", "one layout per line: `NP LAYOUT-SPEC` (NP ranks; # comments) (required without --published or --gpus/--layout)",
        ""},
       {"published", "FILE", "instead: replay published runs (docs/validation/published-runs.yaml) through estimate and simulate", ""},
       {"bands-out", "FILE", "with --published: also write the error bands (docs/validation/error-bands.yaml)", ""},
@@ -270,6 +278,7 @@ int Validate(int argc, char** argv) {
   if (args->Has("help")) {
     std::cout
         << "Usage: shardsim validate --layouts FILE [--model M] [--hardware H] [flags]\n"
+           "       shardsim validate --gpus N --layout SPEC [--model M] [--hardware H] [flags]\n"
            "       shardsim validate --published FILE [--out FILE] [--json]\n\n"
            "For each line `NP SPEC` of FILE, trains the layout for real and simulates it:\n"
            "  mpirun -np NP shardsim run --backend B --model M --hardware H --layout SPEC --steps "
@@ -290,7 +299,14 @@ int Validate(int argc, char** argv) {
   if (args->Get("bands-out")) return cli::Fail("validate", "--bands-out needs --published FILE", 2);
   if (args->Get("fits-out")) return cli::Fail("validate", "--fits-out needs --published FILE", 2);
   const std::optional<std::string> layouts_path = args->Get("layouts");
-  if (!layouts_path) return cli::Fail("validate", "--layouts FILE (or --published FILE) is required", 2);
+  const bool one = args->Has("gpus") || args->Has("layout");
+  if (one && layouts_path) return cli::Fail("validate", "--gpus/--layout and --layouts exclude each other", 2);
+  if (one && !(args->Has("gpus") && args->Has("layout"))) {
+    return cli::Fail("validate", "--gpus N and --layout SPEC go together (one layout on N ranks)", 2);
+  }
+  if (!layouts_path && !one) {
+    return cli::Fail("validate", "--layouts FILE, --gpus N --layout SPEC, or --published FILE is required", 2);
+  }
   StatusOr<int64_t> steps = args->GetInt("steps");
   if (!steps.ok() || *steps < 1)
     return cli::Fail("validate", "--steps: expected a positive integer", 2);
@@ -299,7 +315,16 @@ int Validate(int argc, char** argv) {
   if (backend != "cpu" && backend != "cuda") {
     return cli::Fail("validate", "--backend: expected cpu or cuda, found '" + backend + "'", 2);
   }
-  StatusOr<std::vector<LayoutLine>> layouts = ReadLayouts(*layouts_path);
+  StatusOr<std::vector<LayoutLine>> layouts = Status::Error("no layouts");
+  if (one) {
+    StatusOr<int64_t> gpus = args->GetInt("gpus");
+    if (!gpus.ok() || *gpus < 1) return cli::Fail("validate", "--gpus: expected a positive integer", 2);
+    StatusOr<LayoutLine> line = CheckedLine(*gpus, *args->Get("layout"), "--layout");
+    if (!line.ok()) return cli::Fail("validate", line.status().message(), 1);
+    layouts = std::vector<LayoutLine>{*line};
+  } else {
+    layouts = ReadLayouts(*layouts_path);
+  }
   if (!layouts.ok()) return cli::Fail("validate", layouts.status().message(), 1);
 
   std::error_code ec;
