@@ -11,8 +11,9 @@
 //   - its peak memory equals the simulator's;
 // and over the sample the simulation exceeds the estimate by a median <= 2 %. The issue asks
 // for a maximum of 8 %; contention the estimate does not model (a ZeRO-3 or CP transfer
-// sharing a NIC with another stream's) reaches 21.8 % on this sample, so the bound asserted
-// below is 23.5 % until the estimate models shared links (docs/cost-model.md).
+// sharing a NIC with another stream's) reaches 18.1 % on this sample (22.6 % before the
+// offloaded gradients went down under the backward), so the bound asserted below is 20 % until
+// the estimate models shared links (docs/cost-model.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,7 +180,7 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
               100 * compute_gaps[compute_gaps.size() / 2], 100 * compute_gaps[compute_gaps.size() * 9 / 10],
               100 * compute_gaps.back());
   EXPECT_LE(median, 0.02);
-  EXPECT_LE(worst, 0.235);
+  EXPECT_LE(worst, 0.20);
 }
 
 }  // namespace
