@@ -27,4 +27,11 @@ std::string EmitMegatron(const ModelSpec& m, const Layout& l);
 // a key of ours outside DeepSpeed's documented schema. `l` should be resolved.
 std::string EmitDeepSpeed(const ModelSpec& m, const Layout& l);
 
+// NeMo 2 recipe overrides (emit_nemo.cc): Python lines `recipe.<path> = <value>` for the model
+// config, MegatronStrategy's parallel sizes and splits, the data module's batch and sequence,
+// the distributed optimizer, DDP overlap, the precision plugin and MegatronCommOverlapCallback,
+// to apply to the model's NeMo recipe (import lines first, comments for what NeMo 2 cannot
+// express). `l` should be resolved.
+std::string EmitNemo(const ModelSpec& m, const Layout& l);
+
 }  // namespace shardsim::planner

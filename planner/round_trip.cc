@@ -6,6 +6,7 @@
 #include "planner/planner.h"
 #include "src/io/deepspeed_config.h"
 #include "src/io/megatron_args.h"
+#include "src/io/nemo_overrides.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
 
@@ -61,8 +62,8 @@ RoundTrip CheckRoundTrip(const std::string& format, const std::string& config, c
   rt.memory_limit_bytes = memory_limit_bytes;
   const std::string name = "the emitted " + format + " configuration";
   Layout read;
-  if (format == "megatron") {
-    StatusOr<MegatronRead> r = ParseMegatronArgs(config, name);
+  if (format == "megatron" || format == "nemo") {
+    StatusOr<MegatronRead> r = format == "nemo" ? ParseNemoOverrides(config, name) : ParseMegatronArgs(config, name);
     if (!r.ok()) {
       rt.differences.push_back(r.status().message());
       return rt;

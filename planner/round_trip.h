@@ -1,5 +1,6 @@
 // Round trip of an export: the configuration planner/emit.h wrote for a plan is read back by
-// shardsim's own reader for that format (src/io/megatron_args.h, src/io/deepspeed_config.h),
+// shardsim's own reader for that format (src/io/megatron_args.h, src/io/nemo_overrides.h,
+// src/io/deepspeed_config.h),
 // and must give the planned layout (and, for Megatron-LM arguments, the planned model) and fit
 // in GPU memory by shardsim's memory model. What a DeepSpeed config cannot hold (tp, pp, the
 // schedule, sp, cp, recompute) is taken from the plan; every key it holds is reset to its
@@ -16,7 +17,7 @@
 namespace shardsim::planner {
 
 struct RoundTrip {
-  std::string format;                    // "megatron" or "deepspeed"
+  std::string format;                    // "megatron", "nemo" or "deepspeed"
   std::string read_back;                 // FormatLayout of the layout read back ("" on error)
   std::vector<std::string> differences;  // layout keys and model fields that differ; a read error
   std::vector<std::string> unexpressed;  // the plan's keys the format leaves to the plan (DeepSpeed)
@@ -28,7 +29,7 @@ struct RoundTrip {
   std::string Summary() const;
 };
 
-// `config` is what EmitMegatron or EmitDeepSpeed wrote for `planned` (resolved for `gpus`).
+// `config` is what EmitMegatron, EmitNemo or EmitDeepSpeed wrote for `planned` (resolved for `gpus`).
 RoundTrip CheckRoundTrip(const std::string& format, const std::string& config, const ModelSpec& m,
                          const HardwareSpec& hw, int64_t gpus, const Layout& planned,
                          double memory_limit_bytes);

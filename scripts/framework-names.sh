@@ -9,7 +9,8 @@
 #                             deepspeed/runtime/activation_checkpointing/config.py, and the
 #                             fields and aliases of DeepSpeedZeroConfig
 #                             (deepspeed/runtime/zero/config.py) and of its offload configs
-#                             (deepspeed/runtime/zero/offload_config.py).
+#                             (deepspeed/runtime/zero/offload_config.py);
+#   nemo-<commit>.txt         the NeMo 2 recipe paths (the end of this file).
 # Needs git mirrors of NVIDIA/Megatron-LM and deepspeedai/DeepSpeed (the search tool's
 # `fetch`: /work/.mirror/<owner>+<name>/repo) and python3. Run by hand when a commit moves.
 set -euo pipefail
@@ -71,3 +72,22 @@ for k in sorted(keys): print(k)
 EOF
 mv "$out/deepspeed-$deepspeed_commit.txt.tmp" "$out/deepspeed-$deepspeed_commit.txt"
 wc -l "$out"/*.txt
+
+# NeMo 2 recipe paths (scripts/framework-names/nemo_paths.py): MegatronStrategy.__init__'s
+# arguments (trainer.strategy.*), the fields of Megatron-Core's TransformerConfig and NeMo's
+# GPTConfig (model.config.*), DistributedDataParallelConfig's (trainer.strategy.ddp.*),
+# OptimizerConfig's (optim.config.*), MegatronMixedPrecision's (trainer.plugins.*),
+# MegatronCommOverlapCallback.__init__'s (callback.*) and MockDataModule.__init__'s (data.*).
+nemo_git=${NEMO_GIT:-/work/.mirror/NVIDIA+NeMo/repo}
+nemo_commit=${NEMO_COMMIT:-8cfedd7203}
+show "$nemo_git" "$nemo_commit" nemo/lightning/pytorch/strategies/megatron_strategy.py > "$tmp/strategy.py"
+show "$nemo_git" "$nemo_commit" nemo/collections/llm/gpt/model/base.py > "$tmp/gpt.py"
+show "$nemo_git" "$nemo_commit" nemo/lightning/pytorch/plugins/mixed_precision.py > "$tmp/precision.py"
+show "$nemo_git" "$nemo_commit" nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py > "$tmp/overlap.py"
+show "$nemo_git" "$nemo_commit" nemo/collections/llm/gpt/data/mock.py > "$tmp/mock.py"
+show "$megatron_git" d98e8a64dd megatron/core/transformer/transformer_config.py > "$tmp/transformer.py"
+show "$megatron_git" d98e8a64dd megatron/core/distributed/distributed_data_parallel_config.py > "$tmp/ddp.py"
+show "$megatron_git" d98e8a64dd megatron/core/optimizer/optimizer_config.py > "$tmp/optim.py"
+python3 scripts/framework-names/nemo_paths.py "$tmp" "$nemo_commit" > "$out/nemo-$nemo_commit.txt.tmp"
+mv "$out/nemo-$nemo_commit.txt.tmp" "$out/nemo-$nemo_commit.txt"
+wc -l "$out/nemo-$nemo_commit.txt"

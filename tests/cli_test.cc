@@ -409,7 +409,7 @@ TEST(Cli, PlanBadInput) {
       {"plan --global-batch 1536 --objective speed", "expected throughput, time-to-train or cost"},
       {"plan --global-batch 1536 --objective time-to-train", "need --tokens"},
       {"plan --global-batch 1536 --fix tpp=8", "did you mean 'tp'"},
-      {"plan --global-batch 1536 --emit pytorch", "expected megatron or deepspeed"},
+      {"plan --global-batch 1536 --emit pytorch", "expected megatron, deepspeed or nemo"},
       {"simulate --plan /nonexistent/plan.yaml", "cannot open plan file"},
   };
   for (const Case& c : cases) {
@@ -476,7 +476,7 @@ TEST(Cli, PlanEmitNeedsAStackThatRunsIt) {
   const std::string plan = "plan --model llama3-8b --hardware dgx-h200 --gpus 8 --global-batch 64 --top 1 ";
   const CommandResult ds = RunShardsim(plan + "--emit deepspeed");
   EXPECT_EQ(ds.exit_code, 2);
-  EXPECT_TRUE(Contains(ds.err, "--emit deepspeed: the plan searches stack 'megatron-core-2024' (--emit megatron), "
+  EXPECT_TRUE(Contains(ds.err, "--emit deepspeed: the plan searches stack 'megatron-core-2024' (--emit megatron or nemo), "
                                "not what deepspeed runs; add --stack deepspeed-zero3 or --stack megatron-deepspeed-2022"));
   const CommandResult none = RunShardsim(plan + "--stack none --emit megatron");
   EXPECT_EQ(none.exit_code, 2);

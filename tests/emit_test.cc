@@ -3,6 +3,7 @@
 // framework defines (lists below, checked against the frameworks' own files).
 #include "planner/emit.h"
 #include "src/io/megatron_args.h"
+#include "src/io/nemo_overrides.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -165,6 +166,14 @@ TEST(EmitNames, EveryDeepSpeedKeyIsInItsSources) {
     if (key == "_shardsim_notes") continue;  // ours (emit.h)
     EXPECT_TRUE(names.count(key)) << key << " is not a DeepSpeed config key at edaa72212";
   }
+}
+
+// Every NeMo recipe path the emitter writes or the reader reads is a field or an argument of
+// NeMo's and Megatron-Core's own classes at the commits of tests/data/frameworks/nemo-*.txt.
+TEST(EmitNames, EveryNemoPathIsInItsSources) {
+  const std::set<std::string> names = NamesIn("nemo-8cfedd7203.txt");
+  EXPECT_GT(names.size(), 300u);
+  for (const std::string& p : NemoPathsRead()) EXPECT_TRUE(names.count(p)) << p;
 }
 
 // Resolved for an A100 cluster (bf16 by default). On a bad spec the failure is recorded and
@@ -346,6 +355,32 @@ TEST(EmitMegatron, Llama3AddsGqaSwigluRmsNormAndRope) {
   // vpp = 1: no virtual stages and no p2p switch (Megatron only overlaps when interleaved).
   EXPECT_FALSE(Contains(text, "virtual-pipeline"));
   EXPECT_FALSE(Contains(text, "p2p-communication"));
+}
+
+// NeMo 2 overrides for Llama 3 70B with fp8, a split and Qwen-style biases off: every path
+// assigned is one of NeMo's (tests/data/frameworks/nemo-8cfedd7203.txt), with the values the
+// layout and the model give.
+TEST(EmitNemo, PathsAreNemosAndCarryTheLayout) {
+  const std::string text = EmitNemo(Model("llama3-70b"), Resolve("tp=8,pp=4,vpp=5,dp=2,sp=on,zero=1,dtype=fp8,overlap_tp=on,overlap_pp=on", 64));
+  const std::set<std::string> names = NamesIn("nemo-8cfedd7203.txt");
+  std::istringstream in(text);
+  int assignments = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("recipe.", 0) != 0 || line.find(" = ") == std::string::npos) continue;
+    const std::string path = line.substr(7, line.find(" = ") - 7);
+    if (path == "trainer.callbacks") continue;  // the list the callback is appended to
+    ++assignments;
+    EXPECT_TRUE(names.count(path)) << path << " is not a NeMo recipe path at 8cfedd7203";
+  }
+  EXPECT_GT(assignments, 25);
+  for (const char* want : {"recipe.trainer.strategy.tensor_model_parallel_size = 8\n",
+                           "recipe.trainer.strategy.virtual_pipeline_model_parallel_size = 5\n",
+                           "recipe.model.config.num_query_groups = 8\n", "recipe.model.config.rotary_base = 500000\n",
+                           "recipe.trainer.plugins = bf16_with_fp8_mixed()\n",
+                           "recipe.trainer.plugins.fp8_param_gather = False\n",  // fp8_params off
+                           "tp_comm_overlap=True, overlap_p2p_comm=True))"}) {
+    EXPECT_TRUE(Contains(text, want)) << want << " missing from\n" << text;
+  }
 }
 
 // Uneven splits take Megatron-Core's own flags, and the virtual stages per rank (validate_args

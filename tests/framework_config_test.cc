@@ -7,6 +7,7 @@
 
 #include "src/io/deepspeed_config.h"
 #include "src/io/megatron_args.h"
+#include "src/io/nemo_overrides.h"
 #include "src/model/model_spec.h"
 #include "src/util/strings.h"
 #include "tests/contains.h"
@@ -173,6 +174,86 @@ TEST(MegatronArgs, ModelMismatchesNameEachField) {
   ASSERT_EQ(d.size(), 2u) << Join(d, "; ");
   EXPECT_EQ(d[0], "--num-layers 81, the model has 80");
   EXPECT_EQ(d[1], "--rotary-base 10000, the model has 500000");
+}
+
+// --- NeMo ---------------------------------------------------------------------------------
+
+TEST(NemoOverrides, ReadsRecipeLines) {
+  const char* text = R"(# my overrides
+import nemo_run as run
+recipe.model.config.num_layers = 32
+recipe.model.config.hidden_size = 4096
+recipe.model.config.num_attention_heads = 32
+recipe.model.config.num_query_groups = 8
+recipe.model.config.ffn_hidden_size = 14336
+recipe.model.config.seq_length = 8192
+recipe.model.config.gated_linear_unit = True
+recipe.model.config.normalization = "RMSNorm"
+recipe.model.config.position_embedding_type = 'rope'
+recipe.model.config.rotary_base = 500000
+recipe.model.config.share_embeddings_and_output_weights = False
+recipe.model.config.add_bias_linear = False
+recipe.model.config.attention_dropout = 0.0
+recipe.model.config.hidden_dropout = 0.0
+recipe.model.config.recompute_granularity = "full"
+recipe.trainer.strategy.tensor_model_parallel_size = 2
+recipe.trainer.strategy.pipeline_model_parallel_size = 4
+recipe.trainer.strategy.virtual_pipeline_model_parallel_size = 2
+recipe.trainer.strategy.sequence_parallel = True
+recipe.data.micro_batch_size = 2
+recipe.data.global_batch_size = 256
+recipe.optim.config.use_distributed_optimizer = True
+recipe.trainer.plugins = bf16_with_fp8_mixed()
+recipe.trainer.max_steps = 100
+recipe.trainer.strategy.tensor_model_paralel_size = 4
+recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, tp_comm_overlap=True))
+)";
+  StatusOr<MegatronRead> r = ParseNemoOverrides(text, "over.py");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Layout& l = r->layout;
+  EXPECT_EQ(l.tp, 2);
+  EXPECT_EQ(l.pp, 4);
+  EXPECT_EQ(l.vpp, 2);
+  EXPECT_EQ(l.schedule, Schedule::kInterleaved);
+  EXPECT_TRUE(l.overlap_pp);  // MegatronCommOverlapCallback's default with virtual stages
+  EXPECT_TRUE(l.sp);
+  EXPECT_EQ(l.mbs, 2);
+  EXPECT_EQ(l.gbs, 256);
+  EXPECT_EQ(l.zero, 1);
+  EXPECT_FALSE(l.overlap_dp);  // DistributedDataParallelConfig's default
+  EXPECT_EQ(l.recompute, Recompute::kFull);
+  EXPECT_EQ(l.dtype, DType::kFp8);
+  EXPECT_TRUE(l.fp8_params);  // bf16_with_fp8_mixed() sets fp8_param_gather = True
+  EXPECT_EQ(l.overlap_tp, TpOverlap::kOn);
+  StatusOr<ModelSpec> llama = LoadModel("llama3-8b");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_TRUE(ModelMismatches(*llama, r->model).empty()) << Join(ModelMismatches(*llama, r->model), "; ");
+  ASSERT_EQ(r->ignored.size(), 2u);
+  EXPECT_EQ(r->ignored[0], "trainer.max_steps");
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_TRUE(Contains(r->warnings[0], "over.py:27:1: recipe.trainer.strategy.tensor_model_paralel_size is not a "
+                                       "setting shardsim reads (did you mean recipe.trainer.strategy.tensor_model_parallel_size?)"))
+      << r->warnings[0];
+}
+
+TEST(NemoOverrides, ErrorsAreLocated) {
+  const std::string shape = "recipe.model.config.num_layers = 8\nrecipe.model.config.hidden_size = 512\n"
+                            "recipe.model.config.num_attention_heads = 8\nrecipe.model.config.seq_length = 128\n";
+  struct Case {
+    std::string text, expected;
+  } cases[] = {
+      {shape + "recipe.trainer.strategy.tensor_model_parallel_size = \"two\"", "over.py:5:1: trainer.strategy.tensor_model_parallel_size: expected an integer"},
+      {shape + "recipe.trainer.strategy.tensor_model_parallel_size = 2\nrecipe.trainer.strategy.sequence_parallel = yes", "sequence_parallel: expected True or False, found 'yes'"},
+      {shape + "recipe.data.micro_batch_size = 1\nrecipe.data.micro_batch_size = 2", "over.py:6:1: data.micro_batch_size set twice"},
+      {shape + "trainer.strategy.tensor_model_parallel_size = 2", "expected `recipe.<path> = <value>`"},
+      {shape + "recipe.trainer.plugins = bf16_mixd()", "expected one of bf16_mixed(), fp16_mixed(), bf16_with_fp8_mixed(), found 'bf16_mixd()'"},
+      {"recipe.model.config.hidden_size = 512", "recipe.model.config.num_layers: missing"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<MegatronRead> r = ParseNemoOverrides(c.text, "over.py");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_TRUE(Contains(r.status().message(), c.expected)) << r.status().message();
+  }
 }
 
 // --- DeepSpeed ---------------------------------------------------------------------------

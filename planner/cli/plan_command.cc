@@ -81,7 +81,7 @@ int RunPlan(int argc, char** argv) {
       {"top", "K", "layouts to simulate and show", "10"},
       {"tie-tolerance", "F", "layouts within this fraction of the best are ties, the most robust wins (default: the published suite's ranking tolerance; 0: the fastest wins)", ""},
       {"threads", "N", "worker threads (default: all cores)", ""},
-      {"emit", "FMT", "also print the winner as megatron arguments or a deepspeed config", ""},
+      {"emit", "FMT", "also print the winner as megatron arguments, a deepspeed config or nemo recipe overrides", ""},
       {"emit-out", "FILE", "write the --emit configuration alone to FILE (atomically; works with --json)", ""},
       {"out", "FILE", "write the winner as a plan file (simulate --plan FILE runs it)", ""},
       {"json", "", "print JSON instead of text", ""},
@@ -165,24 +165,24 @@ int RunPlan(int argc, char** argv) {
     o.threads = static_cast<int>(*threads);
   }
   const std::optional<std::string> emit = args->Get("emit");
-  if (emit && *emit != "megatron" && *emit != "deepspeed") {
-    return Fail("plan", "--emit: expected megatron or deepspeed, found '" + *emit + "'", 1);
+  if (emit && *emit != "megatron" && *emit != "deepspeed" && *emit != "nemo") {
+    return Fail("plan", "--emit: expected megatron, deepspeed or nemo, found '" + *emit + "'", 1);
   }
   // An export only for a plan of a stack that runs it (issue 15, item 3a): a Megatron-Core plan
   // written as a DeepSpeed config would hold layouts DeepSpeed refuses, and the reverse.
-  if (emit && (!o.stack || o.stack->emit != *emit)) {
+  if (emit && (!o.stack || !StackEmits(*o.stack, *emit))) {
     std::vector<std::string> runs;
     for (const std::string& name : BundledNames("stacks")) {
       StatusOr<StackSpec> s = LoadStack(name);
-      if (s.ok() && s->emit == *emit) runs.push_back(s->name);
+      if (s.ok() && StackEmits(*s, *emit)) runs.push_back(s->name);
     }
-    const std::string searched = o.stack ? "stack '" + o.stack->name + "'" + (o.stack->emit.empty() ? " (no emitter)" : " (--emit " + o.stack->emit + ")") : "every layout (--stack none)";
+    const std::string searched = o.stack ? "stack '" + o.stack->name + "'" + (o.stack->emit.empty() ? " (no emitter)" : " (--emit " + Join(Split(o.stack->emit, ','), " or ") + ")") : "every layout (--stack none)";
     return Fail("plan", "--emit " + *emit + ": the plan searches " + searched + ", not what " + *emit +
                             " runs; add --stack " + Join(runs, " or --stack "), 2);
   }
   const bool json = args->Has("json");
   const std::optional<std::string> emit_out = args->Get("emit-out");
-  if (emit_out && !emit) return Fail("plan", "--emit-out FILE needs --emit megatron|deepspeed", 2);
+  if (emit_out && !emit) return Fail("plan", "--emit-out FILE needs --emit megatron|deepspeed|nemo", 2);
   if (emit && json && !emit_out) {
     return Fail("plan", "--emit with --json: the JSON report has no place for the configuration; add --emit-out FILE to write it there", 2);
   }
@@ -220,7 +220,9 @@ int RunPlan(int argc, char** argv) {
   if (!best) return 1;  // nothing fits anywhere: the report said what would help
   const Candidate& win = best->ranked.front();
   if (emit) {
-    const std::string config = *emit == "megatron" ? EmitMegatron(*model, win.layout) : EmitDeepSpeed(*model, win.layout);
+    const std::string config = *emit == "megatron" ? EmitMegatron(*model, win.layout)
+                               : *emit == "nemo"   ? EmitNemo(*model, win.layout)
+                                                   : EmitDeepSpeed(*model, win.layout);
     // Read back by shardsim's own reader: the export must give the plan and fit (round_trip.h).
     const RoundTrip rt = CheckRoundTrip(*emit, config, *model, *hw, best->gpus, win.layout, best->memory_limit_bytes);
     if (!rt.ok()) return Fail("plan", "--emit " + *emit + ": " + rt.Summary(), 1);

@@ -7,6 +7,7 @@
 
 #include "src/io/deepspeed_config.h"
 #include "src/io/megatron_args.h"
+#include "src/io/nemo_overrides.h"
 #include "src/io/plan_file.h"
 #include "src/report/compute_fit.h"
 #include "src/util/strings.h"
@@ -24,7 +25,7 @@ std::vector<FlagSpec> InputFlags() {
       {"gpus", "N", "GPUs the job uses (default: every GPU of the cluster)", ""},
       {"layout", "SPEC", "layout spec 'tp=8,pp=8,...' or a YAML file (docs/layout.md)",
        "tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"},
-      {"layout-from", "FILE", "the layout of a framework's configuration: Megatron-LM arguments (a launch script) or a DeepSpeed config .json, over --layout for what JSON cannot hold", ""},
+      {"layout-from", "FILE", "the layout of a framework's configuration: Megatron-LM arguments (a launch script), NeMo 2 recipe overrides (.py) or a DeepSpeed config .json, over --layout for what JSON cannot hold", ""},
       {"stack", "S", "software stack (stacks/S.yaml or a file): refuse a layout it cannot run", ""},
       {"unfitted", "", "the structural model: no fitted sustained_compute (docs/validation/compute-fits.yaml)", ""},
   };
@@ -74,9 +75,10 @@ StatusOr<Layout> LayoutFromFramework(const Args& args, const ModelSpec& model, I
     return r.layout;
   }
   if (args.Has("layout")) {
-    return Status::Error("--layout-from " + path + ": Megatron-LM arguments give the whole layout; drop --layout");
+    return Status::Error("--layout-from " + path + ": Megatron-LM arguments and NeMo overrides give the whole layout; drop --layout");
   }
-  SHARDSIM_ASSIGN_OR_RETURN(MegatronRead r, ParseMegatronArgs(text, path));
+  const bool nemo = path.size() > 3 && path.substr(path.size() - 3) == ".py";
+  SHARDSIM_ASSIGN_OR_RETURN(MegatronRead r, nemo ? ParseNemoOverrides(text, path) : ParseMegatronArgs(text, path));
   const std::vector<std::string> diff = ModelMismatches(model, r.model);
   if (!diff.empty()) {
     return Status::Error(path + ": the arguments build another model than " + model.name + ": " + Join(diff, "; "));

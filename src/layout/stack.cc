@@ -133,7 +133,14 @@ StatusOr<StackSpec> FromFile(const YamlFile& f, const std::string& name) {
   s.name = root.String("name");
   s.source = root.String("source");
   s.description = root.String("description");
-  s.emit = root.OptionalChoice("emit", {"megatron", "deepspeed"}).value_or("");
+  s.emit = root.OptionalString("emit").value_or("");
+  for (const std::string& f : Split(s.emit, ',')) {
+    static const std::vector<std::string> kFormats = {"megatron", "deepspeed", "nemo"};
+    if (!s.emit.empty() && std::find(kFormats.begin(), kFormats.end(), f) == kFormats.end()) {
+      root.Error("emit", "'" + f + "': expected megatron, deepspeed or nemo (comma-separated)" + DidYouMean(f, kFormats));
+      break;
+    }
+  }
   if (std::optional<std::string> d = root.OptionalString("defaults")) {
     static const std::vector<std::string> kKeys = {"bucket_params", "live_params", "prefetch", "overlap_dp", "attention"};
     for (const std::string& kv : Split(*d, ',')) {
@@ -178,6 +185,13 @@ StatusOr<StackSpec> LoadStack(const std::string& path_or_name) {
   SHARDSIM_ASSIGN_OR_RETURN(std::string path, ResolveBundled(path_or_name, "stacks"));
   SHARDSIM_ASSIGN_OR_RETURN(YamlFile f, YamlFile::Load(path));
   return FromFile(f, path);
+}
+
+bool StackEmits(const StackSpec& stack, const std::string& format) {
+  for (const std::string& f : Split(stack.emit, ',')) {
+    if (!stack.emit.empty() && f == format) return true;
+  }
+  return false;
 }
 
 std::optional<std::string> StackRefusal(const StackSpec& stack, const Layout& l) {

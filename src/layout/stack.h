@@ -38,9 +38,9 @@ struct StackRule {
 
 struct StackSpec {
   std::string name, source, description;
-  // The configuration `plan --emit` writes for this stack: "megatron" (pretrain_gpt.py
-  // arguments), "deepspeed" (a DeepSpeed config JSON), or empty where shardsim has no emitter
-  // for it (`emit:` in the YAML).
+  // The configurations `plan --emit` writes for this stack, comma-separated: "megatron"
+  // (pretrain_gpt.py arguments), "deepspeed" (a DeepSpeed config JSON), "nemo" (NeMo 2 recipe
+  // overrides); empty where shardsim has no emitter for it (`emit:` in the YAML).
   std::string emit;
   // What the framework runs with where a layout key is not searched (`defaults:` in the YAML,
   // a layout spec of bucket_params, live_params, prefetch, overlap_dp, attention): its own
@@ -58,6 +58,9 @@ StatusOr<StackSpec> LoadStack(const std::string& path_or_name);
 // Megatron-Core with Transformer Engine, what NeMo 2.x and Megatron-LM's current releases run.
 inline constexpr const char* kDefaultPlanStack = "megatron-core-2024";
 StatusOr<StackSpec> ParseStackYaml(const std::string& text, const std::string& name);
+
+// Whether `format` is one of the stack's `emit` formats.
+bool StackEmits(const StackSpec& stack, const std::string& format);
 
 // Why `stack` cannot run `l` (resolved): "stack 'X' cannot run zero=3 with pp>1: <why>", or
 // nullopt when no rule refuses it.

@@ -1,0 +1,252 @@
+// See nemo_overrides.h.
+#include "src/io/nemo_overrides.h"
+
+#include <charconv>
+#include <map>
+#include <sstream>
+
+#include "src/util/strings.h"
+
+namespace shardsim {
+namespace {
+
+struct Value {
+  std::string text;  // the literal as written, quotes removed from strings
+  int line = 0, col = 0;
+};
+
+const std::vector<std::string>& Paths() {
+  static const auto* kPaths = new std::vector<std::string>{
+      "model.config.num_layers", "model.config.hidden_size", "model.config.ffn_hidden_size",
+      "model.config.num_attention_heads", "model.config.num_query_groups", "model.config.kv_channels",
+      "model.config.seq_length", "model.config.gated_linear_unit", "model.config.normalization",
+      "model.config.position_embedding_type", "model.config.rotary_base",
+      "model.config.share_embeddings_and_output_weights", "model.config.add_bias_linear",
+      "model.config.add_qkv_bias", "model.config.attention_dropout", "model.config.hidden_dropout",
+      "model.config.num_moe_experts", "model.config.moe_router_topk", "model.config.moe_ffn_hidden_size",
+      "model.config.moe_layer_freq", "model.config.recompute_granularity", "model.config.recompute_method",
+      "model.config.recompute_num_layers", "model.config.attention_backend",
+      "trainer.strategy.tensor_model_parallel_size", "trainer.strategy.pipeline_model_parallel_size",
+      "trainer.strategy.virtual_pipeline_model_parallel_size", "trainer.strategy.context_parallel_size",
+      "trainer.strategy.sequence_parallel", "trainer.strategy.expert_model_parallel_size",
+      "trainer.strategy.num_layers_in_first_pipeline_stage", "trainer.strategy.num_layers_in_last_pipeline_stage",
+      "trainer.strategy.account_for_embedding_in_pipeline_split",
+      "trainer.strategy.account_for_loss_in_pipeline_split", "data.micro_batch_size", "data.global_batch_size",
+      "data.seq_length", "optim.config.use_distributed_optimizer", "trainer.strategy.ddp.overlap_grad_reduce",
+      "trainer.strategy.ddp.overlap_param_gather", "trainer.strategy.ddp.bucket_size", "trainer.plugins",
+      "trainer.plugins.fp8_param_gather",
+      // MegatronCommOverlapCallback's arguments, as "callback.<name>".
+      "callback.tp_comm_overlap", "callback.overlap_p2p_comm"};
+  return *kPaths;
+}
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+std::string Unquote(const std::string& v) {
+  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) return v.substr(1, v.size() - 2);
+  return v;
+}
+
+class Reader {
+ public:
+  Reader(std::map<std::string, Value> v, std::string name) : v_(std::move(v)), name_(std::move(name)) {}
+  bool Has(const std::string& p) const { return v_.count(p) > 0; }
+  std::string Text(const std::string& p, const std::string& fallback) const {
+    auto it = v_.find(p);
+    return it == v_.end() ? fallback : it->second.text;
+  }
+  bool IsNone(const std::string& p) const { return Has(p) && v_.at(p).text == "None"; }
+  int64_t Int(const std::string& p, int64_t fallback, int64_t min_value = 1) {
+    auto it = v_.find(p);
+    if (it == v_.end() || it->second.text == "None") return fallback;
+    int64_t x = 0;
+    const std::string& s = it->second.text;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (ec != std::errc() || end != s.data() + s.size() || x < min_value) {
+      Fail(it->second, p + ": expected an integer of at least " + std::to_string(min_value) + ", found '" + s + "'");
+      return fallback;
+    }
+    return x;
+  }
+  bool Bool(const std::string& p, bool fallback) {
+    auto it = v_.find(p);
+    if (it == v_.end()) return fallback;
+    if (it->second.text == "True") return true;
+    if (it->second.text == "False") return false;
+    Fail(it->second, p + ": expected True or False, found '" + it->second.text + "'");
+    return fallback;
+  }
+  double Number(const std::string& p, double fallback) {
+    auto it = v_.find(p);
+    if (it == v_.end()) return fallback;
+    try {
+      size_t used = 0;
+      const double x = std::stod(it->second.text, &used);
+      if (used == it->second.text.size()) return x;
+    } catch (...) {
+    }
+    Fail(it->second, p + ": expected a number, found '" + it->second.text + "'");
+    return fallback;
+  }
+  std::string Choice(const std::string& p, const std::string& fallback, const std::vector<std::string>& choices) {
+    auto it = v_.find(p);
+    if (it == v_.end()) return fallback;
+    for (const std::string& c : choices) {
+      if (c == it->second.text) return c;
+    }
+    Fail(it->second, p + ": expected one of " + Join(choices, ", ") + ", found '" + it->second.text + "'" +
+                         DidYouMean(it->second.text, choices));
+    return fallback;
+  }
+  void Error(const std::string& what) {
+    if (status_.ok()) status_ = Status::Error(name_ + ": " + what);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  void Fail(const Value& at, const std::string& what) {
+    if (status_.ok()) status_ = Status::Error(name_ + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) + ": " + what);
+  }
+  std::map<std::string, Value> v_;
+  std::string name_;
+  Status status_;
+};
+
+}  // namespace
+
+std::vector<std::string> NemoPathsRead() { return Paths(); }
+
+StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::string& name) {
+  MegatronRead out;
+  std::map<std::string, Value> values;
+  std::istringstream in(text);
+  int number = 0;
+  auto where = [&](int col) { return name + ":" + std::to_string(number) + ":" + std::to_string(col); };
+  const std::string kAppend = "recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback";
+  auto put = [&](const std::string& path, const std::string& value, int col) -> Status {
+    if (values.count(path)) return Status::Error(where(col) + ": " + path + " set twice");
+    values[path] = Value{Unquote(Trim(value)), number, col};
+    for (const std::string& p : Paths()) {
+      if (p == path) return Status::Ok();
+    }
+    const std::string near = ClosestMatch(path, Paths());
+    if (!near.empty()) out.warnings.push_back(where(col) + ": recipe." + path + " is not a setting shardsim reads (did you mean recipe." + near + "?)");
+    out.ignored.push_back(path);
+    return Status::Ok();
+  };
+  for (std::string raw; std::getline(in, raw);) {
+    ++number;
+    const std::string line = Trim(raw);
+    if (line.empty() || line[0] == '#' || line.rfind("import ", 0) == 0 || line.rfind("from ", 0) == 0) continue;
+    const int col = static_cast<int>(raw.find_first_not_of(" \t")) + 1;
+    if (line.rfind(kAppend, 0) == 0) {
+      // run.Config(MegatronCommOverlapCallback, key=value, ...)
+      const std::string inner = line.substr(kAppend.size());
+      if (inner.size() < 2 || inner.compare(inner.size() - 2, 2, "))") != 0) {
+        return Status::Error(where(col) + ": expected recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, key=value, ...))");
+      }
+      for (const std::string& arg : Split(inner.substr(0, inner.size() - 2), ',')) {
+        const std::string a = Trim(arg);
+        if (a.empty()) continue;
+        const size_t eq = a.find('=');
+        if (eq == std::string::npos) return Status::Error(where(col) + ": MegatronCommOverlapCallback: expected key=value, found '" + a + "'");
+        SHARDSIM_RETURN_IF_ERROR(put("callback." + Trim(a.substr(0, eq)), a.substr(eq + 1), col));
+      }
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (line.rfind("recipe.", 0) != 0 || eq == std::string::npos || line.find("==") != std::string::npos) {
+      return Status::Error(where(col) + ": expected `recipe.<path> = <value>`, found '" + line + "'");
+    }
+    const std::string path = Trim(line.substr(7, eq - 7));
+    if (path == "trainer.callbacks") continue;  // the emitter's `= recipe.trainer.callbacks or []`
+    SHARDSIM_RETURN_IF_ERROR(put(path, line.substr(eq + 1), col));
+  }
+
+  Reader r(std::move(values), name);
+  ModelSpec& m = out.model;
+  for (const char* required : {"model.config.num_layers", "model.config.hidden_size", "model.config.num_attention_heads",
+                               "model.config.seq_length"}) {
+    if (!r.Has(required)) r.Error("recipe." + std::string(required) + ": missing (the model's shape)");
+  }
+  SHARDSIM_RETURN_IF_ERROR(r.status());
+  m.layers = r.Int("model.config.num_layers", 0);
+  m.hidden = r.Int("model.config.hidden_size", 0);
+  m.heads = r.Int("model.config.num_attention_heads", 0);
+  m.kv_heads = r.Int("model.config.num_query_groups", m.heads);  // None: every head its own K/V
+  m.head_dim = r.Int("model.config.kv_channels", m.heads > 0 ? m.hidden / m.heads : 0);
+  m.ffn_hidden = r.Int("model.config.ffn_hidden_size", 4 * m.hidden);
+  m.seq_len = r.Int("model.config.seq_length", 0);
+  if (r.Has("data.seq_length") && r.Int("data.seq_length", m.seq_len) != m.seq_len) {
+    r.Error("recipe.data.seq_length differs from recipe.model.config.seq_length");
+  }
+  m.activation = r.Bool("model.config.gated_linear_unit", false) ? Activation::kSwiglu : Activation::kGelu;
+  m.norm = r.Choice("model.config.normalization", "LayerNorm", {"LayerNorm", "RMSNorm"}) == "RMSNorm" ? Norm::kRmsNorm
+                                                                                                    : Norm::kLayerNorm;
+  m.position = r.Choice("model.config.position_embedding_type", "learned_absolute", {"learned_absolute", "rope"}) == "rope"
+                   ? Position::kRope
+                   : Position::kLearned;
+  if (m.position == Position::kRope) m.rotary_base = static_cast<double>(r.Int("model.config.rotary_base", 10000));
+  m.tied_embeddings = r.Bool("model.config.share_embeddings_and_output_weights", true);
+  m.bias = r.Bool("model.config.add_bias_linear", true);
+  m.qkv_bias = !m.bias && r.Bool("model.config.add_qkv_bias", false);
+  m.dropout = r.Number("model.config.attention_dropout", 0.1) > 0 || r.Number("model.config.hidden_dropout", 0.1) > 0;
+  if (r.Has("model.config.num_moe_experts") && !r.IsNone("model.config.num_moe_experts")) {
+    MoeSpec s;
+    s.experts = r.Int("model.config.num_moe_experts", 0, 2);
+    s.top_k = r.Int("model.config.moe_router_topk", 2);
+    s.ffn_hidden = r.Int("model.config.moe_ffn_hidden_size", m.ffn_hidden);
+    s.interval = r.Int("model.config.moe_layer_freq", 1);
+    m.moe = s;
+  }
+
+  Layout& l = out.layout;
+  l.tp = r.Int("trainer.strategy.tensor_model_parallel_size", 1);
+  l.pp = r.Int("trainer.strategy.pipeline_model_parallel_size", 1);
+  l.vpp = r.Int("trainer.strategy.virtual_pipeline_model_parallel_size", 1);
+  l.cp = r.Int("trainer.strategy.context_parallel_size", 1);
+  l.ep = r.Int("trainer.strategy.expert_model_parallel_size", 1);
+  l.sp = l.tp > 1 && r.Bool("trainer.strategy.sequence_parallel", false);
+  l.first_stage_layers = r.Int("trainer.strategy.num_layers_in_first_pipeline_stage", 0);
+  l.last_stage_layers = r.Int("trainer.strategy.num_layers_in_last_pipeline_stage", 0);
+  l.embedding_in_split = r.Bool("trainer.strategy.account_for_embedding_in_pipeline_split", false);
+  l.loss_in_split = r.Bool("trainer.strategy.account_for_loss_in_pipeline_split", false);
+  l.schedule = l.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
+  l.schedule_given = true;
+  l.mbs = r.Int("data.micro_batch_size", 1);
+  l.gbs = r.Int("data.global_batch_size", 0);
+  const std::string granularity = r.Text("model.config.recompute_granularity", "None");
+  if (granularity == "selective") {
+    l.recompute = Recompute::kSelective;
+  } else if (granularity == "full") {
+    l.recompute = Recompute::kFull;
+    const std::string method = r.Choice("model.config.recompute_method", "uniform", {"uniform", "block"});
+    const int64_t n = r.Int("model.config.recompute_num_layers", 1);
+    if (method != "uniform" || n != 1) {
+      out.warnings.push_back("recompute_method " + method + ", recompute_num_layers " + std::to_string(n) +
+                             ": read as recompute=full of every layer from its own input");
+    }
+  } else if (granularity != "None") {
+    r.Choice("model.config.recompute_granularity", "None", {"None", "selective", "full"});
+  }
+  l.zero = r.Bool("optim.config.use_distributed_optimizer", false) ? 1 : 0;
+  l.overlap_dp = r.Bool("trainer.strategy.ddp.overlap_grad_reduce", false);
+  l.bucket_params = r.Int("trainer.strategy.ddp.bucket_size", 0, 0);
+  const std::string plugin = r.Choice("trainer.plugins", "bf16_mixed()", {"bf16_mixed()", "fp16_mixed()", "bf16_with_fp8_mixed()"});
+  l.dtype = plugin == "fp16_mixed()" ? DType::kFp16 : plugin == "bf16_with_fp8_mixed()" ? DType::kFp8 : DType::kBf16;
+  l.dtype_given = true;
+  // bf16_with_fp8_mixed() gathers fp8 weights unless told not to.
+  l.fp8_params = l.dtype == DType::kFp8 && r.Bool("trainer.plugins.fp8_param_gather", true);
+  l.attention = r.Text("model.config.attention_backend", "AttnBackend.auto") == "AttnBackend.unfused" ? AttentionImpl::kUnfused
+                                                                                                     : AttentionImpl::kFlash;
+  if (l.tp > 1) l.overlap_tp = r.Bool("callback.tp_comm_overlap", false) ? TpOverlap::kOn : TpOverlap::kBackward;
+  l.overlap_pp = l.vpp > 1 && r.Bool("callback.overlap_p2p_comm", true);
+  SHARDSIM_RETURN_IF_ERROR(r.status());
+  return out;
+}
+
+}  // namespace shardsim
