@@ -121,17 +121,27 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
     return false;
   };
   const bool stack_attention = stack_refuses("attention"), stack_overlap_pp = stack_refuses("overlap_pp");
-  auto apply_stack_switches = [&](Layout& l) {
-    if (stack_attention && StackRefusal(*o.stack, l)) {
+  // Whether the stack runs `l`, trying the other value of such a switch where it refuses the
+  // layout as it stands (one refusal check for most layouts).
+  auto stack_runs = [&](Layout& l) {
+    if (!o.stack || !StackRefusal(*o.stack, l)) return true;
+    if (stack_attention) {
       Layout other = l;
       other.attention = l.attention == AttentionImpl::kFlash ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
-      if (!StackRefusal(*o.stack, other)) l = other;
+      if (!StackRefusal(*o.stack, other)) {
+        l = other;
+        return true;
+      }
     }
-    if (stack_overlap_pp && l.schedule == Schedule::kInterleaved && StackRefusal(*o.stack, l)) {
+    if (stack_overlap_pp && l.schedule == Schedule::kInterleaved) {
       Layout other = l;
       other.overlap_pp = !l.overlap_pp;
-      if (!StackRefusal(*o.stack, other)) l = other;
+      if (!StackRefusal(*o.stack, other)) {
+        l = other;
+        return true;
+      }
     }
+    return false;
   };
   // Precision: the --fix value; else bf16 (fp32 without a bf16 rate) and, on a GPU with an fp8
   // rate, fp8 too (Transformer Engine's fp8 GEMMs over bf16 weights; the published fp8 runs
@@ -233,10 +243,9 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                         l.overlap_pp = true;
                       }
                       split.ApplyTo(l);
-                      apply_stack_switches(l);
                       // What the stack cannot run is counted, not kept (most of the space
                       // under a stack: the check, the bounds and the memory never see it).
-                      if (o.stack && StackRefusal(*o.stack, l)) {
+                      if (!stack_runs(l)) {
                         if (stack_refused) ++*stack_refused;
                         continue;
                       }

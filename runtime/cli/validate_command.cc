@@ -47,12 +47,6 @@ struct Row {
 
 std::string Ranks(int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
 
-std::string Trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
-
 // A layout of `ranks` ranks: the spec must parse and its parallel degrees fill the ranks.
 StatusOr<LayoutLine> CheckedLine(int64_t ranks, const std::string& spec, const std::string& where) {
   StatusOr<Layout> parsed = ParseLayout(spec);

@@ -1,15 +1,12 @@
 // See inputs.h.
 #include "src/cli/inputs.h"
 
-#include <fstream>
-
-#include <sstream>
-
 #include "src/io/deepspeed_config.h"
 #include "src/io/megatron_args.h"
 #include "src/io/nemo_overrides.h"
 #include "src/io/plan_file.h"
 #include "src/report/compute_fit.h"
+#include "src/util/atomic_file.h"
 #include "src/util/strings.h"
 
 namespace shardsim::cli {
@@ -44,11 +41,9 @@ Status ApplyStack(const Args& args, Inputs* in) {
 }
 
 StatusOr<std::string> ReadText(const std::string& path, const std::string& what) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return Status::Error(path + ": cannot open " + what);
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
+  StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return Status::Error(path + ": cannot open " + what);
+  return text;
 }
 
 // --layout FILE.yaml or a spec string.

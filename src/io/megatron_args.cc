@@ -2,11 +2,10 @@
 // NVIDIA/Megatron-LM 000c4ac24f61 (line numbers of that file in brackets).
 #include "src/io/megatron_args.h"
 
-#include <charconv>
-#include <cmath>
 #include <map>
 #include <optional>
 
+#include "src/io/located_values.h"
 #include "src/util/strings.h"
 
 namespace shardsim {
@@ -149,87 +148,8 @@ const std::map<std::string, Kind>& Known() {
   return *kKnown;
 }
 
-struct Given {
-  std::string value;  // "" for a switch
-  Word at;            // the argument
-  Word value_at;      // its value (the argument itself for a switch or the "=" form)
-};
-
-class Reader {
- public:
-  Reader(std::map<std::string, Given> given, std::string name)
-      : given_(std::move(given)), name_(std::move(name)) {}
-
-  bool Has(const std::string& flag) const { return given_.count(flag) > 0; }
-  int64_t Int(const std::string& flag, int64_t fallback, int64_t min_value = 1) {
-    auto it = given_.find(flag);
-    if (it == given_.end()) return fallback;
-    int64_t v = 0;
-    const std::string& s = it->second.value;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) {
-      Fail(it->second.value_at, flag + ": expected an integer, found '" + s + "'" +
-                              (s.rfind('$', 0) == 0 ? " (a shell variable: give the arguments as expanded)" : ""));
-      return fallback;
-    }
-    if (v < min_value) {
-      Fail(it->second.value_at, flag + ": expected at least " + std::to_string(min_value) + ", found " + s);
-      return fallback;
-    }
-    return v;
-  }
-  double Number(const std::string& flag, double fallback) {
-    auto it = given_.find(flag);
-    if (it == given_.end()) return fallback;
-    const std::string& s = it->second.value;
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used != s.size() || s.empty() || !std::isfinite(v) || v < 0 || v > 1) {
-      Fail(it->second.value_at, flag + ": expected a probability in [0, 1], found '" + s + "'");
-      return fallback;
-    }
-    return v;
-  }
-  std::string Choice(const std::string& flag, const std::string& fallback,
-                     const std::vector<std::string>& choices) {
-    auto it = given_.find(flag);
-    if (it == given_.end()) return fallback;
-    for (const std::string& c : choices) {
-      if (c == it->second.value) return c;
-    }
-    Fail(it->second.value_at, flag + ": expected one of " + Join(choices, ", ") + ", found '" +
-                            it->second.value + "'" + DidYouMean(it->second.value, choices));
-    return fallback;
-  }
-  // An error at the argument (or, when absent, at the file).
-  void Error(const std::string& flag, const std::string& what) {
-    auto it = given_.find(flag);
-    if (it != given_.end()) {
-      Fail(it->second.at, what);
-    } else if (status_.ok()) {
-      status_ = Status::Error(name_ + ": " + what);
-    }
-  }
-  const Status& status() const { return status_; }
-
- private:
-  void Fail(const Word& at, const std::string& what) {
-    if (!status_.ok()) return;
-    status_ = Status::Error(name_ + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) + ": " + what);
-  }
-
-  std::map<std::string, Given> given_;
-  std::string name_;
-  Status status_;
-};
-
 // The model the arguments build [validate_args: ffn 828-837, kv-channels, GQA; MoE 1028].
-ModelSpec ReadModel(Reader& r, MegatronRead& out) {
+ModelSpec ReadModel(LocatedValues& r, MegatronRead& out) {
   ModelSpec m;
   m.layers = r.Int("--num-layers", 0);
   m.hidden = r.Int("--hidden-size", 0);
@@ -269,7 +189,7 @@ ModelSpec ReadModel(Reader& r, MegatronRead& out) {
   m.tied_embeddings = !r.Has("--untie-embeddings-and-output-weights");
   m.bias = !r.Has("--disable-bias-linear");
   m.qkv_bias = !m.bias && r.Has("--add-qkv-bias");
-  m.dropout = r.Number("--attention-dropout", 0.1) > 0 || r.Number("--hidden-dropout", 0.1) > 0;
+  m.dropout = r.Number("--attention-dropout", 0.1, 0, 1) > 0 || r.Number("--hidden-dropout", 0.1, 0, 1) > 0;
   if (r.Has("--num-experts")) {
     MoeSpec s;
     s.experts = r.Int("--num-experts", 0, 2);
@@ -285,7 +205,7 @@ ModelSpec ReadModel(Reader& r, MegatronRead& out) {
   return m;
 }
 
-Layout ReadLayout(Reader& r, const ModelSpec& m, MegatronRead& out) {
+Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
   Layout l;
   l.tp = r.Int("--tensor-model-parallel-size", 1);
   l.pp = r.Int("--pipeline-model-parallel-size", 1);
@@ -382,7 +302,7 @@ StatusOr<MegatronRead> ParseMegatronArgs(const std::string& text, const std::str
   MegatronRead out;
   std::vector<std::string> known_names;
   for (const auto& [flag, kind] : Known()) known_names.push_back(flag);
-  std::map<std::string, Given> given;
+  LocatedValues given(name);
   auto where = [&](const Word& w) { return name + ":" + std::to_string(w.line) + ":" + std::to_string(w.col); };
   for (size_t i = start; i < words.size(); ++i) {
     const Word& w = words[i];
@@ -406,23 +326,24 @@ StatusOr<MegatronRead> ParseMegatronArgs(const std::string& text, const std::str
       out.ignored.push_back(flag);
       continue;
     }
-    Given g{"", w, w};
+    std::string value;
+    Word value_at = w;
     if (known->second == Kind::kSwitch) {
       if (inline_value) return Status::Error(where(w) + ": " + flag + " is a switch and takes no value");
     } else if (inline_value) {
-      g.value = *inline_value;
+      value = *inline_value;
     } else if (i + 1 < words.size() && words[i + 1].text.rfind("--", 0) != 0) {
-      g.value_at = words[++i];
-      g.value = g.value_at.text;
+      value_at = words[++i];
+      value = value_at.text;
     } else {
       return Status::Error(where(w) + ": " + flag + ": missing its value");
     }
-    if (given.count(flag)) {
-      return Status::Error(where(w) + ": " + flag + " given twice (first at " + where(given[flag].at) + ")");
+    if (given.Has(flag)) {
+      return Status::Error(where(w) + ": " + flag + " given twice (first at " + given.Where(flag) + ")");
     }
-    given[flag] = g;
+    given.Set(flag, value, {w.line, w.col}, {value_at.line, value_at.col});
   }
-  Reader r(std::move(given), name);
+  LocatedValues& r = given;
   out.model = ReadModel(r, out);
   SHARDSIM_RETURN_IF_ERROR(r.status());
   out.layout = ReadLayout(r, out.model, out);

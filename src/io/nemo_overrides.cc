@@ -1,19 +1,13 @@
 // See nemo_overrides.h.
 #include "src/io/nemo_overrides.h"
 
-#include <charconv>
-#include <map>
 #include <sstream>
 
+#include "src/io/located_values.h"
 #include "src/util/strings.h"
 
 namespace shardsim {
 namespace {
-
-struct Value {
-  std::string text;  // the literal as written, quotes removed from strings
-  int line = 0, col = 0;
-};
 
 const std::vector<std::string>& Paths() {
   static const auto* kPaths = new std::vector<std::string>{
@@ -40,81 +34,10 @@ const std::vector<std::string>& Paths() {
   return *kPaths;
 }
 
-std::string Trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
-
 std::string Unquote(const std::string& v) {
   if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) return v.substr(1, v.size() - 2);
   return v;
 }
-
-class Reader {
- public:
-  Reader(std::map<std::string, Value> v, std::string name) : v_(std::move(v)), name_(std::move(name)) {}
-  bool Has(const std::string& p) const { return v_.count(p) > 0; }
-  std::string Text(const std::string& p, const std::string& fallback) const {
-    auto it = v_.find(p);
-    return it == v_.end() ? fallback : it->second.text;
-  }
-  bool IsNone(const std::string& p) const { return Has(p) && v_.at(p).text == "None"; }
-  int64_t Int(const std::string& p, int64_t fallback, int64_t min_value = 1) {
-    auto it = v_.find(p);
-    if (it == v_.end() || it->second.text == "None") return fallback;
-    int64_t x = 0;
-    const std::string& s = it->second.text;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
-    if (ec != std::errc() || end != s.data() + s.size() || x < min_value) {
-      Fail(it->second, p + ": expected an integer of at least " + std::to_string(min_value) + ", found '" + s + "'");
-      return fallback;
-    }
-    return x;
-  }
-  bool Bool(const std::string& p, bool fallback) {
-    auto it = v_.find(p);
-    if (it == v_.end()) return fallback;
-    if (it->second.text == "True") return true;
-    if (it->second.text == "False") return false;
-    Fail(it->second, p + ": expected True or False, found '" + it->second.text + "'");
-    return fallback;
-  }
-  double Number(const std::string& p, double fallback) {
-    auto it = v_.find(p);
-    if (it == v_.end()) return fallback;
-    try {
-      size_t used = 0;
-      const double x = std::stod(it->second.text, &used);
-      if (used == it->second.text.size()) return x;
-    } catch (...) {
-    }
-    Fail(it->second, p + ": expected a number, found '" + it->second.text + "'");
-    return fallback;
-  }
-  std::string Choice(const std::string& p, const std::string& fallback, const std::vector<std::string>& choices) {
-    auto it = v_.find(p);
-    if (it == v_.end()) return fallback;
-    for (const std::string& c : choices) {
-      if (c == it->second.text) return c;
-    }
-    Fail(it->second, p + ": expected one of " + Join(choices, ", ") + ", found '" + it->second.text + "'" +
-                         DidYouMean(it->second.text, choices));
-    return fallback;
-  }
-  void Error(const std::string& what) {
-    if (status_.ok()) status_ = Status::Error(name_ + ": " + what);
-  }
-  const Status& status() const { return status_; }
-
- private:
-  void Fail(const Value& at, const std::string& what) {
-    if (status_.ok()) status_ = Status::Error(name_ + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) + ": " + what);
-  }
-  std::map<std::string, Value> v_;
-  std::string name_;
-  Status status_;
-};
 
 }  // namespace
 
@@ -122,14 +45,15 @@ std::vector<std::string> NemoPathsRead() { return Paths(); }
 
 StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::string& name) {
   MegatronRead out;
-  std::map<std::string, Value> values;
+  LocatedValues r(name, /*none_is_absent=*/true);
   std::istringstream in(text);
   int number = 0;
   auto where = [&](int col) { return name + ":" + std::to_string(number) + ":" + std::to_string(col); };
   const std::string kAppend = "recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback";
   auto put = [&](const std::string& path, const std::string& value, int col) -> Status {
-    if (values.count(path)) return Status::Error(where(col) + ": " + path + " set twice");
-    values[path] = Value{Unquote(Trim(value)), number, col};
+    if (!r.Set(path, Unquote(Trim(value)), {number, col}, {number, col})) {
+      return Status::Error(where(col) + ": " + path + " set twice");
+    }
     for (const std::string& p : Paths()) {
       if (p == path) return Status::Ok();
     }
@@ -167,11 +91,10 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
     SHARDSIM_RETURN_IF_ERROR(put(path, line.substr(eq + 1), col));
   }
 
-  Reader r(std::move(values), name);
   ModelSpec& m = out.model;
   for (const char* required : {"model.config.num_layers", "model.config.hidden_size", "model.config.num_attention_heads",
                                "model.config.seq_length"}) {
-    if (!r.Has(required)) r.Error("recipe." + std::string(required) + ": missing (the model's shape)");
+    if (!r.Has(required)) r.Error(required, "recipe." + std::string(required) + ": missing (the model's shape)");
   }
   SHARDSIM_RETURN_IF_ERROR(r.status());
   m.layers = r.Int("model.config.num_layers", 0);
@@ -182,7 +105,7 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   m.ffn_hidden = r.Int("model.config.ffn_hidden_size", 4 * m.hidden);
   m.seq_len = r.Int("model.config.seq_length", 0);
   if (r.Has("data.seq_length") && r.Int("data.seq_length", m.seq_len) != m.seq_len) {
-    r.Error("recipe.data.seq_length differs from recipe.model.config.seq_length");
+    r.Error("data.seq_length", "recipe.data.seq_length differs from recipe.model.config.seq_length");
   }
   m.activation = r.Bool("model.config.gated_linear_unit", false) ? Activation::kSwiglu : Activation::kGelu;
   m.norm = r.Choice("model.config.normalization", "LayerNorm", {"LayerNorm", "RMSNorm"}) == "RMSNorm" ? Norm::kRmsNorm
@@ -194,8 +117,9 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   m.tied_embeddings = r.Bool("model.config.share_embeddings_and_output_weights", true);
   m.bias = r.Bool("model.config.add_bias_linear", true);
   m.qkv_bias = !m.bias && r.Bool("model.config.add_qkv_bias", false);
-  m.dropout = r.Number("model.config.attention_dropout", 0.1) > 0 || r.Number("model.config.hidden_dropout", 0.1) > 0;
-  if (r.Has("model.config.num_moe_experts") && !r.IsNone("model.config.num_moe_experts")) {
+  m.dropout = r.Number("model.config.attention_dropout", 0.1, 0, 1) > 0 ||
+              r.Number("model.config.hidden_dropout", 0.1, 0, 1) > 0;
+  if (r.Text("model.config.num_moe_experts", "None") != "None") {
     MoeSpec s;
     s.experts = r.Int("model.config.num_moe_experts", 0, 2);
     s.top_k = r.Int("model.config.moe_router_topk", 2);

@@ -43,6 +43,12 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& ca
   return m.empty() ? std::string() : " (did you mean '" + m + "'?)";
 }
 
+std::string Trim(std::string_view text) {
+  const size_t b = text.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return "";
+  return std::string(text.substr(b, text.find_last_not_of(" \t\r") - b + 1));
+}
+
 std::vector<std::string> Split(std::string_view text, char delim) {
   std::vector<std::string> out;
   size_t start = 0;

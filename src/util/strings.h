@@ -16,6 +16,9 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string>& 
 // " (did you mean 'x'?)" or "" when nothing is close.
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
 
+// `text` without leading and trailing spaces, tabs and carriage returns.
+std::string Trim(std::string_view text);
+
 // Splits on a delimiter; empty pieces are kept.
 std::vector<std::string> Split(std::string_view text, char delim);
 
