@@ -4,6 +4,7 @@
 #include <map>
 
 #include "planner/planner.h"
+#include "src/sim/simulator.h"
 #include "src/io/deepspeed_config.h"
 #include "src/io/megatron_args.h"
 #include "src/io/nemo_overrides.h"
@@ -55,8 +56,9 @@ std::string RoundTrip::Summary() const {
 }
 
 RoundTrip CheckRoundTrip(const std::string& format, const std::string& config, const ModelSpec& m,
-                         const HardwareSpec& hw, int64_t gpus, const Layout& planned,
+                         const Cluster& cluster, int64_t gpus, const Layout& planned,
                          double memory_limit_bytes) {
+  const HardwareSpec& hw = cluster.hardware();
   RoundTrip rt;
   rt.format = format;
   rt.memory_limit_bytes = memory_limit_bytes;
@@ -99,7 +101,14 @@ RoundTrip CheckRoundTrip(const std::string& format, const std::string& config, c
   for (const auto& [k, v] : got) {
     if (!want.count(k)) rt.differences.push_back(k + ": not planned, read back " + v);
   }
-  rt.memory_bytes = PeakMemoryBound(m, hw, *resolved);
+  SimOptions so;  // as the planner simulates a candidate (planner.cc)
+  so.critical_path = false;
+  StatusOr<SimResult> sim = Simulate(m, cluster, *resolved, so);
+  if (!sim.ok()) {
+    rt.differences.push_back("simulating the layout read back: " + sim.status().message());
+    return rt;
+  }
+  rt.memory_bytes = sim->peak_memory_bytes;
   return rt;
 }
 

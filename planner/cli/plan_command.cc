@@ -224,7 +224,7 @@ int RunPlan(int argc, char** argv) {
                                : *emit == "nemo"   ? EmitNemo(*model, win.layout)
                                                    : EmitDeepSpeed(*model, win.layout);
     // Read back by shardsim's own reader: the export must give the plan and fit (round_trip.h).
-    const RoundTrip rt = CheckRoundTrip(*emit, config, *model, *hw, best->gpus, win.layout, best->memory_limit_bytes);
+    const RoundTrip rt = CheckRoundTrip(*emit, config, *model, cluster, best->gpus, win.layout, best->memory_limit_bytes);
     if (!rt.ok()) return Fail("plan", "--emit " + *emit + ": " + rt.Summary(), 1);
     if (emit_out) {
       Status st = WriteFileAtomically(*emit_out, config);
