@@ -1,11 +1,13 @@
-// Emitters: a chosen layout as configuration for a training framework, Megatron-LM's
-// pretrain_gpt.py arguments or a DeepSpeed config JSON, so a plan can be run as planned.
+// Emitters: a chosen layout as configuration for a training framework (Megatron-LM's
+// pretrain_gpt.py arguments, a DeepSpeed config JSON, NeMo 2 recipe overrides, a torchtitan
+// TOML job config), so a plan can be run as planned.
 #pragma once
 
 #include <string>
 
 #include "src/layout/layout.h"
 #include "src/model/model_spec.h"
+#include "src/util/status.h"
 
 namespace shardsim::planner {
 
@@ -33,5 +35,19 @@ std::string EmitDeepSpeed(const ModelSpec& m, const Layout& l);
 // to apply to the model's NeMo recipe (import lines first, comments for what NeMo 2 cannot
 // express). `l` should be resolved.
 std::string EmitNemo(const ModelSpec& m, const Layout& l);
+
+// A torchtitan TOML job config (emit_torchtitan.cc) for pytorch/torchtitan v0.2.2 (73a0e6979),
+// the last release configured by a TOML file: [model] (llama3 and the flavor: a shipped one, or
+// one the header's comment says to register, on one `"<flavor>": TransformerModelArgs(...)`
+// line), [training] batch, sequence, precision and CPU offload, [parallelism] (DDP or FSDP2 and
+// its resharding, TP and async TP, the pipeline schedule and its split, CP),
+// [activation_checkpoint], [compile] (for fp8 and async TP) and float8. An error, naming each
+// reason, for a model torchtitan's llama3 does not build (TorchtitanCanBuild) or a layout
+// torchtitan cannot run as planned. `l` should be resolved.
+StatusOr<std::string> EmitTorchtitan(const ModelSpec& m, const Layout& l);
+Status TorchtitanCanBuild(const ModelSpec& m);
+
+// The emitter of `format` ("megatron", "deepspeed", "nemo", "torchtitan").
+StatusOr<std::string> EmitFor(const std::string& format, const ModelSpec& m, const Layout& l);
 
 }  // namespace shardsim::planner

@@ -133,7 +133,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
         return true;
       }
     }
-    if (stack_overlap_pp && l.schedule == Schedule::kInterleaved) {
+    if (stack_overlap_pp && l.pp > 1) {
       Layout other = l;
       other.overlap_pp = !l.overlap_pp;
       if (!StackRefusal(*o.stack, other)) {

@@ -8,6 +8,8 @@
 #include "src/io/deepspeed_config.h"
 #include "src/io/megatron_args.h"
 #include "src/io/nemo_overrides.h"
+#include "src/io/torchtitan_config.h"
+#include "src/io/torchtitan_model.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
 
@@ -71,6 +73,14 @@ RoundTrip CheckRoundTrip(const std::string& format, const std::string& config, c
       return rt;
     }
     for (const std::string& d : ModelMismatches(m, r->model)) rt.differences.push_back(d);
+    read = r->layout;
+  } else if (format == "torchtitan") {
+    StatusOr<TorchtitanRead> r = ParseTorchtitanToml(config, name);
+    if (!r.ok()) {
+      rt.differences.push_back(r.status().message());
+      return rt;
+    }
+    for (const std::string& d : Llama3Mismatches(m, r->model)) rt.differences.push_back(d);
     read = r->layout;
   } else {
     StatusOr<DeepSpeedRead> r = ParseDeepSpeedConfig(config, name, WithoutDeepSpeedKeys(planned));

@@ -1,7 +1,7 @@
 // Round trip of an export: the configuration planner/emit.h wrote for a plan is read back by
 // shardsim's own reader for that format (src/io/megatron_args.h, src/io/nemo_overrides.h,
-// src/io/deepspeed_config.h),
-// and must give the planned layout (and, for Megatron-LM arguments, the planned model) and fit
+// src/io/deepspeed_config.h, src/io/torchtitan_config.h),
+// and must give the planned layout (and, but for DeepSpeed, the planned model) and fit
 // in GPU memory: the simulated peak of the layout read back (the planner's own memory verdict,
 // issue 13 item 4) against the plan's limit. What a DeepSpeed config cannot hold (tp, pp, the
 // schedule, sp, cp, recompute) is taken from the plan; every key it holds is reset to its
@@ -18,7 +18,7 @@
 namespace shardsim::planner {
 
 struct RoundTrip {
-  std::string format;                    // "megatron", "nemo" or "deepspeed"
+  std::string format;                    // "megatron", "nemo", "deepspeed" or "torchtitan"
   std::string read_back;                 // FormatLayout of the layout read back ("" on error)
   std::vector<std::string> differences;  // layout keys and model fields that differ; a read error
   std::vector<std::string> unexpressed;  // the plan's keys the format leaves to the plan (DeepSpeed)
@@ -30,7 +30,7 @@ struct RoundTrip {
   std::string Summary() const;
 };
 
-// `config` is what EmitMegatron, EmitNemo or EmitDeepSpeed wrote for `planned` (resolved for `gpus`);
+// `config` is what EmitFor(format, ...) wrote for `planned` (resolved for `gpus`);
 // `cluster` is the one the plan was simulated on. A layout read back is simulated as the planner
 // simulates (symmetric), so a read-back equal to the plan has the plan's simulated peak.
 RoundTrip CheckRoundTrip(const std::string& format, const std::string& config, const ModelSpec& m,

@@ -91,3 +91,18 @@ show "$megatron_git" d98e8a64dd megatron/core/optimizer/optimizer_config.py > "$
 python3 scripts/framework-names/nemo_paths.py "$tmp" "$nemo_commit" > "$out/nemo-$nemo_commit.txt.tmp"
 mv "$out/nemo-$nemo_commit.txt.tmp" "$out/nemo-$nemo_commit.txt"
 wc -l "$out/nemo-$nemo_commit.txt"
+
+# torchtitan TOML job-config names (scripts/framework-names/torchtitan_names.py): JobConfig's
+# fields as section.key, the registered model converters, the llama3 flavors and the fields of
+# llama3's TransformerModelArgs, at torchtitan v0.2.2 (73a0e6979, Feb 2026): the last release
+# whose job config is a TOML file (later commits build it from Python functions).
+torchtitan_git=${TORCHTITAN_GIT:-/work/.mirror/pytorch+torchtitan/repo}
+torchtitan_commit=${TORCHTITAN_COMMIT:-73a0e6979}
+show "$torchtitan_git" "$torchtitan_commit" torchtitan/config/job_config.py > "$tmp/job_config.py"
+show "$torchtitan_git" "$torchtitan_commit" torchtitan/components/quantization/float8.py > "$tmp/float8.py"
+show "$torchtitan_git" "$torchtitan_commit" torchtitan/components/quantization/mx.py > "$tmp/mx.py"
+show "$torchtitan_git" "$torchtitan_commit" torchtitan/models/llama3/__init__.py > "$tmp/llama3_init.py"
+show "$torchtitan_git" "$torchtitan_commit" torchtitan/models/llama3/model/args.py > "$tmp/llama3_args.py"
+python3 scripts/framework-names/torchtitan_names.py "$tmp" "$torchtitan_commit" > "$out/torchtitan-$torchtitan_commit.txt.tmp"
+mv "$out/torchtitan-$torchtitan_commit.txt.tmp" "$out/torchtitan-$torchtitan_commit.txt"
+wc -l "$out/torchtitan-$torchtitan_commit.txt"

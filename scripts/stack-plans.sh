@@ -27,7 +27,7 @@ problems = [
 ]
 stacks = [("megatron-core-2024", "megatron"), ("megatron-lm-2021", "megatron"),
           ("megatron-deepspeed-2022", "deepspeed"), ("deepspeed-zero3", "deepspeed"),
-          ("torchtitan-fsdp2", None)]
+          ("torchtitan-fsdp2", "torchtitan")]
 
 rows, configs = [], []
 with tempfile.TemporaryDirectory() as tmp:
@@ -38,6 +38,13 @@ with tempfile.TemporaryDirectory() as tmp:
             if emit:
                 cmd += ["--emit", emit, "--emit-out", cfg]
             p = subprocess.run(cmd, capture_output=True, text=True)
+            unbuilt = ""
+            if p.returncode == 2 and "--emit torchtitan: " in p.stderr:
+                # torchtitan's llama3 cannot build the model: the plan alone, and why.
+                unbuilt = p.stderr.strip().splitlines()[-1].split("--emit torchtitan: ", 1)[1]
+                emit_args = cmd.index("--emit")
+                cmd = cmd[:emit_args] + cmd[emit_args + 4:]
+                p = subprocess.run(cmd, capture_output=True, text=True)
             try:
                 d = json.loads(p.stdout)
             except json.JSONDecodeError:
@@ -46,7 +53,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 rows.append(f"| {title} | `{stack}` | no plan: {msg.replace('|', '/')} | | | | |")
                 continue
             r = d["results"][0]
-            shown = " ".join(["shardsim", "plan"] + args + ["--stack", stack] + (["--emit", emit] if emit else []))
+            shown = " ".join(["shardsim", "plan"] + args + ["--stack", stack] + (["--emit", emit] if emit and not unbuilt else []))
             if not r["ranked"]:
                 closest = r["closest"][0] if r["closest"] else None
                 why = f"nothing fits (closest {closest['peak_memory_bytes'] / 2**30:.1f} GiB)" if closest else "no layout"
@@ -60,12 +67,14 @@ with tempfile.TemporaryDirectory() as tmp:
             short = ",".join(kv for kv in layout.split(",") if kv.split("=")[0] not in drop and kv not in ("ep=1", "cp=1"))
             trip = next((line for line in p.stderr.splitlines() if line.startswith("round trip")), "")
             trip = trip.replace("round trip (", "").split("): ", 1)[-1] if trip else "(no emitter for this stack)"
+            if unbuilt:
+                trip = "no export: " + unbuilt.split(": it has ", 1)[-1].join(["torchtitan's llama3 cannot build it (it has ", ")"])
             mem = f"{w['peak_memory_bytes'] / 2**30:.1f} of {r['memory_limit_bytes'] / 2**30:.1f} GiB"
             rows.append(f"| {title} | `{stack}` | `{short}` | {w['iteration_time_s']:.3f} s | {100 * w['mfu']:.1f} % | {mem} | {trip} |")
-            if emit:
+            if emit and not unbuilt:
                 with open(cfg) as f:
                     text = f.read()
-                lang = "sh" if emit == "megatron" else "json"
+                lang = {"megatron": "sh", "torchtitan": "toml"}.get(emit, "json")
                 configs.append(f"### {title}, `{stack}`\n\n`{shown}`\n\n```{lang}\n{text.rstrip()}\n```\n")
 
 with open(out, "w") as f:
@@ -74,10 +83,12 @@ with open(out, "w") as f:
             "(stacks/*.yaml): the planner's winner under that stack (`shardsim plan --stack S`), its simulated step time, MFU "
             "and peak memory against the limit (usable memory, docs/hardware.md), and, where the stack has an emitter, the "
             "round trip of the emitted configuration: read back by shardsim's own reader for the format "
-            "(src/io/megatron_args.h, src/io/deepspeed_config.h), it must give the planned layout key for key (Megatron-LM: "
-            "and the model field for field) and fit by the memory model (planner/round_trip.h). A DeepSpeed config "
+            "(src/io/megatron_args.h, src/io/deepspeed_config.h, src/io/torchtitan_config.h), it must give the planned "
+            "layout key for key (Megatron-LM and torchtitan: and the model field for field) and fit by its simulated peak "
+            "(planner/round_trip.h). A DeepSpeed config "
             "does not hold tp, pp, the schedule, sp or recompute: those come from the Megatron-DeepSpeed command line and "
-            "the model code, as its notes say. `torchtitan-fsdp2` has no emitter yet. Layouts omit compress, prefetch, "
+            "the model code, as its notes say. torchtitan (v0.2.2) builds its own llama3 only: for the other models the "
+            "row gives the plan and why there is no export. Layouts omit compress, prefetch, "
             "bucket_params, live_params, cp=1 and ep=1.\n\n")
     f.write("| problem | stack | winner | step | MFU | memory | round trip |\n|---|---|---|---:|---:|---:|---|\n")
     f.write("\n".join(rows) + "\n\n## Emitted configurations\n\n" + "\n".join(configs))

@@ -409,7 +409,7 @@ TEST(Cli, PlanBadInput) {
       {"plan --global-batch 1536 --objective speed", "expected throughput, time-to-train or cost"},
       {"plan --global-batch 1536 --objective time-to-train", "need --tokens"},
       {"plan --global-batch 1536 --fix tpp=8", "did you mean 'tp'"},
-      {"plan --global-batch 1536 --emit pytorch", "expected megatron, deepspeed or nemo"},
+      {"plan --global-batch 1536 --emit pytorch", "expected megatron, deepspeed, nemo or torchtitan"},
       {"simulate --plan /nonexistent/plan.yaml", "cannot open plan file"},
   };
   for (const Case& c : cases) {
@@ -576,8 +576,12 @@ TEST(Cli, EveryCommandTakesTheSharedFlagsItCanUse) {
       const std::string kind = it->second.first.substr(0, it->second.first.find('|'));
       if (value_name.empty()) value_name = kind;
       EXPECT_EQ(kind, value_name) << c << " --" << flag;
-      if (std::string(flag) == "model" && !executes.count(c)) EXPECT_EQ(it->second.second, "gpt3-175b") << c;
-      if (std::string(flag) == "hardware" && !executes.count(c)) EXPECT_EQ(it->second.second, "dgx-a100-80gb") << c;
+      if (std::string(flag) == "model" && !executes.count(c)) {
+        EXPECT_EQ(it->second.second, "gpt3-175b") << c;
+      }
+      if (std::string(flag) == "hardware" && !executes.count(c)) {
+        EXPECT_EQ(it->second.second, "dgx-a100-80gb") << c;
+      }
     }
   }
 }

@@ -81,7 +81,7 @@ int RunPlan(int argc, char** argv) {
       {"top", "K", "layouts to simulate and show", "10"},
       {"tie-tolerance", "F", "layouts within this fraction of the best are ties, the most robust wins (default: the published suite's ranking tolerance; 0: the fastest wins)", ""},
       {"threads", "N", "worker threads (default: all cores)", ""},
-      {"emit", "FMT", "also print the winner as megatron arguments, a deepspeed config or nemo recipe overrides", ""},
+      {"emit", "FMT", "also print the winner as megatron arguments, a deepspeed config, nemo recipe overrides or a torchtitan TOML job config", ""},
       {"emit-out", "FILE", "write the --emit configuration alone to FILE (atomically; works with --json)", ""},
       {"out", "FILE", "write the winner as a plan file (simulate --plan FILE runs it)", ""},
       {"json", "", "print JSON instead of text", ""},
@@ -165,8 +165,15 @@ int RunPlan(int argc, char** argv) {
     o.threads = static_cast<int>(*threads);
   }
   const std::optional<std::string> emit = args->Get("emit");
-  if (emit && *emit != "megatron" && *emit != "deepspeed" && *emit != "nemo") {
-    return Fail("plan", "--emit: expected megatron, deepspeed or nemo, found '" + *emit + "'", 1);
+  if (emit && *emit != "megatron" && *emit != "deepspeed" && *emit != "nemo" && *emit != "torchtitan") {
+    return Fail("plan", "--emit: expected megatron, deepspeed, nemo or torchtitan, found '" + *emit + "'" +
+                            DidYouMean(*emit, {"megatron", "deepspeed", "nemo", "torchtitan"}), 1);
+  }
+  // torchtitan builds its models from its own model code: say before planning when it cannot
+  // build this one.
+  if (emit && *emit == "torchtitan") {
+    Status can = TorchtitanCanBuild(*model);
+    if (!can.ok()) return Fail("plan", "--emit torchtitan: " + can.message(), 2);
   }
   // An export only for a plan of a stack that runs it (issue 15, item 3a): a Megatron-Core plan
   // written as a DeepSpeed config would hold layouts DeepSpeed refuses, and the reverse.
@@ -182,7 +189,7 @@ int RunPlan(int argc, char** argv) {
   }
   const bool json = args->Has("json");
   const std::optional<std::string> emit_out = args->Get("emit-out");
-  if (emit_out && !emit) return Fail("plan", "--emit-out FILE needs --emit megatron|deepspeed|nemo", 2);
+  if (emit_out && !emit) return Fail("plan", "--emit-out FILE needs --emit megatron|deepspeed|nemo|torchtitan", 2);
   if (emit && json && !emit_out) {
     return Fail("plan", "--emit with --json: the JSON report has no place for the configuration; add --emit-out FILE to write it there", 2);
   }
@@ -220,9 +227,9 @@ int RunPlan(int argc, char** argv) {
   if (!best) return 1;  // nothing fits anywhere: the report said what would help
   const Candidate& win = best->ranked.front();
   if (emit) {
-    const std::string config = *emit == "megatron" ? EmitMegatron(*model, win.layout)
-                               : *emit == "nemo"   ? EmitNemo(*model, win.layout)
-                                                   : EmitDeepSpeed(*model, win.layout);
+    StatusOr<std::string> emitted = EmitFor(*emit, *model, win.layout);
+    if (!emitted.ok()) return Fail("plan", "--emit " + *emit + ": " + emitted.status().message(), 1);
+    const std::string& config = *emitted;
     // Read back by shardsim's own reader: the export must give the plan and fit (round_trip.h).
     const RoundTrip rt = CheckRoundTrip(*emit, config, *model, cluster, best->gpus, win.layout, best->memory_limit_bytes);
     if (!rt.ok()) return Fail("plan", "--emit " + *emit + ": " + rt.Summary(), 1);

@@ -4,6 +4,8 @@
 #include "src/io/deepspeed_config.h"
 #include "src/io/megatron_args.h"
 #include "src/io/nemo_overrides.h"
+#include "src/io/torchtitan_config.h"
+#include "src/io/torchtitan_model.h"
 #include "src/io/plan_file.h"
 #include "src/report/compute_fit.h"
 #include "src/util/atomic_file.h"
@@ -22,7 +24,7 @@ std::vector<FlagSpec> InputFlags() {
       {"gpus", "N", "GPUs the job uses (default: every GPU of the cluster)", ""},
       {"layout", "SPEC", "layout spec 'tp=8,pp=8,...' or a YAML file (docs/layout.md)",
        "tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"},
-      {"layout-from", "FILE", "the layout of a framework's configuration: Megatron-LM arguments (a launch script), NeMo 2 recipe overrides (.py) or a DeepSpeed config .json, over --layout for what JSON cannot hold", ""},
+      {"layout-from", "FILE", "the layout of a framework's configuration: Megatron-LM arguments (a launch script), NeMo 2 recipe overrides (.py), a torchtitan job config (.toml) or a DeepSpeed config .json, over --layout for what JSON cannot hold", ""},
       {"stack", "S", "software stack (stacks/S.yaml or a file): refuse a layout it cannot run", ""},
       {"unfitted", "", "the structural model: no fitted sustained_compute (docs/validation/compute-fits.yaml)", ""},
   };
@@ -55,8 +57,8 @@ StatusOr<Layout> LayoutFlag(const std::string& spec) {
   return ParseLayout(spec);
 }
 
-// --layout-from: a DeepSpeed config over --layout (when given), or Megatron-LM arguments, which
-// must build the --model.
+// --layout-from: a DeepSpeed config over --layout (when given), or Megatron-LM arguments, NeMo
+// overrides or a torchtitan TOML job config, which must build the --model.
 StatusOr<Layout> LayoutFromFramework(const Args& args, const ModelSpec& model, Inputs* in) {
   const std::string path = *args.Get("layout-from");
   SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadText(path, "framework configuration"));
@@ -70,7 +72,17 @@ StatusOr<Layout> LayoutFromFramework(const Args& args, const ModelSpec& model, I
     return r.layout;
   }
   if (args.Has("layout")) {
-    return Status::Error("--layout-from " + path + ": Megatron-LM arguments and NeMo overrides give the whole layout; drop --layout");
+    return Status::Error("--layout-from " + path + ": Megatron-LM arguments, NeMo overrides and torchtitan configs give the whole layout; drop --layout");
+  }
+  if (path.size() > 5 && path.substr(path.size() - 5) == ".toml") {
+    SHARDSIM_ASSIGN_OR_RETURN(TorchtitanRead r, ParseTorchtitanToml(text, path));
+    const std::vector<std::string> diff = Llama3Mismatches(model, r.model);
+    if (!diff.empty()) {
+      return Status::Error(path + ": the config builds another model (torchtitan's llama3 flavor " + r.flavor + ") than " +
+                           model.name + ": " + Join(diff, "; "));
+    }
+    for (const std::string& w : r.warnings) in->warnings.push_back(path + ": " + w);
+    return r.layout;
   }
   const bool nemo = path.size() > 3 && path.substr(path.size() - 3) == ".py";
   SHARDSIM_ASSIGN_OR_RETURN(MegatronRead r, nemo ? ParseNemoOverrides(text, path) : ParseMegatronArgs(text, path));

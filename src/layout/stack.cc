@@ -135,9 +135,9 @@ StatusOr<StackSpec> FromFile(const YamlFile& f, const std::string& name) {
   s.description = root.String("description");
   s.emit = root.OptionalString("emit").value_or("");
   for (const std::string& f : Split(s.emit, ',')) {
-    static const std::vector<std::string> kFormats = {"megatron", "deepspeed", "nemo"};
+    static const std::vector<std::string> kFormats = {"megatron", "deepspeed", "nemo", "torchtitan"};
     if (!s.emit.empty() && std::find(kFormats.begin(), kFormats.end(), f) == kFormats.end()) {
-      root.Error("emit", "'" + f + "': expected megatron, deepspeed or nemo (comma-separated)" + DidYouMean(f, kFormats));
+      root.Error("emit", "'" + f + "': expected megatron, deepspeed, nemo or torchtitan (comma-separated)" + DidYouMean(f, kFormats));
       break;
     }
   }

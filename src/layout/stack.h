@@ -40,7 +40,7 @@ struct StackSpec {
   std::string name, source, description;
   // The configurations `plan --emit` writes for this stack, comma-separated: "megatron"
   // (pretrain_gpt.py arguments), "deepspeed" (a DeepSpeed config JSON), "nemo" (NeMo 2 recipe
-  // overrides); empty where shardsim has no emitter for it (`emit:` in the YAML).
+  // overrides), "torchtitan" (a TOML job config); empty where shardsim has no emitter for it (`emit:` in the YAML).
   std::string emit;
   // What the framework runs with where a layout key is not searched (`defaults:` in the YAML,
   // a layout spec of bucket_params, live_params, prefetch, overlap_dp, attention): its own
