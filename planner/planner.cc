@@ -124,19 +124,21 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   // Whether the stack runs `l`, trying the other value of such a switch where it refuses the
   // layout as it stands (one refusal check for most layouts).
   auto stack_runs = [&](Layout& l) {
-    if (!o.stack || !StackRefusal(*o.stack, l)) return true;
-    if (stack_attention) {
+    if (!o.stack) return true;
+    const StackRefusing refusing = StackRefusingTerm(*o.stack, l);
+    if (!refusing.rule) return true;
+    if (stack_attention && StackRuleMentions(*refusing.rule, "attention")) {
       Layout other = l;
       other.attention = l.attention == AttentionImpl::kFlash ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
-      if (!StackRefusal(*o.stack, other)) {
+      if (!StackRefusingTerm(*o.stack, other).rule) {
         l = other;
         return true;
       }
     }
-    if (stack_overlap_pp && l.pp > 1) {
+    if (stack_overlap_pp && l.pp > 1 && StackRuleMentions(*refusing.rule, "overlap_pp")) {
       Layout other = l;
       other.overlap_pp = !l.overlap_pp;
-      if (!StackRefusal(*o.stack, other)) {
+      if (!StackRefusingTerm(*o.stack, other).rule) {
         l = other;
         return true;
       }

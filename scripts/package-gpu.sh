@@ -5,6 +5,8 @@
 # process and --emulate-rank need none), and copies into gpu-carry/ (git-ignored, well under
 # the 64 MiB a device call carries):
 #   gpu-carry/bin/shardsim, gpu-carry/bin/shardsim_cuda_tests   stripped
+#   gpu-carry/bin/libshardsim_cuda.so                           the CUDA backend's plugin, which
+#                                                                shardsim loads from beside itself
 #   gpu-carry/lib/                                               the shared libraries they need
 #                                                                that are not the C/C++ runtime
 #                                                                or CUDA's (yaml-cpp, cudart)
@@ -15,10 +17,10 @@ build=${BUILD:-build-gpu}
 # x86-64-v3 (AVX2, FMA): any GPU server's CPU has it; "native" would be this machine's.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDSIM_MPI=OFF -DSHARDSIM_CUDA=ON \
   -DSHARDSIM_MARCH=x86-64-v3 -DSHARDSIM_BUILD_BENCH=OFF > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-cmake --build "$build" -j"$(nproc)" --target shardsim shardsim_cuda_tests
+cmake --build "$build" -j"$(nproc)" --target shardsim shardsim_cuda shardsim_cuda_tests
 rm -rf gpu-carry
 mkdir -p gpu-carry/bin gpu-carry/lib
-cp "$build/shardsim" "$build/tests/cuda/shardsim_cuda_tests" gpu-carry/bin/
+cp "$build/shardsim" "$build/libshardsim_cuda.so" "$build/tests/cuda/shardsim_cuda_tests" gpu-carry/bin/
 strip gpu-carry/bin/*
 # Libraries to carry: what ldd resolves, minus glibc / libstdc++ / libgcc (there, newer) and
 # cuBLAS (hundreds of MB; there already). cudart is small and pinned to the build's version.

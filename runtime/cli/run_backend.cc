@@ -16,10 +16,10 @@
 #include "runtime/mpi/mpi_collectives.h"
 #endif
 #if SHARDSIM_HAVE_CUDA
-#include "runtime/cuda/cuda_backend.h"
-#if SHARDSIM_HAVE_NCCL_COLLECTIVES
-#include "runtime/cuda/nccl_collectives.h"
-#endif
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include "runtime/cuda/cuda_plugin.h"
 #endif
 
 namespace shardsim::runtime {
@@ -98,43 +98,35 @@ StatusOr<std::unique_ptr<Backend>> CpuRunBackend(const Layout& l, const RunProce
 }
 
 #if SHARDSIM_HAVE_CUDA
-StatusOr<std::unique_ptr<Backend>> CudaRunBackend(const Layout& l, const RunProcess& p,
-                                                  int64_t emulate_rank, double timeout_s) {
-  const int devices = CudaBackend::CudaDeviceCount();
-  if (devices == 0) return Status::Error("--backend cuda: no CUDA device is visible");
-  // One GPU per process: the node's r-th process on the node's GPU r.
-  if (p.local_size > devices) {
-    return Status::Error("--backend cuda: " + std::to_string(p.local_size) +
-                         " processes on this node but " + std::to_string(devices) +
-                         " visible GPUs; launch one process per GPU");
+// libshardsim_cuda.so (cuda_plugin.h): $SHARDSIM_CUDA_PLUGIN, else beside this binary.
+std::string CudaPluginPath() {
+  if (const char* env = std::getenv("SHARDSIM_CUDA_PLUGIN"); env && *env) return env;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string(".");
+  dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+  return (dir.empty() ? "." : dir) + "/" + kCudaPluginFile;
+}
+
+// Loads the plugin once (its code backs the backends it makes: never unloaded) and asks it.
+StatusOr<std::unique_ptr<Backend>> CudaRunBackend(const Layout& l, const RunProcess& p, int64_t emulate_rank,
+                                                  double timeout_s) {
+  static CudaRunBackendFn make = nullptr;
+  if (!make) {
+    const std::string path = CudaPluginPath();
+    void* plugin = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!plugin) {
+      const char* why = ::dlerror();
+      return Status::Error("--backend cuda: cannot load the CUDA backend " + path + ": " + (why ? why : "dlopen failed") +
+                           " (it is built beside the binary; SHARDSIM_CUDA_PLUGIN names another path)");
+    }
+    make = reinterpret_cast<CudaRunBackendFn>(::dlsym(plugin, kCudaPluginSymbol));
+    if (!make) return Status::Error("--backend cuda: " + path + " has no " + kCudaPluginSymbol);
   }
-  const int device = p.local % devices;
-  if (emulate_rank >= 0) {
-    // The emulated collectives need the backend's memory: built in two steps.
-    SHARDSIM_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(device));
-    Memory* memory = &b->memory();
-    b->SetCollectives(std::make_unique<EmulatedCollectives>(l, emulate_rank, memory));
-    return std::unique_ptr<Backend>(std::move(b));
-  }
-  if (p.world == 1 && l.world() == 1) {
-    SHARDSIM_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(device));
-    return std::unique_ptr<Backend>(std::move(b));
-  }
-#if SHARDSIM_HAVE_NCCL_COLLECTIVES
-  SHARDSIM_ASSIGN_OR_RETURN(ProcessGroups groups, Groups(l, timeout_s));
-  auto make = [&](cudaStream_t stream) -> StatusOr<std::unique_ptr<Collectives>> {
-    SHARDSIM_ASSIGN_OR_RETURN(std::unique_ptr<NcclCollectives> c,
-                              NcclCollectives::Create(std::move(groups), stream, timeout_s));
-    return std::unique_ptr<Collectives>(std::move(c));
-  };
-  SHARDSIM_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(device, make));
-  return std::unique_ptr<Backend>(std::move(b));
-#else
-  (void)timeout_s;
-  SHARDSIM_RETURN_IF_ERROR(NeedsMpi(p));
-  return Status::Error("the layout needs " + std::to_string(l.world()) +
-                       " ranks; without MPI and NCCL only --emulate-rank runs one of them");
-#endif
+  std::unique_ptr<Backend> backend;
+  std::string error;
+  if (!make(l, p, emulate_rank, timeout_s, &backend, &error)) return Status::Error(error);
+  return backend;
 }
 #endif
 

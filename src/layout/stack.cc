@@ -194,19 +194,33 @@ bool StackEmits(const StackSpec& stack, const std::string& format) {
   return false;
 }
 
-std::optional<std::string> StackRefusal(const StackSpec& stack, const Layout& l) {
+StackRefusing StackRefusingTerm(const StackSpec& stack, const Layout& l) {
   for (const StackRule& rule : stack.rules) {
     bool applies = true;
     for (const StackTerm& t : rule.when) applies = applies && Holds(t, l);
     if (!applies) continue;
     for (const StackTerm& t : rule.refuse) {
-      if (!Holds(t, l)) continue;
-      std::string what = t.text;
-      for (size_t i = 0; i < rule.when.size(); ++i) what += (i == 0 ? " with " : " and ") + rule.when[i].text;
-      return "stack '" + stack.name + "' cannot run " + what + ": " + rule.why;
+      if (Holds(t, l)) return {&rule, &t};
     }
   }
-  return std::nullopt;
+  return {};
+}
+
+std::optional<std::string> StackRefusal(const StackSpec& stack, const Layout& l) {
+  const StackRefusing r = StackRefusingTerm(stack, l);
+  if (!r.rule) return std::nullopt;
+  std::string what = r.term->text;
+  for (size_t i = 0; i < r.rule->when.size(); ++i) what += (i == 0 ? " with " : " and ") + r.rule->when[i].text;
+  return "stack '" + stack.name + "' cannot run " + what + ": " + r.rule->why;
+}
+
+bool StackRuleMentions(const StackRule& rule, std::string_view key) {
+  for (const auto* terms : {&rule.when, &rule.refuse}) {
+    for (const StackTerm& t : *terms) {
+      if (t.key == key) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace shardsim

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/layout/layout.h"
@@ -65,5 +66,15 @@ bool StackEmits(const StackSpec& stack, const std::string& format);
 // Why `stack` cannot run `l` (resolved): "stack 'X' cannot run zero=3 with pp>1: <why>", or
 // nullopt when no rule refuses it.
 std::optional<std::string> StackRefusal(const StackSpec& stack, const Layout& l);
+
+// The first rule that refuses `l` and its refusing term (both null when none does), without
+// building a message: what the planner checks for each of the layouts it enumerates.
+struct StackRefusing {
+  const StackRule* rule = nullptr;
+  const StackTerm* term = nullptr;
+};
+StackRefusing StackRefusingTerm(const StackSpec& stack, const Layout& l);
+// Whether one of `rule`'s terms tests `key`.
+bool StackRuleMentions(const StackRule& rule, std::string_view key);
 
 }  // namespace shardsim
