@@ -47,10 +47,11 @@ double Share(const Candidate& c, std::initializer_list<Category> cats) {
 }  // namespace
 
 std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o,
-                     const PlanResult& r) {
+                     const PlanResult& r, const std::vector<std::string>& warnings) {
   std::ostringstream out;
   out << "shardsim plan: " << m.name << " on " << r.gpus << " x " << hw.gpu.name << " (" << hw.name
-      << "), global batch " << o.global_batch << " sequences\n";
+      << "), global batch " << o.global_batch << " sequences of " << m.seq_len << " tokens\n";
+  for (const std::string& w : warnings) out << "warning: " << w << "\n";
   if (!r.stack.empty()) {
     out << "stack: " << r.stack << " (stacks/" << r.stack << ".yaml"
         << (o.stack_is_default ? "; the default, --stack none searches every layout" : "") << "): "
@@ -131,10 +132,13 @@ std::string ParetoText(const ModelSpec& m, const std::vector<PlanResult>& result
 }
 
 std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o,
-                     const std::vector<PlanResult>& results) {
+                     const std::vector<PlanResult>& results, const std::vector<std::string>& warnings) {
   JsonWriter w;
   w.BeginObject().Field("model", m.name).Field("hardware", hw.name);
-  w.Field("global_batch", o.global_batch);
+  w.Field("global_batch", o.global_batch).Field("seq_len", m.seq_len);
+  w.Key("warnings").BeginArray();
+  for (const std::string& s : warnings) w.Value(s);
+  w.EndArray();
   w.Field("objective", o.objective == Objective::kThroughput ? "throughput"
                        : o.objective == Objective::kTimeToTrain ? "time-to-train" : "cost");
   w.Key("results").BeginArray();

@@ -15,6 +15,7 @@
 #include "planner/plan_report.h"
 #include "planner/planner.h"
 #include "src/cli/args.h"
+#include "src/cli/inputs.h"
 #include "src/cli/commands.h"
 #include "src/io/plan_file.h"
 #include "src/report/compute_fit.h"
@@ -96,13 +97,9 @@ int RunPlan(int argc, char** argv) {
               << cli::FlagHelp(flags);
     return 0;
   }
-  StatusOr<ModelSpec> model = LoadModel(*args->Get("model"));
-  if (!model.ok()) return Fail("plan", model.status().message(), 1);
-  if (args->Get("seq-len")) {
-    StatusOr<int64_t> t = args->GetInt("seq-len");
-    if (!t.ok() || *t < 1) return Fail("plan", "--seq-len must be a positive integer", 2);
-    model.value().seq_len = *t;
-  }
+  std::vector<std::string> warnings;
+  StatusOr<ModelSpec> model = cli::LoadModelFlags(*args, &warnings);
+  if (!model.ok()) return Fail("plan", model.status().message(), model.status().message().rfind("--seq-len", 0) == 0 ? 2 : 1);
   StatusOr<HardwareSpec> hw = LoadHardware(*args->Get("hardware"));
   if (!hw.ok()) return Fail("plan", hw.status().message(), 1);
   ApplyComputeFit(&hw.value(), args->Has("unfitted"));
@@ -216,11 +213,11 @@ int RunPlan(int argc, char** argv) {
     if (!best || Score(r.ranked.front(), *model, *hw, o) < Score(best->ranked.front(), *model, *hw, o)) best = &r;
   }
   if (json) {
-    std::cout << PlanJson(*model, *hw, o, results);
+    std::cout << PlanJson(*model, *hw, o, results, warnings);
   } else {
     for (const PlanResult& r : results) {
       o.gpus = r.gpus;
-      std::cout << PlanText(*model, *hw, o, r) << (results.size() > 1 ? "\n" : "");
+      std::cout << PlanText(*model, *hw, o, r, warnings) << (results.size() > 1 ? "\n" : "");
     }
     if (results.size() > 1) std::cout << ParetoText(*model, results);
   }

@@ -9,6 +9,7 @@
 #include "runtime/calibrate/calibrate.h"
 #include "runtime/cli/run_backend.h"
 #include "src/cli/args.h"
+#include "src/cli/inputs.h"
 #include "src/cli/commands.h"
 #include "src/io/bundled.h"
 #include "src/layout/layout.h"
@@ -68,16 +69,14 @@ int Calibrate(int argc, char** argv) {
       *parsed, parsed->tp * parsed->pp * parsed->cp * std::max<int64_t>(parsed->dp, 1), *base);
   if (!resolved.ok()) return fail(resolved.status().message());
   options.dtype = resolved->dtype;
-  if (std::optional<std::string> model_name = args->Get("model")) {
-    StatusOr<ModelSpec> loaded = LoadModel(*model_name);
-    if (!loaded.ok()) return fail(loaded.status().message());
-    ModelSpec model = std::move(loaded).value();
-    if (args->Get("seq-len")) {
-      StatusOr<int64_t> t = args->GetInt("seq-len");
-      if (!t.ok() || *t < 1) return fail("--seq-len must be a positive integer");
-      model.seq_len = *t;
+  if (args->Get("model")) {
+    std::vector<std::string> notices;
+    StatusOr<ModelSpec> model = cli::LoadModelFlags(*args, &notices);
+    if (!model.ok()) return fail(model.status().message());
+    if (process.me == 0) {
+      for (const std::string& n : notices) std::cerr << "shardsim calibrate: warning: " << n << "\n";
     }
-    AddWorkloadCases(model, *resolved, &options);
+    AddWorkloadCases(*model, *resolved, &options);
   }
   options.min_sample_s = std::atof(args->Get("min-sample")->c_str());
   if (!(options.min_sample_s > 0)) return fail("--min-sample must be a positive number of seconds");

@@ -252,6 +252,7 @@ int ValidatePublished(const std::string& file, const cli::Args& args) {
 int Validate(int argc, char** argv) {
   const std::vector<cli::FlagSpec> flags = {
       {"model", "M", "model name (models/) or YAML / HF config.json file", "tiny"},
+      {"seq-len", "T", "the model's training sequence length (run and simulate take it)", ""},
       {"hardware", "H", "hardware name (hardware/) or YAML file", "cpu-host"},
       {"gpus", "N", "with --layout: validate that one layout on N ranks instead of a --layouts file", ""},
       {"layout", "SPEC", "with --gpus: the one layout to validate", ""},
@@ -308,6 +309,12 @@ int Validate(int argc, char** argv) {
                     backend = *args->Get("backend");
   if (backend != "cpu" && backend != "cuda") {
     return cli::Fail("validate", "--backend: expected cpu or cuda, found '" + backend + "'", 2);
+  }
+  std::vector<std::string> seq_len;  // passed on to run and simulate
+  if (args->Get("seq-len")) {
+    StatusOr<int64_t> t = args->GetInt("seq-len");
+    if (!t.ok() || *t < 1) return cli::Fail("validate", "--seq-len must be a positive integer", 2);
+    seq_len = {"--seq-len", std::to_string(*t)};
   }
   StatusOr<std::vector<LayoutLine>> layouts = Status::Error("no layouts");
   if (one) {
@@ -369,16 +376,18 @@ int Validate(int argc, char** argv) {
                {self.string(), "run", "--backend", backend, "--model", model, "--hardware",
                 hardware, "--layout", l.spec, "--steps", std::to_string(*steps), "--out",
                 run_json.string(), "--trace", run_trace.string()});
+    run.insert(run.end(), seq_len.begin(), seq_len.end());
     if (Status st = RunLogged(run, tmp / ("run_" + tag + ".log"), l); !st.ok()) {
       return cli::Fail("validate", st.message(), 1);
     }
     std::cerr << "validate: [" << i + 1 << "/" << n << "] " << Ranks(l.ranks) << ": " << l.spec
               << ": simulate\n";
-    const std::vector<std::string> simulate = {
+    std::vector<std::string> simulate = {
         self.string(),     "simulate", "--model",         model,
         "--hardware",      hardware,   "--gpus",          std::to_string(l.ranks),
         "--layout",        l.spec,     "--json",          "--out",
         sim_json.string(), "--trace",  sim_trace.string()};
+    simulate.insert(simulate.end(), seq_len.begin(), seq_len.end());
     if (Status st = RunLogged(simulate, tmp / ("sim_" + tag + ".log"), l); !st.ok()) {
       return cli::Fail("validate", st.message(), 1);
     }

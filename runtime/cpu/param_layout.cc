@@ -29,6 +29,9 @@ StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
     return Status::Error("model '" + m.name +
                          "': the CPU runtime does not implement dropout; use dropout: false");
   }
+  if (m.qk_norm) {
+    return Status::Error("model '" + m.name + "': the CPU runtime does not implement Q/K norms (qk_norm)");
+  }
   if (m.layers <= 0 || m.hidden <= 0 || m.heads <= 0 || m.kv_heads <= 0 || m.head_dim <= 0 ||
       m.ffn_hidden <= 0 || m.vocab <= 0 || m.seq_len <= 0 || m.heads % m.kv_heads != 0) {
     return Status::Error("model '" + m.name + "': shape is not a valid dense transformer");

@@ -45,7 +45,7 @@ int RunDescribe(int argc, char** argv) {
     const Cluster cluster(hw);
     const Layout& l = in->layout;
     JsonWriter w;
-    w.BeginObject().Field("model", m.name).Field("parameters", m.TotalParams());
+    w.BeginObject().Field("model", m.name).Field("parameters", m.TotalParams()).Field("seq_len", m.seq_len);
     w.Field("active_parameters", m.ActiveParams()).Field("dense_layer_parameters", m.DenseLayerParams());
     w.Field("hardware", hw.name).Field("nodes", hw.nodes).Field("gpus_per_node", hw.node.gpus);
     w.Field("gpu_memory_bytes", hw.gpu.memory_bytes).Field("graph", cluster.Describe());

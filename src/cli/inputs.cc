@@ -96,6 +96,23 @@ StatusOr<Layout> LayoutFromFramework(const Args& args, const ModelSpec& model, I
 
 }  // namespace
 
+StatusOr<ModelSpec> LoadModelFlags(const Args& args, std::vector<std::string>* notices) {
+  std::optional<int64_t> seq_len;
+  if (args.Get("seq-len")) {
+    StatusOr<int64_t> t = args.GetInt("seq-len");
+    if (!t.ok() || *t < 1) return Status::Error("--seq-len must be a positive integer, found '" + *args.Get("seq-len") + "'");
+    seq_len = *t;
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(ModelSpec m, LoadModel(*args.Get("model")));
+  if (seq_len) {
+    m.seq_len = *seq_len;
+    m.seq_len_default.clear();
+  }
+  if (!m.seq_len_default.empty()) notices->push_back(m.seq_len_default);
+  for (const std::string& n : m.not_modelled) notices->push_back(m.name + ": not modelled: " + n);
+  return m;
+}
+
 StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpus) {
   Inputs in;
   if (std::optional<std::string> plan_path = args.Get("plan")) {
@@ -115,13 +132,9 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
     SHARDSIM_RETURN_IF_ERROR(ApplyStack(args, &in));
     return in;
   }
-  SHARDSIM_ASSIGN_OR_RETURN(in.model, LoadModel(*args.Get("model")));
+  SHARDSIM_ASSIGN_OR_RETURN(in.model, LoadModelFlags(args, &in.warnings));
   SHARDSIM_ASSIGN_OR_RETURN(in.hardware, LoadHardware(*args.Get("hardware")));
   ApplyComputeFit(&in.hardware, args.Has("unfitted"));
-  if (args.Get("seq-len")) {
-    SHARDSIM_ASSIGN_OR_RETURN(in.model.seq_len, args.GetInt("seq-len"));
-    if (in.model.seq_len < 1) return Status::Error("--seq-len must be at least 1");
-  }
   if (args.Get("nodes")) {
     SHARDSIM_ASSIGN_OR_RETURN(in.hardware.nodes, args.GetInt("nodes"));
     if (in.hardware.nodes < 1) return Status::Error("--nodes must be at least 1");

@@ -27,6 +27,12 @@ struct Inputs {
   std::optional<StackSpec> stack;  // --stack, when given: the layout is one it runs
 };
 
+// --model and --seq-len: the model (a bundled name, a YAML file, a Hugging Face config.json or
+// a folder holding one) with --seq-len applied. *notices gets what the description holds that
+// is not modelled and, without --seq-len, how a sequence length the description does not state
+// was chosen (model_spec.h). An invalid --seq-len is an error whose message starts "--seq-len".
+StatusOr<ModelSpec> LoadModelFlags(const Args& args, std::vector<std::string>* notices);
+
 // Errors: unreadable or invalid descriptions, and every reason the layout is invalid.
 // Without --gpus the job uses `default_gpus` when given (e.g. the MPI world size), else
 // every GPU of the cluster.

@@ -128,6 +128,7 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   // Split across TP: Q, K, V, the output-projection input, the MLP intermediates.
   double split = sb * (e * q + 2 * e * kv  // Q, K, V
                        + g * q);          // projection input
+  if (m.qk_norm) split += sb * e * (q + kv);  // Q and K before their norms (Qwen3's q_norm, k_norm)
   double ffn = static_cast<double>(m.ffn_hidden);
   double tokens_mlp = sb;
   if (moe_layer && m.moe) {

@@ -102,6 +102,11 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   ops.push_back(Matmul("qkv", OpRole::kQkv, T, q + 2 * kv, h, b));
   ops.back().column_parallel = true;
   Fp8Casts(ops.back(), l, true);
+  if (m.qk_norm) {
+    // RMSNorm over each head's queries and keys (Qwen3Attention.q_norm / k_norm in
+    // transformers' models/qwen3/modeling_qwen3.py): read and write Q and K.
+    ops.push_back(Memory("qk_norm", OpRole::kNorm, b * 2.0 * static_cast<double>(T) * (q + kv)));
+  }
   const double s_kv = static_cast<double>(m.seq_len);  // keys each query meets (all chunks)
   if (l.attention == AttentionImpl::kFlash) {
     // Fused causal attention (flash-style). Scores QK^T and context PV, each 2*T*s*d per

@@ -257,6 +257,24 @@ std::optional<std::vector<long long>> YamlMap::OptionalIntList(const std::string
   return out;
 }
 
+std::optional<std::vector<std::string>> YamlMap::OptionalStringList(const std::string& key) {
+  YAML::Node v = Get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  std::vector<std::string> out;
+  if (v.IsSequence()) {
+    for (const YAML::Node& item : v) {
+      if (!item.IsScalar()) {
+        Fail(item, key, "expected strings in the list");
+        return std::nullopt;
+      }
+      out.push_back(item.Scalar());
+    }
+    return out;
+  }
+  Fail(v, key, "expected a list of strings such as [\"a\", \"b\"]");
+  return std::nullopt;
+}
+
 std::vector<YamlMap> YamlMap::MapList(const std::string& key) {
   YAML::Node v = Get(key);
   std::vector<YamlMap> out;

@@ -49,6 +49,7 @@ class YamlMap {
                                             const std::vector<std::string>& choices);
   std::optional<YamlMap> OptionalMap(const std::string& key);
   std::optional<std::vector<long long>> OptionalIntList(const std::string& key, long long min_value);
+  std::optional<std::vector<std::string>> OptionalStringList(const std::string& key);
   // A required list of maps, each read by its own YamlMap (path `key[i]`); an empty list is an
   // error.
   std::vector<YamlMap> MapList(const std::string& key);

@@ -13,7 +13,7 @@ int64_t ModelSpec::MoeLayerCount() const {
 int64_t ModelSpec::AttentionParams() const {
   const int64_t qkv = hidden * (q_dim() + 2 * kv_dim()) + (HasQkvBias() ? q_dim() + 2 * kv_dim() : 0);
   const int64_t proj = q_dim() * hidden + (bias ? hidden : 0);
-  return qkv + proj;
+  return qkv + proj + (qk_norm ? 2 * head_dim : 0);
 }
 
 int64_t ModelSpec::MlpParams(int64_t ffn) const {

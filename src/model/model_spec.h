@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "src/util/status.h"
 
@@ -42,7 +43,16 @@ struct ModelSpec {
   // RoPE's base (theta): 0 = not stated by the description. Prices nothing; the exports carry
   // it (Megatron-LM's --rotary-base, default 10000).
   double rotary_base = 0;
+  // RMSNorm over each head's queries and keys (Qwen3, OLMo 2): 2 head_dim weights per layer.
+  bool qk_norm = false;
   std::optional<MoeSpec> moe;
+  // Where the description states no training sequence length (a Hugging Face config holds a
+  // context limit, max_position_embeddings): the one-line notice of the default taken, which
+  // commands print unless --seq-len sets the length; "" when the description states it.
+  std::string seq_len_default;
+  // What the description holds that shardsim does not price, one line each; commands print
+  // them as warnings, in text and JSON.
+  std::vector<std::string> not_modelled;
 
   int64_t q_dim() const { return heads * head_dim; }
   int64_t kv_dim() const { return kv_heads * head_dim; }
@@ -51,7 +61,7 @@ struct ModelSpec {
   int64_t MoeLayerCount() const;
 
   // Parameter counts (elements, not bytes).
-  int64_t AttentionParams() const;             // QKV + output projection (+ biases)
+  int64_t AttentionParams() const;             // QKV + output projection (+ biases, + Q/K norms)
   int64_t MlpParams(int64_t ffn) const;        // one MLP of inner size ffn (+ biases)
   int64_t NormParams() const;                  // one norm: 2h (LayerNorm) or h (RMSNorm)
   int64_t DenseLayerParams() const;            // attention + MLP + 2 norms

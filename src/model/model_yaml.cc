@@ -1,4 +1,6 @@
 // Strict loader for models/*.yaml (schema: docs/models.md).
+#include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -37,6 +39,7 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
     r.Error("rotary_base", "rotary_base is RoPE's base; the model has position: learned");
   }
   m.dropout = r.OptionalBool("dropout").value_or(false);
+  m.qk_norm = r.OptionalBool("qk_norm").value_or(false);
   if (std::optional<YamlMap> moe = r.OptionalMap("moe")) {
     MoeSpec s;
     s.experts = moe->Int("experts", 2);
@@ -64,7 +67,35 @@ StatusOr<ModelSpec> LoadModelYaml(const std::string& path) {
   return ParseModelYaml(text.str(), path);
 }
 
+// "org/name" (one slash, name characters only) that is not a path here: a Hub id.
+bool LooksLikeHubId(const std::string& s) {
+  const size_t slash = s.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == s.size() || s.find('/', slash + 1) != std::string::npos) {
+    return false;
+  }
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '/' && c != '-' && c != '_' && c != '.') return false;
+  }
+  return s.size() < 5 || (s.substr(s.size() - 5) != ".json" && s.substr(s.size() - 5) != ".yaml");
+}
+
 StatusOr<ModelSpec> LoadModel(const std::string& path_or_name) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path_or_name, ec)) {  // a Hugging Face model folder
+    const fs::path config = fs::path(path_or_name) / "config.json";
+    if (!fs::is_regular_file(config, ec)) {
+      return Status::Error("'" + path_or_name + "' is a folder without a config.json (a Hugging Face model folder holds one)");
+    }
+    return LoadHfConfig(config.string());
+  }
+  if (!fs::exists(path_or_name, ec) && LooksLikeHubId(path_or_name)) {
+    return Status::Error("'" + path_or_name + "' is no file or folder here; as a Hugging Face Hub id it would need a "
+                         "download, which shardsim does not do. Put its config.json in a folder and pass that, e.g. "
+                         "`huggingface-cli download " + path_or_name + " config.json --local-dir " +
+                         path_or_name.substr(path_or_name.find('/') + 1) + "`, then --model " +
+                         path_or_name.substr(path_or_name.find('/') + 1));
+  }
   SHARDSIM_ASSIGN_OR_RETURN(std::string path, ResolveBundled(path_or_name, "models"));
   if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") return LoadHfConfig(path);
   return LoadModelYaml(path);

@@ -34,7 +34,7 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
   out << "shardsim estimate: " << m.name << " (" << Fmt("%.2f", e.parameters / 1e9)
       << "B parameters) on " << l.world() << " x " << hw.gpu.name << " (" << hw.name << ")\n";
   out << "layout: " << FormatLayout(l) << "\n";
-  out << "micro-batches per iteration: " << l.microbatches() << "\n";
+  out << "sequence length: " << m.seq_len << " tokens; micro-batches per iteration: " << l.microbatches() << "\n";
   for (const std::string& w : e.warnings) out << "warning: " << w << "\n";
 
   out << "\nmemory per GPU (stage " << e.peak_stage << ", the largest of " << l.pp << "):\n";
@@ -107,6 +107,7 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   JsonWriter w;
   w.BeginObject();
   w.Field("model", m.name).Field("hardware", hw.name).Field("gpus", e.layout.world());
+  w.Field("seq_len", m.seq_len);
   w.Field("layout", FormatLayout(e.layout));
   w.Field("parameters", e.parameters);
   w.Field("peak_memory_bytes", e.peak_memory().total());

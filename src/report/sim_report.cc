@@ -22,7 +22,7 @@ std::string SimulationText(const ModelSpec& m, const HardwareSpec& hw, const Sim
   const Layout& l = r.layout;
   out << "shardsim simulate: " << m.name << " on " << l.world() << " x " << hw.gpu.name << " ("
       << hw.name << "), " << (r.full ? "full (every rank)" : "symmetric (one rank per stage)")
-      << "\nlayout: " << FormatLayout(l) << "\n";
+      << "\nlayout: " << FormatLayout(l) << "\nsequence length: " << m.seq_len << " tokens\n";
   for (const std::string& w : warnings) out << "warning: " << w << "\n";
   out << "simulated " << r.tasks << " tasks, " << r.events << " events on " << r.ranks.size()
       << " ranks\n";
@@ -85,6 +85,7 @@ std::string SimulationJson(const ModelSpec& m, const HardwareSpec& hw, const Sim
   const MemoryBreakdown& mem = r.ranks[r.peak_rank].peak_memory;
   w.BeginObject();
   w.Field("model", m.name).Field("hardware", hw.name).Field("gpus", r.layout.world());
+  w.Field("seq_len", m.seq_len);
   w.Field("layout", FormatLayout(r.layout));
   w.Field("mode", r.full ? "full" : "symmetric");
   w.Field("iteration_time_s", r.iteration_time_s);
