@@ -93,8 +93,8 @@ TEST(Cli, EverySubcommandHasHelpWithTheSharedFlags) {
     for (const char* flag : {"--model", "--hardware", "--gpus"}) {
       EXPECT_TRUE(Contains(r.out, flag));
     }
-    // Every command but plan (which searches layouts) takes one.
-    if (c != "plan") {
+    // Every command but plan (which searches layouts) and memory (which needs none) takes one.
+    if (c != "plan" && c != "memory") {
       EXPECT_TRUE(Contains(r.out, "--layout"));
     }
   }
@@ -553,7 +553,8 @@ TEST(Cli, EveryCommandTakesTheSharedFlagsItCanUse) {
       {"run", inputs},
       {"plan", {"model", "hardware", "nodes", "seq-len", "gpus", "stack", "json"}},
       {"calibrate", {"model", "hardware", "layout", "seq-len", "json"}},
-      {"validate", {"model", "hardware", "gpus", "layout", "json"}},
+      {"validate", {"model", "seq-len", "hardware", "gpus", "layout", "json"}},
+      {"memory", {"model", "hardware", "nodes", "seq-len", "gpus", "stack", "json"}},
       {"compare", {"json"}},
   };
   std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> tables;
