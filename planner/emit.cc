@@ -98,6 +98,11 @@ void AddModelShape(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
   // --add-qkv-bias: biases on Q, K and V only, as Qwen2 (validate_args turns it on with
   // --add-bias-linear, the default, so it is written only beside --disable-bias-linear).
   if (!m.bias && m.qkv_bias) a.Flag("--add-qkv-bias");
+  if (m.qk_norm) a.Flag("--qk-layernorm");  // Qwen3's Q/K norms, in --normalization's kind
+  if (m.sliding_window > 0) {
+    a.NotExpressible("sliding_window " + Str(m.sliding_window) + " (--window-size is not written: set it as your "
+                     "Megatron-LM version counts the window; shardsim prices a causal window of that many keys)");
+  }
   if (m.position == Position::kRope) {
     if (m.rotary_base > 0) {
       a.Flag("--rotary-base", RotaryBase(m.rotary_base));

@@ -58,6 +58,11 @@ void ModelConfig(const ModelSpec& m, Overrides& o) {
   o.Set("model.config.share_embeddings_and_output_weights", Py(m.tied_embeddings));
   o.Set("model.config.add_bias_linear", Py(m.bias));
   o.Set("model.config.add_qkv_bias", Py(m.HasQkvBias()));
+  if (m.qk_norm) o.Set("model.config.qk_layernorm", Py(true));  // Qwen3's Q/K norms, in its normalization
+  if (m.sliding_window > 0) {
+    o.NotExpressible("sliding_window " + std::to_string(m.sliding_window) + " (TransformerConfig.window_size is not "
+                     "written: set it as your Megatron-Core version counts the window; priced as a causal window)");
+  }
   if (!m.dropout) {
     o.Set("model.config.attention_dropout", "0.0");
     o.Set("model.config.hidden_dropout", "0.0");

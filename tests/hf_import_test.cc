@@ -101,12 +101,12 @@ TEST(HfImport, WhatIsNotModelledIsListed) {
       "max_position_embeddings": 8192})");
   ASSERT_EQ(moe.not_modelled.size(), 1u);
   EXPECT_NE(moe.not_modelled[0].find("shared_expert_intermediate_size 5632"), std::string::npos);
-  // Mistral's sliding window.
-  ModelSpec mistral = Parse(R"({"model_type": "mistral", "hidden_size": 256, "num_hidden_layers": 2,
+  // Qwen2's window from layer max_window_layers on (use_sliding_window true): said, not priced.
+  ModelSpec qwen_window = Parse(R"({"model_type": "qwen2", "hidden_size": 256, "num_hidden_layers": 2,
       "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 32768,
-      "sliding_window": 4096})");
-  ASSERT_EQ(mistral.not_modelled.size(), 1u);
-  EXPECT_NE(mistral.not_modelled[0].find("sliding_window 4096"), std::string::npos);
+      "sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 1})");
+  ASSERT_EQ(qwen_window.not_modelled.size(), 1u);
+  EXPECT_NE(qwen_window.not_modelled[0].find("sliding_window 4096 from layer max_window_layers on"), std::string::npos);
   // Qwen2 leaves its window off (use_sliding_window false): nothing to say.
   EXPECT_TRUE(Parse(R"({"model_type": "qwen2", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
       "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096, "sliding_window": 4096,
@@ -116,6 +116,26 @@ TEST(HfImport, WhatIsNotModelledIsListed) {
   EXPECT_TRUE(biased.qkv_bias);
   ASSERT_EQ(biased.not_modelled.size(), 1u);
   EXPECT_NE(biased.not_modelled[0].find("output projection's bias (256 parameters a layer)"), std::string::npos);
+}
+
+// Mistral's sliding window (4096 in every layer) is priced: at 8192 tokens a sequence has
+// 8192 x 8193 / 2 = 33,558,528 causal pairs and the window leaves 4096 x 4097 / 2 + 4096 x 4096 =
+// 25,167,872, so attention counts 8192 x 25,167,872 / 33,558,528 = 6143.75 keys a query in the
+// full-matrix convention; at 4096 tokens the window covers everything: 4096.
+TEST(HfImport, MistralSlidingWindowIsPriced) {
+  ModelSpec m = Parse(R"({"model_type": "mistral", "hidden_size": 256, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 32768,
+      "sliding_window": 4096})");
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_TRUE(m.not_modelled.empty());
+  EXPECT_EQ(m.seq_len, 8192);
+  EXPECT_NEAR(m.AttentionSpan(), 6143.750030513853, 1e-9);
+  m.seq_len = 4096;
+  EXPECT_EQ(m.AttentionSpan(), 4096);
+  // Mixtral's null window: none.
+  EXPECT_EQ(Parse(R"({"model_type": "mixtral", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 512, "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 1000,
+      "max_position_embeddings": 32768, "sliding_window": null})").sliding_window, 0);
 }
 
 // Qwen3-8B's shape (hidden 4096, 36 layers, 32 heads of 128, 8 KV heads, intermediate 12288,

@@ -116,7 +116,9 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     attn.name = "attention";
     attn.kind = OpKind::kAttention;
     attn.role = OpRole::kFlashAttention;
-    attn.flops = 4.0 * static_cast<double>(T) * s_kv * m.head_dim * heads;
+    // A sliding window (Mistral) leaves the kernel the window's pairs only (FlashAttention-2's
+    // window_size skips the blocks outside it): AttentionSpan instead of s.
+    attn.flops = 4.0 * static_cast<double>(T) * m.AttentionSpan() * m.head_dim * heads;
     attn.executed_flops = attn.flops / 2;
     attn.bytes = b * static_cast<double>(T) * (2.0 * q + 2.0 * kv * l.cp);
     attn.recomputed_selective = true;

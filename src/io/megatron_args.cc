@@ -107,6 +107,7 @@ const std::map<std::string, Kind>& Known() {
       {"--untie-embeddings-and-output-weights", Kind::kSwitch},
       {"--disable-bias-linear", Kind::kSwitch},
       {"--add-qkv-bias", Kind::kSwitch},
+      {"--qk-layernorm", Kind::kSwitch},
       {"--attention-dropout", Kind::kNumber},
       {"--hidden-dropout", Kind::kNumber},
       {"--num-experts", Kind::kInt},
@@ -189,6 +190,7 @@ ModelSpec ReadModel(LocatedValues& r, MegatronRead& out) {
   m.tied_embeddings = !r.Has("--untie-embeddings-and-output-weights");
   m.bias = !r.Has("--disable-bias-linear");
   m.qkv_bias = !m.bias && r.Has("--add-qkv-bias");
+  m.qk_norm = r.Has("--qk-layernorm");
   m.dropout = r.Number("--attention-dropout", 0.1, 0, 1) > 0 || r.Number("--hidden-dropout", 0.1, 0, 1) > 0;
   if (r.Has("--num-experts")) {
     MoeSpec s;
@@ -380,6 +382,7 @@ std::vector<std::string> ModelMismatches(const ModelSpec& m, const ModelSpec& a)
   cmp("tied embeddings (--untie-embeddings-and-output-weights absent)", yes(a.tied_embeddings), yes(m.tied_embeddings));
   cmp("linear biases (--disable-bias-linear absent)", yes(a.bias), yes(m.bias));
   cmp("Q/K/V biases (--add-qkv-bias)", yes(a.HasQkvBias()), yes(m.HasQkvBias()));
+  cmp("Q/K norms (--qk-layernorm)", yes(a.qk_norm), yes(m.qk_norm));
   cmp("dropout (--attention-dropout, --hidden-dropout)", yes(a.dropout), yes(m.dropout));
   if (m.position == Position::kRope && a.position == Position::kRope && m.rotary_base > 0) {
     cmp("--rotary-base", Fmt("%.0f", a.rotary_base), Fmt("%.0f", m.rotary_base));

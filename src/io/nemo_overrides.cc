@@ -16,7 +16,7 @@ const std::vector<std::string>& Paths() {
       "model.config.seq_length", "model.config.gated_linear_unit", "model.config.normalization",
       "model.config.position_embedding_type", "model.config.rotary_base",
       "model.config.share_embeddings_and_output_weights", "model.config.add_bias_linear",
-      "model.config.add_qkv_bias", "model.config.attention_dropout", "model.config.hidden_dropout",
+      "model.config.add_qkv_bias", "model.config.qk_layernorm", "model.config.attention_dropout", "model.config.hidden_dropout",
       "model.config.num_moe_experts", "model.config.moe_router_topk", "model.config.moe_ffn_hidden_size",
       "model.config.moe_layer_freq", "model.config.recompute_granularity", "model.config.recompute_method",
       "model.config.recompute_num_layers", "model.config.attention_backend",
@@ -117,6 +117,7 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   m.tied_embeddings = r.Bool("model.config.share_embeddings_and_output_weights", true);
   m.bias = r.Bool("model.config.add_bias_linear", true);
   m.qkv_bias = !m.bias && r.Bool("model.config.add_qkv_bias", false);
+  m.qk_norm = r.Bool("model.config.qk_layernorm", false);
   m.dropout = r.Number("model.config.attention_dropout", 0.1, 0, 1) > 0 ||
               r.Number("model.config.hidden_dropout", 0.1, 0, 1) > 0;
   if (r.Text("model.config.num_moe_experts", "None") != "None") {

@@ -41,6 +41,7 @@ std::string ModelYaml(const ModelSpec& m) {
     << "\ndropout: " << (m.dropout ? "true" : "false") << "\n";
   if (m.rotary_base > 0) o << "rotary_base: " << Num(m.rotary_base) << "\n";
   if (m.qk_norm) o << "qk_norm: true\n";
+  if (m.sliding_window > 0) o << "sliding_window: " << m.sliding_window << "\n";
   if (m.moe) {
     o << "moe:\n  experts: " << m.moe->experts << "\n  top_k: " << m.moe->top_k
       << "\n  ffn_hidden: " << m.moe->ffn_hidden << "\n  interval: " << m.moe->interval << "\n";

@@ -86,6 +86,8 @@ StatusOr<Llama3Args> Llama3ArgsFor(const ModelSpec& m) {
   if (m.tied_embeddings) not_llama.push_back("tied embeddings (llama3's output layer is its own)");
   if (m.moe) not_llama.push_back("experts (llama3 is dense)");
   if (m.dropout) not_llama.push_back("dropout (llama3 has none)");
+  if (m.qk_norm) not_llama.push_back("Q/K norms (llama3 has none)");
+  if (m.sliding_window > 0) not_llama.push_back("a sliding window (llama3 attends the whole causal prefix)");
   if (m.heads <= 0 || m.hidden % m.heads != 0 || m.head_dim != m.hidden / m.heads) {
     not_llama.push_back("a head size of " + std::to_string(m.head_dim) + " (llama3's is dim / n_heads = " +
                         (m.heads > 0 ? std::to_string(m.hidden / m.heads) : std::string("?")) + ")");

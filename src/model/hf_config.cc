@@ -167,12 +167,17 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
     if (r.OptionalBool("mlp_bias").value_or(false) && !m.bias) {
       m.not_modelled.push_back("mlp_bias: the MLP's biases are not counted");
     }
-    // Sliding-window attention (Mistral's sliding_window; Qwen2's when use_sliding_window).
-    const bool window_on = mt == "mistral" || mt == "mixtral" || r.OptionalBool("use_sliding_window").value_or(false);
-    if (const std::optional<long long> w = r.OptionalInt("sliding_window"); w && window_on) {
-      m.not_modelled.push_back("sliding_window " + std::to_string(*w) +
-                               ": attention is priced over the whole sequence, which is exact up to " +
-                               std::to_string(*w) + " tokens");
+    // Sliding-window attention: Mistral's and Mixtral's sliding_window (null: none) in every
+    // layer (transformers MistralAttention); Qwen2's only with use_sliding_window, and then from
+    // layer max_window_layers on, a per-layer pattern not modelled.
+    if (mt == "mistral" || mt == "mixtral") {
+      m.sliding_window = r.OptionalInt("sliding_window").value_or(0);
+    } else if (r.OptionalBool("use_sliding_window").value_or(false)) {
+      if (const std::optional<long long> w = r.OptionalInt("sliding_window")) {
+        m.not_modelled.push_back("sliding_window " + std::to_string(*w) + " from layer max_window_layers on: "
+                                 "attention is priced over the whole sequence, which is exact up to " +
+                                 std::to_string(*w) + " tokens");
+      }
     }
   }
   // The sequence length: a config states the context the model allows, not what it was

@@ -61,6 +61,14 @@ int64_t ModelSpec::ActiveParams() const {
   return TotalParams() - MoeLayerCount() * inactive;
 }
 
+double ModelSpec::AttentionSpan() const {
+  const double s = static_cast<double>(seq_len);
+  if (sliding_window <= 0 || sliding_window >= seq_len) return s;
+  const double w = static_cast<double>(sliding_window);
+  const double causal = s * (s + 1) / 2, windowed = w * (w + 1) / 2 + (s - w) * w;
+  return s * windowed / causal;
+}
+
 Status ValidateModel(const ModelSpec& m, const std::string& origin) {
   auto fail = [&](const std::string& what) { return Status::Error(origin + ": " + what); };
   if (m.heads % m.kv_heads != 0) {
@@ -68,6 +76,7 @@ Status ValidateModel(const ModelSpec& m, const std::string& origin) {
                 std::to_string(m.heads));
   }
   if (m.head_dim <= 0) return fail("head_dim must be positive");
+  if (m.sliding_window < 0) return fail("sliding_window must be positive (or absent: no window)");
   if (m.moe) {
     if (m.moe->experts < 2) return fail("moe.experts must be at least 2");
     if (m.moe->top_k < 1 || m.moe->top_k > m.moe->experts) {

@@ -45,6 +45,9 @@ struct ModelSpec {
   double rotary_base = 0;
   // RMSNorm over each head's queries and keys (Qwen3, OLMo 2): 2 head_dim weights per layer.
   bool qk_norm = false;
+  // Sliding-window attention in every layer (Mistral's sliding_window): each query meets at
+  // most this many keys, itself included; 0: the whole causal prefix.
+  int64_t sliding_window = 0;
   std::optional<MoeSpec> moe;
   // Where the description states no training sequence length (a Hugging Face config holds a
   // context limit, max_position_embeddings): the one-line notice of the default taken, which
@@ -55,6 +58,11 @@ struct ModelSpec {
   std::vector<std::string> not_modelled;
 
   int64_t q_dim() const { return heads * head_dim; }
+  // The keys a query meets, in the full-matrix convention attention FLOPs are counted in
+  // (Narayanan et al. 2021's 4 s^2 h per layer and sequence: seq_len, of which a causal kernel
+  // runs half): seq_len scaled by the window's share of the causal pairs. A sequence of s tokens
+  // has s (s + 1) / 2 causal query-key pairs; a window of w < s leaves w (w + 1) / 2 + (s - w) w.
+  double AttentionSpan() const;
   int64_t kv_dim() const { return kv_heads * head_dim; }
   bool HasQkvBias() const { return bias || qkv_bias; }
   bool IsMoeLayer(int64_t layer) const { return moe && layer % moe->interval == 0; }

@@ -40,6 +40,7 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
   }
   m.dropout = r.OptionalBool("dropout").value_or(false);
   m.qk_norm = r.OptionalBool("qk_norm").value_or(false);
+  m.sliding_window = r.OptionalInt("sliding_window").value_or(0);
   if (std::optional<YamlMap> moe = r.OptionalMap("moe")) {
     MoeSpec s;
     s.experts = moe->Int("experts", 2);
