@@ -130,6 +130,11 @@ void AddModelShape(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
     // Megatron's integer frequency N makes layer i an expert layer when i % N == 0, as
     // ModelSpec::IsMoeLayer does.
     if (m.moe->interval > 1) a.Flag("--moe-layer-freq", m.moe->interval);
+    if (m.moe->shared_ffn_hidden > 0) a.Flag("--moe-shared-expert-intermediate-size", m.moe->shared_ffn_hidden);
+    if (m.moe->shared_gate) {
+      a.NotExpressible("the shared expert's sigmoid gate (Qwen2-MoE's shared_expert_gate): Megatron-LM's "
+                       "arguments have no flag for TransformerConfig.moe_shared_expert_gate");
+    }
   }
 }
 

@@ -72,6 +72,10 @@ void ModelConfig(const ModelSpec& m, Overrides& o) {
     o.Set("model.config.moe_router_topk", Py(m.moe->top_k));
     o.Set("model.config.moe_ffn_hidden_size", Py(m.moe->ffn_hidden));
     o.Set("model.config.moe_layer_freq", Py(m.moe->interval));
+    if (m.moe->shared_ffn_hidden > 0) {
+      o.Set("model.config.moe_shared_expert_intermediate_size", Py(m.moe->shared_ffn_hidden));
+      if (m.moe->shared_gate) o.Set("model.config.moe_shared_expert_gate", Py(true));
+    }
   }
 }
 

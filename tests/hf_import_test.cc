@@ -94,13 +94,6 @@ TEST(HfImport, AHubIdSaysWhereToPutTheConfig) {
 
 // What a config holds that is not priced is listed, not dropped.
 TEST(HfImport, WhatIsNotModelledIsListed) {
-  // Qwen1.5-MoE-A2.7B's shared expert (shared_expert_intermediate_size 5632).
-  ModelSpec moe = Parse(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24,
-      "num_attention_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408, "num_experts": 60,
-      "num_experts_per_tok": 4, "shared_expert_intermediate_size": 5632, "vocab_size": 151936,
-      "max_position_embeddings": 8192})");
-  ASSERT_EQ(moe.not_modelled.size(), 1u);
-  EXPECT_NE(moe.not_modelled[0].find("shared_expert_intermediate_size 5632"), std::string::npos);
   // Qwen2's window from layer max_window_layers on (use_sliding_window true): said, not priced.
   ModelSpec qwen_window = Parse(R"({"model_type": "qwen2", "hidden_size": 256, "num_hidden_layers": 2,
       "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 32768,
@@ -116,6 +109,27 @@ TEST(HfImport, WhatIsNotModelledIsListed) {
   EXPECT_TRUE(biased.qkv_bias);
   ASSERT_EQ(biased.not_modelled.size(), 1u);
   EXPECT_NE(biased.not_modelled[0].find("output projection's bias (256 parameters a layer)"), std::string::npos);
+}
+
+// Qwen1.5-MoE-A2.7B's shape (hidden 2048, 24 layers, 16 heads with Q/K/V biases, 60 experts
+// of 1408, top 4, a shared expert of 5632 with a sigmoid gate, vocab 151936, untied): per layer
+// attention 3 x 2048^2 + 3 x 2048 + 2048^2 = 16,783,360; experts 60 x 3 x 2048 x 1408 =
+// 519,045,120; router 2048 x 60 = 122,880; shared expert 3 x 2048 x 5632 + 2048 (the gate) =
+// 34,605,056; norms 4096: 570,560,512, x 24 + 2048 + 2 x 151936 x 2048 = 14,315,784,192 (the
+// model card's 14.3B). Active: 4 experts, 34,603,008 instead of 519,045,120: 2,689,173,504
+// (2.7B). Without the shared expert it read 13.49B / 1.86B (issue 16's measurement).
+TEST(HfImport, Qwen2MoeCountsItsSharedExpert) {
+  const ModelSpec m = Parse(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408,
+      "num_experts": 60, "num_experts_per_tok": 4, "shared_expert_intermediate_size": 5632, "decoder_sparse_step": 1,
+      "vocab_size": 151936, "max_position_embeddings": 8192, "tie_word_embeddings": false})");
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.moe->shared_ffn_hidden, 5632);
+  EXPECT_TRUE(m.moe->shared_gate);
+  EXPECT_TRUE(m.not_modelled.empty());
+  EXPECT_EQ(m.MoeLayerParams(), 570560512);
+  EXPECT_EQ(m.TotalParams(), 14315784192);
+  EXPECT_EQ(m.ActiveParams(), 2689173504);
 }
 
 // Mistral's sliding window (4096 in every layer) is priced: at 8192 tokens a sequence has

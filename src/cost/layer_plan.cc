@@ -135,13 +135,14 @@ LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
   const double t = static_cast<double>(l.tp);
   p.params = static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams();
   if (p.moe) {
-    p.params += static_cast<double>(m.hidden * m.moe->experts);
+    p.params += static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l);
     p.expert_params = static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
   } else {
     p.params += static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
   }
   p.replicated_params = 2.0 * m.NormParams() + (m.bias ? 2.0 * m.hidden : 0.0) +
-                        (p.moe ? static_cast<double>(m.hidden * m.moe->experts) : 0.0);
+                        (p.moe ? static_cast<double>(m.hidden * m.moe->experts) : 0.0) +
+                        (p.moe && m.moe->shared_ffn_hidden > 0 && m.moe->shared_gate ? static_cast<double>(m.hidden) : 0.0);
   p.saved_bytes = LayerActivationBytes(m, l, p.moe);
   Layout none = l;
   none.recompute = Recompute::kNone;

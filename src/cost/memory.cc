@@ -57,7 +57,10 @@ double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage) 
   const double t = static_cast<double>(l.tp);
   double gemm_params = n * static_cast<double>(m.AttentionParams()) / t +
                        (n - n_moe) * static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
-  if (n_moe > 0) gemm_params += n_moe * static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
+  if (n_moe > 0) {
+    gemm_params += n_moe * static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
+    if (m.moe->shared_ffn_hidden > 0) gemm_params += n_moe * static_cast<double>(m.MlpParams(m.moe->shared_ffn_hidden)) / t;
+  }
   return 2.0 * gemm_params;
 }
 
@@ -71,7 +74,7 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   p.dense = n * (static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams());
   p.dense += (n - n_moe) * (static_cast<double>(m.MlpParams(m.ffn_hidden)) / t);
   if (n_moe > 0) {
-    p.dense += n_moe * static_cast<double>(m.hidden * m.moe->experts);
+    p.dense += n_moe * (static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l));
     p.expert = n_moe * (static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t);
   }
   // First stage: embeddings (vocabulary split over TP). Last stage: final norm and LM head;
@@ -135,6 +138,9 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
     ffn = static_cast<double>(m.moe->ffn_hidden);
     tokens_mlp = sb * m.moe->top_k;
     replicated += sb * g * m.moe->top_k * h;  // dispatched expert inputs (after all-to-all)
+    // The shared experts' MLP on every token, as a dense MLP keeps its intermediates.
+    const double fs = static_cast<double>(m.moe->shared_ffn_hidden);
+    split += sb * (m.activation == Activation::kSwiglu ? 2 * e * fs + g * fs : e * fs + g * fs);
   }
   if (m.activation == Activation::kSwiglu) {
     split += tokens_mlp * (2 * e * ffn + g * ffn);  // gate and up outputs, SwiGLU output (fc2's input)
@@ -164,7 +170,9 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
 double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l) {
   const auto [e, sb, h, t, q, kv] = PerRankSizes(m, l);
   double ffn = static_cast<double>(m.ffn_hidden);
-  if (m.moe) ffn = static_cast<double>(m.moe->ffn_hidden) * m.moe->top_k;
+  if (m.moe) {  // the routed experts' backward and the shared experts' run one after the other
+    ffn = std::max(static_cast<double>(m.moe->ffn_hidden) * m.moe->top_k, static_cast<double>(m.moe->shared_ffn_hidden));
+  }
   // MLP branch: gradients of the activation, the first projection(s) (gate and up for SwiGLU).
   const double mlp = (m.activation == Activation::kSwiglu ? 3 : 2) * ffn / t;
   // Attention branch: gradients of the attention output, Q, K and V.
@@ -241,6 +249,12 @@ MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
     mem.weights = 0;
   }
   return mem;
+}
+
+double SharedExpertParamsOnRank(const ModelSpec& m, const Layout& l) {
+  if (!m.moe || m.moe->shared_ffn_hidden <= 0) return 0;
+  return static_cast<double>(m.MlpParams(m.moe->shared_ffn_hidden)) / static_cast<double>(l.tp) +
+         (m.moe->shared_gate ? static_cast<double>(m.hidden) : 0.0);
 }
 
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l) {

@@ -110,6 +110,10 @@ struct ZeroTransients {
 };
 ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage);
 
+// A MoE layer's shared experts on a rank: their MLP split over TP (Megatron-Core's
+// SharedExpertMLP is a TP MLP), the gate whole; 0 without shared experts.
+double SharedExpertParamsOnRank(const ModelSpec& m, const Layout& l);
+
 // One dense layer's parameters on a rank: attention and MLP split over TP, the two norms whole.
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l);
 

@@ -159,6 +159,17 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     // EP rank runs its E/ep experts on T * top_k tokens in total (balanced routing).
     ops.push_back(Matmul("router", OpRole::kRouter, T, m.moe->experts, h, b));
     ops.back().bf16_under_fp8 = true;
+    if (m.moe->shared_ffn_hidden > 0) {
+      // Shared experts: a TP-split MLP on every token of the norm's output (Megatron-Core's
+      // SharedExpertMLP; Qwen2-MoE's shared_expert), run before the dispatch, and Qwen2-MoE's
+      // sigmoid gate on its output, (T x h) x (h x 1). Their own SP all-gather and
+      // reduce-scatter are not priced: they are counted as sharing the routed path's.
+      AddMlp(ops, m, l, T, m.moe->shared_ffn_hidden, "shared_", true);
+      if (m.moe->shared_gate) {
+        ops.push_back(Matmul("shared_gate", OpRole::kRouter, T, 1, h, b));
+        ops.back().bf16_under_fp8 = true;
+      }
+    }
   }
   // Megatron-Core's alltoall token dispatcher permutes each token's top_k copies into expert
   // order before the dispatch all-to-all and unpermutes (and sums) them after the combine

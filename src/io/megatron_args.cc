@@ -114,6 +114,7 @@ const std::map<std::string, Kind>& Known() {
       {"--moe-router-topk", Kind::kInt},
       {"--moe-ffn-hidden-size", Kind::kInt},
       {"--moe-layer-freq", Kind::kText},
+      {"--moe-shared-expert-intermediate-size", Kind::kInt},
       {"--tensor-model-parallel-size", Kind::kInt},
       {"--pipeline-model-parallel-size", Kind::kInt},
       {"--context-parallel-size", Kind::kInt},
@@ -202,6 +203,7 @@ ModelSpec ReadModel(LocatedValues& r, MegatronRead& out) {
       // Python list expression, a pattern shardsim's MoE description cannot hold.
       s.interval = r.Int("--moe-layer-freq", 1);
     }
+    s.shared_ffn_hidden = r.Int("--moe-shared-expert-intermediate-size", 0, 0);
     m.moe = s;
   }
   return m;
@@ -392,6 +394,7 @@ std::vector<std::string> ModelMismatches(const ModelSpec& m, const ModelSpec& a)
     cmp("--moe-router-topk", num(a.moe->top_k), num(m.moe->top_k));
     cmp("--moe-ffn-hidden-size", num(a.moe->ffn_hidden), num(m.moe->ffn_hidden));
     cmp("--moe-layer-freq", num(a.moe->interval), num(m.moe->interval));
+    cmp("--moe-shared-expert-intermediate-size", num(a.moe->shared_ffn_hidden), num(m.moe->shared_ffn_hidden));
   }
   return out;
 }

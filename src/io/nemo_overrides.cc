@@ -18,7 +18,8 @@ const std::vector<std::string>& Paths() {
       "model.config.share_embeddings_and_output_weights", "model.config.add_bias_linear",
       "model.config.add_qkv_bias", "model.config.qk_layernorm", "model.config.attention_dropout", "model.config.hidden_dropout",
       "model.config.num_moe_experts", "model.config.moe_router_topk", "model.config.moe_ffn_hidden_size",
-      "model.config.moe_layer_freq", "model.config.recompute_granularity", "model.config.recompute_method",
+      "model.config.moe_layer_freq", "model.config.moe_shared_expert_intermediate_size",
+      "model.config.moe_shared_expert_gate", "model.config.recompute_granularity", "model.config.recompute_method",
       "model.config.recompute_num_layers", "model.config.attention_backend",
       "trainer.strategy.tensor_model_parallel_size", "trainer.strategy.pipeline_model_parallel_size",
       "trainer.strategy.virtual_pipeline_model_parallel_size", "trainer.strategy.context_parallel_size",
@@ -126,6 +127,10 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
     s.top_k = r.Int("model.config.moe_router_topk", 2);
     s.ffn_hidden = r.Int("model.config.moe_ffn_hidden_size", m.ffn_hidden);
     s.interval = r.Int("model.config.moe_layer_freq", 1);
+    if (r.Text("model.config.moe_shared_expert_intermediate_size", "None") != "None") {
+      s.shared_ffn_hidden = r.Int("model.config.moe_shared_expert_intermediate_size", 0, 0);
+    }
+    s.shared_gate = r.Bool("model.config.moe_shared_expert_gate", false);
     m.moe = s;
   }
 

@@ -45,6 +45,9 @@ std::string ModelYaml(const ModelSpec& m) {
   if (m.moe) {
     o << "moe:\n  experts: " << m.moe->experts << "\n  top_k: " << m.moe->top_k
       << "\n  ffn_hidden: " << m.moe->ffn_hidden << "\n  interval: " << m.moe->interval << "\n";
+    if (m.moe->shared_ffn_hidden > 0) {
+      o << "  shared_ffn_hidden: " << m.moe->shared_ffn_hidden << "\n  shared_gate: " << (m.moe->shared_gate ? "true" : "false") << "\n";
+    }
   }
   return o.str();
 }

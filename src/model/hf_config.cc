@@ -143,12 +143,12 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
       s.top_k = r.Int("num_experts_per_tok");
       s.ffn_hidden = r.Int("moe_intermediate_size");
       s.interval = r.OptionalInt("decoder_sparse_step").value_or(1);
+      // Qwen2MoeSparseMoeBlock: a shared expert MLP of shared_expert_intermediate_size with a
+      // sigmoid gate, shared_expert_gate = nn.Linear(hidden_size, 1, bias=False)
+      // (transformers models/qwen2_moe/modeling_qwen2_moe.py); Qwen3-MoE has none.
+      s.shared_ffn_hidden = r.OptionalInt("shared_expert_intermediate_size", 0).value_or(0);
+      s.shared_gate = s.shared_ffn_hidden > 0;
       m.moe = s;
-      if (const std::optional<long long> shared = r.OptionalInt("shared_expert_intermediate_size", 0); shared && *shared > 0) {
-        m.not_modelled.push_back("shared_expert_intermediate_size " + std::to_string(*shared) +
-                                 ": the shared expert (a dense MLP beside the routed ones) is not modelled; its "
-                                 "parameters and FLOPs are missing");
-      }
       if (r.Has("mlp_only_layers")) {
         const std::optional<std::vector<long long>> dense = r.OptionalIntList("mlp_only_layers", 0);
         if (dense && !dense->empty()) {

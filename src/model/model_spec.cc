@@ -33,7 +33,7 @@ int64_t ModelSpec::DenseLayerParams() const {
 int64_t ModelSpec::MoeLayerParams() const {
   if (!moe) return DenseLayerParams();
   const int64_t router = hidden * moe->experts;
-  return AttentionParams() + moe->experts * MlpParams(moe->ffn_hidden) + router +
+  return AttentionParams() + moe->experts * MlpParams(moe->ffn_hidden) + router + SharedExpertParams() +
          2 * NormParams();
 }
 
@@ -61,6 +61,11 @@ int64_t ModelSpec::ActiveParams() const {
   return TotalParams() - MoeLayerCount() * inactive;
 }
 
+int64_t ModelSpec::SharedExpertParams() const {
+  if (!moe || moe->shared_ffn_hidden <= 0) return 0;
+  return MlpParams(moe->shared_ffn_hidden) + (moe->shared_gate ? hidden : 0);
+}
+
 double ModelSpec::AttentionSpan() const {
   const double s = static_cast<double>(seq_len);
   if (sliding_window <= 0 || sliding_window >= seq_len) return s;
@@ -79,6 +84,7 @@ Status ValidateModel(const ModelSpec& m, const std::string& origin) {
   if (m.sliding_window < 0) return fail("sliding_window must be positive (or absent: no window)");
   if (m.moe) {
     if (m.moe->experts < 2) return fail("moe.experts must be at least 2");
+    if (m.moe->shared_ffn_hidden < 0) return fail("moe.shared_ffn_hidden must not be negative");
     if (m.moe->top_k < 1 || m.moe->top_k > m.moe->experts) {
       return fail("moe.top_k=" + std::to_string(m.moe->top_k) + " must be in [1, experts=" +
                   std::to_string(m.moe->experts) + "]");

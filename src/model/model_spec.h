@@ -20,6 +20,13 @@ struct MoeSpec {
   int64_t top_k = 0;       // experts each token is routed to
   int64_t ffn_hidden = 0;  // inner size of each expert's MLP
   int64_t interval = 1;    // layer i is MoE when i % interval == 0
+  // Shared experts: a dense MLP of this inner size (all shared experts together) that every
+  // token goes through beside its routed experts (Qwen1.5/Qwen2-MoE's
+  // shared_expert_intermediate_size; DeepSeek's n_shared_experts x moe_intermediate_size);
+  // 0: none. Its parameters are dense: split over TP, replicated over EP, reduced over DP x CP.
+  int64_t shared_ffn_hidden = 0;
+  // Qwen2-MoE's sigmoid gate on the shared expert's output (shared_expert_gate, a Linear(h, 1)).
+  bool shared_gate = false;
 };
 
 struct ModelSpec {
@@ -73,7 +80,8 @@ struct ModelSpec {
   int64_t MlpParams(int64_t ffn) const;        // one MLP of inner size ffn (+ biases)
   int64_t NormParams() const;                  // one norm: 2h (LayerNorm) or h (RMSNorm)
   int64_t DenseLayerParams() const;            // attention + MLP + 2 norms
-  int64_t MoeLayerParams() const;              // attention + all experts + router + 2 norms
+  int64_t MoeLayerParams() const;              // attention + all experts + router + shared experts + 2 norms
+  int64_t SharedExpertParams() const;          // one MoE layer's shared experts (+ their gate); 0 without
   int64_t LayerParams(int64_t layer) const;
   int64_t EmbeddingParams() const;             // token (+ learned position) embedding
   int64_t HeadParams() const;                  // final norm + LM head (0 head if tied)

@@ -47,6 +47,8 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
     s.top_k = moe->Int("top_k");
     s.ffn_hidden = moe->Int("ffn_hidden");
     s.interval = moe->OptionalInt("interval").value_or(1);
+    s.shared_ffn_hidden = moe->OptionalInt("shared_ffn_hidden", 0).value_or(0);
+    s.shared_gate = moe->OptionalBool("shared_gate").value_or(false);
     moe->Finish();
     m.moe = s;
   }
