@@ -7,6 +7,7 @@
 // DeepSpeed: deepspeedai/DeepSpeed docs/_pages/config-json.md and
 // deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig, its aliases and defaults).
 #include "planner/emit.h"
+#include "src/io/moe_layer_freq.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -82,7 +83,17 @@ void AddModelShape(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
   a.Flag("--hidden-size", m.hidden);
   a.Flag("--num-attention-heads", m.heads);
   // Megatron's default head size is hidden / heads.
-  if (m.head_dim * m.heads != m.hidden) a.Flag("--kv-channels", m.head_dim);
+  if (m.mla) {
+    // _add_mla_args: MLA's sizes replace --kv-channels (every head its own keys).
+    a.Flag("--multi-latent-attention");
+    if (m.mla->q_lora_rank > 0) a.Flag("--q-lora-rank", m.mla->q_lora_rank);
+    a.Flag("--kv-lora-rank", m.mla->kv_lora_rank);
+    a.Flag("--qk-head-dim", m.head_dim - m.mla->rope_head_dim);
+    a.Flag("--qk-pos-emb-head-dim", m.mla->rope_head_dim);
+    a.Flag("--v-head-dim", m.mla->v_head_dim);
+  } else if (m.head_dim * m.heads != m.hidden) {
+    a.Flag("--kv-channels", m.head_dim);
+  }
   if (m.kv_heads < m.heads) {
     a.Flag("--group-query-attention");
     a.Flag("--num-query-groups", m.kv_heads);
@@ -99,9 +110,20 @@ void AddModelShape(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
   // --add-bias-linear, the default, so it is written only beside --disable-bias-linear).
   if (!m.bias && m.qkv_bias) a.Flag("--add-qkv-bias");
   if (m.qk_norm) a.Flag("--qk-layernorm");  // Qwen3's Q/K norms, in --normalization's kind
+  if (m.qk_norm_full) {
+    a.NotExpressible("Q/K norms over all heads at once (OLMo 2): --qk-layernorm normalises each head");
+  }
+  if (m.norms_per_layer != 2) {
+    a.NotExpressible(Str(m.norms_per_layer) + " norms a layer (Megatron-LM's layer has 2, before attention and "
+                     "before the MLP)");
+  }
+  if (!m.norm_weights) a.NotExpressible("norms without weights (OLMo's LayerNorm): Megatron-LM's have them");
   if (m.sliding_window > 0) {
     a.NotExpressible("sliding_window " + Str(m.sliding_window) + " (--window-size is not written: set it as your "
-                     "Megatron-LM version counts the window; shardsim prices a causal window of that many keys)");
+                     "Megatron-LM version counts the window; shardsim prices a causal window of that many keys)" +
+                     (m.full_attention_layers > 0 ? " on all but " + Str(m.full_attention_layers) +
+                                                        " layers (--window-attn-skip-freq sets which attend fully)"
+                                                  : std::string()));
   }
   if (m.position == Position::kRope) {
     if (m.rotary_base > 0) {
@@ -129,7 +151,11 @@ void AddModelShape(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
     a.Flag("--moe-ffn-hidden-size", m.moe->ffn_hidden);
     // Megatron's integer frequency N makes layer i an expert layer when i % N == 0, as
     // ModelSpec::IsMoeLayer does.
-    if (m.moe->interval > 1) a.Flag("--moe-layer-freq", m.moe->interval);
+    // A list expression for dense layers first (DeepSeek's first_k_dense_replace), quoted.
+    if (m.moe->interval > 1 || m.moe->first_dense > 0) {
+      const std::string freq = MoeLayerFreqText(*m.moe, m.layers);
+      a.Flag("--moe-layer-freq", m.moe->first_dense > 0 ? "'" + freq + "'" : freq);
+    }
     if (m.moe->shared_ffn_hidden > 0) a.Flag("--moe-shared-expert-intermediate-size", m.moe->shared_ffn_hidden);
     if (m.moe->shared_gate) {
       a.NotExpressible("the shared expert's sigmoid gate (Qwen2-MoE's shared_expert_gate): Megatron-LM's "
@@ -148,6 +174,13 @@ void AddParallelism(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
   a.Flag("--pipeline-model-parallel-size", l.pp);
   a.Flag("--context-parallel-size", l.cp);
   if (m.moe || l.ep > 1) a.Flag("--expert-model-parallel-size", l.ep);
+  // _add_moe_args: an expert's capacity, tokens beyond it dropped (--moe-token-drop-policy
+  // probs, the default, drops the lowest-probability ones).
+  if (m.moe && l.moe_capacity > 0) a.Flag("--moe-expert-capacity-factor", Ratio(l.moe_capacity));
+  if (m.moe && l.moe_imbalance != 1) {
+    a.Comment("priced with the busiest expert-parallel rank routed " + Ratio(l.moe_imbalance) +
+              "x the balanced share of tokens (moe_imbalance: the router's load, not a setting)");
+  }
   if (l.tp > 1 && l.sp) a.Flag("--sequence-parallel");  // _add_training_args
 
   const bool interleaved = l.vpp > 1;

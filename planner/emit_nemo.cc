@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "planner/emit.h"
+#include "src/io/moe_layer_freq.h"
 #include "src/util/check.h"
 
 namespace shardsim::planner {
@@ -44,7 +45,17 @@ void ModelConfig(const ModelSpec& m, Overrides& o) {
   o.Set("model.config.ffn_hidden_size", Py(m.ffn_hidden));
   o.Set("model.config.num_attention_heads", Py(m.heads));
   o.Set("model.config.num_query_groups", Py(m.kv_heads));
-  o.Set("model.config.kv_channels", Py(m.head_dim));
+  if (m.mla) {
+    // MLATransformerConfig's fields (NeMo's DeepSeek recipes).
+    o.Set("model.config.multi_latent_attention", Py(true));
+    o.Set("model.config.q_lora_rank", m.mla->q_lora_rank > 0 ? Py(m.mla->q_lora_rank) : "None");
+    o.Set("model.config.kv_lora_rank", Py(m.mla->kv_lora_rank));
+    o.Set("model.config.qk_head_dim", Py(m.head_dim - m.mla->rope_head_dim));
+    o.Set("model.config.qk_pos_emb_head_dim", Py(m.mla->rope_head_dim));
+    o.Set("model.config.v_head_dim", Py(m.mla->v_head_dim));
+  } else {
+    o.Set("model.config.kv_channels", Py(m.head_dim));
+  }
   o.Set("model.config.seq_length", Py(m.seq_len));
   o.Set("data.seq_length", Py(m.seq_len));
   o.Set("model.config.gated_linear_unit", Py(m.activation == Activation::kSwiglu));
@@ -59,6 +70,11 @@ void ModelConfig(const ModelSpec& m, Overrides& o) {
   o.Set("model.config.add_bias_linear", Py(m.bias));
   o.Set("model.config.add_qkv_bias", Py(m.HasQkvBias()));
   if (m.qk_norm) o.Set("model.config.qk_layernorm", Py(true));  // Qwen3's Q/K norms, in its normalization
+  if (m.qk_norm_full) o.NotExpressible("Q/K norms over all heads at once (OLMo 2): qk_layernorm normalises each head");
+  if (m.norms_per_layer != 2) {
+    o.NotExpressible(std::to_string(m.norms_per_layer) + " norms a layer (Megatron-Core's layer has 2)");
+  }
+  if (!m.norm_weights) o.NotExpressible("norms without weights (OLMo's LayerNorm)");
   if (m.sliding_window > 0) {
     o.NotExpressible("sliding_window " + std::to_string(m.sliding_window) + " (TransformerConfig.window_size is not "
                      "written: set it as your Megatron-Core version counts the window; priced as a causal window)");
@@ -71,7 +87,7 @@ void ModelConfig(const ModelSpec& m, Overrides& o) {
     o.Set("model.config.num_moe_experts", Py(m.moe->experts));
     o.Set("model.config.moe_router_topk", Py(m.moe->top_k));
     o.Set("model.config.moe_ffn_hidden_size", Py(m.moe->ffn_hidden));
-    o.Set("model.config.moe_layer_freq", Py(m.moe->interval));
+    o.Set("model.config.moe_layer_freq", MoeLayerFreqText(*m.moe, m.layers, true));
     if (m.moe->shared_ffn_hidden > 0) {
       o.Set("model.config.moe_shared_expert_intermediate_size", Py(m.moe->shared_ffn_hidden));
       if (m.moe->shared_gate) o.Set("model.config.moe_shared_expert_gate", Py(true));
@@ -86,6 +102,11 @@ void Parallelism(const ModelSpec& m, const Layout& l, Overrides& o) {
   o.Set("trainer.strategy.context_parallel_size", Py(l.cp));
   o.Set("trainer.strategy.sequence_parallel", Py(l.tp > 1 && l.sp));
   if (m.moe || l.ep > 1) o.Set("trainer.strategy.expert_model_parallel_size", Py(l.ep));
+  if (m.moe && l.moe_capacity > 0) {  // TransformerConfig.moe_expert_capacity_factor (None: no capacity)
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", l.moe_capacity);
+    o.Set("model.config.moe_expert_capacity_factor", buf);
+  }
   if (l.first_stage_layers > 0) o.Set("trainer.strategy.num_layers_in_first_pipeline_stage", Py(l.first_stage_layers));
   if (l.last_stage_layers > 0) o.Set("trainer.strategy.num_layers_in_last_pipeline_stage", Py(l.last_stage_layers));
   if (l.embedding_in_split) o.Set("trainer.strategy.account_for_embedding_in_pipeline_split", "True");

@@ -96,6 +96,16 @@ RoundTrip CheckRoundTrip(const std::string& format, const std::string& config, c
       if (!is_default) rt.unexpressed.push_back(std::string(k) + "=" + *v);
     }
   }
+  // The router's load imbalance is the data's, not a setting no configuration holds; DeepSpeed's
+  // and torchtitan's configurations hold no capacity factor either (model code sets it).
+  if (planned.moe_imbalance != 1) {
+    rt.unexpressed.push_back("moe_imbalance=" + *LayoutValue(planned, "moe_imbalance"));
+    read.moe_imbalance = planned.moe_imbalance;
+  }
+  if (planned.moe_capacity > 0 && format != "megatron" && format != "nemo") {
+    rt.unexpressed.push_back("moe_capacity=" + *LayoutValue(planned, "moe_capacity"));
+    read.moe_capacity = planned.moe_capacity;
+  }
   StatusOr<Layout> resolved = ResolveLayoutFor(read, gpus, hw);
   if (!resolved.ok()) {
     rt.differences.push_back(resolved.status().message());

@@ -31,7 +31,8 @@ using testing::IsStrictJson;
 // Megatron-LM options the emitter may use, with the values each accepts. Checked against
 // NVIDIA/Megatron-LM megatron/training/arguments.py (commit 000c4ac24f61): every name is an
 // add_argument there, and the choices are its `choices=` lists (only those emitted).
-enum class Kind { kSwitch, kInt, kFloat, kChoice };
+// kFreq: --moe-layer-freq's integer or quoted Python list expression (moe_freq_type).
+enum class Kind { kSwitch, kInt, kFloat, kChoice, kFreq };
 struct MegatronOption {
   Kind kind;
   std::set<std::string> choices;  // for kChoice
@@ -69,6 +70,14 @@ const std::map<std::string, MegatronOption>& KnownMegatronOptions() {
       {"--disable-bias-linear", {Kind::kSwitch, {}}},
       {"--add-qkv-bias", {Kind::kSwitch, {}}},
       {"--rotary-base", {Kind::kInt, {}}},
+      {"--qk-layernorm", {Kind::kSwitch, {}}},
+      // _add_mla_args
+      {"--multi-latent-attention", {Kind::kSwitch, {}}},
+      {"--q-lora-rank", {Kind::kInt, {}}},
+      {"--kv-lora-rank", {Kind::kInt, {}}},
+      {"--qk-head-dim", {Kind::kInt, {}}},
+      {"--qk-pos-emb-head-dim", {Kind::kInt, {}}},
+      {"--v-head-dim", {Kind::kInt, {}}},
       {"--fp8-param-gather", {Kind::kSwitch, {}}},
       {"--optimizer-cpu-offload", {Kind::kSwitch, {}}},
       {"--sequence-parallel", {Kind::kSwitch, {}}},
@@ -97,7 +106,9 @@ const std::map<std::string, MegatronOption>& KnownMegatronOptions() {
       {"--expert-model-parallel-size", {Kind::kInt, {}}},
       {"--num-experts", {Kind::kInt, {}}},
       {"--moe-ffn-hidden-size", {Kind::kInt, {}}},
-      {"--moe-layer-freq", {Kind::kInt, {}}},
+      {"--moe-layer-freq", {Kind::kFreq, {}}},
+      {"--moe-shared-expert-intermediate-size", {Kind::kInt, {}}},
+      {"--moe-expert-capacity-factor", {Kind::kFloat, {}}},
       {"--moe-router-topk", {Kind::kInt, {}}},
       // _add_experimental_args
       {"--use-precision-aware-optimizer", {Kind::kSwitch, {}}},
@@ -264,6 +275,12 @@ void ExpectKnownMegatronArguments(const std::string& text) {
         break;
       case Kind::kChoice:
         EXPECT_TRUE(option.choices.count(value)) << "not one of the option's choices: " << arg;
+        break;
+      case Kind::kFreq:
+        EXPECT_TRUE(!value.empty() && (value.find_first_not_of("0123456789") == std::string::npos ||
+                                       (value.front() == '\'' && value.back() == '\'' &&
+                                        value.find_first_not_of("'()[]*+,0123456789") == std::string::npos)))
+            << "expected an integer or a quoted list expression: " << arg;
         break;
     }
   }

@@ -94,12 +94,14 @@ TEST(HfImport, AHubIdSaysWhereToPutTheConfig) {
 
 // What a config holds that is not priced is listed, not dropped.
 TEST(HfImport, WhatIsNotModelledIsListed) {
-  // Qwen2's window from layer max_window_layers on (use_sliding_window true): said, not priced.
+  // Qwen2's window from layer max_window_layers on (use_sliding_window true): priced, layer 0
+  // of 2 attending fully (Qwen2Attention: the window from layer_idx >= max_window_layers).
   ModelSpec qwen_window = Parse(R"({"model_type": "qwen2", "hidden_size": 256, "num_hidden_layers": 2,
       "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 32768,
       "sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 1})");
-  ASSERT_EQ(qwen_window.not_modelled.size(), 1u);
-  EXPECT_NE(qwen_window.not_modelled[0].find("sliding_window 4096 from layer max_window_layers on"), std::string::npos);
+  EXPECT_TRUE(qwen_window.not_modelled.empty());
+  EXPECT_EQ(qwen_window.sliding_window, 4096);
+  EXPECT_EQ(qwen_window.full_attention_layers, 1);
   // Qwen2 leaves its window off (use_sliding_window false): nothing to say.
   EXPECT_TRUE(Parse(R"({"model_type": "qwen2", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
       "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096, "sliding_window": 4096,

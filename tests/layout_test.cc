@@ -202,10 +202,10 @@ TEST(ParseLayoutErrors, UnknownKeySuggestsTheClosest) {
 TEST(ParseLayoutErrors, BadIntegers) {
   const std::string e = ParseError("tp=abc");
   EXPECT_TRUE(Contains(e, "layout key 'tp'"));
-  EXPECT_TRUE(Contains(e, "expected a positive integer, found 'abc'"));
-  EXPECT_TRUE(Contains(ParseError("tp=0"), "expected a positive integer, found '0'"));
-  EXPECT_TRUE(Contains(ParseError("pp=-2"), "expected a positive integer, found '-2'"));
-  EXPECT_TRUE(Contains(ParseError("mbs=1.5"), "expected a positive integer, found '1.5'"));
+  EXPECT_TRUE(Contains(e, "expected a positive integer up to 16777216, found 'abc'"));
+  EXPECT_TRUE(Contains(ParseError("tp=0"), "expected a positive integer up to 16777216, found '0'"));
+  EXPECT_TRUE(Contains(ParseError("pp=-2"), "expected a positive integer up to 16777216, found '-2'"));
+  EXPECT_TRUE(Contains(ParseError("mbs=1.5"), "expected a positive integer up to 16777216, found '1.5'"));
 }
 
 TEST(ParseLayoutErrors, BadChoices) {
@@ -280,7 +280,7 @@ TEST(ParseLayoutYaml, BadValueIsLocatedAtTheValue) {
   ASSERT_FALSE(y.ok());
   const std::string& e = y.status().message();
   EXPECT_EQ(e.rfind("layout.yaml:2:5: ", 0), 0u) << e;
-  EXPECT_TRUE(Contains(e, "expected a positive integer, found 'abc'"));
+  EXPECT_TRUE(Contains(e, "expected a positive integer up to 16777216, found 'abc'"));
   StatusOr<Layout> zero = ParseLayoutYaml("zero: 4\n", "layout.yaml");
   ASSERT_FALSE(zero.ok());
   EXPECT_TRUE(Contains(zero.status().message(), "layout.yaml:1:7: "));

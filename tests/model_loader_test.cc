@@ -296,7 +296,8 @@ TEST(HfConfig, UnknownModelTypeListsSupportedOnes) {
   const std::string& e = m.status().message();
   EXPECT_TRUE(Contains(e, "unsupported model_type"));
   EXPECT_TRUE(Contains(e, "falcon_mamba_xyz"));
-  EXPECT_TRUE(Contains(e, "supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gpt_neox, gpt2"));
+  EXPECT_TRUE(Contains(e, "supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, phi3, gemma2, gemma3_text, olmo, "
+                          "olmo2, falcon, deepseek_v2, deepseek_v3, llama4, llama4_text, gpt_neox, gpt2"));
   EXPECT_EQ(e.rfind(Hf("bad-unknown-type.json"), 0), 0u) << e;  // starts with the path
 }
 

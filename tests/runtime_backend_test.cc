@@ -363,12 +363,27 @@ TEST(RuntimeBackendKernels, RopeMatchesTheOperatorWhateverTheCachedLength) {
     const RopeTable<float> table = MakeRopeTable<float>(t, d);
     std::vector<float> x = Random(b * t * heads * d, 13 + static_cast<uint32_t>(t)), x_ref = x;
     RopeForward<float>(x_ref.data(), table, b, t, heads);
-    k.RopeForward(x.data(), b, t, heads, d);
+    k.RopeForward(x.data(), b, t, heads, d, kRopeBase);
     EXPECT_EQ(Mismatches(x, x_ref), 0) << "t = " << t;
     RopeBackward<float>(x_ref.data(), table, b, t, heads);
-    k.RopeBackward(x.data(), b, t, heads, d);
+    k.RopeBackward(x.data(), b, t, heads, d, kRopeBase);
     EXPECT_EQ(Mismatches(x, x_ref), 0) << "t = " << t;
   }
+}
+
+// A model's rotary_base reaches the kernel: Llama 3's 500000 rotates position 1's second pair
+// (i = 1 of d/2 = 2) by 500000^(-2/4) = 1/707.107 rad, not 10000's 1/100.
+TEST(RuntimeBackendKernels, RopeTakesTheModelsBase) {
+  const int64_t b = 1, t = 2, heads = 1, d = 4;
+  CpuKernels k;
+  // x at position 1 = (x0, x1, x2, x3) = (0, 1, 0, 0): the pair (x1, x3) = (1, 0) turns to
+  // (cos a, sin a) with a = 1 / sqrt(500000) = 0.00141421.
+  std::vector<float> x = {0, 0, 0, 0, 0, 1, 0, 0};
+  k.RopeForward(x.data(), b, t, heads, d, 500000.0);
+  EXPECT_NEAR(x[5], std::cos(0.00141421356), 1e-6);
+  EXPECT_NEAR(x[7], std::sin(0.00141421356), 1e-6);
+  EXPECT_EQ(RopeBaseOf(0), 10000.0);  // unstated: RoFormer's
+  EXPECT_EQ(RopeBaseOf(500000.0), 500000.0);
 }
 
 TEST(RuntimeBackendKernels, AttentionMatchesTheOperator) {

@@ -37,11 +37,20 @@ double LargestModuleParams(const ModelSpec& m, std::string* which) {
     double params;
     const char* name;
   };
+  const double h = static_cast<double>(m.hidden);
   std::vector<Candidate> c = {
-      {static_cast<double>(m.vocab) * m.hidden, "the token embedding"},
-      {static_cast<double>(m.hidden) * m.q_dim(), "an attention projection"},
+      {static_cast<double>(m.vocab) * h, "the token embedding"},
+      {h * static_cast<double>(m.o_dim()), "an attention projection"},
   };
-  if (!m.moe || m.moe->interval > 1) c.push_back({static_cast<double>(m.hidden) * m.ffn_hidden, "an MLP projection"});
+  if (m.mla) {  // DeepseekV3Attention's q_b_proj (or q_proj) and kv_b_proj; the down-projections are smaller
+    const MlaSpec& a = *m.mla;
+    c.push_back({static_cast<double>(a.q_lora_rank > 0 ? a.q_lora_rank : m.hidden) * m.q_dim(), "an attention projection"});
+    c.push_back({static_cast<double>(a.kv_lora_rank) * m.heads * (m.head_dim - a.rope_head_dim + a.v_head_dim),
+                 "an attention projection"});
+  } else {
+    c.push_back({h * static_cast<double>(m.q_dim()), "an attention projection"});
+  }
+  if (!m.moe || m.moe->interval > 1 || m.moe->first_dense > 0) c.push_back({h * m.ffn_hidden, "an MLP projection"});
   if (m.moe) {
     c.push_back({static_cast<double>(m.hidden) * m.moe->ffn_hidden, "an expert's projection"});
     c.push_back({static_cast<double>(m.hidden) * m.moe->experts, "the router"});
@@ -138,7 +147,7 @@ int RunMemory(int argc, char** argv) {
   if (args->Get("nodes")) {
     StatusOr<int64_t> nodes = args->GetInt("nodes");
     if (!nodes.ok() || *nodes < 1) return Fail("memory", "--nodes must be a positive integer", 2);
-    hw.nodes = *nodes;
+    if (Status set = SetNodes(hw, *nodes); !set.ok()) return Fail("memory", set.message(), 1);
   }
   StatusOr<std::vector<int64_t>> counts = Counts(*args, hw);
   if (!counts.ok()) return Fail("memory", counts.status().message(), 2);
@@ -275,10 +284,10 @@ int RunMemory(int argc, char** argv) {
   out << "hardware: " << hw.name << ", " << hw.gpu.name << ": " << GiB(hw.gpu.memory_bytes) << " GiB, usable "
       << GiB(hw.gpu.UsableMemoryBytes()) << " GiB per GPU\n";
   for (const std::string& w : warnings) out << "warning: " << w << "\n";
-  out << "\nmodel size (GiB)   total  largest module  Accelerate's \"Training using Adam\"\n";
+  out << "\nmodel size (GiB)      total  largest module  Accelerate's \"Training using Adam\"\n";
   for (const Size& s : sizes) {
     char line[160];
-    std::snprintf(line, sizeof line, "  %-14s %8.2f %15.2f %14s\n", s.dtype, s.bytes_per_param * psi / kGiB,
+    std::snprintf(line, sizeof line, "  %-14s %11.2f %15.2f %14s\n", s.dtype, s.bytes_per_param * psi / kGiB,
                   s.bytes_per_param * largest / kGiB, s.accelerate ? Fmt("%.2f", *s.accelerate / kGiB).c_str() : "n/a");
     out << line;
   }
@@ -286,15 +295,17 @@ int RunMemory(int argc, char** argv) {
          "  a parameter in fp32, 8 in fp16/bf16, Adam's two states alone; shardsim sums weights, gradients and states.)\n";
   out << "\ntraining memory per GPU (GiB): data parallelism only, micro-batch 1, full recompute, "
       << DTypeName(resolved_dtype.dtype) << "; usable " << GiB(hw.gpu.UsableMemoryBytes()) << "\n";
-  out << "  GPUs ZeRO offload            weights  grads  optim  activ  other   total  fits   host  DeepSpeed's estimate\n";
+  // Columns wide enough for a 1T-parameter model's unsharded states (9,999,999.99 GiB).
+  out << "  GPUs ZeRO offload                 weights      grads      optim    activ    other       total  fits"
+         "        host  DeepSpeed's estimate\n";
   for (const Row& r : rows) {
     const std::string off = OffloadName(r.offload);
     out << Fmt("  %4.0f", static_cast<double>(r.gpus)) << Fmt("  %3.0f", r.zero) << "  " << off
-        << std::string(off.size() < 17 ? 17 - off.size() : 1, ' ') << Fmt("%8.2f", r.memory.weights / kGiB)
-        << Fmt("%7.2f", r.memory.gradients / kGiB) << Fmt("%7.2f", r.memory.optimizer / kGiB)
-        << Fmt("%7.2f", r.memory.activations / kGiB) << Fmt("%7.2f", r.memory.other / kGiB)
-        << Fmt("%8.2f", r.memory.total() / kGiB) << (r.fits ? "  yes " : "  no  ") << Fmt("%6.1f", r.memory.host / kGiB)
-        << (r.deepspeed ? Fmt("  %8.2f (model states)", *r.deepspeed / kGiB) : std::string("  -")) << "\n";
+        << std::string(off.size() < 17 ? 17 - off.size() : 1, ' ') << Fmt("%13.2f", r.memory.weights / kGiB)
+        << Fmt("%11.2f", r.memory.gradients / kGiB) << Fmt("%11.2f", r.memory.optimizer / kGiB)
+        << Fmt("%9.2f", r.memory.activations / kGiB) << Fmt("%9.2f", r.memory.other / kGiB)
+        << Fmt("%12.2f", r.memory.total() / kGiB) << (r.fits ? "  yes " : "  no  ") << Fmt("%11.1f", r.memory.host / kGiB)
+        << (r.deepspeed ? Fmt("  %11.2f (model states)", *r.deepspeed / kGiB) : std::string("  -")) << "\n";
   }
   out << "  (DeepSpeed's estimate_zero2/3_model_states_mem_needs count model states only, 2 bytes a parameter for\n"
          "  16-bit gradients more than shardsim under ZeRO-2, and ZeRO-3's gathered layer as 4 bytes a parameter of\n"

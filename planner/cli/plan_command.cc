@@ -105,8 +105,8 @@ int RunPlan(int argc, char** argv) {
   ApplyComputeFit(&hw.value(), args->Has("unfitted"));
   if (args->Get("nodes")) {
     StatusOr<int64_t> nodes = args->GetInt("nodes");
-    if (!nodes.ok() || *nodes < 1) return Fail("plan", "--nodes must be a positive integer", 1);
-    hw.value().nodes = *nodes;
+    if (!nodes.ok() || *nodes < 1) return Fail("plan", "--nodes must be a positive integer", 2);
+    if (Status set = SetNodes(hw.value(), *nodes); !set.ok()) return Fail("plan", set.message(), 1);
   }
   PlanOptions o;
   StatusOr<std::vector<int64_t>> counts = GpuCounts(args->Get("gpus").value_or(std::to_string(hw->total_gpus())));

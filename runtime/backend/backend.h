@@ -171,10 +171,11 @@ class TypedKernels {
                              int64_t k, int64_t m) = 0;
   virtual void LinearBackward(const T* dout, const T* in, const T* w, T* din, float* dw,
                               float* db, int64_t n, int64_t k, int64_t m) = 0;
-  // x (B, T, heads, d) rotated in place by RoPE (base 10000, positions 0..T-1); backward
-  // applies the inverse rotation to a gradient in place.
-  virtual void RopeForward(T* x, int64_t b, int64_t t, int64_t heads, int64_t d) = 0;
-  virtual void RopeBackward(T* dx, int64_t b, int64_t t, int64_t heads, int64_t d) = 0;
+  // x (B, T, heads, d) rotated in place by RoPE of `base` (the model's rotary_base: RopeBaseOf,
+  // runtime/cpu/rope.h), positions 0..T-1; backward applies the inverse rotation to a gradient
+  // in place.
+  virtual void RopeForward(T* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) = 0;
+  virtual void RopeBackward(T* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) = 0;
   // Causal GQA attention; probs (B, H, T, T) saved. Backward adds into dq, dk, dv.
   virtual void AttentionForward(const T* q, const T* k, const T* v, T* probs, T* out,
                                 const AttentionDims& dims) = 0;

@@ -41,7 +41,7 @@ int CompareCommand(int argc, char** argv) {
     for (const auto& [flag, spans] : {std::pair<const char*, std::vector<TraceSpan>*>{"sim-trace", &predicted},
                                       {"run-trace", &measured}}) {
       if (std::optional<std::string> path = args->Get(flag)) {
-        StatusOr<std::string> text = ReadWholeFile(*path);
+        StatusOr<std::string> text = ReadWholeFile(*path, "trace", kMaxTraceBytes);
         if (!text.ok()) return cli::Fail("compare", text.status().message(), 1);
         StatusOr<std::vector<TraceSpan>> read = ReadTrace(*text, *path);
         if (!read.ok()) return cli::Fail("compare", read.status().message(), 1);

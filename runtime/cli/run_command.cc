@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <csignal>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -138,8 +139,10 @@ int Run(int argc, char** argv) {
     const std::string lr = *args->Get("lr");
     char* end = nullptr;
     config.lr = std::strtod(lr.c_str(), &end);
-    if (end != lr.c_str() + lr.size() || !(config.lr > 0)) {
-      return fail("--lr: expected a positive number, found '" + lr + "'");
+    // Finite and at most 1: an infinite rate made every parameter NaN and the run "succeeded"
+    // with a null loss; AdamW's step is lr in size, and no recipe goes above 1e-2.
+    if (end != lr.c_str() + lr.size() || !std::isfinite(config.lr) || !(config.lr > 0) || config.lr > 1) {
+      return fail("--lr: expected a learning rate in (0, 1], found '" + lr + "'");
     }
   }
   int64_t kill_rank = -1, kill_step = -1;

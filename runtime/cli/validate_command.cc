@@ -63,8 +63,9 @@ StatusOr<LayoutLine> CheckedLine(int64_t ranks, const std::string& spec, const s
 // Errors name FILE:LINE: a missing or non-positive rank count, no spec, a spec with spaces, a
 // spec ParseLayout rejects, or one whose parallel degrees do not fit NP ranks.
 StatusOr<std::vector<LayoutLine>> ReadLayouts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::Error("cannot read the layouts file '" + path + "'");
+  StatusOr<std::string> text = ReadWholeFile(path, "layouts file");
+  if (!text.ok()) return Status::Error("cannot read the layouts file: " + text.status().message());
+  std::istringstream in(*text);
   std::vector<LayoutLine> out;
   int number = 0;
   for (std::string line; std::getline(in, line);) {
@@ -400,8 +401,8 @@ int Validate(int argc, char** argv) {
       return cli::Fail("validate",
                        "layout '" + l.spec + "' (" + l.where + "): " + c.status().message(), 1);
     if (html_dir) {
-      StatusOr<std::string> sim_trace_text = ReadWholeFile(sim_trace.string());
-      StatusOr<std::string> run_trace_text = ReadWholeFile(run_trace.string());
+      StatusOr<std::string> sim_trace_text = ReadWholeFile(sim_trace.string(), "trace", kMaxTraceBytes);
+      StatusOr<std::string> run_trace_text = ReadWholeFile(run_trace.string(), "trace", kMaxTraceBytes);
       if (!sim_trace_text.ok()) return cli::Fail("validate", sim_trace_text.status().message(), 1);
       if (!run_trace_text.ok()) return cli::Fail("validate", run_trace_text.status().message(), 1);
       StatusOr<std::vector<TraceSpan>> predicted = ReadTrace(*sim_trace_text, sim_trace.string());

@@ -112,17 +112,17 @@ void CpuBf16Kernels::LinearBackward(const Bf16* dout, const Bf16* in, const Bf16
   Narrow(din_f, din, n * k);
 }
 
-void CpuBf16Kernels::RopeForward(Bf16* x, int64_t b, int64_t t, int64_t heads, int64_t d) {
+void CpuBf16Kernels::RopeForward(Bf16* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
   Scratch s(buffers_);
   float* x_f = s.Wide(x, b * t * heads * d);  // rotated in place
-  f32_.RopeForward(x_f, b, t, heads, d);
+  f32_.RopeForward(x_f, b, t, heads, d, base);
   Narrow(x_f, x, b * t * heads * d);
 }
 
-void CpuBf16Kernels::RopeBackward(Bf16* dx, int64_t b, int64_t t, int64_t heads, int64_t d) {
+void CpuBf16Kernels::RopeBackward(Bf16* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
   Scratch s(buffers_);
   float* dx_f = s.Wide(dx, b * t * heads * d);
-  f32_.RopeBackward(dx_f, b, t, heads, d);
+  f32_.RopeBackward(dx_f, b, t, heads, d, base);
   Narrow(dx_f, dx, b * t * heads * d);
 }
 

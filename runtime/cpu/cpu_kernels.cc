@@ -88,18 +88,18 @@ void CpuKernels::LinearBackward(const float* dout, const float* in, const float*
   runtime::LinearBackward<float>(dout, in, w, din, dw, db, n, k, m);
 }
 
-const RopeTable<float>& CpuKernels::Rope(int64_t t, int64_t d) {
-  RopeTable<float>& table = rope_[d];
-  if (table.max_t < t) table = MakeRopeTable<float>(t, d);
+const RopeTable<float>& CpuKernels::Rope(int64_t t, int64_t d, double base) {
+  RopeTable<float>& table = rope_[{d, base}];
+  if (table.max_t < t) table = MakeRopeTable<float>(t, d, base);
   return table;
 }
 
-void CpuKernels::RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d) {
-  runtime::RopeForward<float>(x, Rope(t, d), b, t, heads);
+void CpuKernels::RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
+  runtime::RopeForward<float>(x, Rope(t, d, base), b, t, heads);
 }
 
-void CpuKernels::RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d) {
-  runtime::RopeBackward<float>(dx, Rope(t, d), b, t, heads);
+void CpuKernels::RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
+  runtime::RopeBackward<float>(dx, Rope(t, d, base), b, t, heads);
 }
 
 void CpuKernels::AttentionForward(const float* q, const float* k, const float* v, float* probs,

@@ -39,8 +39,8 @@ class CpuKernels : public Kernels, public TypedKernels<float> {
                      int64_t k, int64_t m) override;
   void LinearBackward(const float* dout, const float* in, const float* w, float* din, float* dw,
                       float* db, int64_t n, int64_t k, int64_t m) override;
-  void RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d) override;
-  void RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d) override;
+  void RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) override;
+  void RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) override;
   void AttentionForward(const float* q, const float* k, const float* v, float* probs, float* out,
                         const AttentionDims& dims) override;
   void AttentionBackward(const float* dout, const float* q, const float* k, const float* v,
@@ -86,9 +86,9 @@ class CpuKernels : public Kernels, public TypedKernels<float> {
  private:
   // The RoPE table for head_dim d, covering the longest sequence seen so far (a position's
   // angles do not depend on the table's length).
-  const RopeTable<float>& Rope(int64_t t, int64_t d);
+  const RopeTable<float>& Rope(int64_t t, int64_t d, double base);
 
-  std::map<int64_t, RopeTable<float>> rope_;  // by head_dim
+  std::map<std::pair<int64_t, double>, RopeTable<float>> rope_;  // by head_dim and base
   CpuBf16Kernels bf16_;                       // widens to this object's fp32 kernels
 };
 

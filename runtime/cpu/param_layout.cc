@@ -32,6 +32,12 @@ StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
   if (m.qk_norm) {
     return Status::Error("model '" + m.name + "': the CPU runtime does not implement Q/K norms (qk_norm)");
   }
+  if (m.norms_per_layer != 2 || !m.norm_weights || m.sliding_window > 0 || m.mla ||
+      (m.moe && m.moe->shared_ffn_hidden > 0)) {
+    return Status::Error("model '" + m.name + "': the CPU runtime trains two norms with weights a layer, full "
+                         "multi-head attention and no shared experts (norms_per_layer, norm_weights, sliding_window, "
+                         "mla, moe.shared_ffn_hidden)");
+  }
   if (m.layers <= 0 || m.hidden <= 0 || m.heads <= 0 || m.kv_heads <= 0 || m.head_dim <= 0 ||
       m.ffn_hidden <= 0 || m.vocab <= 0 || m.seq_len <= 0 || m.heads % m.kv_heads != 0) {
     return Status::Error("model '" + m.name + "': shape is not a valid dense transformer");

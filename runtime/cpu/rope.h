@@ -10,6 +10,10 @@ namespace shardsim::runtime {
 // RoFormer's base: theta_i = base^(-2i/d). ModelSpec has no field for it yet.
 inline constexpr double kRopeBase = 10000.0;
 
+// A model's RoPE base: its rotary_base (Llama 3's 500000, Qwen's 1e6), RoFormer's 10000 when
+// the description states none.
+inline double RopeBaseOf(double rotary_base) { return rotary_base > 0 ? rotary_base : kRopeBase; }
+
 // cos and sin of angle(t, i) = t * base^(-2i/d), for t < max_t and i < d/2.
 template <typename S>
 struct RopeTable {

@@ -19,7 +19,9 @@ Transformer<S>::Transformer(ModelSpec spec, ParamLayout layout)
       layout_(std::move(layout)),
       params_(layout_.total_size(), S(0)),
       grads_(layout_.total_size(), S(0)) {
-  if (spec_.position == Position::kRope) rope_ = MakeRopeTable<S>(spec_.seq_len, spec_.head_dim);
+  if (spec_.position == Position::kRope) {
+    rope_ = MakeRopeTable<S>(spec_.seq_len, spec_.head_dim, RopeBaseOf(spec_.rotary_base));
+  }
 }
 
 template <typename S>

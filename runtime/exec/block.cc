@@ -1,6 +1,7 @@
 // See block.h. The backward pass visits the forward's steps in reverse; buffers that only the
 // backward pass needs are allocated there and freed when the layer is done.
 #include "runtime/exec/block.h"
+#include "runtime/cpu/rope.h"
 
 #include <utility>
 #include <vector>
@@ -105,8 +106,8 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   k.LinearForward(in, w.wv, w.bv, s.v.as<T>(), d.n, c, kvd);
   gathered.Reset();
   if (m.position == Position::kRope) {
-    k.RopeForward(s.q.as<T>(), d.b, d.t, m.heads, m.head_dim);
-    k.RopeForward(s.k.as<T>(), d.b, d.t, m.kv_heads, m.head_dim);
+    k.RopeForward(s.q.as<T>(), d.b, d.t, m.heads, m.head_dim, RopeBaseOf(m.rotary_base));
+    k.RopeForward(s.k.as<T>(), d.b, d.t, m.kv_heads, m.head_dim, RopeBaseOf(m.rotary_base));
   }
   if (d.flash) {
     SHARDSIM_RETURN_IF_ERROR(stats(s.lse, d.b * m.heads * d.t, "attention log-sum-exp"));
@@ -265,8 +266,8 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   dattn.Reset();
   s.probs.Reset();
   if (m.position == Position::kRope) {
-    k.RopeBackward(dq.as<T>(), d.b, d.t, m.heads, m.head_dim);
-    k.RopeBackward(dk.as<T>(), d.b, d.t, m.kv_heads, m.head_dim);
+    k.RopeBackward(dq.as<T>(), d.b, d.t, m.heads, m.head_dim, RopeBaseOf(m.rotary_base));
+    k.RopeBackward(dk.as<T>(), d.b, d.t, m.kv_heads, m.head_dim, RopeBaseOf(m.rotary_base));
   }
   if (norm1 == nullptr) {
     SHARDSIM_ASSIGN_OR_RETURN(norm1, ctx.Gather(s.norm1.as<T>(), norm_in, d.n_local, c));

@@ -28,7 +28,10 @@ StatusOr<YAML::Node> Parse(const std::string& text, const std::string& name) {
   }
 }
 
+// The accessors look into maps only: subscripting a scalar (a run file whose `ranks` holds
+// strings) throws YAML::BadSubscript, which once aborted `compare`.
 StatusOr<double> Number(const YAML::Node& n, const std::string& key, const std::string& name) {
+  if (!n.IsMap()) return Status::Error(name + ": missing number '" + key + "' (not a map)");
   const YAML::Node v = n[key];
   if (!v || !v.IsScalar()) return Status::Error(name + ": missing number '" + key + "'");
   try {
@@ -39,6 +42,7 @@ StatusOr<double> Number(const YAML::Node& n, const std::string& key, const std::
 }
 
 double NumberOr(const YAML::Node& n, const std::string& key, double fallback) {
+  if (!n.IsMap()) return fallback;
   const YAML::Node v = n[key];
   if (!v || !v.IsScalar()) return fallback;
   try {
@@ -49,6 +53,7 @@ double NumberOr(const YAML::Node& n, const std::string& key, double fallback) {
 }
 
 std::string StringOr(const YAML::Node& n, const std::string& key) {
+  if (!n.IsMap()) return "";
   const YAML::Node v = n[key];
   return v && v.IsScalar() ? v.as<std::string>() : "";
 }
@@ -139,7 +144,7 @@ StatusOr<Comparison> Compare(const std::string& sim_json, const std::string& run
     if (NumberOr(r, "rank", -1) == NumberOr(sim, "time_breakdown_rank", -2)) stage = static_cast<int64_t>(NumberOr(r, "stage", 0));
   }
   for (const YAML::Node& r : run["ranks"]) {
-    if (static_cast<int64_t>(NumberOr(r, "stage", -1)) == stage && r["time_breakdown"]) {
+    if (static_cast<int64_t>(NumberOr(r, "stage", -1)) == stage && r.IsMap() && r["time_breakdown"]) {
       run_time = r["time_breakdown"];
       c.notes.push_back("phases: the simulator's rank " + StringOr(sim, "time_breakdown_rank") +
                         " against measured rank " + StringOr(r, "rank") + " (stage " + std::to_string(stage) + ")");

@@ -54,6 +54,14 @@ StatusOr<Args> Args::Parse(int argc, char** argv, int first, const std::vector<F
       }
       value = argv[++i];
     }
+    // A value named N is a count: an integer, checked here so that a bad one is a bad command
+    // line (exit 2) wherever it is used.
+    if (spec->value_name == "N") {
+      std::istringstream in(value);
+      int64_t n = 0;
+      in >> n;
+      if (in.fail() || !in.eof()) return Status::Error("flag '--" + name + "': expected an integer, found '" + value + "'");
+    }
     args.values_[name] = value;
   }
   return args;

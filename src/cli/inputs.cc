@@ -136,12 +136,8 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
   SHARDSIM_ASSIGN_OR_RETURN(in.hardware, LoadHardware(*args.Get("hardware")));
   ApplyComputeFit(&in.hardware, args.Has("unfitted"));
   if (args.Get("nodes")) {
-    SHARDSIM_ASSIGN_OR_RETURN(in.hardware.nodes, args.GetInt("nodes"));
-    if (in.hardware.nodes < 1) return Status::Error("--nodes must be at least 1");
-    if (in.hardware.nodes > 1 && !in.hardware.network) {
-      return Status::Error("--nodes " + std::to_string(in.hardware.nodes) + ": " +
-                           in.hardware.name + " has no network section to join nodes with");
-    }
+    SHARDSIM_ASSIGN_OR_RETURN(const int64_t nodes, args.GetInt("nodes"));
+    SHARDSIM_RETURN_IF_ERROR(SetNodes(in.hardware, nodes));
   }
   if (args.Get("gpus")) {
     SHARDSIM_ASSIGN_OR_RETURN(in.gpus, args.GetInt("gpus"));

@@ -12,6 +12,7 @@
 
 #include "src/cost/op_time.h"
 #include "src/io/yaml_reader.h"
+#include "src/util/atomic_file.h"
 #include "src/util/check.h"
 
 namespace shardsim {
@@ -108,11 +109,8 @@ StatusOr<std::shared_ptr<const GemmTable>> GemmTable::Load(const std::string& pa
   static std::map<std::string, std::shared_ptr<const GemmTable>> loaded;
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = loaded.find(key); it != loaded.end()) return it->second;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open GEMM table file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  SHARDSIM_ASSIGN_OR_RETURN(std::shared_ptr<const GemmTable> table, Parse(text.str(), path));
+  SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "GEMM table file"));
+  SHARDSIM_ASSIGN_OR_RETURN(std::shared_ptr<const GemmTable> table, Parse(text, path));
   loaded.emplace(key, table);
   return table;
 }

@@ -133,14 +133,14 @@ LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
   p.moe = moe && m.moe.has_value();
   p.ops = LayerOps(m, l, p.moe);
   const double t = static_cast<double>(l.tp);
-  p.params = static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams();
+  p.params = AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams());
   if (p.moe) {
     p.params += static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l);
     p.expert_params = static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
   } else {
     p.params += static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
   }
-  p.replicated_params = 2.0 * m.NormParams() + (m.bias ? 2.0 * m.hidden : 0.0) +
+  p.replicated_params = static_cast<double>(m.LayerNormParams() + m.AttentionReplicatedParams()) + (m.bias ? 2.0 * m.hidden : 0.0) +
                         (p.moe ? static_cast<double>(m.hidden * m.moe->experts) : 0.0) +
                         (p.moe && m.moe->shared_ffn_hidden > 0 && m.moe->shared_gate ? static_cast<double>(m.hidden) : 0.0);
   p.saved_bytes = LayerActivationBytes(m, l, p.moe);
@@ -201,8 +201,11 @@ TaskSpec GradientsToHost(const Layout& l, double bucket_params, const StateBytes
 // holds, at least the KV heads: Megatron-LM's CP over the TP-split heads).
 double CpBytes(const ModelSpec& m, const Layout& l) {
   const double e = l.dtype == DType::kFp32 ? 4 : 2;
-  return static_cast<double>(l.cp) * static_cast<double>(TokensPerRank(m, l)) * 2.0 *
-         std::max<double>(m.kv_dim(), static_cast<double>(l.tp * m.head_dim)) / static_cast<double>(l.tp) * e;
+  // K is kv_dim wide, V v_dim (MLA's values are v_head_dim per head), each at least one head a rank.
+  const double t = static_cast<double>(l.tp);
+  const double k = std::max<double>(m.kv_dim(), t * m.head_dim);
+  const double v = std::max<double>(m.v_dim(), t * (m.mla ? m.mla->v_head_dim : m.head_dim));
+  return static_cast<double>(l.cp) * static_cast<double>(TokensPerRank(m, l)) * (k + v) / t * e;
 }
 
 // What every pass of one stage shares.
@@ -866,7 +869,8 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   c.pp_bytes = c.tp_bytes / (l.sp ? static_cast<double>(l.tp) : 1.0);
   c.ce_bytes = static_cast<double>(l.tp) * 3.0 * tokens * 4.0;
   c.cp_bytes = CpBytes(m, l);
-  c.ep_bytes = m.moe ? tokens * static_cast<double>(m.moe->top_k * m.hidden) * e : 0;
+  // The all-to-all's pace is the busiest rank's: it receives MoeLoad() times the balanced share.
+  c.ep_bytes = m.moe ? tokens * static_cast<double>(m.moe->top_k * m.hidden) * e * l.MoeLoad() : 0;
   c.state = StateBytesPerParam(l.dtype);
   c.embedding_table = static_cast<double>(m.vocab * m.hidden) / static_cast<double>(l.tp);
   c.embedding_params = c.embedding_table +

@@ -55,7 +55,7 @@ double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage) 
   if (l.dtype != DType::kFp8 || l.fp8_params) return 0;
   const auto [n, n_moe] = LayersOnStage(m, l, stage);
   const double t = static_cast<double>(l.tp);
-  double gemm_params = n * static_cast<double>(m.AttentionParams()) / t +
+  double gemm_params = n * AttentionParamsOnRank(m, l) +
                        (n - n_moe) * static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
   if (n_moe > 0) {
     gemm_params += n_moe * static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
@@ -71,7 +71,7 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   // Attention and MLP weights are split over TP; norms (and the router) are replicated.
   // The stage's layers (StageLayers); only MoE needs to know which.
   const auto [n, n_moe] = LayersOnStage(m, l, stage);
-  p.dense = n * (static_cast<double>(m.AttentionParams()) / t + 2.0 * m.NormParams());
+  p.dense = n * (AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams()));
   p.dense += (n - n_moe) * (static_cast<double>(m.MlpParams(m.ffn_hidden)) / t);
   if (n_moe > 0) {
     p.dense += n_moe * (static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l));
@@ -124,20 +124,23 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   // tensors the attention, norms and activation functions keep stay 16-bit.
   const double g = l.dtype == DType::kFp8 ? 1 : e;
   // Replicated across TP unless SP: the two norm inputs, QKV input, MLP input, dropout masks.
-  double replicated = sb * (2 * e * h       // norm inputs (LayerNorm 1 and 2)
+  double replicated = sb * (static_cast<double>(m.norms_per_layer) * e * h  // norm inputs (2; Gemma's 4)
                             + g * h         // QKV input (norm output)
                             + g * h         // MLP input (norm output)
                             + 2 * mask * h);  // attention and MLP dropout masks
   // Split across TP: Q, K, V, the output-projection input, the MLP intermediates.
-  double split = sb * (e * q + 2 * e * kv  // Q, K, V
-                       + g * q);          // projection input
+  // MLA: V and the projection input are v_head_dim wide (v_dim, o_dim).
+  const double v = m.mla ? static_cast<double>(m.v_dim()) : kv, o = static_cast<double>(m.o_dim());
+  double split = sb * (e * q + e * kv + e * v  // Q, K, V
+                       + g * o);              // projection input
   if (m.qk_norm) split += sb * e * (q + kv);  // Q and K before their norms (Qwen3's q_norm, k_norm)
   double ffn = static_cast<double>(m.ffn_hidden);
   double tokens_mlp = sb;
   if (moe_layer && m.moe) {
     ffn = static_cast<double>(m.moe->ffn_hidden);
-    tokens_mlp = sb * m.moe->top_k;
-    replicated += sb * g * m.moe->top_k * h;  // dispatched expert inputs (after all-to-all)
+    // The busiest EP rank's routed tokens (Layout::MoeLoad).
+    tokens_mlp = sb * m.moe->top_k * l.MoeLoad();
+    replicated += tokens_mlp * g * h;  // dispatched expert inputs (after all-to-all)
     // The shared experts' MLP on every token, as a dense MLP keeps its intermediates.
     const double fs = static_cast<double>(m.moe->shared_ffn_hidden);
     split += sb * (m.activation == Activation::kSwiglu ? 2 * e * fs + g * fs : e * fs + g * fs);
@@ -164,14 +167,23 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
     return e * sb * h / (l.sp ? t : 1);
   }
   const double rep = l.sp ? replicated / t : replicated;
-  return rep + split / t + quadratic / t;
+  // MLA's latents, on every TP rank over all its tokens (the down-projections are duplicated):
+  // the down-projections' outputs (their norms' inputs) and the normed latents the
+  // up-projections keep, and the shared RoPE key.
+  double latent = 0;
+  if (m.mla) {
+    const double r = static_cast<double>(m.mla->q_lora_rank + m.mla->kv_lora_rank);
+    latent = sb * ((e + g) * r + e * static_cast<double>(m.mla->rope_head_dim));
+  }
+  return rep + split / t + quadratic / t + latent;
 }
 
 double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l) {
   const auto [e, sb, h, t, q, kv] = PerRankSizes(m, l);
   double ffn = static_cast<double>(m.ffn_hidden);
   if (m.moe) {  // the routed experts' backward and the shared experts' run one after the other
-    ffn = std::max(static_cast<double>(m.moe->ffn_hidden) * m.moe->top_k, static_cast<double>(m.moe->shared_ffn_hidden));
+    ffn = std::max(static_cast<double>(m.moe->ffn_hidden) * m.moe->top_k * l.MoeLoad(),
+                   static_cast<double>(m.moe->shared_ffn_hidden));
   }
   // MLP branch: gradients of the activation, the first projection(s) (gate and up for SwiGLU).
   const double mlp = (m.activation == Activation::kSwiglu ? 3 : 2) * ffn / t;
@@ -257,17 +269,23 @@ double SharedExpertParamsOnRank(const ModelSpec& m, const Layout& l) {
          (m.moe->shared_gate ? static_cast<double>(m.hidden) : 0.0);
 }
 
+double AttentionParamsOnRank(const ModelSpec& m, const Layout& l) {
+  const double replicated = static_cast<double>(m.AttentionReplicatedParams());
+  return (static_cast<double>(m.AttentionParams()) - replicated) / static_cast<double>(l.tp) + replicated;
+}
+
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l) {
-  return static_cast<double>(m.AttentionParams() + m.MlpParams(m.ffn_hidden)) / static_cast<double>(l.tp) +
-         2.0 * m.NormParams();
+  return AttentionParamsOnRank(m, l) + static_cast<double>(m.MlpParams(m.ffn_hidden)) / static_cast<double>(l.tp) +
+         static_cast<double>(m.LayerNormParams());
 }
 
 double LargestLayerTensorOnRank(const ModelSpec& m, const Layout& l) {
   const double h = static_cast<double>(m.hidden), t = static_cast<double>(l.tp);
   const double ffn = static_cast<double>(m.ffn_hidden) * (m.activation == Activation::kSwiglu ? 2 : 1);
-  const double qkv = h * static_cast<double>(m.q_dim() + 2 * m.kv_dim()) / t;
-  const double proj = static_cast<double>(m.q_dim()) * h / t;
-  return std::max({qkv, proj, h * ffn / t, static_cast<double>(m.ffn_hidden) * h / t});
+  const double attn = static_cast<double>(m.AttentionParams() - m.AttentionReplicatedParams());
+  const double qkv = m.mla ? attn - static_cast<double>(m.o_dim()) * h : h * static_cast<double>(m.q_dim() + 2 * m.kv_dim());
+  const double proj = static_cast<double>(m.o_dim()) * h / t;
+  return std::max({qkv / t, proj, h * ffn / t, static_cast<double>(m.ffn_hidden) * h / t});
 }
 
 int64_t ZeroPrefetchDepth(const Layout& l, double layer_params) {

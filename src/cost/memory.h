@@ -112,6 +112,9 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
 
 // A MoE layer's shared experts on a rank: their MLP split over TP (Megatron-Core's
 // SharedExpertMLP is a TP MLP), the gate whole; 0 without shared experts.
+// One layer's attention parameters on a rank: what TP splits over tp, plus what it replicates
+// (ModelSpec::AttentionReplicatedParams: per-head Q/K norms, MLA's down-projections).
+double AttentionParamsOnRank(const ModelSpec& m, const Layout& l);
 double SharedExpertParamsOnRank(const ModelSpec& m, const Layout& l);
 
 // One dense layer's parameters on a rank: attention and MLP split over TP, the two norms whole.

@@ -3,6 +3,7 @@
 #include "src/cost/ops.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace shardsim {
 
@@ -98,10 +99,34 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   const int64_t kv = kv_heads * m.head_dim;
   std::vector<Op> ops;
 
-  ops.push_back(Memory("norm1", OpRole::kNorm, b * 2.0 * Tn * h));
-  ops.push_back(Matmul("qkv", OpRole::kQkv, T, q + 2 * kv, h, b));
-  ops.back().column_parallel = true;
-  Fp8Casts(ops.back(), l, true);
+  // The values' and the output projection's widths on this rank (MLA's v_head_dim differs).
+  const int64_t v_width = m.mla ? kv_heads * m.mla->v_head_dim : kv;
+  const int64_t o_width = m.mla ? heads * m.mla->v_head_dim : q;
+  if (m.norms_per_layer > 0) ops.push_back(Memory("norm1", OpRole::kNorm, b * 2.0 * Tn * h));
+  if (m.mla) {
+    // Multi-head latent attention (model_spec.h MlaSpec): the down-projections to the query
+    // and key-value latents (and the shared RoPE key) run on every TP rank over all T tokens
+    // (Megatron-Core's MLASelfAttention: linear_q_down_proj, linear_kv_down_proj duplicated),
+    // their RMSNorms, then the column-parallel up-projections to this rank's heads.
+    const MlaSpec& a = *m.mla;
+    ops.push_back(Matmul("qkv_down", OpRole::kQkv, T, a.q_lora_rank + a.kv_lora_rank + a.rope_head_dim, h, b));
+    Fp8Casts(ops.back(), l, true);
+    ops.push_back(Memory("latent_norm", OpRole::kNorm, b * 2.0 * static_cast<double>(T) * (a.q_lora_rank + a.kv_lora_rank)));
+    if (a.q_lora_rank > 0) {
+      ops.push_back(Matmul("q_up", OpRole::kQkv, T, q, a.q_lora_rank, b));
+    } else {
+      ops.push_back(Matmul("q", OpRole::kQkv, T, q, h, b));
+    }
+    ops.back().column_parallel = true;
+    Fp8Casts(ops.back(), l, a.q_lora_rank == 0);
+    ops.push_back(Matmul("kv_up", OpRole::kQkv, T, heads * (m.head_dim - a.rope_head_dim) + v_width, a.kv_lora_rank, b));
+    ops.back().column_parallel = true;
+    Fp8Casts(ops.back(), l, false);
+  } else {
+    ops.push_back(Matmul("qkv", OpRole::kQkv, T, q + 2 * kv, h, b));
+    ops.back().column_parallel = true;
+    Fp8Casts(ops.back(), l, true);
+  }
   if (m.qk_norm) {
     // RMSNorm over each head's queries and keys (Qwen3Attention.q_norm / k_norm in
     // transformers' models/qwen3/modeling_qwen3.py): read and write Q and K.
@@ -118,9 +143,11 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     attn.role = OpRole::kFlashAttention;
     // A sliding window (Mistral) leaves the kernel the window's pairs only (FlashAttention-2's
     // window_size skips the blocks outside it): AttentionSpan instead of s.
-    attn.flops = 4.0 * static_cast<double>(T) * m.AttentionSpan() * m.head_dim * heads;
+    // QK^T over head_dim, PV over the values' head size (MLA's v_head_dim; head_dim otherwise).
+    const double v_head = static_cast<double>(m.mla ? m.mla->v_head_dim : m.head_dim);
+    attn.flops = 2.0 * static_cast<double>(T) * m.AttentionSpan() * (static_cast<double>(m.head_dim) + v_head) * heads;
     attn.executed_flops = attn.flops / 2;
-    attn.bytes = b * static_cast<double>(T) * (2.0 * q + 2.0 * kv * l.cp);
+    attn.bytes = b * static_cast<double>(T) * (static_cast<double>(q + o_width) + static_cast<double>(kv + v_width) * l.cp);
     attn.recomputed_selective = true;
     ops.push_back(attn);
   } else {
@@ -140,20 +167,25 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     if (m.dropout) {
       ops.push_back(Memory("attn_dropout", OpRole::kAttentionDropout, (2.0 * b + 1.0) * scores, true));
     }
-    Op pv = Matmul("attn_context", OpRole::kAttentionContext, T, m.head_dim, m.seq_len, b);
-    pv.flops = pv.executed_flops = 2.0 * scores * m.head_dim;
-    pv.bytes = b * (scores + s_kv * kv + static_cast<double>(T) * q);  // read P, V; write O
+    const int64_t v_head = m.mla ? m.mla->v_head_dim : m.head_dim;
+    Op pv = Matmul("attn_context", OpRole::kAttentionContext, T, v_head, m.seq_len, b);
+    pv.flops = pv.executed_flops = 2.0 * scores * v_head;
+    pv.bytes = b * (scores + s_kv * v_width + static_cast<double>(T) * o_width);  // read P, V; write O
     pv.m = T;
-    pv.n = m.head_dim * heads;  // all heads' tiles run in one batched launch
+    pv.n = v_head * heads;  // all heads' tiles run in one batched launch
     pv.recomputed_selective = true;
     pv.bf16_under_fp8 = true;
     ops.push_back(pv);
   }
-  ops.push_back(Matmul("proj", OpRole::kProjection, T, h, q, b));
+  ops.push_back(Matmul("proj", OpRole::kProjection, T, h, o_width, b));
   Fp8Casts(ops.back(), l, false);
+  // Gemma 2 and 3 normalise each branch's output too (post_attention_layernorm,
+  // post_feedforward_layernorm: norms_per_layer 4).
+  if (m.norms_per_layer > 2) ops.push_back(Memory("post_attn_norm", OpRole::kNorm, b * 2.0 * Tn * h));
   ops.push_back(Memory("residual1", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
   const size_t mlp_input = ops.size();
-  ops.push_back(Memory("norm2", OpRole::kNorm, b * 2.0 * Tn * h));
+  // One norm a layer (Falcon-7B's parallel attention and MLP share it): no second one.
+  if (m.norms_per_layer > 1) ops.push_back(Memory("norm2", OpRole::kNorm, b * 2.0 * Tn * h));
   if (moe_layer && m.moe) {
     // Router: (T x h) x (h x E), replicated over TP; each token goes to top_k experts, and an
     // EP rank runs its E/ep experts on T * top_k tokens in total (balanced routing).
@@ -184,8 +216,10 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   }
   const size_t mlp = ops.size();
   if (experts) {
-    // Experts' fc1 reads the dispatched tokens, not the norm's output: quantized on its own.
-    AddMlp(ops, m, l, T * m.moe->top_k, m.moe->ffn_hidden, "expert_", false);
+    // Experts' fc1 reads the dispatched tokens, not the norm's output: quantized on its own. The
+    // busiest EP rank's experts take Layout::MoeLoad() times the balanced T x top_k tokens.
+    const double routed = std::round(static_cast<double>(T * m.moe->top_k) * l.MoeLoad());
+    AddMlp(ops, m, l, static_cast<int64_t>(routed), m.moe->ffn_hidden, "expert_", false);
   } else {
     AddMlp(ops, m, l, T, m.ffn_hidden, "mlp_", true);
   }
@@ -194,6 +228,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     ops.push_back(Memory("moe_unpermute", OpRole::kMoePermute, 2.0 * b * permuted_rows * h));
     ops.back().backward_factor = 1;
   }
+  if (m.norms_per_layer > 3) ops.push_back(Memory("post_mlp_norm", OpRole::kNorm, b * 2.0 * Tn * h));
   ops.push_back(Memory("residual2", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
   for (size_t i = mlp_input; i < ops.size(); ++i) {
     ops[i].part = i < mlp ? LayerPart::kMlpInput : i < mlp_output ? LayerPart::kMlp : LayerPart::kMlpOutput;
@@ -233,6 +268,9 @@ double IterationFlops(const ModelSpec& m, const Layout& l, bool with_recompute) 
   whole.tp = whole.cp = whole.ep = 1;
   whole.sp = false;
   whole.mbs = 1;
+  // Model FLOPs count every token's top_k experts once: no imbalance, nothing dropped.
+  whole.moe_capacity = 0;
+  whole.moe_imbalance = 1;
   double per_sequence = 0;
   for (int moe = 0; moe < 2; ++moe) {
     const int64_t count = moe ? m.MoeLayerCount() : m.layers - m.MoeLayerCount();

@@ -150,4 +150,8 @@ struct HardwareSpec {
 StatusOr<HardwareSpec> LoadHardware(const std::string& path_or_name);
 StatusOr<HardwareSpec> ParseHardwareYaml(const std::string& text, const std::string& name);
 
+// The what-if `--nodes N` on a loaded cluster: at least 1, at most kMaxGpus GPUs in all
+// (src/util/limits.h), and more than one only with a network section to join them.
+Status SetNodes(HardwareSpec& hw, int64_t nodes);
+
 }  // namespace shardsim

@@ -7,6 +7,8 @@
 #include "src/hardware/hardware_spec.h"
 #include "src/io/bundled.h"
 #include "src/io/yaml_reader.h"
+#include "src/util/atomic_file.h"
+#include "src/util/limits.h"
 
 namespace shardsim {
 
@@ -188,17 +190,33 @@ StatusOr<HardwareSpec> ParseHardwareYaml(const std::string& text, const std::str
     r.Error("nodes", "nodes=" + std::to_string(hw.nodes) +
                          " needs a 'network' section: network is required when nodes > 1");
   }
+  const std::optional<int64_t> gpus = CheckedMul(hw.nodes, hw.node.gpus);
+  if (!gpus || *gpus > kMaxGpus) {
+    r.Error("nodes", "nodes=" + std::to_string(hw.nodes) + " of " + std::to_string(hw.node.gpus) +
+                         " GPUs: more than the " + std::to_string(kMaxGpus) + " GPUs a cluster may hold");
+  }
   SHARDSIM_RETURN_IF_ERROR(file.status());
   return hw;
 }
 
+Status SetNodes(HardwareSpec& hw, int64_t nodes) {
+  if (nodes < 1) return Status::Error("--nodes must be at least 1, found " + std::to_string(nodes));
+  const std::optional<int64_t> gpus = CheckedMul(nodes, hw.node.gpus);
+  if (!gpus || *gpus > kMaxGpus) {
+    return Status::Error("--nodes " + std::to_string(nodes) + " of " + std::to_string(hw.node.gpus) +
+                         " GPUs: more than the " + std::to_string(kMaxGpus) + " GPUs a cluster may hold");
+  }
+  if (nodes > 1 && !hw.network) {
+    return Status::Error("--nodes " + std::to_string(nodes) + ": " + hw.name + " has no network section to join nodes with");
+  }
+  hw.nodes = nodes;
+  return Status::Ok();
+}
+
 StatusOr<HardwareSpec> LoadHardware(const std::string& path_or_name) {
   SHARDSIM_ASSIGN_OR_RETURN(std::string path, ResolveBundled(path_or_name, "hardware"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseHardwareYaml(text.str(), path);
+  SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  return ParseHardwareYaml(text, path);
 }
 
 }  // namespace shardsim

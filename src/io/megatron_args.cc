@@ -1,6 +1,7 @@
 // See megatron_args.h. Defaults and derivations are megatron/training/arguments.py's at
 // NVIDIA/Megatron-LM 000c4ac24f61 (line numbers of that file in brackets).
 #include "src/io/megatron_args.h"
+#include "src/io/moe_layer_freq.h"
 
 #include <map>
 #include <optional>
@@ -108,6 +109,12 @@ const std::map<std::string, Kind>& Known() {
       {"--disable-bias-linear", Kind::kSwitch},
       {"--add-qkv-bias", Kind::kSwitch},
       {"--qk-layernorm", Kind::kSwitch},
+      {"--multi-latent-attention", Kind::kSwitch},
+      {"--q-lora-rank", Kind::kInt},
+      {"--kv-lora-rank", Kind::kInt},
+      {"--qk-head-dim", Kind::kInt},
+      {"--qk-pos-emb-head-dim", Kind::kInt},
+      {"--v-head-dim", Kind::kInt},
       {"--attention-dropout", Kind::kNumber},
       {"--hidden-dropout", Kind::kNumber},
       {"--num-experts", Kind::kInt},
@@ -120,6 +127,7 @@ const std::map<std::string, Kind>& Known() {
       {"--context-parallel-size", Kind::kInt},
       {"--expert-model-parallel-size", Kind::kInt},
       {"--sequence-parallel", Kind::kSwitch},
+      {"--moe-expert-capacity-factor", Kind::kNumber},
       {"--num-layers-per-virtual-pipeline-stage", Kind::kInt},
       {"--num-virtual-stages-per-pipeline-rank", Kind::kInt},
       {"--decoder-first-pipeline-num-layers", Kind::kInt},
@@ -192,17 +200,18 @@ ModelSpec ReadModel(LocatedValues& r, MegatronRead& out) {
   m.bias = !r.Has("--disable-bias-linear");
   m.qkv_bias = !m.bias && r.Has("--add-qkv-bias");
   m.qk_norm = r.Has("--qk-layernorm");
+  if (r.Has("--multi-latent-attention")) {
+    // _add_mla_args: --q-lora-rank (None: no query rank), --kv-lora-rank 32, --qk-head-dim 128,
+    // --qk-pos-emb-head-dim 64, --v-head-dim 128.
+    ReadMla(r, {"--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim", 0, 32}, m);
+  }
   m.dropout = r.Number("--attention-dropout", 0.1, 0, 1) > 0 || r.Number("--hidden-dropout", 0.1, 0, 1) > 0;
   if (r.Has("--num-experts")) {
     MoeSpec s;
     s.experts = r.Int("--num-experts", 0, 2);
     s.top_k = r.Int("--moe-router-topk", 2);
     s.ffn_hidden = r.Int("--moe-ffn-hidden-size", m.ffn_hidden);
-    if (r.Has("--moe-layer-freq")) {
-      // An integer N: layer i is an expert layer when i % N == 0. Megatron-LM also takes a
-      // Python list expression, a pattern shardsim's MoE description cannot hold.
-      s.interval = r.Int("--moe-layer-freq", 1);
-    }
+    ReadMoeLayerFreq(r, "--moe-layer-freq", m.layers, s);  // an integer N or a list expression
     s.shared_ffn_hidden = r.Int("--moe-shared-expert-intermediate-size", 0, 0);
     m.moe = s;
   }
@@ -219,6 +228,7 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
     out.warnings.push_back("--sequence-parallel with tensor-parallel size 1: Megatron-LM turns it off (validate_args)");
   }
   l.sp = r.Has("--sequence-parallel") && l.tp > 1;
+  l.moe_capacity = r.Number("--moe-expert-capacity-factor", 0, 0, 64);
   l.first_stage_layers = r.Int("--decoder-first-pipeline-num-layers", 0);
   l.last_stage_layers = r.Int("--decoder-last-pipeline-num-layers", 0);
   l.embedding_in_split = r.Has("--account-for-embedding-in-pipeline-split");
@@ -385,6 +395,13 @@ std::vector<std::string> ModelMismatches(const ModelSpec& m, const ModelSpec& a)
   cmp("linear biases (--disable-bias-linear absent)", yes(a.bias), yes(m.bias));
   cmp("Q/K/V biases (--add-qkv-bias)", yes(a.HasQkvBias()), yes(m.HasQkvBias()));
   cmp("Q/K norms (--qk-layernorm)", yes(a.qk_norm), yes(m.qk_norm));
+  cmp("multi-latent attention (--multi-latent-attention)", yes(a.mla.has_value()), yes(m.mla.has_value()));
+  if (a.mla && m.mla) {
+    cmp("--q-lora-rank", num(a.mla->q_lora_rank), num(m.mla->q_lora_rank));
+    cmp("--kv-lora-rank", num(a.mla->kv_lora_rank), num(m.mla->kv_lora_rank));
+    cmp("--qk-pos-emb-head-dim", num(a.mla->rope_head_dim), num(m.mla->rope_head_dim));
+    cmp("--v-head-dim", num(a.mla->v_head_dim), num(m.mla->v_head_dim));
+  }
   cmp("dropout (--attention-dropout, --hidden-dropout)", yes(a.dropout), yes(m.dropout));
   if (m.position == Position::kRope && a.position == Position::kRope && m.rotary_base > 0) {
     cmp("--rotary-base", Fmt("%.0f", a.rotary_base), Fmt("%.0f", m.rotary_base));
@@ -393,7 +410,7 @@ std::vector<std::string> ModelMismatches(const ModelSpec& m, const ModelSpec& a)
   if (a.moe && m.moe) {
     cmp("--moe-router-topk", num(a.moe->top_k), num(m.moe->top_k));
     cmp("--moe-ffn-hidden-size", num(a.moe->ffn_hidden), num(m.moe->ffn_hidden));
-    cmp("--moe-layer-freq", num(a.moe->interval), num(m.moe->interval));
+    cmp("--moe-layer-freq", MoeLayerFreqText(*a.moe, a.layers), MoeLayerFreqText(*m.moe, m.layers));
     cmp("--moe-shared-expert-intermediate-size", num(a.moe->shared_ffn_hidden), num(m.moe->shared_ffn_hidden));
   }
   return out;

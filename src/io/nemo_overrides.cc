@@ -1,5 +1,6 @@
 // See nemo_overrides.h.
 #include "src/io/nemo_overrides.h"
+#include "src/io/moe_layer_freq.h"
 
 #include <sstream>
 
@@ -16,7 +17,9 @@ const std::vector<std::string>& Paths() {
       "model.config.seq_length", "model.config.gated_linear_unit", "model.config.normalization",
       "model.config.position_embedding_type", "model.config.rotary_base",
       "model.config.share_embeddings_and_output_weights", "model.config.add_bias_linear",
-      "model.config.add_qkv_bias", "model.config.qk_layernorm", "model.config.attention_dropout", "model.config.hidden_dropout",
+      "model.config.add_qkv_bias", "model.config.qk_layernorm", "model.config.multi_latent_attention",
+      "model.config.q_lora_rank", "model.config.kv_lora_rank", "model.config.qk_head_dim",
+      "model.config.qk_pos_emb_head_dim", "model.config.v_head_dim", "model.config.attention_dropout", "model.config.hidden_dropout",
       "model.config.num_moe_experts", "model.config.moe_router_topk", "model.config.moe_ffn_hidden_size",
       "model.config.moe_layer_freq", "model.config.moe_shared_expert_intermediate_size",
       "model.config.moe_shared_expert_gate", "model.config.recompute_granularity", "model.config.recompute_method",
@@ -24,6 +27,7 @@ const std::vector<std::string>& Paths() {
       "trainer.strategy.tensor_model_parallel_size", "trainer.strategy.pipeline_model_parallel_size",
       "trainer.strategy.virtual_pipeline_model_parallel_size", "trainer.strategy.context_parallel_size",
       "trainer.strategy.sequence_parallel", "trainer.strategy.expert_model_parallel_size",
+      "model.config.moe_expert_capacity_factor",
       "trainer.strategy.num_layers_in_first_pipeline_stage", "trainer.strategy.num_layers_in_last_pipeline_stage",
       "trainer.strategy.account_for_embedding_in_pipeline_split",
       "trainer.strategy.account_for_loss_in_pipeline_split", "data.micro_batch_size", "data.global_batch_size",
@@ -119,6 +123,13 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   m.bias = r.Bool("model.config.add_bias_linear", true);
   m.qkv_bias = !m.bias && r.Bool("model.config.add_qkv_bias", false);
   m.qk_norm = r.Bool("model.config.qk_layernorm", false);
+  if (r.Bool("model.config.multi_latent_attention", false)) {
+    // MLATransformerConfig (megatron/core/transformer/transformer_config.py): q_lora_rank 512
+    // (None: no query rank), kv_lora_rank 512, qk_head_dim 128, qk_pos_emb_head_dim 64,
+    // v_head_dim 128.
+    ReadMla(r, {"model.config.q_lora_rank", "model.config.kv_lora_rank", "model.config.qk_head_dim",
+                "model.config.qk_pos_emb_head_dim", "model.config.v_head_dim", 512, 512}, m);
+  }
   m.dropout = r.Number("model.config.attention_dropout", 0.1, 0, 1) > 0 ||
               r.Number("model.config.hidden_dropout", 0.1, 0, 1) > 0;
   if (r.Text("model.config.num_moe_experts", "None") != "None") {
@@ -126,7 +137,7 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
     s.experts = r.Int("model.config.num_moe_experts", 0, 2);
     s.top_k = r.Int("model.config.moe_router_topk", 2);
     s.ffn_hidden = r.Int("model.config.moe_ffn_hidden_size", m.ffn_hidden);
-    s.interval = r.Int("model.config.moe_layer_freq", 1);
+    ReadMoeLayerFreq(r, "model.config.moe_layer_freq", m.layers, s);  // an integer or a list expression
     if (r.Text("model.config.moe_shared_expert_intermediate_size", "None") != "None") {
       s.shared_ffn_hidden = r.Int("model.config.moe_shared_expert_intermediate_size", 0, 0);
     }
@@ -140,6 +151,9 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   l.vpp = r.Int("trainer.strategy.virtual_pipeline_model_parallel_size", 1);
   l.cp = r.Int("trainer.strategy.context_parallel_size", 1);
   l.ep = r.Int("trainer.strategy.expert_model_parallel_size", 1);
+  if (r.Text("model.config.moe_expert_capacity_factor", "None") != "None") {
+    l.moe_capacity = r.Number("model.config.moe_expert_capacity_factor", 0, 0, 64);
+  }
   l.sp = l.tp > 1 && r.Bool("trainer.strategy.sequence_parallel", false);
   l.first_stage_layers = r.Int("trainer.strategy.num_layers_in_first_pipeline_stage", 0);
   l.last_stage_layers = r.Int("trainer.strategy.num_layers_in_last_pipeline_stage", 0);

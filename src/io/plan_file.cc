@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "src/io/yaml_reader.h"
+#include "src/util/atomic_file.h"
 #include "src/util/strings.h"
 
 namespace shardsim {
@@ -42,12 +43,21 @@ std::string ModelYaml(const ModelSpec& m) {
   if (m.rotary_base > 0) o << "rotary_base: " << Num(m.rotary_base) << "\n";
   if (m.qk_norm) o << "qk_norm: true\n";
   if (m.sliding_window > 0) o << "sliding_window: " << m.sliding_window << "\n";
+  if (m.norms_per_layer != 2) o << "norms_per_layer: " << m.norms_per_layer << "\n";
+  if (m.qk_norm_full) o << "qk_norm_full: true\n";
+  if (!m.norm_weights) o << "norm_weights: false\n";
+  if (m.full_attention_layers > 0) o << "full_attention_layers: " << m.full_attention_layers << "\n";
+  if (m.mla) {
+    o << "mla:\n  q_lora_rank: " << m.mla->q_lora_rank << "\n  kv_lora_rank: " << m.mla->kv_lora_rank
+      << "\n  rope_head_dim: " << m.mla->rope_head_dim << "\n  v_head_dim: " << m.mla->v_head_dim << "\n";
+  }
   if (m.moe) {
     o << "moe:\n  experts: " << m.moe->experts << "\n  top_k: " << m.moe->top_k
       << "\n  ffn_hidden: " << m.moe->ffn_hidden << "\n  interval: " << m.moe->interval << "\n";
     if (m.moe->shared_ffn_hidden > 0) {
       o << "  shared_ffn_hidden: " << m.moe->shared_ffn_hidden << "\n  shared_gate: " << (m.moe->shared_gate ? "true" : "false") << "\n";
     }
+    if (m.moe->first_dense > 0) o << "  first_dense: " << m.moe->first_dense << "\n";
   }
   return o.str();
 }
@@ -154,11 +164,8 @@ StatusOr<PlanFile> ParsePlanFile(const std::string& text, const std::string& nam
 }
 
 StatusOr<PlanFile> LoadPlanFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open plan file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParsePlanFile(text.str(), path);
+  SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "plan file"));
+  return ParsePlanFile(text, path);
 }
 
 }  // namespace shardsim

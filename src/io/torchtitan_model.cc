@@ -88,6 +88,11 @@ StatusOr<Llama3Args> Llama3ArgsFor(const ModelSpec& m) {
   if (m.dropout) not_llama.push_back("dropout (llama3 has none)");
   if (m.qk_norm) not_llama.push_back("Q/K norms (llama3 has none)");
   if (m.sliding_window > 0) not_llama.push_back("a sliding window (llama3 attends the whole causal prefix)");
+  if (m.mla) not_llama.push_back("multi-head latent attention (llama3's is grouped-query)");
+  if (m.norms_per_layer != 2 || !m.norm_weights) {
+    not_llama.push_back(std::to_string(m.norms_per_layer) + " norms a layer" + (m.norm_weights ? "" : " without weights") +
+                        " (llama3 has 2 RMSNorms with weights)");
+  }
   if (m.heads <= 0 || m.hidden % m.heads != 0 || m.head_dim != m.hidden / m.heads) {
     not_llama.push_back("a head size of " + std::to_string(m.head_dim) + " (llama3's is dim / n_heads = " +
                         (m.heads > 0 ? std::to_string(m.hidden / m.heads) : std::string("?")) + ")");

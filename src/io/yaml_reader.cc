@@ -7,6 +7,7 @@
 #include <sstream>
 #include <utility>
 
+#include "src/util/atomic_file.h"
 #include "src/util/strings.h"
 
 namespace shardsim {
@@ -347,12 +348,8 @@ StatusOr<YamlFile> YamlFile::Parse(const std::string& text, const std::string& n
 }
 
 StatusOr<YamlFile> YamlFile::Load(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Status::Error(file + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status::Error(file + ": cannot read file");
-  return Parse(text.str(), file);
+  SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(file));
+  return Parse(text, file);
 }
 
 }  // namespace shardsim

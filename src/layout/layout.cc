@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/io/yaml_reader.h"
+#include "src/util/limits.h"
 #include "src/util/strings.h"
 
 namespace shardsim {
@@ -60,7 +61,7 @@ const std::vector<std::string> kKeys = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
     "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
     "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
-    "embedding_in_split", "loss_in_split"};
+    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance"};
 
 Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
                 const std::vector<std::string>& choices = {}) {
@@ -68,11 +69,15 @@ Status BadValue(const std::string& key, const std::string& value, const std::str
                        "'" + DidYouMean(value, choices));
 }
 
+// A parallel degree or micro-batch (at most kMaxGpus), or the global batch (kMaxGlobalBatch).
 StatusOr<int64_t> PositiveInt(const std::string& key, const std::string& value) {
+  const int64_t most = key == "gbs" ? kMaxGlobalBatch : kMaxGpus;
   std::istringstream in(value);
   int64_t v = 0;
   in >> v;
-  if (in.fail() || !in.eof() || v < 1) return BadValue(key, value, "a positive integer");
+  if (in.fail() || !in.eof() || v < 1 || v > most) {
+    return BadValue(key, value, "a positive integer up to " + std::to_string(most));
+  }
   return v;
 }
 
@@ -163,6 +168,17 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     SHARDSIM_ASSIGN_OR_RETURN(int64_t v, NonNegativeInt(key, value));
     if (v < 1) return BadValue(key, value, "a positive number of parameters (e.g. live_params=1000000000)");
     l.live_params = v;
+  } else if (key == "moe_capacity" || key == "moe_imbalance") {
+    // A capacity factor of 0 (none) or in (0, 64]; an imbalance in [1, 64].
+    std::istringstream in(value);
+    double v = -1;
+    in >> v;
+    const bool capacity = key == "moe_capacity";
+    if (in.fail() || !in.eof() || !std::isfinite(v) || v > 64 || (capacity ? v < 0 : v < 1)) {
+      return BadValue(key, value, capacity ? "a capacity factor from 0 (none) to 64 (e.g. moe_capacity=1.25)"
+                                           : "the busiest rank's load over the balanced one, 1 to 64 (e.g. moe_imbalance=1.2)");
+    }
+    (capacity ? l.moe_capacity : l.moe_imbalance) = v;
   } else if (key == "compress") {
     std::istringstream in(value);
     double v = 0;
@@ -216,6 +232,24 @@ StatusOr<Layout> ParseLayoutYaml(const std::string& text, const std::string& nam
 
 StatusOr<Layout> ResolveLayout(Layout l, int64_t gpus) {
   if (gpus < 1) return Status::Error("--gpus must be at least 1, found " + std::to_string(gpus));
+  if (gpus > kMaxGpus) {
+    return Status::Error(std::to_string(gpus) + " GPUs: more than the " + std::to_string(kMaxGpus) + " a job may use");
+  }
+  // Each degree is at most kMaxGpus (ParseLayout), so their products fit in int64 until the
+  // third factor: checked, and bounded like the GPU count.
+  for (const int64_t degree : {l.tp, l.pp, l.cp, l.dp, l.ep, l.vpp, l.mbs}) {
+    if (degree < 0 || degree > kMaxGpus) {
+      return Status::Error("a parallel degree of " + std::to_string(degree) + ": more than " + std::to_string(kMaxGpus));
+    }
+  }
+  const std::optional<int64_t> mp = CheckedMul(l.tp * l.pp, l.cp);
+  if (!mp || *mp > kMaxGpus) {
+    return Status::Error("tp x pp x cp = " + std::to_string(l.tp) + " x " + std::to_string(l.pp) + " x " +
+                         std::to_string(l.cp) + ": more than the " + std::to_string(kMaxGpus) + " GPUs a job may use");
+  }
+  if (l.gbs < 0 || l.gbs > kMaxGlobalBatch) {
+    return Status::Error("gbs=" + std::to_string(l.gbs) + ": more than " + std::to_string(kMaxGlobalBatch) + " sequences");
+  }
   // When tp x pp x cp does not divide the GPU count, dp is rounded down and CheckLayout
   // reports the mismatch together with every other reason.
   if (l.dp == 0) l.dp = std::max<int64_t>(1, gpus / l.model_parallel());
@@ -275,6 +309,13 @@ std::string FormatLayout(const Layout& l) {
   if (l.last_stage_layers > 0) field(",last_stage_layers=", l.last_stage_layers);
   if (l.embedding_in_split) out += ",embedding_in_split=on";
   if (l.loss_in_split) out += ",loss_in_split=on";
+  // MoE routing likewise only when set.
+  auto real = [](double v) {
+    char buf[32];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  };
+  if (l.moe_capacity > 0) out += ",moe_capacity=" + real(l.moe_capacity);
+  if (l.moe_imbalance != 1) out += ",moe_imbalance=" + real(l.moe_imbalance);
   return out;
 }
 
@@ -311,6 +352,8 @@ std::optional<std::string> LayoutValue(const Layout& l, std::string_view key) {
   if (key == "last_stage_layers") return num(l.last_stage_layers);
   if (key == "embedding_in_split") return on(l.embedding_in_split);
   if (key == "loss_in_split") return on(l.loss_in_split);
+  if (key == "moe_capacity") return num(l.moe_capacity);
+  if (key == "moe_imbalance") return num(l.moe_imbalance);
   return std::nullopt;
 }
 

@@ -76,6 +76,15 @@ struct Layout {
   //     --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split).
   int64_t first_stage_layers = 0, last_stage_layers = 0;
   bool embedding_in_split = false, loss_in_split = false;
+  // MoE routing: the expert capacity factor (Megatron-LM's --moe-expert-capacity-factor: an
+  // expert takes at most capacity x its balanced share of tokens and drops the rest; 0: no
+  // capacity, nothing dropped) and the load imbalance (the busiest EP rank's routed tokens over
+  // the balanced share, >= 1; 1: balanced, what a load-balancing loss aims at). The busiest
+  // rank sets the pace: its experts' GEMMs, the all-to-all bytes it receives and its experts'
+  // activations scale by MoeLoad().
+  double moe_capacity = 0;
+  double moe_imbalance = 1;
+  double MoeLoad() const { return moe_capacity > 0 && moe_capacity < moe_imbalance ? moe_capacity : moe_imbalance; }
   bool uneven_split() const {
     return first_stage_layers > 0 || last_stage_layers > 0 || embedding_in_split || loss_in_split;
   }

@@ -1,8 +1,10 @@
 // See validate.h. Each rule says which constraint fails with the numbers involved.
 #include "src/layout/validate.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "src/util/limits.h"
 #include "src/util/strings.h"
 
 namespace shardsim {
@@ -122,6 +124,9 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
       err("tp=" + S(l.tp) + " does not divide ffn_hidden=" + S(m.ffn_hidden));
     }
   }
+  if (!m.moe && (l.moe_capacity > 0 || l.moe_imbalance != 1)) {
+    warn("moe_capacity and moe_imbalance price an MoE model's routing; " + m.name + " has no experts");
+  }
   if (m.moe && !Divides(l.tp, m.moe->ffn_hidden)) {
     err("tp=" + S(l.tp) + " does not divide moe.ffn_hidden=" + S(m.moe->ffn_hidden));
   }
@@ -163,6 +168,12 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
         S(l.dp * l.mbs));
   } else {
     const int64_t mb = l.microbatches();
+    // The schedule holds a pass per micro-batch and chunk (src/layout/pipeline.h), counted in
+    // int32: at most 2^20 of them, far above any run's gradient accumulation (thousands).
+    if (mb > kMaxMicrobatchPasses / std::max<int64_t>(1, l.vpp)) {
+      err(S(mb) + " micro-batches x vpp " + S(l.vpp) + ": more than the " + S(kMaxMicrobatchPasses) +
+          " passes a pipeline schedule may hold (raise mbs or dp)");
+    }
     if (l.schedule == Schedule::kInterleaved && l.pp > 1 && !Divides(l.pp, mb)) {
       err("schedule=interleaved: micro-batches per iteration (" + S(mb) +
           ") must be a multiple of pp=" + S(l.pp));

@@ -8,6 +8,7 @@
 
 #include "src/io/yaml_reader.h"
 #include "src/model/model_spec.h"
+#include "src/util/atomic_file.h"
 #include "src/util/strings.h"
 
 namespace shardsim {
@@ -19,6 +20,19 @@ namespace {
 // Qwen3 (qwen3, qwen3_moe) drops Qwen2's Q/K/V biases for `attention_bias` (default false) and
 // normalises each head's queries and keys (Qwen3Attention.q_norm, k_norm: RMSNorm over
 // head_dim, transformers models/qwen3/modeling_qwen3.py).
+// Phi-3 is Llama's architecture with fused qkv_proj and gate_up_proj (the same parameters;
+// transformers models/phi3/modeling_phi3.py). Gemma 2 and 3 gate their MLP with GELU (tanh
+// approximation, `hidden_activation`; priced as the gated MLP it is, 3 projections), put a
+// norm after each branch too (4 a layer), tie their embeddings by default and state head_dim;
+// Gemma 3 also normalises Q and K per head (transformers models/gemma2, models/gemma3).
+// OLMo's LayerNorm has no weights (OlmoLayerNorm); OLMo 2 puts RMSNorms after each branch (2
+// a layer, as many as before) and normalises all queries and all keys (q_norm, k_norm over
+// q_dim and kv_dim; transformers models/olmo, models/olmo2). Falcon: GELU MLP of
+// ffn_hidden_size (4h), LayerNorm, biases as `bias`, multi-query attention (one K/V head)
+// unless new_decoder_architecture (num_kv_heads), attention and MLP in parallel off one norm
+// (two with new_decoder_architecture: num_ln_in_parallel_attn), tied embeddings
+// (transformers models/falcon/modeling_falcon.py). DeepSeek-V2/V3: multi-head latent attention
+// and MoE with shared experts after first_k_dense_replace dense layers (models/deepseek_v3).
 struct Family {
   const char* model_type;
   bool gated;
@@ -27,12 +41,22 @@ struct Family {
   bool bias;
   bool qkv_bias;
   bool qk_norm;
+  bool gelu_gated = false;  // the gate's activation is GELU (Gemma), not SiLU
+  int norms = 2;            // norms per layer
+  bool tied = false;        // tie_word_embeddings' default
 };
 constexpr Family kFamilies[] = {
     {"llama", true, true, true, false, false, false},    {"mistral", true, true, true, false, false, false},
     {"mixtral", true, true, true, false, false, false},  {"qwen2", true, true, true, false, true, false},
     {"qwen2_moe", true, true, true, false, true, false}, {"qwen3", true, true, true, false, false, true},
-    {"qwen3_moe", true, true, true, false, false, true}, {"gpt_neox", false, false, true, true, false, false},
+    {"qwen3_moe", true, true, true, false, false, true}, {"phi3", true, true, true, false, false, false},
+    {"gemma2", true, true, true, false, false, false, true, 4, true},
+    {"gemma3_text", true, true, true, false, false, true, true, 4, true},
+    {"olmo", true, false, true, false, false, false},    {"olmo2", true, true, true, false, false, true},
+    {"falcon", false, false, true, false, false, false}, {"deepseek_v2", true, true, true, false, false, false},
+    {"deepseek_v3", true, true, true, false, false, false},  {"llama4", true, true, true, false, false, false},
+    {"llama4_text", true, true, true, false, false, false},
+    {"gpt_neox", false, false, true, true, false, false},
     {"gpt2", false, false, false, true, false, false},
 };
 
@@ -69,6 +93,137 @@ std::string ModelName(YamlMap& r, const std::string& path) {
   return name.empty() ? "config" : name;
 }
 
+std::string Num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+// Falcon's own key names (FalconConfig; the first released configs wrote n_layer, n_head,
+// n_head_kv, and state no max_position_embeddings: 2048).
+Status ReadFalcon(YamlMap& r, ModelSpec& m, int64_t& context) {
+  m.hidden = r.Has("n_embed") ? r.Int("n_embed") : r.Int("hidden_size");
+  m.layers = r.Has("n_layer") ? r.Int("n_layer") : r.Int("num_hidden_layers");
+  m.heads = r.Has("n_head") ? r.Int("n_head") : r.Int("num_attention_heads");
+  const bool new_arch = r.OptionalBool("new_decoder_architecture").value_or(false);
+  const bool multi_query = r.OptionalBool("multi_query").value_or(true);
+  const bool parallel = r.OptionalBool("parallel_attn").value_or(true);
+  const int64_t kv = r.Has("n_head_kv") ? r.Int("n_head_kv") : r.OptionalInt("num_kv_heads").value_or(m.heads);
+  // FalconAttention: num_kv_heads when new_decoder_architecture or not multi_query, else 1.
+  m.kv_heads = new_arch || !multi_query ? kv : 1;
+  m.ffn_hidden = r.OptionalInt("ffn_hidden_size").value_or(4 * m.hidden);
+  m.bias = r.OptionalBool("bias").value_or(false);
+  m.tied_embeddings = r.OptionalBool("tie_word_embeddings").value_or(true);
+  context = r.OptionalInt("max_position_embeddings").value_or(2048);
+  // FalconDecoderLayer: ln_attn and ln_mlp (num_ln_in_parallel_attn, default 2) with
+  // new_decoder_architecture; else input_layernorm, and post_attention_layernorm unless parallel.
+  m.norms_per_layer = new_arch ? r.OptionalInt("num_ln_in_parallel_attn").value_or(2) : parallel ? 1 : 2;
+  const std::string act = r.OptionalString("activation").value_or("gelu");
+  if (act.rfind("gelu", 0) != 0) {
+    r.Error("activation", "'" + act + "' is not supported for falcon; expected a gelu variant");
+  }
+  if (parallel || new_arch) {
+    m.not_modelled.push_back("parallel_attn: attention and MLP run side by side off the layer input; priced as "
+                             "one after the other (the same FLOPs and parameters)");
+  }
+  if (r.OptionalBool("alibi").value_or(false)) {
+    m.not_modelled.push_back("alibi: the attention bias is not priced (as RoPE, no parameters)");
+  }
+  return Status::Ok();
+}
+
+// Gemma 2 and 3: sliding-window attention on some layers (layer_types where the config lists
+// them; else Gemma 2's every other layer, Gemma2DecoderLayer is_sliding = not layer_idx % 2,
+// or Gemma 3's sliding_window_pattern, layer i global when (i + 1) % pattern == 0), soft-capping.
+void ReadGemmaAttention(YamlMap& r, const std::string& mt, ModelSpec& m) {
+  if (const std::optional<long long> w = r.OptionalInt("sliding_window")) {
+    m.sliding_window = *w;
+    if (std::optional<std::vector<std::string>> types = r.OptionalStringList("layer_types")) {
+      m.full_attention_layers = std::count(types->begin(), types->end(), std::string("full_attention"));
+    } else if (mt == "gemma2") {
+      m.full_attention_layers = m.layers / 2;  // the odd layers
+    } else {
+      const int64_t pattern = r.OptionalInt("sliding_window_pattern").value_or(6);
+      m.full_attention_layers = m.layers / pattern;
+    }
+  }
+  if (const std::optional<double> cap = r.OptionalNumber("attn_logit_softcapping", 0, 1e30)) {
+    m.not_modelled.push_back("attn_logit_softcapping " + Num(*cap) + ": the tanh on each attention score is not priced");
+  }
+  if (const std::optional<double> cap = r.OptionalNumber("final_logit_softcapping", 0, 1e30)) {
+    m.not_modelled.push_back("final_logit_softcapping " + Num(*cap) + ": the tanh on each logit is not priced");
+  }
+}
+
+// Llama 4 (Llama4TextConfig; transformers models/llama4/modeling_llama4.py): MoE layers of
+// num_local_experts experts of intermediate_size, top num_experts_per_tok, plus a shared expert
+// of the same size (Llama4TextMoe.shared_expert, no gate), every interleave_moe_layer_step-th
+// layer ((i + 1) % step == 0), the others dense MLPs of intermediate_size_mlp.
+void ReadLlama4(YamlMap& r, ModelSpec& m) {
+  MoeSpec s;
+  s.experts = r.Int("num_local_experts", 2);
+  s.top_k = r.OptionalInt("num_experts_per_tok").value_or(1);
+  s.ffn_hidden = m.ffn_hidden;
+  s.shared_ffn_hidden = m.ffn_hidden;
+  s.interval = r.OptionalInt("interleave_moe_layer_step").value_or(1);
+  s.first_dense = std::min<int64_t>(s.interval - 1, std::max<int64_t>(m.layers - 1, 0));
+  m.ffn_hidden = r.OptionalInt("intermediate_size_mlp").value_or(m.ffn_hidden);
+  m.moe = s;
+  if (std::optional<std::vector<long long>> listed = r.OptionalIntList("moe_layers", 0)) {
+    for (int64_t i = 0; i < m.layers; ++i) {
+      const bool in_list = std::find(listed->begin(), listed->end(), i) != listed->end();
+      if (in_list != m.IsMoeLayer(i)) {
+        m.not_modelled.push_back("moe_layers: the listed MoE layers are priced as every " + std::to_string(s.interval) +
+                                 "-th layer's");
+        break;
+      }
+    }
+  }
+  if (const std::optional<long long> chunk = r.OptionalInt("attention_chunk_size")) {
+    m.not_modelled.push_back("attention_chunk_size " + std::to_string(*chunk) +
+                             ": the RoPE layers' chunked attention is priced over the whole sequence, which is exact up to " +
+                             std::to_string(*chunk) + " tokens");
+  }
+  if (r.OptionalBool("use_qk_norm").value_or(false)) {
+    m.not_modelled.push_back("use_qk_norm: the weightless L2 norm of queries and keys in the RoPE layers is not priced");
+  }
+}
+
+// DeepSeek-V2/V3 (DeepseekV3Config; transformers models/deepseek_v3/modeling_deepseek_v3.py):
+// MLA (q_lora_rank null: no query rank), and from first_k_dense_replace on, every
+// moe_layer_freq-th layer an MoE of n_routed_experts experts of moe_intermediate_size plus
+// n_shared_experts shared ones (one MLP of n_shared_experts x moe_intermediate_size); V3's
+// router adds an e_score_correction_bias per expert (noaux_tc), not counted.
+Status ReadDeepseek(YamlMap& r, ModelSpec& m) {
+  MlaSpec a;
+  a.q_lora_rank = r.OptionalInt("q_lora_rank", 0).value_or(0);
+  a.kv_lora_rank = r.Int("kv_lora_rank");
+  a.rope_head_dim = r.Int("qk_rope_head_dim");
+  a.v_head_dim = r.Int("v_head_dim");
+  m.head_dim = r.Int("qk_nope_head_dim") + a.rope_head_dim;
+  m.kv_heads = m.heads;
+  m.mla = a;
+  MoeSpec s;
+  s.experts = r.Int("n_routed_experts", 2);
+  s.top_k = r.Int("num_experts_per_tok");
+  s.ffn_hidden = r.Int("moe_intermediate_size");
+  s.interval = r.OptionalInt("moe_layer_freq").value_or(1);
+  s.first_dense = r.OptionalInt("first_k_dense_replace", 0).value_or(0);
+  s.shared_ffn_hidden = r.OptionalInt("n_shared_experts", 0).value_or(0) * s.ffn_hidden;
+  m.moe = s;
+  if (const std::optional<long long> mtp = r.OptionalInt("num_nextn_predict_layers", 0); mtp && *mtp > 0) {
+    m.not_modelled.push_back("num_nextn_predict_layers " + std::to_string(*mtp) +
+                             ": the multi-token prediction module (a projection and a transformer layer a depth, "
+                             "sharing the embedding and output head) is neither counted nor priced");
+  }
+  const std::string method = r.OptionalString("topk_method").value_or("greedy");
+  if (method == "group_limited_greedy" || method == "noaux_tc") {
+    m.not_modelled.push_back("topk_method " + method + ": routing restricted to topk_group of n_group expert groups "
+                             "(device-limited routing) is priced as unrestricted top-k with balanced load");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& name) {
@@ -98,6 +253,13 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
   m.bias = family->bias;
   m.qkv_bias = family->qkv_bias;
   m.qk_norm = family->qk_norm;
+  // Llama 4's config.json (Llama4Config) nests the language model's keys in text_config.
+  if (mt == "llama4") {
+    std::optional<YamlMap> text = r.OptionalMap("text_config");
+    SHARDSIM_RETURN_IF_ERROR(file.status());
+    if (!text) return Status::Error(name + ": field 'text_config': missing (Llama 4 keeps its language model's sizes there)");
+    r = *text;
+  }
   int64_t context = 0;          // the longest sequence the config allows
   const char* context_key = "";  // and where it says so
   if (gpt2) {
@@ -115,6 +277,9 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
       return Status::Error(name + ": field 'activation_function': '" + act +
                            "' is not supported; expected a gelu variant");
     }
+  } else if (mt == "falcon") {
+    SHARDSIM_RETURN_IF_ERROR(ReadFalcon(r, m, context));
+    context_key = "max_position_embeddings";
   } else {
     m.hidden = r.Int("hidden_size");
     m.layers = r.Int("num_hidden_layers");
@@ -123,14 +288,30 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
     m.ffn_hidden = r.Int("intermediate_size");
     context = r.Int("max_position_embeddings");
     context_key = "max_position_embeddings";
-    m.tied_embeddings = r.OptionalBool("tie_word_embeddings").value_or(false);
-    const std::string act = r.OptionalString("hidden_act").value_or(family->gated ? "silu" : "gelu");
-    const bool ok = family->gated ? (act == "silu" || act == "swish") : act.rfind("gelu", 0) == 0;
+    m.tied_embeddings = r.OptionalBool("tie_word_embeddings").value_or(family->tied);
+    m.norms_per_layer = family->norms;
+    // Gemma names its activation hidden_activation (hidden_act is an older duplicate).
+    const char* act_key = family->gelu_gated && r.Has("hidden_activation") ? "hidden_activation" : "hidden_act";
+    const std::string act = r.OptionalString(act_key).value_or(family->gelu_gated ? "gelu_pytorch_tanh"
+                                                                : family->gated ? "silu" : "gelu");
+    const bool ok = family->gelu_gated ? act.rfind("gelu", 0) == 0
+                    : family->gated    ? (act == "silu" || act == "swish")
+                                       : act.rfind("gelu", 0) == 0;
     if (!ok) {
-      return Status::Error(name + ": field 'hidden_act': '" + act + "' is not supported for " +
+      return Status::Error(name + ": field '" + act_key + "': '" + act + "' is not supported for " +
                            family->model_type + "; expected " +
-                           (family->gated ? "silu" : "a gelu variant"));
+                           (family->gated && !family->gelu_gated ? "silu" : "a gelu variant"));
     }
+    if (family->gelu_gated) ReadGemmaAttention(r, mt, m);
+    if (mt == "olmo") {
+      m.norm_weights = false;
+      if (const std::optional<double> clip = r.OptionalNumber("clip_qkv", 0, 1e30)) {
+        m.not_modelled.push_back("clip_qkv " + Num(*clip) + ": the clamp of Q, K and V is not priced (an element-wise pass)");
+      }
+    }
+    if (mt == "olmo2") m.qk_norm_full = true;
+    if (mt == "deepseek_v2" || mt == "deepseek_v3") SHARDSIM_RETURN_IF_ERROR(ReadDeepseek(r, m));
+    if (mt == "llama4" || mt == "llama4_text") ReadLlama4(r, m);
     if (mt == "mixtral") {
       MoeSpec s;
       s.experts = r.Int("num_local_experts", 2);
@@ -142,7 +323,10 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
       s.experts = r.Int("num_experts", 2);
       s.top_k = r.Int("num_experts_per_tok");
       s.ffn_hidden = r.Int("moe_intermediate_size");
+      // Qwen2MoeDecoderLayer: sparse when (layer_idx + 1) % decoder_sparse_step == 0, so the
+      // first sparse layer is step - 1 and every step-th one after it.
       s.interval = r.OptionalInt("decoder_sparse_step").value_or(1);
+      s.first_dense = std::min<int64_t>(s.interval - 1, std::max<int64_t>(m.layers - 1, 0));
       // Qwen2MoeSparseMoeBlock: a shared expert MLP of shared_expert_intermediate_size with a
       // sigmoid gate, shared_expert_gate = nn.Linear(hidden_size, 1, bias=False)
       // (transformers models/qwen2_moe/modeling_qwen2_moe.py); Qwen3-MoE has none.
@@ -173,24 +357,29 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
     if (mt == "mistral" || mt == "mixtral") {
       m.sliding_window = r.OptionalInt("sliding_window").value_or(0);
     } else if (r.OptionalBool("use_sliding_window").value_or(false)) {
+      // Qwen2Attention: layers from max_window_layers on use the window (transformers
+      // models/qwen2/modeling_qwen2.py, before layer_types); the ones below it attend fully.
       if (const std::optional<long long> w = r.OptionalInt("sliding_window")) {
-        m.not_modelled.push_back("sliding_window " + std::to_string(*w) + " from layer max_window_layers on: "
-                                 "attention is priced over the whole sequence, which is exact up to " +
-                                 std::to_string(*w) + " tokens");
+        m.sliding_window = *w;
+        m.full_attention_layers = std::min<int64_t>(m.layers, r.OptionalInt("max_window_layers", 0).value_or(m.layers));
       }
     }
   }
   // The sequence length: a config states the context the model allows, not what it was
   // trained on; the default and its notice (model_spec.h seq_len_default).
   int64_t original = 0;
+  const char* original_key = "rope_scaling.original_max_position_embeddings";
   if (std::optional<YamlMap> scaling = r.OptionalMap("rope_scaling")) {
     original = scaling->OptionalInt("original_max_position_embeddings").value_or(0);
   }
+  if (original == 0 && !gpt2) {  // Phi-3 states it at the top level
+    original = r.OptionalInt("original_max_position_embeddings").value_or(0);
+    original_key = "original_max_position_embeddings";
+  }
   if (original > 0 && original < context && original <= kHfDefaultSeqLen) {
     m.seq_len = original;
-    m.seq_len_default = "sequence length " + std::to_string(m.seq_len) +
-                        " tokens: rope_scaling.original_max_position_embeddings, the context before the long-context "
-                        "extension to " + std::to_string(context) + " (a Hugging Face config states no training length; --seq-len sets it)";
+    m.seq_len_default = "sequence length " + std::to_string(m.seq_len) + " tokens: " + original_key +
+                        ", the context before the long-context extension to " + std::to_string(context) + " (a Hugging Face config states no training length; --seq-len sets it)";
   } else {
     m.seq_len = std::min(context, kHfDefaultSeqLen);
     m.seq_len_default = "sequence length " + std::to_string(m.seq_len) + " tokens: " +
@@ -211,18 +400,15 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
     m.rotary_base = r.OptionalNumber(key, 1, 1e12).value_or(10000);
   }
   m.vocab = r.Int("vocab_size");
-  m.head_dim = r.OptionalInt("head_dim").value_or(m.heads > 0 ? m.hidden / m.heads : 0);
+  if (!m.mla) m.head_dim = r.OptionalInt("head_dim").value_or(m.heads > 0 ? m.hidden / m.heads : 0);
   SHARDSIM_RETURN_IF_ERROR(file.status());
   SHARDSIM_RETURN_IF_ERROR(ValidateModel(m, name));
   return m;
 }
 
 StatusOr<ModelSpec> LoadHfConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseHfConfig(text.str(), path);
+  SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  return ParseHfConfig(text, path);
 }
 
 }  // namespace shardsim

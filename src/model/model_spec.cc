@@ -3,17 +3,44 @@
 // biases, LayerNorm and a 4h GELU MLP; the general form below reduces to it.
 #include "src/model/model_spec.h"
 
+#include <algorithm>
+
 namespace shardsim {
 
 int64_t ModelSpec::MoeLayerCount() const {
   if (!moe) return 0;
-  return (layers + moe->interval - 1) / moe->interval;
+  // Every interval-th layer of [first_dense, layers).
+  const int64_t first = std::min(moe->first_dense, layers);
+  return (layers - first + moe->interval - 1) / moe->interval;
 }
 
 int64_t ModelSpec::AttentionParams() const {
+  const int64_t proj = o_dim() * hidden + (bias ? hidden : 0);
+  const int64_t qk_norms = !qk_norm ? 0 : qk_norm_full ? q_dim() + kv_dim() : 2 * head_dim;
+  if (mla) {
+    // DeepseekV3Attention: q_a_proj (h x q_lora_rank), q_a_layernorm, q_b_proj (q_lora_rank x
+    // heads * head_dim), or q_proj (h x heads * head_dim) without a query rank;
+    // kv_a_proj_with_mqa (h x (kv_lora_rank + rope_head_dim)), kv_a_layernorm, kv_b_proj
+    // (kv_lora_rank x heads * (head_dim - rope_head_dim + v_head_dim)); o_proj. No biases.
+    const MlaSpec& a = *mla;
+    const int64_t q = a.q_lora_rank > 0 ? hidden * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * q_dim()
+                                        : hidden * q_dim();
+    const int64_t kv = hidden * (a.kv_lora_rank + a.rope_head_dim) + a.kv_lora_rank +
+                       a.kv_lora_rank * heads * (head_dim - a.rope_head_dim + a.v_head_dim);
+    return q + kv + proj + qk_norms;
+  }
   const int64_t qkv = hidden * (q_dim() + 2 * kv_dim()) + (HasQkvBias() ? q_dim() + 2 * kv_dim() : 0);
-  const int64_t proj = q_dim() * hidden + (bias ? hidden : 0);
-  return qkv + proj + (qk_norm ? 2 * head_dim : 0);
+  return qkv + proj + qk_norms;
+}
+
+int64_t ModelSpec::AttentionReplicatedParams() const {
+  int64_t r = qk_norm && !qk_norm_full ? 2 * head_dim : 0;
+  if (mla) {
+    const MlaSpec& a = *mla;
+    r += (a.q_lora_rank > 0 ? hidden * a.q_lora_rank + a.q_lora_rank : 0) +
+         hidden * (a.kv_lora_rank + a.rope_head_dim) + a.kv_lora_rank;
+  }
+  return r;
 }
 
 int64_t ModelSpec::MlpParams(int64_t ffn) const {
@@ -24,17 +51,20 @@ int64_t ModelSpec::MlpParams(int64_t ffn) const {
   return 2 * hidden * ffn + (bias ? ffn + hidden : 0);
 }
 
-int64_t ModelSpec::NormParams() const { return norm == Norm::kLayerNorm ? 2 * hidden : hidden; }
+int64_t ModelSpec::NormParams() const {
+  if (!norm_weights) return 0;
+  return norm == Norm::kLayerNorm ? 2 * hidden : hidden;
+}
 
 int64_t ModelSpec::DenseLayerParams() const {
-  return AttentionParams() + MlpParams(ffn_hidden) + 2 * NormParams();
+  return AttentionParams() + MlpParams(ffn_hidden) + LayerNormParams();
 }
 
 int64_t ModelSpec::MoeLayerParams() const {
   if (!moe) return DenseLayerParams();
   const int64_t router = hidden * moe->experts;
   return AttentionParams() + moe->experts * MlpParams(moe->ffn_hidden) + router + SharedExpertParams() +
-         2 * NormParams();
+         LayerNormParams();
 }
 
 int64_t ModelSpec::LayerParams(int64_t layer) const {
@@ -68,10 +98,13 @@ int64_t ModelSpec::SharedExpertParams() const {
 
 double ModelSpec::AttentionSpan() const {
   const double s = static_cast<double>(seq_len);
-  if (sliding_window <= 0 || sliding_window >= seq_len) return s;
+  if (sliding_window <= 0 || sliding_window >= seq_len || layers <= 0) return s;
   const double w = static_cast<double>(sliding_window);
   const double causal = s * (s + 1) / 2, windowed = w * (w + 1) / 2 + (s - w) * w;
-  return s * windowed / causal;
+  // Layers that attend the whole prefix (Gemma's global layers) count s; the mean over the
+  // model's layers, since every layer is priced alike.
+  const double full = static_cast<double>(std::min(full_attention_layers, layers)) / static_cast<double>(layers);
+  return full * s + (1 - full) * s * windowed / causal;
 }
 
 Status ValidateModel(const ModelSpec& m, const std::string& origin) {
@@ -81,10 +114,29 @@ Status ValidateModel(const ModelSpec& m, const std::string& origin) {
                 std::to_string(m.heads));
   }
   if (m.head_dim <= 0) return fail("head_dim must be positive");
+  if (m.norms_per_layer < 0) return fail("norms_per_layer must not be negative");
   if (m.sliding_window < 0) return fail("sliding_window must be positive (or absent: no window)");
+  if (m.full_attention_layers < 0 || m.full_attention_layers > m.layers) {
+    return fail("full_attention_layers must be between 0 and layers=" + std::to_string(m.layers));
+  }
+  if (m.qk_norm_full && !m.qk_norm) return fail("qk_norm_full needs qk_norm");
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    if (a.kv_lora_rank <= 0 || a.v_head_dim <= 0 || a.q_lora_rank < 0) {
+      return fail("mla: kv_lora_rank and v_head_dim must be positive, q_lora_rank not negative");
+    }
+    if (a.rope_head_dim <= 0 || a.rope_head_dim >= m.head_dim) {
+      return fail("mla: rope_head_dim must be positive and below head_dim=" + std::to_string(m.head_dim));
+    }
+    if (m.kv_heads != m.heads) return fail("mla: kv_heads must equal heads (every head has its own keys)");
+  }
   if (m.moe) {
     if (m.moe->experts < 2) return fail("moe.experts must be at least 2");
     if (m.moe->shared_ffn_hidden < 0) return fail("moe.shared_ffn_hidden must not be negative");
+    if (m.moe->first_dense < 0 || m.moe->first_dense >= m.layers) {
+      return fail("moe.first_dense=" + std::to_string(m.moe->first_dense) + " must be in [0, layers=" +
+                  std::to_string(m.layers) + ")");
+    }
     if (m.moe->top_k < 1 || m.moe->top_k > m.moe->experts) {
       return fail("moe.top_k=" + std::to_string(m.moe->top_k) + " must be in [1, experts=" +
                   std::to_string(m.moe->experts) + "]");

@@ -27,6 +27,24 @@ struct MoeSpec {
   int64_t shared_ffn_hidden = 0;
   // Qwen2-MoE's sigmoid gate on the shared expert's output (shared_expert_gate, a Linear(h, 1)).
   bool shared_gate = false;
+  // The first this many layers are dense (DeepSeek's first_k_dense_replace); from there every
+  // interval-th layer is MoE: layer i when i >= first_dense and (i - first_dense) % interval == 0
+  // (Llama 4 Maverick's odd layers: first_dense 1, interval 2).
+  int64_t first_dense = 0;
+};
+
+// Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434 Sec. 2.1; transformers
+// models/deepseek_v3 DeepseekV3Attention): queries through a rank-q_lora_rank bottleneck
+// (q_a_proj, its RMSNorm, q_b_proj; none when 0), keys and values through a shared
+// rank-kv_lora_rank latent (kv_a_proj_with_mqa, which also yields one rope_head_dim RoPE key
+// all heads share, its RMSNorm, kv_b_proj), each head's query and key rope_head_dim wider than
+// the no-RoPE part. ModelSpec.head_dim is the query/key head size (no-RoPE + RoPE parts),
+// kv_heads == heads; v_head_dim sizes the values and the output projection's input.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t rope_head_dim = 0;
+  int64_t v_head_dim = 0;
 };
 
 struct ModelSpec {
@@ -50,12 +68,25 @@ struct ModelSpec {
   // RoPE's base (theta): 0 = not stated by the description. Prices nothing; the exports carry
   // it (Megatron-LM's --rotary-base, default 10000).
   double rotary_base = 0;
-  // RMSNorm over each head's queries and keys (Qwen3, OLMo 2): 2 head_dim weights per layer.
+  // RMSNorm over each head's queries and keys (Qwen3, Gemma 3): 2 head_dim weights per layer.
   bool qk_norm = false;
+  // With qk_norm: one norm over all the queries and one over all the keys (OLMo 2's q_norm,
+  // k_norm of q_dim and kv_dim weights, transformers models/olmo2/modeling_olmo2.py).
+  bool qk_norm_full = false;
+  // The norms have weights (and LayerNorm biases); OLMo's LayerNorm has neither
+  // (OlmoLayerNorm: elementwise_affine off, transformers models/olmo/modeling_olmo.py).
+  bool norm_weights = true;
+  // Norms per layer: 2 (before attention and before the MLP); Gemma 2 and 3 add one after each
+  // (post_attention_layernorm, post_feedforward_layernorm): 4.
+  int64_t norms_per_layer = 2;
   // Sliding-window attention in every layer (Mistral's sliding_window): each query meets at
   // most this many keys, itself included; 0: the whole causal prefix.
   int64_t sliding_window = 0;
+  // With a window: how many layers attend the whole prefix all the same (Gemma 2 alternates,
+  // 1 in 2; Gemma 3: 1 in 6); 0: every layer is windowed (Mistral).
+  int64_t full_attention_layers = 0;
   std::optional<MoeSpec> moe;
+  std::optional<MlaSpec> mla;
   // Where the description states no training sequence length (a Hugging Face config holds a
   // context limit, max_position_embeddings): the one-line notice of the default taken, which
   // commands print unless --seq-len sets the length; "" when the description states it.
@@ -71,14 +102,25 @@ struct ModelSpec {
   // has s (s + 1) / 2 causal query-key pairs; a window of w < s leaves w (w + 1) / 2 + (s - w) w.
   double AttentionSpan() const;
   int64_t kv_dim() const { return kv_heads * head_dim; }
+  // The values' width and the output projection's input: kv_dim and q_dim, but for MLA's
+  // v_head_dim.
+  int64_t v_dim() const { return kv_heads * (mla ? mla->v_head_dim : head_dim); }
+  int64_t o_dim() const { return heads * (mla ? mla->v_head_dim : head_dim); }
   bool HasQkvBias() const { return bias || qkv_bias; }
-  bool IsMoeLayer(int64_t layer) const { return moe && layer % moe->interval == 0; }
+  bool IsMoeLayer(int64_t layer) const {
+    return moe && layer >= moe->first_dense && (layer - moe->first_dense) % moe->interval == 0;
+  }
   int64_t MoeLayerCount() const;
 
   // Parameter counts (elements, not bytes).
   int64_t AttentionParams() const;             // QKV + output projection (+ biases, + Q/K norms)
+  // Of those, what tensor parallelism does not split: per-head Q/K norms, MLA's down-projections
+  // and their norms (Megatron-Core's MLASelfAttention runs linear_q_down_proj and
+  // linear_kv_down_proj duplicated on every TP rank).
+  int64_t AttentionReplicatedParams() const;
   int64_t MlpParams(int64_t ffn) const;        // one MLP of inner size ffn (+ biases)
   int64_t NormParams() const;                  // one norm: 2h (LayerNorm) or h (RMSNorm)
+  int64_t LayerNormParams() const { return norms_per_layer * NormParams(); }  // a layer's norms
   int64_t DenseLayerParams() const;            // attention + MLP + 2 norms
   int64_t MoeLayerParams() const;              // attention + all experts + router + shared experts + 2 norms
   int64_t SharedExpertParams() const;          // one MoE layer's shared experts (+ their gate); 0 without

@@ -7,6 +7,7 @@
 #include "src/io/bundled.h"
 #include "src/io/yaml_reader.h"
 #include "src/model/model_spec.h"
+#include "src/util/atomic_file.h"
 
 namespace shardsim {
 
@@ -41,6 +42,20 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
   m.dropout = r.OptionalBool("dropout").value_or(false);
   m.qk_norm = r.OptionalBool("qk_norm").value_or(false);
   m.sliding_window = r.OptionalInt("sliding_window").value_or(0);
+  m.qk_norm_full = r.OptionalBool("qk_norm_full").value_or(false);
+  m.norm_weights = r.OptionalBool("norm_weights").value_or(true);
+  m.full_attention_layers = r.OptionalInt("full_attention_layers", 0).value_or(0);
+  m.norms_per_layer = r.OptionalInt("norms_per_layer", 0).value_or(2);
+  if (std::optional<YamlMap> mla = r.OptionalMap("mla")) {
+    MlaSpec a;
+    a.q_lora_rank = mla->OptionalInt("q_lora_rank", 0).value_or(0);
+    a.kv_lora_rank = mla->Int("kv_lora_rank", 1);
+    a.rope_head_dim = mla->Int("rope_head_dim", 1);
+    a.v_head_dim = mla->Int("v_head_dim", 1);
+    mla->Finish();
+    m.mla = a;
+    if (!r.Has("kv_heads")) m.kv_heads = m.heads;
+  }
   if (std::optional<YamlMap> moe = r.OptionalMap("moe")) {
     MoeSpec s;
     s.experts = moe->Int("experts", 2);
@@ -49,6 +64,7 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
     s.interval = moe->OptionalInt("interval").value_or(1);
     s.shared_ffn_hidden = moe->OptionalInt("shared_ffn_hidden", 0).value_or(0);
     s.shared_gate = moe->OptionalBool("shared_gate").value_or(false);
+    s.first_dense = moe->OptionalInt("first_dense", 0).value_or(0);
     moe->Finish();
     m.moe = s;
   }
@@ -63,11 +79,8 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
 }
 
 StatusOr<ModelSpec> LoadModelYaml(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseModelYaml(text.str(), path);
+  SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  return ParseModelYaml(text, path);
 }
 
 // "org/name" (one slash, name characters only) that is not a path here: a Hub id.

@@ -10,7 +10,17 @@ namespace shardsim {
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
-// The whole file, or an error naming it ("PATH: cannot open").
-StatusOr<std::string> ReadWholeFile(const std::string& path);
+// The most a description (model, cluster, layout, plan, stack, run or config file) may hold:
+// they are kilobytes, so the bound only keeps a wrong path (/dev/zero, a dataset) from filling
+// memory. Traces pass their own, larger bound.
+inline constexpr long long kMaxInputBytes = 64LL << 20;  // 64 MiB
+inline constexpr long long kMaxTraceBytes = 4LL << 30;   // 4 GiB: a Perfetto trace of many ranks
+
+// The whole file, or an error naming it: "PATH: cannot open <what>" when it is absent or
+// unreadable, "PATH: a directory", "PATH: not a regular file (a FIFO, device or socket)" (read
+// from neither: a FIFO without a writer would block, a device never ends), or "PATH: N bytes,
+// more than the M a <what> may hold".
+StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what = "file",
+                                    long long max_bytes = kMaxInputBytes);
 
 }  // namespace shardsim

@@ -111,7 +111,13 @@ StatusOr<double> ParseQuantity(std::string_view text, Dimension dim) {
         return Status::Error(quoted + " must be positive");
       }
     }
-    return value * u.scale;
+    // Finite and at most 1e24 in base units (bytes, seconds, FLOP/s, bytes/s): "1e308 TB" is
+    // infinite memory that would fit anything.
+    const double scaled = value * u.scale;
+    if (!std::isfinite(scaled) || scaled > kMaxQuantity) {
+      return Status::Error(quoted + " is more than 1e24 in base units: not a physical " + std::string(DimensionName(dim)));
+    }
+    return scaled;
   }
   return Status::Error(quoted + ": unknown unit '" + std::string(unit) + "', expected " +
                        std::string(DimensionName(dim)) + " with unit one of " +

@@ -33,6 +33,9 @@ std::string_view DimensionUnits(Dimension dim);
 
 // Parses "<number> <unit>" into SI base units (bytes, bytes/s, FLOP/s, seconds).
 // Errors name what was expected, e.g. "'80 GB/s' is a bandwidth, expected a size in bytes".
+// The largest quantity a description may state, in base units (bytes, seconds, FLOP/s,
+// bytes/s): 1e24, beyond anything physical, so that no figure is infinite.
+inline constexpr double kMaxQuantity = 1e24;
 StatusOr<double> ParseQuantity(std::string_view text, Dimension dim);
 
 // Formats a value of the dimension with a readable unit: "80 GiB", "2.04 TB/s", "4.2 ms".

@@ -168,10 +168,10 @@ TEST_F(CudaKernelsTest, Rope) {
   const int64_t b = 2, t = 7, heads = 3, d = 16, n = b * t * heads * d;
   std::vector<float> x = Random(n, 30), dx = Random(n, 31);
   float *x_d = Up(x), *dx_d = Up(dx);
-  gpu().f32().RopeForward(x_d, b, t, heads, d);
-  gpu().f32().RopeBackward(dx_d, b, t, heads, d);
-  cpu_.f32().RopeForward(x.data(), b, t, heads, d);
-  cpu_.f32().RopeBackward(dx.data(), b, t, heads, d);
+  gpu().f32().RopeForward(x_d, b, t, heads, d, 500000.0);
+  gpu().f32().RopeBackward(dx_d, b, t, heads, d, 500000.0);
+  cpu_.f32().RopeForward(x.data(), b, t, heads, d, 500000.0);
+  cpu_.f32().RopeBackward(dx.data(), b, t, heads, d, 500000.0);
   ExpectClose(Down(x_d, n), x, kUlp, "x");
   ExpectClose(Down(dx_d, n), dx, kUlp, "dx");
 }

@@ -1,0 +1,150 @@
+// Bounds on sizes and counts (issue 18, items 1 and 2): each input the issue found crashing,
+// hanging or giving a wrong number, named after what it was, now a clear error. The bounds are
+// src/util/limits.h's: 2^24 GPUs or any parallel degree, 10^9 sequences a batch, 2^20
+// micro-batch passes a schedule, 64 MiB a description file.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "runtime/report/compare.h"
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+#include "src/util/atomic_file.h"
+#include "src/util/limits.h"
+#include "src/util/units.h"
+#include "tests/run_shardsim.h"
+
+namespace shardsim {
+namespace {
+
+using testing::FreshTempDir;
+using testing::RunShardsim;
+
+bool Has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// Was SIGFPE: tp x pp x cp wrapped to 0 and ResolveLayout divided by it.
+TEST(Bounds, LayoutDegreesOf2To32WereAFloatingPointException) {
+  const auto r = RunShardsim("estimate --layout tp=4294967296,pp=4294967296");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(Has(r.err, "layout key 'tp': expected a positive integer up to 16777216, found '4294967296'")) << r.err;
+  // Within each bound, the product is checked: 2^24 x 2^24 x 2^24 overflows int64.
+  Layout l;
+  l.tp = l.pp = l.cp = kMaxGpus;
+  StatusOr<Layout> resolved = ResolveLayout(l, 8);
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_TRUE(Has(resolved.status().message(), "tp x pp x cp = 16777216 x 16777216 x 16777216")) << resolved.status().message();
+}
+
+// Was std::bad_alloc: 2^56 sequences made 2^56 / 3 micro-batches, each a schedule step.
+TEST(Bounds, AGlobalBatchOf2To56WasABadAlloc) {
+  auto r = RunShardsim("estimate --gpus 3 --layout gbs=72057594037927935");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(Has(r.err, "layout key 'gbs': expected a positive integer up to 1000000000")) << r.err;
+  // Within the batch bound, the schedule's passes are bounded: 10^9 micro-batches on one GPU.
+  r = RunShardsim("estimate --model tiny --hardware cpu-host --gpus 1 --layout mbs=1,gbs=1000000000");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(Has(r.err, "1000000000 micro-batches")) << r.err;
+}
+
+// Was "--gpus must be at least 1, found -8" with no --gpus given: nodes x 8 overflowed.
+TEST(Bounds, NodesOf2To63WereANegativeGpuCount) {
+  const auto r = RunShardsim("estimate --nodes 9223372036854775807");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(Has(r.err, "--nodes 9223372036854775807 of 8 GPUs: more than the 16777216 GPUs a cluster may hold")) << r.err;
+  EXPECT_FALSE(Has(r.err, "found -8"));
+}
+
+// Was exit 1: a value that is no integer is a bad command line (docs/cli.md: exit 2).
+TEST(Bounds, GpusOf1e300WasExit1) {
+  const auto r = RunShardsim("estimate --gpus 1e300");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(Has(r.err, "flag '--gpus': expected an integer, found '1e300'")) << r.err;
+  const auto many = RunShardsim("estimate --gpus many");
+  EXPECT_EQ(many.exit_code, 2) << many.err;
+  EXPECT_TRUE(Has(many.err, "expected an integer, found 'many'")) << many.err;
+}
+
+// Was read until bad_alloc (a device never ends), and a FIFO with no writer blocked forever:
+// neither is opened now.
+TEST(Bounds, DevZeroAndAFifoWereReadForever) {
+  StatusOr<ModelSpec> zero = LoadModel("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_TRUE(Has(zero.status().message(), "/dev/zero: not a regular file (a FIFO, device or socket)"))
+      << zero.status().message();
+  const std::filesystem::path dir = FreshTempDir("fifo");
+  const std::string fifo = (dir / "model.yaml").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  StatusOr<ModelSpec> m = LoadModel(fifo);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(Has(m.status().message(), "not a regular file")) << m.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+// A file over the description bound is refused by its size, not read.
+TEST(Bounds, ADescriptionFileIsAtMost64MiB) {
+  const std::filesystem::path dir = FreshTempDir("big");
+  const std::string path = (dir / "big.yaml").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.seekp(kMaxInputBytes);  // a sparse file one byte over the bound
+    out.put('\n');
+  }
+  StatusOr<std::string> text = ReadWholeFile(path);
+  ASSERT_FALSE(text.ok());
+  EXPECT_TRUE(Has(text.status().message(), "67108865 bytes, more than the 67108864 a file may hold")) << text.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+// Was std::bad_alloc: the cluster graph was built for 10^9 nodes.
+TEST(Bounds, AClusterOf1e9NodesWasABadAlloc) {
+  const std::filesystem::path dir = FreshTempDir("hw");
+  const std::string path = (dir / "huge.yaml").string();
+  std::string text = ReadWholeFile("hardware/dgx-h100.yaml").value();
+  const size_t at = text.find("\nnodes: ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at + 8, text.find('\n', at + 1) - (at + 8), "1000000000");
+  ASSERT_TRUE(WriteFileAtomically(path, text).ok());
+  const auto r = RunShardsim("estimate --hardware " + path);
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(Has(r.err, "nodes=1000000000 of 8 GPUs: more than the 16777216 GPUs a cluster may hold")) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// Was infinite memory that "fits": 1e308 TB overflowed to inf bytes.
+TEST(Bounds, MemoryOf1e308TerabytesWasInfiniteAndFit) {
+  StatusOr<double> q = ParseQuantity("1e308 TB", Dimension::kBytes);
+  ASSERT_FALSE(q.ok());
+  EXPECT_TRUE(Has(q.status().message(), "'1e308 TB' is more than 1e24 in base units")) << q.status().message();
+  EXPECT_TRUE(ParseQuantity("80 GiB", Dimension::kBytes).ok());
+}
+
+// Was exit 0 with a null loss: an infinite learning rate made every parameter NaN.
+TEST(Bounds, LearningRateInfWasANullLoss) {
+  const auto r = RunShardsim("run --model tiny --lr inf --steps 1");
+  ASSERT_TRUE(r.exited);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.err, "--lr: expected a learning rate in (0, 1], found 'inf'")) << r.err;
+}
+
+// Was an abort on an uncaught YAML::BadSubscript: a run file whose ranks hold strings.
+TEST(Bounds, CompareOnStringRanksWasAnAbort) {
+  const std::string sim = R"({"iteration_time_s": 2, "time_breakdown": {"compute": 1}, "ranks": [{"rank": 0, "stage": 0}]})";
+  const std::string run = R"({"iteration_time_s": 3, "time_breakdown": {"compute": 2}, "ranks": ["0", "1"],
+      "memory_breakdown": "none"})";
+  StatusOr<runtime::Comparison> c = runtime::Compare(sim, run, "sim.json", "run.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();  // the odd fields read as absent
+  EXPECT_EQ(c->step.measured, 3.0);
+  EXPECT_EQ(c->rank_memory.size(), 2u);
+}
+
+}  // namespace
+}  // namespace shardsim
