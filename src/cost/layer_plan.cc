@@ -204,7 +204,7 @@ double CpBytes(const ModelSpec& m, const Layout& l) {
   // K is kv_dim wide, V v_dim (MLA's values are v_head_dim per head), each at least one head a rank.
   const double t = static_cast<double>(l.tp);
   const double k = std::max<double>(m.kv_dim(), t * m.head_dim);
-  const double v = std::max<double>(m.v_dim(), t * (m.mla ? m.mla->v_head_dim : m.head_dim));
+  const double v = std::max<double>(m.v_dim(), t * m.v_head_dim());
   return static_cast<double>(l.cp) * static_cast<double>(TokensPerRank(m, l)) * (k + v) / t * e;
 }
 

@@ -100,8 +100,8 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   std::vector<Op> ops;
 
   // The values' and the output projection's widths on this rank (MLA's v_head_dim differs).
-  const int64_t v_width = m.mla ? kv_heads * m.mla->v_head_dim : kv;
-  const int64_t o_width = m.mla ? heads * m.mla->v_head_dim : q;
+  const int64_t v_width = kv_heads * m.v_head_dim();
+  const int64_t o_width = heads * m.v_head_dim();
   if (m.norms_per_layer > 0) ops.push_back(Memory("norm1", OpRole::kNorm, b * 2.0 * Tn * h));
   if (m.mla) {
     // Multi-head latent attention (model_spec.h MlaSpec): the down-projections to the query
@@ -144,7 +144,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     // A sliding window (Mistral) leaves the kernel the window's pairs only (FlashAttention-2's
     // window_size skips the blocks outside it): AttentionSpan instead of s.
     // QK^T over head_dim, PV over the values' head size (MLA's v_head_dim; head_dim otherwise).
-    const double v_head = static_cast<double>(m.mla ? m.mla->v_head_dim : m.head_dim);
+    const double v_head = static_cast<double>(m.v_head_dim());
     attn.flops = 2.0 * static_cast<double>(T) * m.AttentionSpan() * (static_cast<double>(m.head_dim) + v_head) * heads;
     attn.executed_flops = attn.flops / 2;
     attn.bytes = b * static_cast<double>(T) * (static_cast<double>(q + o_width) + static_cast<double>(kv + v_width) * l.cp);
@@ -167,7 +167,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     if (m.dropout) {
       ops.push_back(Memory("attn_dropout", OpRole::kAttentionDropout, (2.0 * b + 1.0) * scores, true));
     }
-    const int64_t v_head = m.mla ? m.mla->v_head_dim : m.head_dim;
+    const int64_t v_head = m.v_head_dim();
     Op pv = Matmul("attn_context", OpRole::kAttentionContext, T, v_head, m.seq_len, b);
     pv.flops = pv.executed_flops = 2.0 * scores * v_head;
     pv.bytes = b * (scores + s_kv * v_width + static_cast<double>(T) * o_width);  // read P, V; write O

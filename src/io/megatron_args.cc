@@ -1,6 +1,7 @@
 // See megatron_args.h. Defaults and derivations are megatron/training/arguments.py's at
 // NVIDIA/Megatron-LM 000c4ac24f61 (line numbers of that file in brackets).
 #include "src/io/megatron_args.h"
+#include "src/io/mla_keys.h"
 #include "src/io/moe_layer_freq.h"
 
 #include <map>

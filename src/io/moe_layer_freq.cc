@@ -80,17 +80,14 @@ StatusOr<MoeLayerPattern> ParseMoeLayerFreq(const std::string& text, int64_t lay
   }
   // The first MoE layer starts the pattern; find the interval that reproduces the list.
   MoeSpec probe;
-  ModelSpec m;
-  m.layers = layers;
   int64_t first = 0;
   while (first < layers && per_layer[first] == 0) ++first;
   if (first == layers) return Status::Error("'" + text + "' makes no layer an expert layer");
   for (int64_t n = 1; n <= layers; ++n) {
     probe.interval = n;
     probe.first_dense = first;
-    m.moe = probe;
     bool same = true;
-    for (int64_t i = 0; i < layers && same; ++i) same = m.IsMoeLayer(i) == (per_layer[i] == 1);
+    for (int64_t i = 0; i < layers && same; ++i) same = probe.Covers(i) == (per_layer[i] == 1);
     if (same) return MoeLayerPattern{first, n};
   }
   return Status::Error("'" + text + "' is not dense layers followed by every N-th layer an expert layer, the "
@@ -108,29 +105,13 @@ void ReadMoeLayerFreq(LocatedValues& r, const std::string& key, int64_t layers, 
   moe.first_dense = p->first_dense;
 }
 
-void ReadMla(LocatedValues& r, const MlaKeys& keys, ModelSpec& m) {
-  MlaSpec a;
-  // Set to None (which a NeMo reader's values hold as absent, so Text gives the fallback back).
-  const bool none = r.Has(keys.q_lora_rank) && r.Text(keys.q_lora_rank, "None") == "None";
-  a.q_lora_rank = none ? 0 : r.Int(keys.q_lora_rank, keys.q_lora_rank_default, 0);
-  a.kv_lora_rank = r.Int(keys.kv_lora_rank, keys.kv_lora_rank_default);
-  a.rope_head_dim = r.Int(keys.rope_head_dim, 64);
-  a.v_head_dim = r.Int(keys.v_head_dim, 128);
-  m.head_dim = r.Int(keys.qk_head_dim, 128) + a.rope_head_dim;
-  m.kv_heads = m.heads;
-  m.mla = a;
-}
-
 std::string MoeLayerFreqText(const MoeSpec& moe, int64_t layers, bool literal) {
   if (moe.first_dense == 0) return std::to_string(moe.interval);
-  ModelSpec m;
-  m.layers = layers;
-  m.moe = moe;
   if (moe.interval == 1 && !literal) {
     return "([0]*" + std::to_string(moe.first_dense) + "+[1]*" + std::to_string(layers - moe.first_dense) + ")";
   }
   std::string out = "[";
-  for (int64_t i = 0; i < layers; ++i) out += std::string(i ? "," : "") + (m.IsMoeLayer(i) ? "1" : "0");
+  for (int64_t i = 0; i < layers; ++i) out += std::string(i ? "," : "") + (moe.Covers(i) ? "1" : "0");
   return out + "]";
 }
 

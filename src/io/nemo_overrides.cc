@@ -1,5 +1,6 @@
 // See nemo_overrides.h.
 #include "src/io/nemo_overrides.h"
+#include "src/io/mla_keys.h"
 #include "src/io/moe_layer_freq.h"
 
 #include <sstream>

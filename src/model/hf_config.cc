@@ -99,9 +99,17 @@ std::string Num(double v) {
   return o.str();
 }
 
+// Hugging Face's MoE step (Qwen2MoeDecoderLayer's decoder_sparse_step, Llama 4's
+// interleave_moe_layer_step): layer i is sparse when (i + 1) % step == 0, so the first sparse
+// layer is step - 1 and every step-th one after it.
+void SparseEveryStep(MoeSpec& s, int64_t step, int64_t layers) {
+  s.interval = step;
+  s.first_dense = std::min<int64_t>(step - 1, std::max<int64_t>(layers - 1, 0));
+}
+
 // Falcon's own key names (FalconConfig; the first released configs wrote n_layer, n_head,
 // n_head_kv, and state no max_position_embeddings: 2048).
-Status ReadFalcon(YamlMap& r, ModelSpec& m, int64_t& context) {
+void ReadFalcon(YamlMap& r, ModelSpec& m, int64_t& context) {
   m.hidden = r.Has("n_embed") ? r.Int("n_embed") : r.Int("hidden_size");
   m.layers = r.Has("n_layer") ? r.Int("n_layer") : r.Int("num_hidden_layers");
   m.heads = r.Has("n_head") ? r.Int("n_head") : r.Int("num_attention_heads");
@@ -129,7 +137,6 @@ Status ReadFalcon(YamlMap& r, ModelSpec& m, int64_t& context) {
   if (r.OptionalBool("alibi").value_or(false)) {
     m.not_modelled.push_back("alibi: the attention bias is not priced (as RoPE, no parameters)");
   }
-  return Status::Ok();
 }
 
 // Gemma 2 and 3: sliding-window attention on some layers (layer_types where the config lists
@@ -165,8 +172,7 @@ void ReadLlama4(YamlMap& r, ModelSpec& m) {
   s.top_k = r.OptionalInt("num_experts_per_tok").value_or(1);
   s.ffn_hidden = m.ffn_hidden;
   s.shared_ffn_hidden = m.ffn_hidden;
-  s.interval = r.OptionalInt("interleave_moe_layer_step").value_or(1);
-  s.first_dense = std::min<int64_t>(s.interval - 1, std::max<int64_t>(m.layers - 1, 0));
+  SparseEveryStep(s, r.OptionalInt("interleave_moe_layer_step").value_or(1), m.layers);
   m.ffn_hidden = r.OptionalInt("intermediate_size_mlp").value_or(m.ffn_hidden);
   m.moe = s;
   if (std::optional<std::vector<long long>> listed = r.OptionalIntList("moe_layers", 0)) {
@@ -194,7 +200,7 @@ void ReadLlama4(YamlMap& r, ModelSpec& m) {
 // moe_layer_freq-th layer an MoE of n_routed_experts experts of moe_intermediate_size plus
 // n_shared_experts shared ones (one MLP of n_shared_experts x moe_intermediate_size); V3's
 // router adds an e_score_correction_bias per expert (noaux_tc), not counted.
-Status ReadDeepseek(YamlMap& r, ModelSpec& m) {
+void ReadDeepseek(YamlMap& r, ModelSpec& m) {
   MlaSpec a;
   a.q_lora_rank = r.OptionalInt("q_lora_rank", 0).value_or(0);
   a.kv_lora_rank = r.Int("kv_lora_rank");
@@ -221,7 +227,6 @@ Status ReadDeepseek(YamlMap& r, ModelSpec& m) {
     m.not_modelled.push_back("topk_method " + method + ": routing restricted to topk_group of n_group expert groups "
                              "(device-limited routing) is priced as unrestricted top-k with balanced load");
   }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -278,7 +283,7 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
                            "' is not supported; expected a gelu variant");
     }
   } else if (mt == "falcon") {
-    SHARDSIM_RETURN_IF_ERROR(ReadFalcon(r, m, context));
+    ReadFalcon(r, m, context);
     context_key = "max_position_embeddings";
   } else {
     m.hidden = r.Int("hidden_size");
@@ -310,7 +315,7 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
       }
     }
     if (mt == "olmo2") m.qk_norm_full = true;
-    if (mt == "deepseek_v2" || mt == "deepseek_v3") SHARDSIM_RETURN_IF_ERROR(ReadDeepseek(r, m));
+    if (mt == "deepseek_v2" || mt == "deepseek_v3") ReadDeepseek(r, m);
     if (mt == "llama4" || mt == "llama4_text") ReadLlama4(r, m);
     if (mt == "mixtral") {
       MoeSpec s;
@@ -323,10 +328,7 @@ StatusOr<ModelSpec> ParseHfConfig(const std::string& text, const std::string& na
       s.experts = r.Int("num_experts", 2);
       s.top_k = r.Int("num_experts_per_tok");
       s.ffn_hidden = r.Int("moe_intermediate_size");
-      // Qwen2MoeDecoderLayer: sparse when (layer_idx + 1) % decoder_sparse_step == 0, so the
-      // first sparse layer is step - 1 and every step-th one after it.
-      s.interval = r.OptionalInt("decoder_sparse_step").value_or(1);
-      s.first_dense = std::min<int64_t>(s.interval - 1, std::max<int64_t>(m.layers - 1, 0));
+      SparseEveryStep(s, r.OptionalInt("decoder_sparse_step").value_or(1), m.layers);
       // Qwen2MoeSparseMoeBlock: a shared expert MLP of shared_expert_intermediate_size with a
       // sigmoid gate, shared_expert_gate = nn.Linear(hidden_size, 1, bias=False)
       // (transformers models/qwen2_moe/modeling_qwen2_moe.py); Qwen3-MoE has none.

@@ -31,6 +31,8 @@ struct MoeSpec {
   // interval-th layer is MoE: layer i when i >= first_dense and (i - first_dense) % interval == 0
   // (Llama 4 Maverick's odd layers: first_dense 1, interval 2).
   int64_t first_dense = 0;
+  // Whether layer `layer` is an MoE layer under first_dense and interval.
+  bool Covers(int64_t layer) const { return layer >= first_dense && (layer - first_dense) % interval == 0; }
 };
 
 // Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434 Sec. 2.1; transformers
@@ -104,12 +106,11 @@ struct ModelSpec {
   int64_t kv_dim() const { return kv_heads * head_dim; }
   // The values' width and the output projection's input: kv_dim and q_dim, but for MLA's
   // v_head_dim.
-  int64_t v_dim() const { return kv_heads * (mla ? mla->v_head_dim : head_dim); }
-  int64_t o_dim() const { return heads * (mla ? mla->v_head_dim : head_dim); }
+  int64_t v_head_dim() const { return mla ? mla->v_head_dim : head_dim; }
+  int64_t v_dim() const { return kv_heads * v_head_dim(); }
+  int64_t o_dim() const { return heads * v_head_dim(); }
   bool HasQkvBias() const { return bias || qkv_bias; }
-  bool IsMoeLayer(int64_t layer) const {
-    return moe && layer >= moe->first_dense && (layer - moe->first_dense) % moe->interval == 0;
-  }
+  bool IsMoeLayer(int64_t layer) const { return moe && moe->Covers(layer); }
   int64_t MoeLayerCount() const;
 
   // Parameter counts (elements, not bytes).
