@@ -10,6 +10,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   chromium  # headless, for the HTML report's render test (HtmlReportRendersInChromium)
   python3   # scripts/gpu-check.sh's table (GpuCheckDryRun) and the validation scripts
+  python3-torch libopenblas0  # the PyTorch reference test (tests/torch, TorchReference)
 )
 
 missing=()

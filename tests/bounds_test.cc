@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
+#include "runtime/exec/executor.h"
 #include "runtime/report/compare.h"
 #include "src/layout/layout.h"
 #include "src/model/model_spec.h"
@@ -133,6 +136,66 @@ TEST(Bounds, LearningRateInfWasANullLoss) {
   ASSERT_TRUE(r.exited);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Has(r.err, "--lr: expected a learning rate in (0, 1], found 'inf'")) << r.err;
+}
+
+// Was a run that allocated until the host failed: an 8B model on a 24 GiB host. Now refused
+// before anything is allocated, with the memory model's figure. Llama 3 405B in fp32 with Adam
+// on one rank is 405e9 x 16 bytes = 6.5 TB of model state alone, more than any CI host has.
+TEST(Bounds, RunOfAModelLargerThanTheHostWasAnAllocationFailure) {
+  const auto r = RunShardsim("run --model llama3-405b --layout mbs=1,gbs=1,dtype=fp32 --steps 1");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.err, "the memory model puts ")) << r.err;
+  EXPECT_TRUE(Has(r.err, "more than the ")) << r.err;
+  EXPECT_TRUE(Has(r.err, "not started")) << r.err;
+}
+
+// Was a failure only after the whole training: --out into a directory that does not exist.
+TEST(Bounds, RunOutIntoAMissingDirectoryFailedAfterTraining) {
+  const auto r = RunShardsim("run --model tiny --steps 3 --out /nonexistent-dir/run.json");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.err, "/nonexistent-dir/run.json: cannot write (No such file or directory)")) << r.err;
+  EXPECT_FALSE(Has(r.out, "loss")) << r.out;  // not one step trained
+}
+
+// A NaN or infinite loss stops the run: every later step would train on NaN parameters.
+TEST(Bounds, NonFiniteLossStopsTheRun) {
+  EXPECT_TRUE(runtime::CheckLoss(3, 6.25).ok());
+  const Status nan = runtime::CheckLoss(7, std::nan(""));
+  ASSERT_FALSE(nan.ok());
+  EXPECT_TRUE(Has(nan.message(), "step 7: the loss is NaN")) << nan.message();
+  EXPECT_TRUE(Has(nan.message(), "lower --lr")) << nan.message();
+  const Status inf = runtime::CheckLoss(0, -std::numeric_limits<double>::infinity());
+  ASSERT_FALSE(inf.ok());
+  EXPECT_TRUE(Has(inf.message(), "step 0: the loss is infinite")) << inf.message();
+}
+
+// Was bad_alloc after minutes (800k GPUs) or 3.2 GB (8,192): simulate --full had no size
+// guard. Now refused before anything is allocated, with what it would cost. dp = 65,536 ranks
+// each keeping a 65,536-member group: 65,536^2 x 8 bytes = 32 GiB for the group lists alone,
+// above the 8 GiB bound.
+TEST(Bounds, SimulateFullOfAHugeLayoutWasBadAlloc) {
+  const auto r = RunShardsim(
+      "simulate --model llama3.2-1b --hardware dgx-h100 --nodes 8192 --gpus 65536 --layout dp=65536,gbs=65536,mbs=1 --full");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.err, "simulating 65536 ranks of ")) << r.err;
+  EXPECT_TRUE(Has(r.err, "more than the 8 GiB bound; without --full the simulator runs one rank per pipeline stage"))
+      << r.err;
+}
+
+// Was a 3 GB trace after 77 s and 9.4 GB of memory: GPT-3 175B on 1,024 GPUs, --full --trace.
+// 10,267,904 tasks x 920 bytes (kSimBytesPerTracedTask) = 8.8 GiB, above the bound.
+TEST(Bounds, SimulateFullTraceOf1024GpusWasNineGigabytes) {
+  const std::string trace = (FreshTempDir("trace") / "t.json").string();
+  const auto r = RunShardsim("simulate --model gpt3-175b --hardware dgx-a100-80gb --gpus 1024 "
+                             "--layout tp=8,pp=16,dp=8,gbs=1536,mbs=1 --full --trace " + trace);
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.err, "simulating 1024 ranks of 1.03e+07 tasks in all, with their trace, would hold about 8.8 GiB"))
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(trace));
 }
 
 // Was an abort on an uncaught YAML::BadSubscript: a run file whose ranks hold strings.

@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "runtime/cpu/adamw.h"
+#include "runtime/cpu/lr_schedule.h"
 #include "runtime/cpu/markov_stream.h"
 #include "runtime/cpu/param_init.h"
 #include "runtime/cpu/param_layout.h"
+#include "runtime/cpu/token_file.h"
 #include "runtime/cpu/train_step.h"
 #include "runtime/cpu/transformer.h"
 #include "tests/test_models.h"
@@ -129,6 +131,81 @@ TEST(RuntimeData, MarkovStreamIsSeededAndSliceable) {
   // the other 508 tokens 0.1/512 each:
   //   H = -sum_j p_j ln p_j - 508 (0.1/512) ln(0.1/512) = 1.11865 + 0.84742 = 1.96607 nats.
   EXPECT_NEAR(s.EntropyRate(), 1.96607, 1e-5);
+}
+
+// Writes `ids` as a token file of `width` (little-endian, no header) and returns its path.
+std::string WriteTokens(const std::vector<uint32_t>& ids, TokenWidth width, const std::string& name) {
+  const std::string path = ::testing::TempDir() + name;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  CHECK(f != nullptr) << path;
+  for (uint32_t id : ids) {
+    if (width == TokenWidth::kUint16) {
+      const uint16_t v = static_cast<uint16_t>(id);
+      std::fwrite(&v, 2, 1, f);
+    } else {
+      std::fwrite(&id, 4, 1, f);
+    }
+  }
+  std::fclose(f);
+  return path;
+}
+
+TEST(RuntimeData, TokenFileWindowsAndWraps) {
+  // Ids 0..19 (N = 20); T = 4: sequence i starts at (4 i) mod (20 - 4 = 16), so sequences 0-3
+  // start at 0, 4, 8, 12 and sequence 4 wraps to 0; sequence 5 starts at 4.
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 20; ++i) ids.push_back(i);
+  for (TokenWidth w : {TokenWidth::kUint16, TokenWidth::kUint32}) {
+    StatusOr<TokenFile> f = TokenFile::Open(WriteTokens(ids, w, "tokens.bin"), w, 32, 4);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    EXPECT_EQ(f->tokens(), 20);
+    const TokenBatch b = f->Batch(3, 3, 4);  // sequences 3, 4, 5
+    EXPECT_EQ(b.inputs, (std::vector<int32_t>{12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
+    EXPECT_EQ(b.targets, (std::vector<int32_t>{13, 14, 15, 16, 1, 2, 3, 4, 5, 6, 7, 8}));
+  }
+}
+
+TEST(RuntimeData, TokenFileRejectsWhatItCannotTrainOn) {
+  std::vector<uint32_t> ids = {1, 2, 3, 4, 5, 6};
+  const std::string ok = WriteTokens(ids, TokenWidth::kUint16, "six.bin");
+  // Six uint16 ids are three uint32 ones: fewer than T + 1 = 5 tokens.
+  StatusOr<TokenFile> short_file = TokenFile::Open(ok, TokenWidth::kUint32, 32, 4);
+  ASSERT_FALSE(short_file.ok());
+  EXPECT_NE(short_file.status().message().find("3 tokens, fewer than one sequence of 4 + 1"), std::string::npos)
+      << short_file.status().message();
+  // Id 6 with vocab 6: the position and the id are named.
+  StatusOr<TokenFile> big_id = TokenFile::Open(ok, TokenWidth::kUint16, 6, 4);
+  ASSERT_FALSE(big_id.ok());
+  EXPECT_NE(big_id.status().message().find("token 5 is 6, not below the model's vocab 6"), std::string::npos)
+      << big_id.status().message();
+  // 13 bytes: not a whole number of uint16 ids.
+  const std::string odd = ::testing::TempDir() + "odd.bin";
+  std::FILE* f = std::fopen(odd.c_str(), "wb");
+  std::fwrite("0123456789abc", 1, 13, f);
+  std::fclose(f);
+  StatusOr<TokenFile> odd_file = TokenFile::Open(odd, TokenWidth::kUint16, 32, 4);
+  ASSERT_FALSE(odd_file.ok());
+  EXPECT_NE(odd_file.status().message().find("13 bytes, not a whole number of uint16 token ids"), std::string::npos);
+  EXPECT_FALSE(ParseTokenWidth("int8").ok());
+}
+
+TEST(RuntimeLrSchedule, WarmupThenDecayAsMegatron) {
+  // max 1e-3, min 1e-4, warm-up W = 4, decay to D = 14 (Megatron-LM's get_lr, lr_schedule.h).
+  LrSchedule s{.max_lr = 1e-3, .min_lr = 1e-4, .warmup_steps = 4, .decay_steps = 14, .decay = LrDecay::kCosine};
+  EXPECT_DOUBLE_EQ(LearningRate(s, 0), 0.0);        // warm-up from 0
+  EXPECT_DOUBLE_EQ(LearningRate(s, 1), 2.5e-4);     // 1e-3 * 1/4
+  EXPECT_DOUBLE_EQ(LearningRate(s, 4), 1e-3);       // s = W: the peak
+  // s = 9: r = (9 - 4) / (14 - 4) = 0.5, cos(pi / 2) = 0: 1e-4 + 0.5 * 9e-4 = 5.5e-4.
+  EXPECT_NEAR(LearningRate(s, 9), 5.5e-4, 1e-18);
+  EXPECT_DOUBLE_EQ(LearningRate(s, 14), 1e-4);      // r = 1: the floor
+  EXPECT_DOUBLE_EQ(LearningRate(s, 20), 1e-4);      // past D
+  s.decay = LrDecay::kLinear;
+  // s = 6: r = 0.2, 1e-4 + 0.8 * 9e-4 = 8.2e-4.
+  EXPECT_NEAR(LearningRate(s, 6), 8.2e-4, 1e-18);
+  s.decay = LrDecay::kConstant;
+  EXPECT_DOUBLE_EQ(LearningRate(s, 2), 5e-4);       // warm-up still applies
+  EXPECT_DOUBLE_EQ(LearningRate(s, 100), 1e-3);
+  EXPECT_FALSE(ParseLrDecay("exponential").ok());
 }
 
 TEST(RuntimeAdamW, FirstStepIsSignSizedAndDecayIsDecoupled) {

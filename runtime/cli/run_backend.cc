@@ -1,13 +1,21 @@
 // See run_backend.h.
 #include "runtime/cli/run_backend.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <string>
 #include <utility>
 
 #include "runtime/backend/emulated_collectives.h"
 #include "runtime/backend/local_collectives.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "src/cost/memory.h"
 #include "src/layout/placement.h"
+#include "src/util/units.h"
 
 #if SHARDSIM_HAVE_MPI
 #include <mpi.h>
@@ -23,6 +31,38 @@
 #endif
 
 namespace shardsim::runtime {
+
+int LauncherRank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  }
+  return -1;
+}
+
+StartupWatchdog::StartupWatchdog(double timeout_s) {
+  thread_ = std::thread([this, timeout_s] {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] { return done_; })) return;
+    const int rank = LauncherRank();
+    std::fprintf(stderr,
+                 "shardsim run: error: rank %s: the job did not start within %g s (--timeout): a rank was not "
+                 "started, is stopped, or cannot reach the others; ending\n",
+                 rank >= 0 ? std::to_string(rank).c_str() : "?", timeout_s);
+    std::fflush(stderr);
+    std::_Exit(1);  // MPI_Abort needs an initialized MPI, which is what did not happen
+  });
+}
+
+void StartupWatchdog::Done() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+StartupWatchdog::~StartupWatchdog() { Done(); }
 
 RunProcess StartRunProcess(int* argc, char*** argv) {
   RunProcess p;
@@ -51,6 +91,17 @@ void AbortRun(int code) {
   std::exit(code);
 }
 
+int FirstFailingRank(const RunProcess& p, bool failed) {
+  int first = failed ? p.me : std::numeric_limits<int>::max();
+#if SHARDSIM_HAVE_MPI
+  if (p.world > 1) {
+    const int mine = first;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  }
+#endif
+  return first == std::numeric_limits<int>::max() ? -1 : first;
+}
+
 void EndRunProcess() {
 #if SHARDSIM_HAVE_MPI
   MPI_Finalize();
@@ -59,6 +110,34 @@ void EndRunProcess() {
 
 int64_t StageOf(const Layout& l, const RunProcess& p, int64_t emulate_rank) {
   return CoordOf(l, emulate_rank >= 0 ? emulate_rank : p.me).pp;
+}
+
+Status CheckHostMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, const RunProcess& p,
+                       int64_t emulate_rank) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double available_kib = -1;
+  while (meminfo >> key) {
+    double value = 0;
+    std::string unit;
+    if (!(meminfo >> value >> unit)) break;
+    if (key == "MemAvailable:") available_kib = value;  // "MemAvailable: N kB": KiB (proc(5))
+  }
+  if (available_kib < 0) return Status::Ok();
+  double largest = 0;
+  for (int64_t s = 0; s < l.pp; ++s) largest = std::max(largest, StageMemory(m, hw, l, s).total());
+  const int ranks_here = emulate_rank >= 0 ? 1 : p.local_size;
+  const double need = largest * ranks_here;
+  const double available = available_kib * 1024;
+  if (need <= available) return Status::Ok();
+  char msg[512];
+  std::snprintf(msg, sizeof msg,
+                "the memory model puts %.2f GiB on a rank (its largest pipeline stage) and this host runs %d "
+                "rank(s): %.2f GiB, more than the %.2f GiB the host has available (/proc/meminfo "
+                "MemAvailable); not started. Split the model over more ranks (tp, pp, or dp with zero) or "
+                "choose a smaller model",
+                largest / kGiB, ranks_here, need / kGiB, available / kGiB);
+  return Status::Error(msg);
 }
 
 namespace {

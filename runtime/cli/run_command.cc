@@ -10,13 +10,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
 
 #include "runtime/cli/run_backend.h"
+#include "runtime/cpu/lr_schedule.h"
 #include "runtime/cpu/markov_stream.h"
+#include "runtime/cpu/token_file.h"
 #include "runtime/exec/executor.h"
+#include "runtime/exec/reference_dump.h"
 #include "runtime/exec/timeline.h"
 #include "src/cli/args.h"
 #include "src/cli/commands.h"
@@ -66,6 +70,102 @@ std::vector<std::string> CategoryKeys() {
   return keys;
 }
 
+// What `run` is asked to do, read and checked before any work.
+struct RunRequest {
+  cli::Inputs in;
+  std::vector<std::string> warnings;  // switches this runtime does not honour (NotHonoured)
+  int64_t steps = 0, seed = 0, timeout = 0;
+  AdamWConfig config;
+  int64_t kill_rank = -1, kill_step = -1;
+  LrSchedule schedule;
+  std::unique_ptr<TokenSource> data;  // the token file, or the synthetic stream
+};
+
+// The same answer on every rank (it reads only the command line and the input files), but for
+// rank 0's check that it can write its outputs.
+StatusOr<RunRequest> ReadRunRequest(const Args& args, const RunProcess& process, int64_t emulate) {
+  const int me = process.me;
+  RunRequest r;
+  // Rank 0 writes the outputs: a directory that is missing or read-only fails now, not after
+  // the whole training.
+  if (me == 0) {
+    for (const char* flag : {"out", "trace"}) {
+      if (std::optional<std::string> path = args.Get(flag)) SHARDSIM_RETURN_IF_ERROR(CheckWritable(*path));
+    }
+    if (std::optional<std::string> dir = args.Get("dump")) {
+      std::error_code ec;
+      std::filesystem::create_directories(*dir, ec);
+      if (ec) return Status::Error(*dir + ": cannot create the --dump directory (" + ec.message() + ")");
+      SHARDSIM_RETURN_IF_ERROR(CheckWritable(*dir + "/manifest.json"));
+    }
+  }
+  StatusOr<cli::Inputs> in = cli::LoadInputs(args, process.world);
+  if (!in.ok()) return in.status();
+  r.in = std::move(in).value();
+  const std::vector<std::string> unsupported = UnsupportedLayout(r.in.model, r.in.layout);
+  if (!unsupported.empty()) {
+    std::string msg = "the runtime cannot run this layout:";
+    for (const std::string& u : unsupported) msg += "\n  " + u;
+    return Status::Error(msg);
+  }
+  if (args.Get("backend").value_or("cpu") == "cpu") {
+    SHARDSIM_RETURN_IF_ERROR(CheckHostMemory(r.in.model, r.in.hardware, r.in.layout, process, emulate));
+  }
+  r.warnings = NotHonoured(r.in.layout);
+  StatusOr<int64_t> steps = args.GetInt("steps");
+  StatusOr<int64_t> seed = args.GetInt("seed");
+  StatusOr<int64_t> timeout = args.GetInt("timeout");
+  if (!steps.ok() || *steps < 1 || !seed.ok() || !timeout.ok() || *timeout < 1) {
+    return Status::Error("--steps, --seed and --timeout must be positive integers");
+  }
+  r.steps = *steps;
+  r.seed = *seed;
+  r.timeout = *timeout;
+  const std::string lr = *args.Get("lr");
+  char* end = nullptr;
+  r.config.lr = std::strtod(lr.c_str(), &end);
+  // Finite and at most 1: an infinite rate made every parameter NaN and the run "succeeded"
+  // with a null loss; AdamW's step is lr in size, and no recipe goes above 1e-2.
+  if (end != lr.c_str() + lr.size() || !std::isfinite(r.config.lr) || !(r.config.lr > 0) || r.config.lr > 1) {
+    return Status::Error("--lr: expected a learning rate in (0, 1], found '" + lr + "'");
+  }
+  r.schedule.max_lr = r.config.lr;
+  r.schedule.decay_steps = r.steps;
+  SHARDSIM_ASSIGN_OR_RETURN(r.schedule.decay, ParseLrDecay(*args.Get("lr-schedule")));
+  StatusOr<int64_t> warmup = args.GetInt("warmup-steps");
+  if (!warmup.ok() || *warmup < 0) return Status::Error("--warmup-steps: expected an integer >= 0");
+  r.schedule.warmup_steps = *warmup;
+  if (r.schedule.decay != LrDecay::kConstant && r.schedule.warmup_steps >= r.steps) {
+    return Status::Error("--warmup-steps " + std::to_string(*warmup) + " leaves no step of --steps " +
+                         std::to_string(r.steps) + " to decay over (--lr-schedule " +
+                         LrDecayName(r.schedule.decay) + ")");
+  }
+  {
+    const std::string min_lr = *args.Get("min-lr");
+    char* min_end = nullptr;
+    r.schedule.min_lr = std::strtod(min_lr.c_str(), &min_end);
+    if (min_end != min_lr.c_str() + min_lr.size() || !std::isfinite(r.schedule.min_lr) || r.schedule.min_lr < 0 ||
+        r.schedule.min_lr > r.config.lr) {
+      return Status::Error("--min-lr: expected a rate in [0, --lr], found '" + min_lr + "'");
+    }
+  }
+  if (std::optional<std::string> path = args.Get("data")) {
+    SHARDSIM_ASSIGN_OR_RETURN(const TokenWidth width, ParseTokenWidth(*args.Get("data-dtype")));
+    SHARDSIM_ASSIGN_OR_RETURN(TokenFile file, TokenFile::Open(*path, width, r.in.model.vocab, r.in.model.seq_len));
+    r.data = std::make_unique<TokenFile>(std::move(file));
+  } else {
+    r.data = std::make_unique<MarkovStream>(
+        MarkovStreamConfig{.vocab = r.in.model.vocab, .seed = static_cast<uint64_t>(r.seed)});
+  }
+  if (std::optional<std::string> k = args.Get("kill-rank-at-step")) {
+    if (std::sscanf(k->c_str(), "%lld:%lld", reinterpret_cast<long long*>(&r.kill_rank),
+                    reinterpret_cast<long long*>(&r.kill_step)) != 2) {
+      return Status::Error("--kill-rank-at-step: expected R:S, found '" + *k + "'");
+    }
+  }
+  return r;
+}
+
 int Run(int argc, char** argv) {
   std::vector<FlagSpec> flags = cli::InputFlags();
   for (FlagSpec& f : flags) {
@@ -80,10 +180,21 @@ int Run(int argc, char** argv) {
   flags.push_back({"steps", "N", "training steps", "20"});
   flags.push_back({"seed", "S", "initialization and data seed", "1234"});
   flags.push_back({"lr", "X", "AdamW learning rate", "0.003"});
+  flags.push_back({"lr-schedule", "S", "constant, linear or cosine decay after the warm-up (Megatron-LM's "
+                                        "--lr-decay-style), over --steps", "constant"});
+  flags.push_back({"warmup-steps", "N", "linear warm-up from 0 over the first N steps", "0"});
+  flags.push_back({"min-lr", "X", "the rate linear and cosine decay end at", "0"});
+  flags.push_back({"data", "FILE", "train on a token file (flat little-endian token ids, as llm.c and Megatron-LM "
+                                   "store them; scripts/make-token-file.sh) instead of the synthetic stream", ""});
+  flags.push_back({"data-dtype", "T", "the token file's ids: uint16 or uint32", "uint16"});
   flags.push_back({"timeout", "SECONDS", "the longest any rank waits for another", "60"});
   flags.push_back({"out", "FILE", "write run.json (rank 0; whole or not at all)", ""});
   flags.push_back({"trace", "FILE", "write the measured timeline of the last step (Chrome trace, as simulate --trace)", ""});
   flags.push_back({"kill-rank-at-step", "R:S", "fault test: rank R kills itself (SIGKILL) at step S", ""});
+  flags.push_back({"stop-rank-at-start", "R", "fault test: the process mpirun starts as rank R stops itself "
+                                              "(SIGSTOP) before MPI_Init", ""});
+  flags.push_back({"dump", "DIR", "write the initial and final parameters, every step's tokens and the losses "
+                                  "(rank 0; the PyTorch reference test reads them: runtime/exec/reference_dump.h)", ""});
   flags.push_back({"json", "", "print the JSON instead of a summary", ""});
   flags.push_back({"help", "", "show this help", ""});
   StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
@@ -107,6 +218,13 @@ int Run(int argc, char** argv) {
     if (!r.ok() || *r < 0) return Fail("run", "--emulate-rank: expected a rank >= 0", 2);
     emulate = *r;
   }
+  // Start-up is bounded by --timeout too (read here, checked with the rest below).
+  const StatusOr<int64_t> startup_timeout = args->GetInt("timeout");
+  StartupWatchdog watchdog(startup_timeout.ok() && *startup_timeout > 0 ? static_cast<double>(*startup_timeout) : 60.0);
+  if (std::optional<std::string> stop = args->Get("stop-rank-at-start")) {
+    // A rank that stops before MPI_Init, for the test of the watchdog (mpi.RunStoppedRankAtStartEndsTheJob).
+    if (LauncherRank() >= 0 && std::to_string(LauncherRank()) == *stop) std::raise(SIGSTOP);
+  }
   const RunProcess process = StartRunProcess(&argc, &argv);
   const int me = process.me;
   auto fail = [&](const std::string& message) {
@@ -116,47 +234,30 @@ int Run(int argc, char** argv) {
   };
   // The ranks this report covers: every process, or the one emulated rank.
   const int world = emulate >= 0 ? 1 : process.world;
-  StatusOr<cli::Inputs> in = cli::LoadInputs(*args, process.world);
-  if (!in.ok()) return fail(in.status().message());
-  const std::vector<std::string> unsupported = UnsupportedLayout(in->model, in->layout);
-  if (!unsupported.empty()) {
-    std::string msg = "the runtime cannot run this layout:";
-    for (const std::string& u : unsupported) msg += "\n  " + u;
-    return fail(msg);
+  StatusOr<RunRequest> request = ReadRunRequest(*args, process, emulate);
+  // Every rank reads the same flags and files, so a bad input fails on all of them alike: the
+  // ranks agree on the first that failed, and only it prints (under mpirun every rank used to
+  // print the same error, interleaved). A rank that alone fails (a file missing on its node)
+  // is the one that prints.
+  const int first = FirstFailingRank(process, !request.ok());
+  watchdog.Done();  // every rank got here: the job has started
+  if (first >= 0) {
+    if (me == first) std::cerr << "shardsim run: error: " << request.status().message() << "\n";
+    EndRunProcess();
+    return 1;
   }
-  const std::vector<std::string> warnings = NotHonoured(in->layout);
+  const RunRequest req = std::move(request).value();
   if (me == 0) {
-    for (const std::string& w : warnings) std::cerr << "shardsim run: warning: " << w << "\n";
+    for (const std::string& w : req.warnings) std::cerr << "shardsim run: warning: " << w << "\n";
   }
-  StatusOr<int64_t> steps = args->GetInt("steps");
-  StatusOr<int64_t> seed = args->GetInt("seed");
-  StatusOr<int64_t> timeout = args->GetInt("timeout");
-  if (!steps.ok() || *steps < 1 || !seed.ok() || !timeout.ok() || *timeout < 1) {
-    return fail("--steps, --seed and --timeout must be positive integers");
-  }
-  AdamWConfig config;
-  {
-    const std::string lr = *args->Get("lr");
-    char* end = nullptr;
-    config.lr = std::strtod(lr.c_str(), &end);
-    // Finite and at most 1: an infinite rate made every parameter NaN and the run "succeeded"
-    // with a null loss; AdamW's step is lr in size, and no recipe goes above 1e-2.
-    if (end != lr.c_str() + lr.size() || !std::isfinite(config.lr) || !(config.lr > 0) || config.lr > 1) {
-      return fail("--lr: expected a learning rate in (0, 1], found '" + lr + "'");
-    }
-  }
-  int64_t kill_rank = -1, kill_step = -1;
-  if (std::optional<std::string> k = args->Get("kill-rank-at-step")) {
-    if (std::sscanf(k->c_str(), "%lld:%lld", reinterpret_cast<long long*>(&kill_rank),
-                    reinterpret_cast<long long*>(&kill_step)) != 2) {
-      return fail("--kill-rank-at-step: expected R:S, found '" + *k + "'");
-    }
-  }
+  const std::vector<std::string>& warnings = req.warnings;
+  const AdamWConfig& config = req.config;
+  const int64_t kill_rank = req.kill_rank, kill_step = req.kill_step;
   StatusOr<std::unique_ptr<Backend>> made = MakeRunBackend(
-      *args->Get("backend"), in->layout, process, emulate, static_cast<double>(*timeout));
+      *args->Get("backend"), req.in.layout, process, emulate, static_cast<double>(req.timeout));
   if (!made.ok()) return fail(made.status().message());
   Backend& backend = **made;
-  const int32_t stage = static_cast<int32_t>(StageOf(in->layout, process, emulate));
+  const int32_t stage = static_cast<int32_t>(StageOf(req.in.layout, process, emulate));
   Collectives& comm = backend.comm();
   // Gathers this process's figures from every process (just its own when emulating).
   auto gather = [&](const double* mine, double* all, int64_t n) -> Status {
@@ -168,24 +269,41 @@ int Run(int argc, char** argv) {
   };
   Timeline timeline;
   StatusOr<std::unique_ptr<Executor>> created = Executor::Create(
-      in->model, in->layout, &backend, config, static_cast<uint64_t>(*seed), &timeline);
+      req.in.model, req.in.layout, &backend, config, static_cast<uint64_t>(req.seed), &timeline);
   if (!created.ok()) return fail("setup: " + created.status().message());
   Executor& exec = **created;
-  const MarkovStream data({.vocab = in->model.vocab, .seed = static_cast<uint64_t>(*seed)});
-  const int64_t gbs = in->layout.gbs, seq = in->model.seq_len;
+  const TokenSource& data = *req.data;
+  const int64_t gbs = req.in.layout.gbs, seq = req.in.model.seq_len;
 
+  // --dump: the whole model before the first step and after the last (collectives: every
+  // rank assembles), every step's global batch, the losses.
+  const std::optional<std::string> dump_dir = args->Get("dump");
+  if (dump_dir && emulate >= 0) return fail("--dump needs every rank of the layout; it cannot be used with --emulate-rank");
+  ReferenceDump dump;
+  if (dump_dir) {
+    StatusOr<std::vector<float>> p = exec.FullParams();
+    if (!p.ok()) return fail("--dump: assembling the initial parameters: " + p.status().message());
+    dump.params_initial = std::move(p).value();
+  }
   const std::vector<std::string> categories = CategoryKeys();
   std::vector<std::vector<double>> per_step;  // [step][category..., forward, backward]
-  std::vector<double> step_s, losses;
+  std::vector<double> step_s, losses, rates;
   std::vector<TimelineEvent> last_step;
   double last_step_start = 0;
-  for (int64_t s = 0; s < *steps; ++s) {
+  for (int64_t s = 0; s < req.steps; ++s) {
     if (me == kill_rank && s == kill_step) std::raise(SIGKILL);  // a rank that dies mid-run
     timeline.Clear();
     const double t0 = backend.Now();
+    rates.push_back(LearningRate(req.schedule, s));
+    exec.SetLearningRate(rates.back());
     StatusOr<double> loss = exec.Step(data, s);
     if (!loss.ok()) {
       return fail("step " + std::to_string(s) + ", phase " + exec.phase() + ": " + loss.status().message());
+    }
+    if (Status st = CheckLoss(s, *loss); !st.ok()) {  // the same global loss on every rank
+      if (me == 0) std::cerr << "shardsim run: error: " << st.message() << "\n";
+      EndRunProcess();
+      return 1;
     }
     double took = backend.Now() - t0;
     if (Status st = comm.AllReduceMaxHost(Group::kWorld, &took, 1); !st.ok()) {  // the slowest rank
@@ -204,6 +322,31 @@ int Run(int argc, char** argv) {
     per_step.push_back(row);
     last_step = timeline.events();
     last_step_start = t0;
+  }
+  if (dump_dir) {
+    StatusOr<std::vector<float>> p = exec.FullParams();
+    if (!p.ok()) return fail("--dump: assembling the final parameters: " + p.status().message());
+    if (me == 0) {
+      dump.params_final = std::move(p).value();
+      dump.model = req.in.model;
+      dump.source = "shardsim run";
+      dump.layout = FormatLayout(req.in.layout);
+      dump.dtype = req.in.layout.dtype == DType::kBf16 ? "bf16" : "fp32";
+      dump.gbs = gbs;
+      dump.mbs = req.in.layout.mbs;
+      dump.seed = static_cast<uint64_t>(req.seed);
+      dump.adamw = config;
+      dump.losses = losses;
+      dump.schedule = req.schedule;
+      dump.learning_rates = rates;
+      dump.data = args->Get("data").value_or("synthetic (MarkovStream)");
+      for (int64_t s = 0; s < req.steps; ++s) {
+        const TokenBatch batch = data.Batch(s * gbs, gbs, seq);
+        dump.inputs.insert(dump.inputs.end(), batch.inputs.begin(), batch.inputs.end());
+        dump.targets.insert(dump.targets.end(), batch.targets.begin(), batch.targets.end());
+      }
+      if (Status st = WriteReferenceDump(*dump_dir, dump); !st.ok()) return fail("--dump: " + st.message());
+    }
   }
   const int64_t device_in_use = backend.DeviceBytesInUse();
   // This rank's figures: the step-median of each phase, then its memory at its peak.
@@ -244,19 +387,22 @@ int Run(int argc, char** argv) {
   }
   const double median = Median(step_s);
   JsonWriter w;
-  w.BeginObject().Field("model", in->model.name).Field("hardware", in->hardware.name);
-  w.Field("backend", std::string(backend.name())).Field("world_size", in->layout.world());
+  w.BeginObject().Field("model", req.in.model.name).Field("hardware", req.in.hardware.name);
+  w.Field("backend", std::string(backend.name())).Field("world_size", req.in.layout.world());
   if (emulate >= 0) w.Field("emulated_rank", emulate);
   // What the device reports in use after the run (this process's rank; -1 on a CPU host):
   // the tracked allocations' peak plus what no allocator tracks (CUDA context, cuBLAS).
   w.Field("device_memory_in_use_bytes", device_in_use);
-  w.Field("layout", FormatLayout(in->layout)).Field("steps", *steps);
+  w.Field("layout", FormatLayout(req.in.layout)).Field("steps", req.steps);
   w.Field("iteration_time_s", median).Field("tokens_per_s", static_cast<double>(gbs * seq) / median);
   w.Key("step_times_s").BeginArray();
   for (double t : step_s) w.Value(t);
   w.EndArray().Key("losses").BeginArray();
   for (double l : losses) w.Value(l);
+  w.EndArray().Key("learning_rates").BeginArray();
+  for (double r : rates) w.Value(r);
   w.EndArray();
+  w.Field("data", args->Get("data").value_or("synthetic"));
   // Per category, the largest step-median over the ranks (the simulator's breakdown is of the
   // slowest stage); forward and backward split compute.
   w.Key("time_breakdown").BeginObject();
@@ -298,8 +444,8 @@ int Run(int argc, char** argv) {
     if (args->Has("json")) {
       std::cout << w.str();
     } else {
-      std::printf("shardsim run: %s, %s on %d ranks, %lld steps\n", in->model.name.c_str(),
-                  FormatLayout(in->layout).c_str(), world, static_cast<long long>(*steps));
+      std::printf("shardsim run: %s, %s on %d ranks, %lld steps\n", req.in.model.name.c_str(),
+                  FormatLayout(req.in.layout).c_str(), world, static_cast<long long>(req.steps));
       std::printf("loss %.4f -> %.4f; median step %.4f s, %.0f tokens/s; peak memory %.2f MiB (rank %d)\n",
                   losses.front(), losses.back(), median, static_cast<double>(gbs * seq) / median,
                   at(worst, width - 2) / 1048576.0, worst);

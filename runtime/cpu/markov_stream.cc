@@ -64,16 +64,8 @@ std::vector<int32_t> MarkovStream::Sequence(int64_t index, int64_t length) const
 }
 
 TokenBatch MarkovStream::Batch(int64_t first_sequence, int64_t b, int64_t t) const {
-  TokenBatch batch;
-  batch.batch = b;
-  batch.seq = t;
-  batch.inputs.reserve(b * t);
-  batch.targets.reserve(b * t);
-  for (int64_t r = 0; r < b; ++r) {
-    const std::vector<int32_t> seq = Sequence(first_sequence + r, t + 1);
-    batch.inputs.insert(batch.inputs.end(), seq.begin(), seq.end() - 1);
-    batch.targets.insert(batch.targets.end(), seq.begin() + 1, seq.end());
-  }
+  TokenBatch batch = TokenBatch::Reserve(b, t);
+  for (int64_t r = 0; r < b; ++r) batch.AppendSequence(Sequence(first_sequence + r, t + 1).data());
   return batch;
 }
 

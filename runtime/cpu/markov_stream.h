@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/cpu/token_batch.h"
+#include "runtime/cpu/token_source.h"
 
 namespace shardsim::runtime {
 
@@ -18,7 +19,7 @@ struct MarkovStreamConfig {
   double noise = 0.1;      // probability of a uniform token instead
 };
 
-class MarkovStream {
+class MarkovStream : public TokenSource {
  public:
   explicit MarkovStream(MarkovStreamConfig config);
 
@@ -29,7 +30,7 @@ class MarkovStream {
 
   // Sequences [first_sequence, first_sequence + b), each T + 1 long: inputs are tokens 0..T-1,
   // targets tokens 1..T.
-  TokenBatch Batch(int64_t first_sequence, int64_t b, int64_t t) const;
+  TokenBatch Batch(int64_t first_sequence, int64_t b, int64_t t) const override;
 
   // Conditional entropy of the next token given the current one, in nats: the loss of the
   // best predictor that sees one token back, and of any predictor (the chain is first order).

@@ -17,6 +17,21 @@ struct TokenBatch {
 
   int64_t tokens() const { return batch * seq; }
 
+  // An empty batch of `b` rows of `t`, to be filled by AppendSequence.
+  static TokenBatch Reserve(int64_t b, int64_t t) {
+    TokenBatch out;
+    out.batch = b;
+    out.seq = t;
+    out.inputs.reserve(b * t);
+    out.targets.reserve(b * t);
+    return out;
+  }
+  // One row from t + 1 consecutive tokens: inputs tokens[0, t), targets tokens[1, t].
+  void AppendSequence(const int32_t* tokens) {
+    inputs.insert(inputs.end(), tokens, tokens + seq);
+    targets.insert(targets.end(), tokens + 1, tokens + seq + 1);
+  }
+
   // Sequences [first, first + count), e.g. one micro-batch.
   TokenBatch Rows(int64_t first, int64_t count) const {
     CHECK(first >= 0 && count > 0 && first + count <= batch)

@@ -44,6 +44,8 @@ class Transformer {
   std::span<const S> params() const { return params_; }
   std::span<S> grads() { return grads_; }
   std::span<const S> grads() const { return grads_; }
+  // The last Forward's logits, (B*T, V) row-major, before the softmax.
+  std::span<const S> logits() const { return logits_; }
   // Named views (rows, cols) of one tensor of the flat buffers.
   MatrixMap<S> Param(std::string_view name) { return View(params_, name); }
   MatrixMap<S> Grad(std::string_view name) { return View(grads_, name); }

@@ -21,7 +21,9 @@ DpOverlap::DpOverlap(ExecContext* ctx, const RankShard& shard, float* grads, boo
 Status DpOverlap::Issue(int64_t key) {
   auto it = ranges_.find(key);
   if (!active_ || it == ranges_.end()) return Status::Ok();
-  const auto [begin, end] = it->second;
+  // Plain variables, not a structured binding: C++20 lets a lambda capture a binding, but
+  // clang 14 does not implement it yet.
+  const int64_t begin = it->second.first, end = it->second.second;
   float* data = grads_ + begin;
   // Issuing is timed as communication (it is, on a host backend, where MPI copies eagerly).
   return ctx_->Comm(Phase::kDpComm, static_cast<double>(end - begin) * sizeof(float),

@@ -9,12 +9,21 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
+#include "runtime/cpu/param_layout.h"
 #include "runtime/exec/executor_impl.h"
 #include "src/cost/memory.h"
 #include "src/layout/pipeline.h"
 
 namespace shardsim::runtime {
+
+Status CheckLoss(int64_t step, double loss) {
+  if (std::isfinite(loss)) return Status::Ok();
+  return Status::Error("step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
+                       ", so the parameters are no longer finite; stopped. A learning rate too high for the "
+                       "model, or bf16 overflow, usually causes it: lower --lr, or try dtype=fp32");
+}
 namespace {
 
 constexpr MemoryKind kAct = MemoryKind::kActivations;
@@ -41,6 +50,17 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   no(l.zero == 3 && static_cast<double>(l.live_params) < DenseLayerParamsOnRank(m, l),
      "live_params=" + std::to_string(l.live_params) +
          " below one layer's parameters (the runtime gathers whole layers)");
+  // What RankShard::Create and ParamLayout::ForModel refuse, asked here too so that every rank
+  // refuses before any work, with one message, instead of each failing its own setup.
+  if (StatusOr<ParamLayout> params = ParamLayout::ForModel(m); !params.ok()) why.push_back(params.status().message());
+  for (const auto& [count, name] : {std::pair<int64_t, const char*>{m.heads, "heads"}, {m.kv_heads, "kv_heads"},
+                                    {m.ffn_hidden, "ffn_hidden"}, {m.vocab, "vocab"}}) {
+    no(l.tp > 0 && count % l.tp != 0, "tp=" + std::to_string(l.tp) + " does not divide the model's " + name + " (" +
+                                          std::to_string(count) + ")");
+  }
+  no(m.tied_embeddings && l.pp > 1, "pp=" + std::to_string(l.pp) +
+                                        " with tied embeddings (the runtime does not yet keep the LM head's copy on "
+                                        "the last pipeline stage: use pp=1 or an untied model)");
   return why;
 }
 
@@ -181,7 +201,7 @@ int TypedExecutor<T>::Tag(int32_t mb, int64_t model_chunk, bool backward) const 
 }
 
 template <typename T>
-StatusOr<double> TypedExecutor<T>::Step(const MarkovStream& data, int64_t step) {
+StatusOr<double> TypedExecutor<T>::Step(const TokenSource& data, int64_t step) {
   phase_ = "forward";
   backend_->memory().Zero(grads_.data(), grads_.bytes());
   loss_sum_ = 0;
@@ -231,7 +251,7 @@ Status TypedExecutor<T>::WaitSends() {
 }
 
 template <typename T>
-Status TypedExecutor<T>::Forward(const MarkovStream& data, int64_t step, int32_t mb, int32_t chunk) {
+Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t mb, int32_t chunk) {
   const ChunkInfo& info = shard_.chunks()[chunk];
   ChunkState& s = live_[{chunk, mb}];
   const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;

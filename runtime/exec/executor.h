@@ -12,7 +12,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/cpu/adamw.h"
-#include "runtime/cpu/markov_stream.h"
+#include "runtime/cpu/token_source.h"
 #include "runtime/exec/shard.h"
 #include "runtime/exec/timeline.h"
 #include "src/layout/layout.h"
@@ -23,6 +23,11 @@ namespace shardsim::runtime {
 // Why the executor cannot run `l` (empty when it can): features it does not implement are
 // rejected, never ignored.
 std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l);
+
+// Whether step `step`'s loss can be trained on: an error once it is NaN or infinite (the
+// parameters are then no longer numbers, and every later step would report the same), saying
+// what usually causes it. Every rank holds the same global loss, so every rank stops alike.
+Status CheckLoss(int64_t step, double loss);
 
 class Executor {
  public:
@@ -39,7 +44,10 @@ class Executor {
   // One iteration on global sequences [step * gbs, (step + 1) * gbs) of `data`: every
   // micro-batch forward and backward in the schedule's order, the gradient reductions, the
   // clipped AdamW update. Returns the global batch's mean loss (nats per token, every rank).
-  virtual StatusOr<double> Step(const MarkovStream& data, int64_t step) = 0;
+  virtual StatusOr<double> Step(const TokenSource& data, int64_t step) = 0;
+
+  // The AdamW learning rate of the following steps (a schedule's, runtime/cpu/lr_schedule.h).
+  virtual void SetLearningRate(double lr) = 0;
 
   // The whole model's parameters (the fp32 master copy under mixed precision) in the
   // single-process layout, assembled from every rank (a collective: every rank must call it).

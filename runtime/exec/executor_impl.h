@@ -30,7 +30,8 @@ class TypedExecutor final : public Executor {
                 const AdamWConfig& opt, Timeline* timeline);
   Status Allocate(uint64_t seed);
 
-  StatusOr<double> Step(const MarkovStream& data, int64_t step) override;
+  StatusOr<double> Step(const TokenSource& data, int64_t step) override;
+  void SetLearningRate(double lr) override { opt_.lr = lr; }
   StatusOr<std::vector<float>> FullParams() override;
   const RankShard& shard() const override { return shard_; }
   const Layout& layout() const override { return layout_; }
@@ -48,7 +49,7 @@ class TypedExecutor final : public Executor {
     DeviceBuffer logits;                   // head chunk: (n, V / tp) T, probabilities after
   };
 
-  Status Forward(const MarkovStream& data, int64_t step, int32_t mb, int32_t chunk);
+  Status Forward(const TokenSource& data, int64_t step, int32_t mb, int32_t chunk);
   Status Backward(int32_t mb, int32_t chunk);
   Status HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_sum);
   Status HeadBackward(ChunkState& s, T* dres, bool last_mb);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -15,7 +17,9 @@
 #include "src/layout/placement.h"
 #include "src/sim/engine.h"
 #include "src/sim/flow_network.h"
+#include "src/util/atomic_file.h"
 #include "src/util/check.h"
+#include "src/util/units.h"
 
 namespace shardsim {
 namespace {
@@ -752,6 +756,26 @@ StatusOr<SimResult> RunProgram(const ModelSpec& m, const Cluster& cluster, const
   return runner.Run();
 }
 
+SimulationSize SizeOfSimulation(const IterationProgram& program, const Layout& l, const SimOptions& options) {
+  SimulationSize z;
+  // Symmetric mode runs one rank per stage; full mode world / pp ranks of every stage.
+  const double per_stage = options.full ? static_cast<double>(l.world()) / static_cast<double>(l.pp) : 1.0;
+  double stage_tasks = 0;
+  for (const StageProgram& p : program.stages) stage_tasks += static_cast<double>(p.tasks.size());
+  z.ranks = per_stage * static_cast<double>(program.stages.size());
+  z.tasks = per_stage * stage_tasks;
+  // Each simulated rank keeps the members of each of its groups (InitRanks).
+  double group_entries = 0;
+  for (int g = 0; g < kGroupKinds; ++g) {
+    if (static_cast<GroupKind>(g) == GroupKind::kEp && l.dp % l.ep != 0) continue;  // as InitRanks
+    group_entries += static_cast<double>(GroupMembers(l, 0, static_cast<GroupKind>(g)).size());
+  }
+  z.bytes = z.tasks * (options.trace ? kSimBytesPerTracedTask : kSimBytesPerTask) +
+            z.ranks * group_entries * static_cast<double>(sizeof(int64_t));
+  if (options.trace) z.trace_bytes = z.tasks * kTraceBytesPerTask;
+  return z;
+}
+
 StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const Layout& l,
                              const SimOptions& options) {
   if (l.world() > cluster.gpu_count()) {
@@ -761,6 +785,34 @@ StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const L
                          (cluster.gpu_count() < total ? " (" + std::to_string(cluster.gpu_count()) + " of them built)" : ""));
   }
   const IterationProgram program = BuildIteration(m, cluster.hardware(), l);
+  // What was asked costs what it costs before any of it is allocated: a full simulation of
+  // 800k GPUs used to end in bad_alloc after 6.4 GB, and a full trace of 1,024 GPUs is 8.7 GB.
+  const SimulationSize size = SizeOfSimulation(program, l, options);
+  if (std::getenv("SHARDSIM_PROFILE")) {  // the figures behind kSimBytesPerTask (docs/performance.md)
+    std::fprintf(stderr, "simulation size: %.0f ranks, %.0f tasks, about %.3f GiB, trace about %.3f GiB\n", size.ranks,
+                 size.tasks, size.bytes / kGiB, size.trace_bytes / kGiB);
+  }
+  if (size.bytes > kMaxSimulationBytes) {
+    char msg[400];
+    std::snprintf(msg, sizeof msg,
+                  "simulating %.0f ranks of %.3g tasks in all%s would hold about %.1f GiB, more than the %.0f GiB "
+                  "bound; %s",
+                  size.ranks, size.tasks, options.trace ? ", with their trace," : "", size.bytes / kGiB,
+                  kMaxSimulationBytes / kGiB,
+                  options.full ? "without --full the simulator runs one rank per pipeline stage, which gives the "
+                                 "same iteration time for this symmetric layout"
+                               : "the layout is too large to simulate");
+    return Status::Error(msg);
+  }
+  if (size.trace_bytes > kMaxTraceBytes) {
+    char msg[400];
+    std::snprintf(msg, sizeof msg,
+                  "the trace of %.0f ranks would be about %.1f GiB, more than the %.0f GiB a trace may be (shardsim "
+                  "reads none larger, and Perfetto's UI opens about 2 GB); trace without --full (one rank per "
+                  "stage), or a smaller layout",
+                  size.ranks, size.trace_bytes / kGiB, static_cast<double>(kMaxTraceBytes) / kGiB);
+    return Status::Error(msg);
+  }
   if (options.check_acyclic) SHARDSIM_RETURN_IF_ERROR(CheckAcyclic(program));
   SHARDSIM_ASSIGN_OR_RETURN(SimResult result, RunProgram(m, cluster, l, program, options));
   if (options.critical_path) result.critical_path = FindCriticalPath(program, cluster, l);

@@ -31,6 +31,27 @@ struct SimOptions {
   const CollectiveModel* collectives = nullptr;
 };
 
+// What a simulation would hold, computed from its program before any of it is allocated.
+struct SimulationSize {
+  double ranks = 0;        // simulated ranks
+  double tasks = 0;        // their tasks, in all
+  double bytes = 0;        // the runner's memory, about
+  double trace_bytes = 0;  // the Chrome trace's size (0 without options.trace)
+};
+// Bytes per simulated task, measured (docs/performance.md, "Size guard"): the growth of the
+// process's peak resident memory from symmetric to full simulation over the growth in tasks
+// (GPT-3 175B on 1,024 and 4,096 A100, Llama 3 405B on 16,384 H100: 15.4-17.6 bytes; with
+// --trace, 917 bytes: the spans, the trace's JSON text and its copy); and the trace file's
+// bytes per task (289, for 64 and 256 GPUs).
+inline constexpr double kSimBytesPerTask = 18;
+inline constexpr double kSimBytesPerTracedTask = 920;
+inline constexpr double kTraceBytesPerTask = 290;
+// The most a simulation may hold: a third of this 24 GiB development host; a layout above it
+// gets an error saying so (symmetric mode, one rank per stage, is the answer for symmetric
+// layouts) instead of paging or bad_alloc.
+inline constexpr double kMaxSimulationBytes = 8.0 * 1024 * 1024 * 1024;
+SimulationSize SizeOfSimulation(const IterationProgram& program, const Layout& l, const SimOptions& options);
+
 struct TraceSpan {
   int32_t rank = 0, stage = 0, name = 0, microbatch = -1, layer = -1;
   Stream stream = Stream::kCompute;

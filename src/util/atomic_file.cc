@@ -33,6 +33,15 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
   return Status::Ok();
 }
 
+Status CheckWritable(const std::string& path) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return Status::Error(path + ": cannot write (" + std::strerror(errno) + ")");
+  std::fclose(f);
+  std::remove(tmp.c_str());
+  return Status::Ok();
+}
+
 StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what, long long max_bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -10,6 +10,12 @@ namespace shardsim {
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
+// Whether WriteFileAtomically(path, ...) can create its temporary file: creates and removes it
+// (nothing at `path` changes). For commands that work long before they write: they check first
+// and fail at once on a missing or read-only directory ("PATH: cannot write (reason)"). A
+// filesystem that fills up meanwhile is still only found at the write.
+Status CheckWritable(const std::string& path);
+
 // The most a description (model, cluster, layout, plan, stack, run or config file) may hold:
 // they are kilobytes, so the bound only keeps a wrong path (/dev/zero, a dataset) from filling
 // memory. Traces pass their own, larger bound.

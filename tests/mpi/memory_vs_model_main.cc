@@ -20,6 +20,7 @@
 
 #include "runtime/backend/emulated_collectives.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/markov_stream.h"
 #include "runtime/exec/executor.h"
 #include "runtime/mpi/communicator.h"
 #include "runtime/mpi/mpi_collectives.h"

@@ -1,0 +1,100 @@
+// A libFuzzer target over every text shardsim reads (issue 18): the first byte of an input
+// picks the reader, the rest is the text. Each reader must answer with a value or a clear
+// error: a crash, a leak, a hang or undefined behaviour (AddressSanitizer and
+// UndefinedBehaviorSanitizer) is a finding. What a reader accepts is then used the way the
+// commands use it (sizes and counts of a model, a layout resolved on a GPU count), so the
+// arithmetic on accepted values runs under the sanitizers too.
+// Built only by scripts/fuzz.sh (clang, -DSHARDSIM_FUZZ=ON); seeds: the bundled descriptions.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "src/hardware/hardware_spec.h"
+#include "src/io/deepspeed_config.h"
+#include "src/io/megatron_args.h"
+#include "src/io/moe_layer_freq.h"
+#include "src/io/nemo_overrides.h"
+#include "src/io/plan_file.h"
+#include "src/io/torchtitan_config.h"
+#include "src/layout/layout.h"
+#include "src/layout/stack.h"
+#include "src/model/model_spec.h"
+#include "src/util/units.h"
+
+namespace shardsim {
+namespace {
+
+// The readers, in the order of the selector byte (modulo their count). scripts/fuzz.sh writes
+// its seeds with the same numbers.
+enum Reader : uint8_t {
+  kModelYaml, kHfConfig, kHardwareYaml, kLayoutSpec, kLayoutYaml, kPlanFile, kStackYaml,
+  kMegatronArgs, kNemoOverrides, kDeepSpeed, kTorchtitan, kQuantity, kMoeLayerFreq, kReaderCount
+};
+
+// Uses an accepted model as the commands do: its counts and sizes.
+void UseModel(const ModelSpec& m) {
+  volatile double sink = static_cast<double>(m.TotalParams()) + static_cast<double>(m.ActiveParams());
+  (void)sink;
+}
+
+void UseLayout(const Layout& l) {
+  for (int64_t gpus : {1, 8, 1024}) {
+    StatusOr<Layout> r = ResolveLayout(l, gpus);
+    if (r.ok()) {
+      volatile int64_t sink = r->world();
+      (void)sink;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardsim
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace shardsim;
+  if (size < 1) return 0;
+  const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
+  const std::string name = "fuzz-input";
+  switch (data[0] % kReaderCount) {
+    case kModelYaml:
+      if (StatusOr<ModelSpec> m = ParseModelYaml(text, name); m.ok()) UseModel(*m);
+      break;
+    case kHfConfig:
+      if (StatusOr<ModelSpec> m = ParseHfConfig(text, name); m.ok()) UseModel(*m);
+      break;
+    case kHardwareYaml:
+      (void)ParseHardwareYaml(text, name);
+      break;
+    case kLayoutSpec:
+      if (StatusOr<Layout> l = ParseLayout(text); l.ok()) UseLayout(*l);
+      break;
+    case kLayoutYaml:
+      if (StatusOr<Layout> l = ParseLayoutYaml(text, name); l.ok()) UseLayout(*l);
+      break;
+    case kPlanFile:
+      (void)ParsePlanFile(text, name);
+      break;
+    case kStackYaml:
+      (void)ParseStackYaml(text, name);
+      break;
+    case kMegatronArgs:
+      (void)ParseMegatronArgs(text, name);
+      break;
+    case kNemoOverrides:
+      (void)ParseNemoOverrides(text, name);
+      break;
+    case kDeepSpeed:
+      (void)ParseDeepSpeedConfig(text, name, Layout{});
+      break;
+    case kTorchtitan:
+      (void)ParseTorchtitanToml(text, name);
+      break;
+    case kQuantity:
+      (void)ParseQuantity(text, Dimension::kBytes);
+      break;
+    case kMoeLayerFreq:
+      (void)ParseMoeLayerFreq(text, 61);
+      break;
+  }
+  return 0;
+}
