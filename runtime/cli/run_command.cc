@@ -14,11 +14,13 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <tuple>
 
 #include "runtime/cli/run_backend.h"
 #include "runtime/cpu/lr_schedule.h"
 #include "runtime/cpu/markov_stream.h"
 #include "runtime/cpu/token_file.h"
+#include "runtime/exec/checkpoint.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/reference_dump.h"
 #include "runtime/exec/timeline.h"
@@ -77,9 +79,26 @@ struct RunRequest {
   int64_t steps = 0, seed = 0, timeout = 0;
   AdamWConfig config;
   int64_t kill_rank = -1, kill_step = -1;
+  int64_t stop_rank = -1, stop_step = -1;
   LrSchedule schedule;
   std::unique_ptr<TokenSource> data;  // the token file, or the synthetic stream
+  std::string data_name;              // its path, or "synthetic"
+  std::optional<std::string> save_dir, resume_dir;
+  int64_t save_every = 0;
+  int64_t first_step = 0;  // the checkpoint's step when resuming, else 0
 };
+
+// What a checkpoint of this run records (checkpoint.h).
+CheckpointInfo CheckpointNow(const RunRequest& r, int world, int64_t step = 0) {
+  CheckpointInfo info;
+  info.step = step;
+  info.world = world;
+  info.seed = r.seed;
+  info.model = r.in.model.name;
+  info.layout = FormatLayout(r.in.layout);
+  info.data = r.data_name;
+  return info;
+}
 
 // The same answer on every rank (it reads only the command line and the input files), but for
 // rank 0's check that it can write its outputs.
@@ -91,6 +110,12 @@ StatusOr<RunRequest> ReadRunRequest(const Args& args, const RunProcess& process,
   if (me == 0) {
     for (const char* flag : {"out", "trace"}) {
       if (std::optional<std::string> path = args.Get(flag)) SHARDSIM_RETURN_IF_ERROR(CheckWritable(*path));
+    }
+    if (std::optional<std::string> dir = args.Get("save")) {
+      std::error_code ec;
+      std::filesystem::create_directories(*dir, ec);
+      if (ec) return Status::Error(*dir + ": cannot create the --save directory (" + ec.message() + ")");
+      SHARDSIM_RETURN_IF_ERROR(CheckWritable(*dir + "/latest"));
     }
     if (std::optional<std::string> dir = args.Get("dump")) {
       std::error_code ec;
@@ -157,10 +182,35 @@ StatusOr<RunRequest> ReadRunRequest(const Args& args, const RunProcess& process,
     r.data = std::make_unique<MarkovStream>(
         MarkovStreamConfig{.vocab = r.in.model.vocab, .seed = static_cast<uint64_t>(r.seed)});
   }
-  if (std::optional<std::string> k = args.Get("kill-rank-at-step")) {
-    if (std::sscanf(k->c_str(), "%lld:%lld", reinterpret_cast<long long*>(&r.kill_rank),
-                    reinterpret_cast<long long*>(&r.kill_step)) != 2) {
-      return Status::Error("--kill-rank-at-step: expected R:S, found '" + *k + "'");
+  r.data_name = args.Get("data").value_or("synthetic");
+  r.save_dir = args.Get("save");
+  r.resume_dir = args.Get("resume");
+  StatusOr<int64_t> every = args.GetInt("save-every");
+  if (!every.ok() || *every < 0) return Status::Error("--save-every: expected an integer >= 0");
+  r.save_every = *every;
+  if ((r.save_dir || r.resume_dir) && emulate >= 0) {
+    return Status::Error("--save and --resume need every rank of the layout; they cannot be used with --emulate-rank");
+  }
+  if (r.resume_dir) {
+    if (args.Get("dump")) return Status::Error("--dump replays a run from step 0; it cannot be used with --resume");
+    SHARDSIM_ASSIGN_OR_RETURN(const CheckpointInfo saved, ReadLatestCheckpoint(*r.resume_dir));
+    const std::string why = CheckpointMismatch(saved, CheckpointNow(r, process.world));
+    if (!why.empty()) {
+      return Status::Error(*r.resume_dir + ": the checkpoint cannot be resumed by this run (" + why +
+                           "); resuming under another layout (re-sharding) is not implemented");
+    }
+    if (saved.step >= r.steps) {
+      return Status::Error(*r.resume_dir + ": the checkpoint is at step " + std::to_string(saved.step) +
+                           " and --steps is " + std::to_string(r.steps) + ": nothing is left to run");
+    }
+    r.first_step = saved.step;
+  }
+  for (const auto& [flag, rank, step] : {std::tuple{"kill-rank-at-step", &r.kill_rank, &r.kill_step},
+                                         std::tuple{"stop-rank-at-step", &r.stop_rank, &r.stop_step}}) {
+    if (std::optional<std::string> k = args.Get(flag)) {
+      if (std::sscanf(k->c_str(), "%lld:%lld", reinterpret_cast<long long*>(rank), reinterpret_cast<long long*>(step)) != 2) {
+        return Status::Error(std::string("--") + flag + ": expected R:S, found '" + *k + "'");
+      }
     }
   }
   return r;
@@ -191,8 +241,13 @@ int Run(int argc, char** argv) {
   flags.push_back({"out", "FILE", "write run.json (rank 0; whole or not at all)", ""});
   flags.push_back({"trace", "FILE", "write the measured timeline of the last step (Chrome trace, as simulate --trace)", ""});
   flags.push_back({"kill-rank-at-step", "R:S", "fault test: rank R kills itself (SIGKILL) at step S", ""});
+  flags.push_back({"stop-rank-at-step", "R:S", "fault test: rank R stops itself (SIGSTOP) at step S; the "
+                                             "others' timeout names it", ""});
   flags.push_back({"stop-rank-at-start", "R", "fault test: the process mpirun starts as rank R stops itself "
                                               "(SIGSTOP) before MPI_Init", ""});
+  flags.push_back({"save", "DIR", "write checkpoints into DIR (every rank's state; runtime/exec/checkpoint.h)", ""});
+  flags.push_back({"save-every", "N", "checkpoint after every N steps (0: after the last step only)", "0"});
+  flags.push_back({"resume", "DIR", "continue from DIR's latest checkpoint (same layout, model, seed, data and ranks)", ""});
   flags.push_back({"dump", "DIR", "write the initial and final parameters, every step's tokens and the losses "
                                   "(rank 0; the PyTorch reference test reads them: runtime/exec/reference_dump.h)", ""});
   flags.push_back({"json", "", "print the JSON instead of a summary", ""});
@@ -273,6 +328,25 @@ int Run(int argc, char** argv) {
   if (!created.ok()) return fail("setup: " + created.status().message());
   Executor& exec = **created;
   const TokenSource& data = *req.data;
+  if (req.resume_dir) {  // this rank's state after req.first_step steps
+    StatusOr<std::string> state = ReadRankState(*req.resume_dir, req.first_step, me);
+    if (!state.ok()) return fail("--resume: " + state.status().message());
+    if (Status st = exec.LoadState(*state); !st.ok()) {
+      return fail("--resume: " + CheckpointDir(*req.resume_dir, req.first_step) + ", rank " + std::to_string(me) +
+                  ": " + st.message());
+    }
+  }
+  // --save: after step s, every rank writes its state; once all have, rank 0 commits it.
+  auto checkpoint = [&](int64_t done) -> Status {
+    StatusOr<std::string> state = exec.SaveState();
+    Status mine = state.ok() ? WriteRankState(*req.save_dir, done, me, *state) : state.status();
+    double failed = mine.ok() ? 0 : 1;
+    SHARDSIM_RETURN_IF_ERROR(comm.AllReduceMaxHost(Group::kWorld, &failed, 1));
+    SHARDSIM_RETURN_IF_ERROR(mine);
+    if (failed > 0) return Status::Error("another rank could not write its state");
+    if (me == 0) SHARDSIM_RETURN_IF_ERROR(CommitCheckpoint(*req.save_dir, CheckpointNow(req, world, done)));
+    return Status::Ok();
+  };
   const int64_t gbs = req.in.layout.gbs, seq = req.in.model.seq_len;
 
   // --dump: the whole model before the first step and after the last (collectives: every
@@ -290,8 +364,9 @@ int Run(int argc, char** argv) {
   std::vector<double> step_s, losses, rates;
   std::vector<TimelineEvent> last_step;
   double last_step_start = 0;
-  for (int64_t s = 0; s < req.steps; ++s) {
+  for (int64_t s = req.first_step; s < req.steps; ++s) {
     if (me == kill_rank && s == kill_step) std::raise(SIGKILL);  // a rank that dies mid-run
+    if (me == req.stop_rank && s == req.stop_step) std::raise(SIGSTOP);  // one that stops
     timeline.Clear();
     const double t0 = backend.Now();
     rates.push_back(LearningRate(req.schedule, s));
@@ -322,6 +397,12 @@ int Run(int argc, char** argv) {
     per_step.push_back(row);
     last_step = timeline.events();
     last_step_start = t0;
+    const int64_t done = s + 1;
+    if (req.save_dir && ((req.save_every > 0 && done % req.save_every == 0) || done == req.steps)) {
+      if (Status st = checkpoint(done); !st.ok()) {
+        return fail("--save: the checkpoint after step " + std::to_string(done) + ": " + st.message());
+      }
+    }
   }
   if (dump_dir) {
     StatusOr<std::vector<float>> p = exec.FullParams();
@@ -393,7 +474,7 @@ int Run(int argc, char** argv) {
   // What the device reports in use after the run (this process's rank; -1 on a CPU host):
   // the tracked allocations' peak plus what no allocator tracks (CUDA context, cuBLAS).
   w.Field("device_memory_in_use_bytes", device_in_use);
-  w.Field("layout", FormatLayout(req.in.layout)).Field("steps", req.steps);
+  w.Field("layout", FormatLayout(req.in.layout)).Field("steps", req.steps).Field("first_step", req.first_step);
   w.Field("iteration_time_s", median).Field("tokens_per_s", static_cast<double>(gbs * seq) / median);
   w.Key("step_times_s").BeginArray();
   for (double t : step_s) w.Value(t);

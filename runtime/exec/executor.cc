@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -596,6 +597,50 @@ StatusOr<std::vector<float>> TypedExecutor<T>::FullParams() {
   SHARDSIM_RETURN_IF_ERROR(comm.AllReduceSumHost(Group::kWorld, sum.data(), static_cast<int64_t>(sum.size())));
   for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(sum[i]);
   return full;
+}
+
+template <typename T>
+StatusOr<std::string> TypedExecutor<T>::SaveState() {
+  std::string out(reinterpret_cast<const char*>(&adam_step_), sizeof adam_step_);
+  for (const DeviceBuffer* b : {&params_, &master_, &moment1_, &moment2_}) {
+    const int64_t n = b->bytes();
+    out.append(reinterpret_cast<const char*>(&n), sizeof n);
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(n));
+    if (n > 0) backend_->memory().CopyToHost(out.data() + at, b->data(), n);
+  }
+  return out;
+}
+
+template <typename T>
+Status TypedExecutor<T>::LoadState(const std::string& in) {
+  size_t at = 0;
+  auto take = [&](void* dst, size_t n) {
+    if (at + n > in.size()) return false;
+    std::memcpy(dst, in.data() + at, n);
+    at += n;
+    return true;
+  };
+  int64_t step = 0;
+  if (!take(&step, sizeof step) || step < 0) return Status::Error("the checkpoint is truncated");
+  const char* names[] = {"working weights", "master weights", "AdamW first moment", "AdamW second moment"};
+  int i = 0;
+  for (DeviceBuffer* b : {&params_, &master_, &moment1_, &moment2_}) {
+    int64_t n = 0;
+    if (!take(&n, sizeof n) || n < 0 || at + static_cast<size_t>(n) > in.size()) {
+      return Status::Error("the checkpoint is truncated");
+    }
+    if (n != b->bytes()) {
+      return Status::Error("the checkpoint holds " + std::to_string(n) + " bytes of " + names[i] + ", this rank " +
+                           std::to_string(b->bytes()) + ": it was saved under another layout or model");
+    }
+    if (n > 0) backend_->memory().CopyToDevice(b->data(), in.data() + at, n);
+    at += static_cast<size_t>(n);
+    ++i;
+  }
+  if (at != in.size()) return Status::Error("the checkpoint has " + std::to_string(in.size() - at) + " bytes too many");
+  adam_step_ = step;
+  return Status::Ok();
 }
 
 template class TypedExecutor<float>;

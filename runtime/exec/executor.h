@@ -46,6 +46,15 @@ class Executor {
   // clipped AdamW update. Returns the global batch's mean loss (nats per token, every rank).
   virtual StatusOr<double> Step(const TokenSource& data, int64_t step) = 0;
 
+  // This rank's training state between steps, as bytes: the AdamW step count, then the working
+  // weights, the fp32 master copy (mixed precision), and both AdamW moments, each as this rank
+  // holds it (whole, or its ZeRO share). Gradients are zeroed at each step's start, data is a
+  // function of the step and nothing draws random numbers, so this is all a resumed run needs
+  // to continue bitwise. LoadState puts it back; it fails, saying so, when the sizes are not
+  // this rank's (a checkpoint of another layout).
+  virtual StatusOr<std::string> SaveState() = 0;
+  virtual Status LoadState(const std::string& bytes) = 0;
+
   // The AdamW learning rate of the following steps (a schedule's, runtime/cpu/lr_schedule.h).
   virtual void SetLearningRate(double lr) = 0;
 

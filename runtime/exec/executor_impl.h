@@ -32,6 +32,8 @@ class TypedExecutor final : public Executor {
 
   StatusOr<double> Step(const TokenSource& data, int64_t step) override;
   void SetLearningRate(double lr) override { opt_.lr = lr; }
+  StatusOr<std::string> SaveState() override;
+  Status LoadState(const std::string& bytes) override;
   StatusOr<std::vector<float>> FullParams() override;
   const RankShard& shard() const override { return shard_; }
   const Layout& layout() const override { return layout_; }

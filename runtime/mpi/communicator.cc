@@ -1,9 +1,12 @@
 // See communicator.h.
 #include "runtime/mpi/communicator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "runtime/backend/bf16.h"
 #include "src/util/check.h"
@@ -36,6 +39,83 @@ int CreateBf16Sum(MPI_Op* op) {
   if (rc == MPI_SUCCESS) rc = MPI_Comm_set_attr(MPI_COMM_SELF, key, op);
   if (rc != MPI_SUCCESS) MPI_Op_free(op);
   return rc;
+}
+
+// Naming the stuck rank. Every rank that waits in Communicator::Wait answers pings on its own
+// duplicate of MPI_COMM_WORLD; a rank whose wait times out pings the other members of the
+// group it waited on and names those that do not answer within kPingWindow. A rank that is
+// stopped, stuck in a loop or dead never answers; a live one answers from whatever wait it is
+// in (one still computing after the window shows as not answering too, which the message says).
+MPI_Comm g_liveness = MPI_COMM_NULL;
+constexpr int kPingTag = 1, kPongTag = 2;
+constexpr double kPingWindowS = 2.0;
+char g_pong = 0;
+
+// Answers every ping that has arrived.
+void AnswerPings() {
+  if (g_liveness == MPI_COMM_NULL) return;
+  int flag = 0;
+  MPI_Status st;
+  while (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, g_liveness, &flag, &st) == MPI_SUCCESS && flag) {
+    char b = 0;
+    MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, kPingTag, g_liveness, MPI_STATUS_IGNORE);
+    MPI_Request r;
+    if (MPI_Isend(&g_pong, 1, MPI_CHAR, st.MPI_SOURCE, kPongTag, g_liveness, &r) == MPI_SUCCESS) {
+      MPI_Request_free(&r);
+    }
+  }
+}
+
+// The world ranks of `comm`'s members (other than `me`) that do not answer a ping within
+// min(kPingWindowS, timeout_s).
+std::vector<int> SilentMembers(MPI_Comm comm, int me, double timeout_s) {
+  std::vector<int> silent;
+  if (g_liveness == MPI_COMM_NULL) return silent;
+  MPI_Group group, world;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  int n = 0;
+  MPI_Group_size(group, &n);
+  std::vector<int> local(n), members(n);
+  for (int i = 0; i < n; ++i) local[i] = i;
+  MPI_Group_translate_ranks(group, n, local.data(), world, members.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  static char ping = 0;
+  std::vector<bool> answered(n, false);
+  int waiting = 0;
+  for (int i = 0; i < n; ++i) {
+    if (members[i] == me || members[i] == MPI_UNDEFINED) {
+      answered[i] = true;
+      continue;
+    }
+    MPI_Request r;
+    if (MPI_Isend(&ping, 1, MPI_CHAR, members[i], kPingTag, g_liveness, &r) == MPI_SUCCESS) MPI_Request_free(&r);
+    ++waiting;
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(std::min(kPingWindowS, timeout_s));
+  while (waiting > 0 && std::chrono::steady_clock::now() < deadline) {
+    AnswerPings();  // the others may be asking this rank at the same time
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kPongTag, g_liveness, &flag, &st) == MPI_SUCCESS && flag) {
+      char b = 0;
+      MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, kPongTag, g_liveness, MPI_STATUS_IGNORE);
+      for (int i = 0; i < n; ++i) {
+        if (members[i] == st.MPI_SOURCE && !answered[i]) {
+          answered[i] = true;
+          --waiting;
+        }
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (!answered[i]) silent.push_back(members[i]);
+  }
+  return silent;
 }
 
 }  // namespace
@@ -71,15 +151,30 @@ Status Communicator::Wait(MPI_Request* request, const char* op) const {
       // Cancel what can be cancelled (a receive); the job is ending with this error.
       MPI_Cancel(request);
       MPI_Request_free(request);
+      const std::vector<int> silent = SilentMembers(comm_, world_rank_, timeout_s_);
+      std::string who;
+      if (size_ == 1) {
+        who = "this rank is the group's only member, so nothing can arrive";
+      } else if (silent.empty()) {
+        who = "every other member of the group answers, so none is stopped: they wait on something else (the "
+              "ranks disagree on the schedule)";
+      } else {
+        who = silent.size() == 1 ? "rank " : "ranks ";
+        for (size_t i = 0; i < silent.size(); ++i) who += (i ? ", " : "") + std::to_string(silent[i]);
+        who += " of the group " + std::string(silent.size() == 1 ? "does" : "do") +
+               " not answer: stopped, stuck in computation, or dead";
+      }
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout_s_);
       return Status::Error("rank " + std::to_string(world_rank_) + ": MPI " + op + " on the " + name_ +
-                           " group did not complete within " + std::to_string(timeout_s_) +
-                           " s (a peer died or is stuck)");
+                           " group did not complete within " + seconds + " s; " + who);
     }
     // Poll (yielding the core) for the first 2 ms, the range of a collective between ranks
     // that arrive together; then sleep between polls so a long wait does not burn the core.
     if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2)) {
       std::this_thread::yield();
     } else {
+      AnswerPings();
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
@@ -92,6 +187,11 @@ StatusOr<Communicator> Communicator::World(double timeout_s) {
   Communicator c;
   c.comm_ = MPI_COMM_WORLD;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (g_liveness == MPI_COMM_NULL) {  // collective: every rank creates its world first, once
+    const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &g_liveness);
+    if (rc != MPI_SUCCESS) return c.Error(rc, "comm_dup (liveness)");
+    MPI_Comm_set_errhandler(g_liveness, MPI_ERRORS_RETURN);
+  }
   MPI_Comm_rank(MPI_COMM_WORLD, &c.rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &c.size_);
   c.world_rank_ = c.rank_;

@@ -59,6 +59,10 @@ struct NamedKernel {
   const void* id;
   F call;
 };
+// C++20 deduces an aggregate's template arguments by itself; clang 14 does not implement that
+// yet (P1816), so the guide is spelled out.
+template <typename F>
+NamedKernel(const void*, F) -> NamedKernel<F>;
 template <typename Tag, typename... P>
 const void* AddressOf(void (*kernel)(P...)) {
   return reinterpret_cast<const void*>(kernel);

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "src/cost/estimate.h"
+#include "src/hardware/cluster.h"
 #include "src/hardware/hardware_spec.h"
 #include "src/io/deepspeed_config.h"
 #include "src/io/megatron_args.h"
@@ -18,6 +20,7 @@
 #include "src/io/torchtitan_config.h"
 #include "src/layout/layout.h"
 #include "src/layout/stack.h"
+#include "src/layout/validate.h"
 #include "src/model/model_spec.h"
 #include "src/util/units.h"
 
@@ -28,8 +31,32 @@ namespace {
 // its seeds with the same numbers.
 enum Reader : uint8_t {
   kModelYaml, kHfConfig, kHardwareYaml, kLayoutSpec, kLayoutYaml, kPlanFile, kStackYaml,
-  kMegatronArgs, kNemoOverrides, kDeepSpeed, kTorchtitan, kQuantity, kMoeLayerFreq, kReaderCount
+  kMegatronArgs, kNemoOverrides, kDeepSpeed, kTorchtitan, kQuantity, kMoeLayerFreq,
+  kEstimate,  // "LAYOUT\nMODEL YAML": the model under the layout on 64 H100, through the cost model
+  kReaderCount
 };
+
+// The cost model on an accepted model and layout, as `estimate` runs it: 8 nodes of the bundled
+// dgx-h100, the layout resolved and checked, then the iteration estimated. Integer fields of
+// any size reach the cost model's arithmetic here.
+void EstimateFromText(const std::string& text) {
+  static const HardwareSpec* hw = [] {
+    StatusOr<HardwareSpec> h = LoadHardware("dgx-h100");
+    if (!h.ok()) __builtin_trap();
+    return new HardwareSpec(*h);
+  }();
+  static const Cluster* cluster = new Cluster(*hw, 64);
+  const size_t newline = text.find('\n');
+  if (newline == std::string::npos) return;
+  StatusOr<Layout> layout = ParseLayout(text.substr(0, newline));
+  if (!layout.ok()) return;
+  StatusOr<ModelSpec> m = ParseModelYaml(text.substr(newline + 1), "fuzz-model");
+  if (!m.ok()) return;
+  StatusOr<Layout> resolved = ResolveLayoutFor(*layout, 64, *hw);
+  if (!resolved.ok() || !CheckLayout(*resolved, *m, *hw, 64).ok()) return;
+  volatile double sink = EstimateIteration(*m, *cluster, *resolved).iteration_time_s;
+  (void)sink;
+}
 
 // Uses an accepted model as the commands do: its counts and sizes.
 void UseModel(const ModelSpec& m) {
@@ -94,6 +121,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case kMoeLayerFreq:
       (void)ParseMoeLayerFreq(text, 61);
+      break;
+    case kEstimate:
+      EstimateFromText(text);
       break;
   }
   return 0;
