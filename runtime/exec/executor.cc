@@ -204,7 +204,11 @@ int TypedExecutor<T>::Tag(int32_t mb, int64_t model_chunk, bool backward) const 
 template <typename T>
 StatusOr<double> TypedExecutor<T>::Step(const TokenSource& data, int64_t step) {
   phase_ = "forward";
+  // Zeroing the gradients is the optimizer's zero_grad (Megatron-LM's train_step does it before
+  // the forward passes): timed as optimizer, so the step's phases cover all of it.
+  const int64_t zero_start = ctx_.Mark();
   backend_->memory().Zero(grads_.data(), grads_.bytes());
+  ctx_.Record(Phase::kOptimizer, zero_start);
   loss_sum_ = 0;
   const int32_t stage = backend_->comm().rank(Group::kPp);
   for (const PipelineStep& s : ScheduleOrder(layout_, stage)) {
@@ -516,6 +520,7 @@ StatusOr<double> TypedExecutor<T>::GradSquaredNorm() {
   Collectives& comm = backend_->comm();
   double sum = 0;
   const bool counts = layout_.zero >= 1 || comm.rank(Group::kDp) == 0;
+  const int64_t start = ctx_.Mark();  // the local sum is part of the optimizer step (clipping)
   const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
   for (const auto& [begin, end] : zero_->OwnedRanges()) {
     for (size_t i = 0; i < tensors.size() && counts; ++i) {
@@ -525,6 +530,7 @@ StatusOr<double> TypedExecutor<T>::GradSquaredNorm() {
       if (from < to) sum += ctx_.k().SumSquares(zero_->GradState(from), to - from);
     }
   }
+  ctx_.Record(Phase::kOptimizer, start);
   // A world-wide sync point. Its time is mostly the wait for the slowest rank: with pipeline
   // stages, the idle time of a stage that finished early (a bubble, as the simulator counts
   // it); otherwise data-parallel communication.
