@@ -503,8 +503,10 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     }
   };
   std::vector<int32_t> group;
+  progress("enumerate", 0);
   std::vector<Layout> all = Enumerate(m, hw, o, &group, &res.stack_refused);
   lap("enumerate");
+  progress("check", 0);
   res.enumerated = static_cast<int64_t>(all.size()) + res.stack_refused;
   std::vector<char> valid(all.size(), 0);
   std::vector<double> memory(all.size(), 0);
@@ -514,6 +516,7 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     memory[i] = PeakMemory(m, hw, all[i]);
   });
   lap("check+memory");
+  progress("search", 0);
   // 2. What passes the cheap memory bound, in the order of the compute bound (ties: less
   //    recompute and offload first, so a layout's dominators come before it).
   const CollectiveModel comm(cluster);

@@ -198,6 +198,20 @@ TEST(Bounds, SimulateFullTraceOf1024GpusWasNineGigabytes) {
   EXPECT_FALSE(std::filesystem::exists(trace));
 }
 
+// Was silence on long work (a 16,384-GPU plan ran a minute, `--gpus 1..2048` errored after
+// 29 s having printed nothing): --progress prints each stage of each GPU count on stderr (a
+// terminal gets a redrawn bar without the flag), and stdout stays the report.
+TEST(Bounds, PlanOverAGpuRangeWasSilent) {
+  const auto r = RunShardsim("plan --model tiny --hardware cpu-host --gpus 1..2 --global-batch 8 --top 1 --progress");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"plan: 1 GPUs (1/2): enumerate\n", "plan: 1 GPUs (1/2): search\n",
+                           "plan: 2 GPUs (2/2): check\n"}) {
+    EXPECT_TRUE(Has(r.err, line)) << r.err;
+  }
+  EXPECT_FALSE(Has(r.out, "plan: 1 GPUs")) << r.out;
+}
+
 // Was an abort on an uncaught YAML::BadSubscript: a run file whose ranks hold strings.
 TEST(Bounds, CompareOnStringRanksWasAnAbort) {
   const std::string sim = R"({"iteration_time_s": 2, "time_breakdown": {"compute": 1}, "ranks": [{"rank": 0, "stage": 0}]})";

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -86,6 +87,7 @@ int RunPlan(int argc, char** argv) {
       {"emit-out", "FILE", "write the --emit configuration alone to FILE (atomically; works with --json)", ""},
       {"out", "FILE", "write the winner as a plan file (simulate --plan FILE runs it)", ""},
       {"json", "", "print JSON instead of text", ""},
+      {"progress", "", "progress lines on stderr even when it is not a terminal (one per stage)", ""},
       {"help", "", "show this help", ""},
   };
   StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
@@ -190,10 +192,27 @@ int RunPlan(int argc, char** argv) {
   if (emit && json && !emit_out) {
     return Fail("plan", "--emit with --json: the JSON report has no place for the configuration; add --emit-out FILE to write it there", 2);
   }
-  if (!json && ::isatty(2)) {
-    o.progress = [](const std::string& stage, double f) {
-      std::fprintf(stderr, "\r%-9s [%-30s] %3.0f%%", stage.c_str(), std::string(static_cast<size_t>(30 * f), '#').c_str(), 100 * f);
-      if (f >= 1) std::fprintf(stderr, "\n");
+  // Progress on stderr: on a terminal one line redrawn at most 5 times a second (the stage,
+  // the GPU count of a range, a bar); with --progress, also when stderr is not a terminal, one
+  // line at each stage's start, for logs.
+  std::string count_prefix;
+  std::string last_stage;
+  auto last_draw = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  const bool tty = !json && ::isatty(2);
+  if (tty || args->Has("progress")) {
+    o.progress = [&, tty](const std::string& stage, double f) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool changed = stage != last_stage;
+      last_stage = stage;
+      if (!tty) {
+        if (changed) std::fprintf(stderr, "plan: %s%s\n", count_prefix.c_str(), stage.c_str());
+        return;
+      }
+      if (!changed && f < 1 && now - last_draw < std::chrono::milliseconds(200)) return;
+      last_draw = now;
+      std::fprintf(stderr, "\r%s%-9s [%-30s] %3.0f%%", count_prefix.c_str(), stage.c_str(),
+                   std::string(static_cast<size_t>(30 * f), '#').c_str(), 100 * f);
+      if (f >= 1 && stage == "simulate") std::fprintf(stderr, "\n");
     };
   }
 
@@ -202,6 +221,10 @@ int RunPlan(int argc, char** argv) {
   std::vector<PlanResult> results;
   for (int64_t n : *counts) {
     o.gpus = n;
+    count_prefix = counts->size() > 1 ? std::to_string(n) + " GPUs (" + std::to_string(results.size() + 1) + "/" +
+                                            std::to_string(counts->size()) + "): "
+                                      : "";
+    last_stage.clear();
     StatusOr<PlanResult> r = Plan(*model, cluster, o);
     if (!r.ok()) return Fail("plan", r.status().message(), 1);
     results.push_back(std::move(r).value());
