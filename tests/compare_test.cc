@@ -49,7 +49,8 @@ TEST(Compare, ErrorsOfStepPhasesAndMemory) {
 TEST(Compare, HtmlHasEveryChartAndNoNetwork) {
   StatusOr<Comparison> c = Compare(kSim, kRun, "sim.json", "run.json");
   ASSERT_TRUE(c.ok());
-  const std::vector<TraceSpan> spans = {{0, "compute", "compute", 0, 100}, {1, "compute", "bubble", 50, 25}};
+  const std::vector<TraceSpan> spans = {{0, "compute", "compute", 0, 100, "layer 0 forward", 0, 0},
+                                        {1, "compute", "bubble", 50, 25, "receive", -1, 0}};
   const std::string html = ComparisonHtml(*c, spans, spans);
   for (const char* id : {"timeline-predicted", "timeline-measured", "phases", "memory", "rank-memory", "summary"}) {
     EXPECT_NE(html.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
@@ -62,6 +63,31 @@ TEST(Compare, HtmlHasEveryChartAndNoNetwork) {
   };
   EXPECT_EQ(count("http"), count("http://www.w3.org/2000/svg"));
   EXPECT_EQ(count("<script"), 0u);
+}
+
+// The timeline's reading aids: a legend of the categories drawn, forward and backward in two
+// colours, about 8 ticks at 1-2-5 steps, and tooltips with the name, rank, stream, start,
+// duration, layer and micro-batch.
+TEST(Compare, TimelineHasALegendTicksAndFullTooltips) {
+  StatusOr<Comparison> c = Compare(kSim, kRun, "sim.json", "run.json");
+  ASSERT_TRUE(c.ok());
+  TraceSpan fwd{0, "compute", "compute", 0, 400, "layer 2 forward", 2, 1};
+  TraceSpan bwd{0, "compute", "compute", 400, 600, "layer 2 backward", 2, 1};
+  const std::string html = ComparisonHtml(*c, {fwd, bwd}, {fwd});
+  EXPECT_NE(html.find("id=\"legend\""), std::string::npos);
+  EXPECT_NE(html.find(">forward"), std::string::npos);
+  EXPECT_NE(html.find(">backward"), std::string::npos);
+  // Forward #4e79a7 and backward #76b7b2 (Color's table), each on a rect.
+  EXPECT_NE(html.find("fill=\"#4e79a7\"><title>layer 2 forward (forward)"), std::string::npos) << html;
+  EXPECT_NE(html.find("fill=\"#76b7b2\"><title>layer 2 backward (backward)"), std::string::npos);
+  EXPECT_NE(html.find("rank 0, compute\nstart 0.400 ms, duration 600.0 us\nlayer 2, micro-batch 1"),
+            std::string::npos);
+  // A 1,000 us step at about 8 ticks: a 200 us step (125 us rounds up to 2 x 10^2), ticks at
+  // 0, 200, ..., 1000 us: 6 in each of the two timelines.
+  size_t ticks = 0;
+  for (size_t at = html.find("class=\"tick\""); at != std::string::npos; at = html.find("class=\"tick\"", at + 1)) ++ticks;
+  EXPECT_EQ(ticks, 12u);
+  EXPECT_NE(html.find(">1000 us</text>"), std::string::npos);
 }
 
 TEST(Compare, BadInputNamesTheFile) {

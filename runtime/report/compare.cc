@@ -242,8 +242,13 @@ StatusOr<std::vector<TraceSpan>> ReadTrace(const std::string& trace_json, const 
       s.category = StringOr(e, "cat");
       s.thread = std::to_string(tid);
       if (s.category.empty()) s.category = "?" + StringOr(e, "name");  // resolved below
+      s.name = StringOr(e, "name");
       s.start_us = NumberOr(e, "ts", 0);
       s.duration_us = NumberOr(e, "dur", 0);
+      if (e["args"] && e["args"].IsMap()) {
+        s.layer = static_cast<int64_t>(NumberOr(e["args"], "layer", -1));
+        s.microbatch = static_cast<int64_t>(NumberOr(e["args"], "microbatch", -1));
+      }
       spans.push_back(s);
     }
   }
@@ -256,6 +261,46 @@ StatusOr<std::vector<TraceSpan>> ReadTrace(const std::string& trace_json, const 
 }
 
 namespace {
+
+// The color a span is drawn in: its category's, but compute split into forward and backward
+// (by the event's name), which the report tells apart.
+std::string DrawnCategory(const TraceSpan& s) {
+  if (s.category != "compute") return s.category;
+  if (s.name.find("backward") != std::string::npos) return "backward";
+  if (s.name.find("forward") != std::string::npos) return "forward";
+  return s.category;
+}
+
+// Tick spacing for about `want` ticks over `span`: 1, 2 or 5 times a power of ten.
+double TickStep(double span, int want) {
+  const double raw = span / want;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0}) {
+    if (m * p >= raw) return m * p;
+  }
+  return 10 * p;
+}
+
+// The categories drawn in either timeline, each with its swatch: the legend.
+std::string Legend(const std::vector<TraceSpan>& a, const std::vector<TraceSpan>& b) {
+  std::vector<std::string> seen;
+  for (const std::vector<TraceSpan>* spans : {&a, &b}) {
+    for (const TraceSpan& s : *spans) {
+      const std::string c = DrawnCategory(s);
+      if (std::find(seen.begin(), seen.end(), c) == seen.end()) seen.push_back(c);
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  std::ostringstream o;
+  o << "<p id=\"legend\">";
+  for (const std::string& c : seen) {
+    o << "<span style=\"display:inline-block;width:12px;height:12px;background:" << Color(c)
+      << ";margin:0 4px 0 12px;vertical-align:middle\"></span>" << Escape(c);
+  }
+  o << "<br><small>The simulator draws a pipeline bubble as a gap on the compute row; the runtime "
+       "measures it as a <code>bubble</code> span (a blocked receive).</small></p>\n";
+  return o.str();
+}
 
 // One timeline as an SVG: a row per (rank, stream) that has spans, time to the right.
 std::string TimelineSvg(const std::string& id, const std::vector<TraceSpan>& spans, double span_us) {
@@ -270,8 +315,16 @@ std::string TimelineSvg(const std::string& id, const std::vector<TraceSpan>& spa
   const double left = 170, width = 900, row_h = 16;
   const double height = 24 + row_h * static_cast<double>(rows.size());
   std::ostringstream o;
-  o << "<svg id=\"" << id << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + width + 10
+  o << "<svg id=\"" << id << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + width + 40
     << "\" height=\"" << height << "\">\n";
+  // The time axis: about 8 ticks at 1-2-5 steps, each with a faint grid line.
+  const double step_us = TickStep(span_us, 8);
+  for (double t = 0; t <= span_us * (1 + 1e-9); t += step_us) {
+    const double x = left + width * t / span_us;
+    o << "<line class=\"tick\" x1=\"" << Fmt("%.2f", x) << "\" y1=\"12\" x2=\"" << Fmt("%.2f", x) << "\" y2=\""
+      << height << "\" stroke=\"#dddddd\"/><text x=\"" << Fmt("%.2f", x) << "\" y=\"10\" font-size=\"10\" "
+      << "text-anchor=\"middle\">" << (step_us >= 1000 ? Fmt("%g ms", t / 1e3) : Fmt("%g us", t)) << "</text>\n";
+  }
   for (size_t r = 0; r < rows.size(); ++r) {
     o << "<text x=\"4\" y=\"" << 12 + row_h * r + 12 << "\" font-size=\"11\">rank " << rows[r].first << " "
       << Escape(rows[r].second) << "</text>\n";
@@ -280,12 +333,17 @@ std::string TimelineSvg(const std::string& id, const std::vector<TraceSpan>& spa
     const size_t r = std::find(rows.begin(), rows.end(), std::pair<int, std::string>{s.pid, s.thread}) - rows.begin();
     const double x = left + width * (s.start_us - t0) / span_us;
     const double w = std::max(0.5, width * s.duration_us / span_us);
+    // The tooltip: what ran, where, when and for how long.
+    std::string tip = s.name.empty() ? s.category : s.name + " (" + DrawnCategory(s) + ")";
+    tip += "\nrank " + std::to_string(s.pid) + ", " + s.thread + Fmt("\nstart %.3f ms, ", (s.start_us - t0) / 1e3) +
+           Fmt("duration %.1f us", s.duration_us);
+    if (s.layer >= 0) tip += "\nlayer " + std::to_string(s.layer);
+    if (s.microbatch >= 0) tip += ", micro-batch " + std::to_string(s.microbatch);
     o << "<rect x=\"" << Fmt("%.2f", x) << "\" y=\"" << 12 + row_h * r + 2 << "\" width=\"" << Fmt("%.2f", w)
-      << "\" height=\"" << row_h - 4 << "\" fill=\"" << Color(s.category) << "\"><title>" << Escape(s.category)
-      << Fmt(" %.1f us", s.duration_us) << "</title></rect>\n";
+      << "\" height=\"" << row_h - 4 << "\" fill=\"" << Color(DrawnCategory(s)) << "\"><title>" << Escape(tip)
+      << "</title></rect>\n";
   }
-  o << "<text x=\"" << left << "\" y=\"10\" font-size=\"10\">0</text><text x=\"" << left + width - 60
-    << "\" y=\"10\" font-size=\"10\">" << Fmt("%.2f ms", span_us / 1e3) << "</text>\n</svg>\n";
+  o << "</svg>\n";
   return o.str();
 }
 
@@ -348,6 +406,7 @@ std::string ComparisonHtml(const Comparison& c, const std::vector<TraceSpan>& pr
   if (predicted.empty() && measured.empty()) {
     o << "<p>No traces were given (simulate --trace and run --trace).</p>\n";
   } else {
+    o << Legend(predicted, measured);
     o << "<h3>Predicted</h3>\n" << TimelineSvg("timeline-predicted", predicted, span_us);
     o << "<h3>Measured</h3>\n" << TimelineSvg("timeline-measured", measured, span_us);
   }

@@ -44,6 +44,8 @@ struct TraceSpan {
   std::string thread;     // stream name
   std::string category;   // breakdown category (cat), or the event name
   double start_us = 0, duration_us = 0;
+  std::string name;       // the event's name ("layer 3 forward", "forward", "dp all-reduce")
+  int64_t layer = -1, microbatch = -1;  // from args, -1 when absent
 };
 // The complete ("X") events of a Chrome trace JSON with their thread names resolved.
 StatusOr<std::vector<TraceSpan>> ReadTrace(const std::string& trace_json, const std::string& name);
