@@ -88,6 +88,14 @@ struct RunRequest {
   int64_t first_step = 0;  // the checkpoint's step when resuming, else 0
 };
 
+// The whole of `text` as a finite number, or nothing.
+std::optional<double> FiniteNumber(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
 // What a checkpoint of this run records (checkpoint.h).
 CheckpointInfo CheckpointNow(const RunRequest& r, int world, int64_t step = 0) {
   CheckpointInfo info;
@@ -111,17 +119,14 @@ StatusOr<RunRequest> ReadRunRequest(const Args& args, const RunProcess& process,
     for (const char* flag : {"out", "trace"}) {
       if (std::optional<std::string> path = args.Get(flag)) SHARDSIM_RETURN_IF_ERROR(CheckWritable(*path));
     }
-    if (std::optional<std::string> dir = args.Get("save")) {
+    // The output directories, created now, and the file each is finished with.
+    for (const auto& [flag, last_file] : {std::pair{"save", "latest"}, std::pair{"dump", "manifest.json"}}) {
+      const std::optional<std::string> dir = args.Get(flag);
+      if (!dir) continue;
       std::error_code ec;
       std::filesystem::create_directories(*dir, ec);
-      if (ec) return Status::Error(*dir + ": cannot create the --save directory (" + ec.message() + ")");
-      SHARDSIM_RETURN_IF_ERROR(CheckWritable(*dir + "/latest"));
-    }
-    if (std::optional<std::string> dir = args.Get("dump")) {
-      std::error_code ec;
-      std::filesystem::create_directories(*dir, ec);
-      if (ec) return Status::Error(*dir + ": cannot create the --dump directory (" + ec.message() + ")");
-      SHARDSIM_RETURN_IF_ERROR(CheckWritable(*dir + "/manifest.json"));
+      if (ec) return Status::Error(*dir + ": cannot create the --" + flag + " directory (" + ec.message() + ")");
+      SHARDSIM_RETURN_IF_ERROR(CheckWritable(*dir + "/" + last_file));
     }
   }
   StatusOr<cli::Inputs> in = cli::LoadInputs(args, process.world);
@@ -146,14 +151,14 @@ StatusOr<RunRequest> ReadRunRequest(const Args& args, const RunProcess& process,
   r.steps = *steps;
   r.seed = *seed;
   r.timeout = *timeout;
-  const std::string lr = *args.Get("lr");
-  char* end = nullptr;
-  r.config.lr = std::strtod(lr.c_str(), &end);
   // Finite and at most 1: an infinite rate made every parameter NaN and the run "succeeded"
   // with a null loss; AdamW's step is lr in size, and no recipe goes above 1e-2.
-  if (end != lr.c_str() + lr.size() || !std::isfinite(r.config.lr) || !(r.config.lr > 0) || r.config.lr > 1) {
+  const std::string lr = *args.Get("lr");
+  const std::optional<double> lr_value = FiniteNumber(lr);
+  if (!lr_value || !(*lr_value > 0) || *lr_value > 1) {
     return Status::Error("--lr: expected a learning rate in (0, 1], found '" + lr + "'");
   }
+  r.config.lr = *lr_value;
   r.schedule.max_lr = r.config.lr;
   r.schedule.decay_steps = r.steps;
   SHARDSIM_ASSIGN_OR_RETURN(r.schedule.decay, ParseLrDecay(*args.Get("lr-schedule")));
@@ -165,15 +170,12 @@ StatusOr<RunRequest> ReadRunRequest(const Args& args, const RunProcess& process,
                          std::to_string(r.steps) + " to decay over (--lr-schedule " +
                          LrDecayName(r.schedule.decay) + ")");
   }
-  {
-    const std::string min_lr = *args.Get("min-lr");
-    char* min_end = nullptr;
-    r.schedule.min_lr = std::strtod(min_lr.c_str(), &min_end);
-    if (min_end != min_lr.c_str() + min_lr.size() || !std::isfinite(r.schedule.min_lr) || r.schedule.min_lr < 0 ||
-        r.schedule.min_lr > r.config.lr) {
-      return Status::Error("--min-lr: expected a rate in [0, --lr], found '" + min_lr + "'");
-    }
+  const std::string min_lr = *args.Get("min-lr");
+  const std::optional<double> min_lr_value = FiniteNumber(min_lr);
+  if (!min_lr_value || *min_lr_value < 0 || *min_lr_value > r.config.lr) {
+    return Status::Error("--min-lr: expected a rate in [0, --lr], found '" + min_lr + "'");
   }
+  r.schedule.min_lr = *min_lr_value;
   if (std::optional<std::string> path = args.Get("data")) {
     SHARDSIM_ASSIGN_OR_RETURN(const TokenWidth width, ParseTokenWidth(*args.Get("data-dtype")));
     SHARDSIM_ASSIGN_OR_RETURN(TokenFile file, TokenFile::Open(*path, width, r.in.model.vocab, r.in.model.seq_len));
@@ -307,7 +309,6 @@ int Run(int argc, char** argv) {
   }
   const std::vector<std::string>& warnings = req.warnings;
   const AdamWConfig& config = req.config;
-  const int64_t kill_rank = req.kill_rank, kill_step = req.kill_step;
   StatusOr<std::unique_ptr<Backend>> made = MakeRunBackend(
       *args->Get("backend"), req.in.layout, process, emulate, static_cast<double>(req.timeout));
   if (!made.ok()) return fail(made.status().message());
@@ -365,7 +366,7 @@ int Run(int argc, char** argv) {
   std::vector<TimelineEvent> last_step;
   double last_step_start = 0;
   for (int64_t s = req.first_step; s < req.steps; ++s) {
-    if (me == kill_rank && s == kill_step) std::raise(SIGKILL);  // a rank that dies mid-run
+    if (me == req.kill_rank && s == req.kill_step) std::raise(SIGKILL);  // a rank that dies mid-run
     if (me == req.stop_rank && s == req.stop_step) std::raise(SIGSTOP);  // one that stops
     timeline.Clear();
     const double t0 = backend.Now();
@@ -421,11 +422,7 @@ int Run(int argc, char** argv) {
       dump.schedule = req.schedule;
       dump.learning_rates = rates;
       dump.data = args->Get("data").value_or("synthetic (MarkovStream)");
-      for (int64_t s = 0; s < req.steps; ++s) {
-        const TokenBatch batch = data.Batch(s * gbs, gbs, seq);
-        dump.inputs.insert(dump.inputs.end(), batch.inputs.begin(), batch.inputs.end());
-        dump.targets.insert(dump.targets.end(), batch.targets.begin(), batch.targets.end());
-      }
+      for (int64_t s = 0; s < req.steps; ++s) dump.AddBatch(data.Batch(s * gbs, gbs, seq));
       if (Status st = WriteReferenceDump(*dump_dir, dump); !st.ok()) return fail("--dump: " + st.message());
     }
   }

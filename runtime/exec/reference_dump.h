@@ -17,6 +17,7 @@
 #include "runtime/cpu/adamw.h"
 #include "runtime/cpu/lr_schedule.h"
 #include "runtime/cpu/param_layout.h"
+#include "runtime/cpu/token_batch.h"
 #include "src/model/model_spec.h"
 #include "src/util/status.h"
 
@@ -41,6 +42,12 @@ struct ReferenceDump {
   std::vector<float> params_final;
   std::vector<float> logits;  // empty, or (gbs * seq, vocab) of step 0
   std::vector<float> grads;   // empty, or the flat gradient of step 0
+
+  // Appends the next step's global batch to inputs and targets.
+  void AddBatch(const TokenBatch& batch) {
+    inputs.insert(inputs.end(), batch.inputs.begin(), batch.inputs.end());
+    targets.insert(targets.end(), batch.targets.begin(), batch.targets.end());
+  }
 };
 
 // Writes `dump` into `dir` (created when missing). Fails, naming the file, when a write fails or

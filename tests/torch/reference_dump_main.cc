@@ -55,8 +55,7 @@ int main(int argc, char** argv) {
   d.params_initial.assign(model.params().begin(), model.params().end());
   for (int64_t s = 0; s < steps; ++s) {
     const TokenBatch batch = data.Batch(s * d.gbs, d.gbs, spec->seq_len);
-    d.inputs.insert(d.inputs.end(), batch.inputs.begin(), batch.inputs.end());
-    d.targets.insert(d.targets.end(), batch.targets.begin(), batch.targets.end());
+    d.AddBatch(batch);
     d.losses.push_back(AccumulateGradients(model, batch, d.gbs));
     if (s == 0) {
       d.logits.assign(model.logits().begin(), model.logits().end());
