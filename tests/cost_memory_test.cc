@@ -71,7 +71,7 @@ TEST(ZeroMemoryTest, Bf16KeepsFp32GradientsAsMegatron) {
 // (2 + 4 bytes, its comment "18 = 2_grads_16bit + 4_grads_32bit + 4_params_32bit +
 // 8_optimizer_states_32bit"); shardsim keeps the one fp32 partition (2 Psi + 16 Psi / N =
 // 16.875 GB), 2 Psi / N = 0.234 GB below it. With offload the host holds the optimizer
-// states and, under ZeRO-2/3, the gradient partition: (12 + 4) Psi / N = 1.875 GB.
+// states and the gradient partition: (12 + 4) Psi / N = 1.875 GB.
 TEST(ZeroMemoryTest, OffloadMatchesDeepSpeedsEstimators) {
   const double psi = 7.5e9, n = 64;
   const StageParams params{psi, 0};
@@ -90,10 +90,19 @@ TEST(ZeroMemoryTest, OffloadMatchesDeepSpeedsEstimators) {
   EXPECT_NEAR(gpu(states(3, Offload::kNone)), 18 * psi / n, 1.0);
   EXPECT_NEAR(gpu(states(2, Offload::kNone)), 2 * psi + 18 * psi / n - 2 * psi / n, 1.0);
   // ZeRO-1 with offload: the gradients accumulate whole on the GPU until the step (DeepSpeed's
-  // stage 1 reduces at the accumulation boundary): 2 Psi + 4 Psi, the optimizer's 12 Psi / N
-  // on the host.
+  // stage 1 reduces at the accumulation boundary): 2 Psi + 4 Psi. The host holds the
+  // optimizer's 12 Psi / N and the fp32 gradient partition CPU Adam reads, 4 Psi / N, copied
+  // down at the step (stage_1_and_2.py gives every CPU fp32 partition a CPU .grad whatever the
+  // stage): 16 Psi / N = 1.875 GB.
   EXPECT_NEAR(gpu(states(1, Offload::kOptimizer)), 6 * psi, 1.0);
-  EXPECT_NEAR(states(1, Offload::kOptimizer).host, 12 * psi / n, 1.0);
+  EXPECT_NEAR(states(1, Offload::kOptimizer).host, 16 * psi / n, 1.0);
+  // fp32 training offloaded: the weights are their own master on the GPU, so the host keeps an
+  // fp32 master partition (single_partition_of_fp32_groups, a CPU copy) beside the 8-byte
+  // moments and the 4-byte gradient partition: 16 Psi / N again; the GPU keeps 4 Psi weights.
+  Layout fp32 = Dp(2, 64, DType::kFp32);
+  fp32.offload = Offload::kOptimizer;
+  EXPECT_NEAR(ModelStateMemory(params, fp32).host, 16 * psi / n, 1.0);
+  EXPECT_NEAR(gpu(ModelStateMemory(params, fp32)), 4 * psi, 1.0);
 }
 
 // GPT-3 175B's layer shape (Korthikanti et al. 2022, Table 3): s = 2048, h = 12288, a = 96,

@@ -5,7 +5,8 @@
 // step's calls, by kind, group and bytes, must equal with their counts the calls the plan
 // lists for the rank's stage (src/cost/stage_calls.h). Both sides are exact integers of bytes:
 // the expected values come from the plan, the observed ones from the executor; neither is
-// computed from the other.
+// computed from the other. Under offload the bytes the step moves between device and host
+// memory are checked the same way (StageHostTransferBytes against the runtime's offload spans).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -88,6 +89,9 @@ void ExpectSameCalls(const ModelSpec& m, const std::string& spec) {
   ASSERT_TRUE(check.ok()) << check.ToStatus().message();
   const IterationPlan plan = BuildIterationPlan(m, *hw, *l);
   const runtime::MarkovStream data({.vocab = m.vocab, .seed = 7});
+  // Offload's host transfers (bytes a step moves between device and host memory), summed over
+  // each stage's ranks: rank by rank they differ by ZeRO's padding, their sum is exact.
+  std::map<int32_t, double> host_bytes, ranks_of_stage;
   for (int64_t r = 0; r < world; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     runtime::RecordingCollectives* rec = nullptr;
@@ -97,18 +101,32 @@ void ExpectSameCalls(const ModelSpec& m, const std::string& spec) {
       rec = made.get();
       return made;
     });
+    runtime::Timeline timeline;
     StatusOr<std::unique_ptr<runtime::Executor>> exec =
-        runtime::Executor::Create(m, *l, &backend, runtime::AdamWConfig{}, 1234, nullptr);
+        runtime::Executor::Create(m, *l, &backend, runtime::AdamWConfig{}, 1234, &timeline);
     ASSERT_TRUE(exec.ok()) << exec.status().message();
     ASSERT_TRUE((*exec)->Step(data, 0).ok());
     rec->Clear();  // the second step: what every step issues
+    timeline.Clear();
     ASSERT_TRUE((*exec)->Step(data, 1).ok());
-    const std::map<CallKey, int64_t> priced = Priced(*l, plan, static_cast<int32_t>(CoordOf(*l, r).pp));
+    const int32_t stage = static_cast<int32_t>(CoordOf(*l, r).pp);
+    for (const runtime::TimelineEvent& e : timeline.events()) {
+      if (e.phase == runtime::Phase::kOffload) host_bytes[stage] += e.bytes;
+    }
+    ranks_of_stage[stage] += 1;
+    const std::map<CallKey, int64_t> priced = Priced(*l, plan, stage);
     if (world > 1) {
       EXPECT_FALSE(priced.empty());  // a layout over several ranks communicates
     }
     EXPECT_TRUE(rec->calls() == priced) << "executed:\n" << Describe(rec->calls()) << "priced:\n"
                                     << Describe(priced);
+  }
+  for (const auto& [stage, ranks] : ranks_of_stage) {
+    const double priced = StageHostTransferBytes(*l, plan, plan.stages[stage]) * ranks;
+    EXPECT_NEAR(host_bytes[stage], priced, 1e-9 * priced) << "host transfers of stage " << stage;
+    if (l->offload != Offload::kNone) {
+      EXPECT_GT(priced, 0);  // an offloaded step moves bytes
+    }
   }
 }
 
@@ -123,7 +141,13 @@ TEST(RuntimePricedCollectivesTest, DataParallelAndZero) {
                            "dp=2,mbs=2,zero=1,overlap_dp=off", "dp=2,mbs=2,zero=2",
                            "dp=2,mbs=2,zero=2,overlap_dp=off", "dp=2,mbs=2,zero=3",
                            "dp=2,mbs=2,zero=3,recompute=full", "dp=2,mbs=2,zero=3,prefetch=off",
-                           "dp=2,mbs=2,zero=2,dtype=bf16", "dp=2,mbs=2,zero=3,dtype=bf16"}) {
+                           "dp=2,mbs=2,zero=2,dtype=bf16", "dp=2,mbs=2,zero=3,dtype=bf16",
+                           "dp=2,mbs=2,zero=1,offload=optimizer", "dp=2,mbs=2,zero=2,offload=optimizer",
+                           "dp=2,mbs=2,zero=3,offload=optimizer,overlap_dp=off",
+                           "dp=2,mbs=1,zero=1,offload=optimizer,dtype=bf16",
+                           "dp=2,mbs=2,zero=3,offload=optimizer,dtype=bf16",
+                           "dp=2,mbs=2,zero=3,offload=optimizer+params",
+                           "dp=2,mbs=1,zero=3,offload=optimizer+params,recompute=full,dtype=bf16"}) {
     ExpectSameCalls(testing::TinyModel(32), spec);
   }
 }
@@ -154,7 +178,10 @@ TEST(RuntimePricedCollectivesTest, Hybrid) {
                            "tp=2,pp=2,dp=2,mbs=1,sp=on,zero=1", "tp=2,pp=2,dp=2,mbs=1,sp=on,zero=3",
                            "pp=2,dp=4,vpp=2,mbs=1,zero=3", "dp=2,tp=2,sp=on,zero=2,mbs=2,overlap_dp=off",
                            "dp=2,tp=2,sp=on,zero=1,mbs=2,overlap_dp=off,dtype=bf16",
-                           "tp=2,pp=2,dp=2,mbs=1,sp=on,overlap_tp=on,zero=2"}) {
+                           "tp=2,pp=2,dp=2,mbs=1,sp=on,overlap_tp=on,zero=2",
+                           "tp=2,pp=2,dp=2,mbs=1,sp=on,zero=1,offload=optimizer",
+                           "pp=2,dp=4,vpp=2,mbs=1,zero=2,offload=optimizer",
+                           "tp=2,pp=2,dp=2,mbs=1,sp=on,zero=3,offload=optimizer+params"}) {
     ExpectSameCalls(testing::TinyModel(32), spec);
   }
 }

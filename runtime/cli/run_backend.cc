@@ -125,7 +125,11 @@ Status CheckHostMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout&
   }
   if (available_kib < 0) return Status::Ok();
   double largest = 0;
-  for (int64_t s = 0; s < l.pp; ++s) largest = std::max(largest, StageMemory(m, hw, l, s).total());
+  for (int64_t s = 0; s < l.pp; ++s) {
+    // The device's bytes and, under offload, the host's (on this backend both are host memory).
+    const MemoryBreakdown stage = StageMemory(m, hw, l, s);
+    largest = std::max(largest, stage.total() + stage.host);
+  }
   const int ranks_here = emulate_rank >= 0 ? 1 : p.local_size;
   const double need = largest * ranks_here;
   const double available = available_kib * 1024;

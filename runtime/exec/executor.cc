@@ -42,7 +42,6 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   no(SplitsWeightGradients(l),
      "schedule=" + ScheduleName(l.schedule) +
          " (the runtime runs gpipe, 1f1b and interleaved; the B/W split is not implemented)");
-  no(l.offload != Offload::kNone, "offload=" + OffloadName(l.offload) + " (not implemented)");
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");
   no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
@@ -122,36 +121,48 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
   padded_ = (total_ + dp - 1) / dp * dp;
   const bool shard_grads = layout_.zero >= 2 && dp > 1;  // ZeRO-2's P_g
   const bool shard_params = layout_.zero >= 3 && dp > 1;  // ZeRO-3's P_p
+  const bool off = offloaded();  // ZeRO >= 1 with dp > 1 (CheckLayout; the runtime has no cp)
   zero_ = std::make_unique<ZeroBuckets<T>>(&ctx_, &shard_, layout_.zero, dp,
                                            layout_.overlap_dp && layout_.zero >= 1);
   const int64_t states = zero_->StateSize();
   // ZeRO-1 reduce-scatters each bucket's dp x chunk floats from its first, up to dp - 1 past
-  // the last bucket's end: dp floats of slack (zeroed with the gradients).
-  const int64_t grad_floats = shard_grads ? states : padded_ + (zero_->bucketed() ? dp : 0);
-  SHARDSIM_ASSIGN_OR_RETURN(params_, mem.AllocateOf<T>(MemoryKind::kWeights,
-                                                       shard_params ? states : padded_, "parameters"));
-  if constexpr (kMixed) {  // the fp32 master copy, sharded as the moments (an optimizer state)
-    SHARDSIM_ASSIGN_OR_RETURN(master_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "fp32 master weights"));
+  // the last bucket's end: dp floats of slack (zeroed with the gradients). Offloaded, ZeRO-2/3
+  // keep no gradient shard on the device (it is in host_grads_).
+  const int64_t grad_floats = shard_grads ? (off ? 0 : states) : padded_ + (zero_->bucketed() ? dp : 0);
+  // offload=optimizer+params (ZeRO-3 only, CheckLayout): the parameter shard in host memory.
+  Memory& param_mem = ParamMemory();
+  SHARDSIM_ASSIGN_OR_RETURN(params_, param_mem.AllocateOf<T>(MemoryKind::kWeights,
+                                                             shard_params ? states : padded_, "parameters"));
+  // The optimizer's states where the step runs: the device, or the host under offload.
+  Memory& state_mem = StateMemory();
+  if (kMixed || off) {  // the fp32 master copy, sharded as the moments (an optimizer state)
+    SHARDSIM_ASSIGN_OR_RETURN(master_, state_mem.AllocateFloats(MemoryKind::kOptimizer, states, "fp32 master weights"));
   }
   SHARDSIM_ASSIGN_OR_RETURN(grads_, mem.AllocateFloats(MemoryKind::kGradients, grad_floats, "gradients"));
-  SHARDSIM_ASSIGN_OR_RETURN(moment1_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW first moment"));
-  SHARDSIM_ASSIGN_OR_RETURN(moment2_, mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW second moment"));
-  for (DeviceBuffer* b : {&params_, &master_, &grads_, &moment1_, &moment2_}) mem.Zero(b->data(), b->bytes());
+  SHARDSIM_ASSIGN_OR_RETURN(moment1_, state_mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW first moment"));
+  SHARDSIM_ASSIGN_OR_RETURN(moment2_, state_mem.AllocateFloats(MemoryKind::kOptimizer, states, "AdamW second moment"));
+  if (off) {
+    SHARDSIM_ASSIGN_OR_RETURN(host_grads_, host_.AllocateFloats(MemoryKind::kGradients, states, "gradients (host)"));
+    host_.Zero(host_grads_.data(), host_grads_.bytes());
+  }
+  param_mem.Zero(params_.data(), params_.bytes());
+  mem.Zero(grads_.data(), grads_.bytes());
+  for (DeviceBuffer* b : {&master_, &moment1_, &moment2_}) state_mem.Zero(b->data(), b->bytes());
   zero_->Bind(params_.template as<T>(), grads_.f());
+  if (off && shard_grads) zero_->OffloadGradients(&host_, &host_k_, host_grads_.f());
+  if (params_offloaded()) zero_->OffloadParams();
   // Initial values into this rank's owned ranges of the fp32 parameters (the master under
   // mixed precision, cast to the working copy), or the whole buffer where it is not sharded.
   const std::vector<float> init = shard_.InitialParams(seed);
-  const auto owned = kMixed || shard_params ? zero_->OwnedRanges()
-                                            : std::vector<std::pair<int64_t, int64_t>>{{0, total_}};
+  const auto owned = kMixed || off || shard_params ? zero_->OwnedRanges()
+                                                   : std::vector<std::pair<int64_t, int64_t>>{{0, total_}};
   for (const auto& [from, to] : owned) {
-    mem.CopyToDevice(Master(from), init.data() + from, (to - from) * static_cast<int64_t>(sizeof(float)));
+    state_mem.CopyToDevice(Master(from), init.data() + from, (to - from) * static_cast<int64_t>(sizeof(float)));
   }
-  if constexpr (kMixed) {
-    // The working copy everywhere this rank holds one: cast from its own range, then the
-    // others' ranges gathered as after every step (ZeRO 1/2); ZeRO 0 owns everything.
-    for (const auto& [from, to] : owned) {
-      ctx_.k().CastToBf16(Master(from), zero_->ParamState(from), to - from);
-    }
+  if (kMixed || off) {
+    // The working copy everywhere this rank holds one: from its own range of the master, then
+    // the others' ranges gathered as after every step (ZeRO 1/2); ZeRO 0 owns everything.
+    for (const auto& [from, to] : owned) SHARDSIM_RETURN_IF_ERROR(UpdateWorkingWeights(from, to));
     SHARDSIM_RETURN_IF_ERROR(GatherWorkingWeights());
   }
   overlap_ = std::make_unique<DpOverlap>(&ctx_, shard_, grads_.f(),
@@ -172,8 +183,57 @@ float* TypedExecutor<T>::Master(int64_t offset) {
   if constexpr (kMixed) {
     return master_.f() + zero_->StateIndex(offset);
   } else {
-    return zero_->ParamState(offset);
+    return offloaded() ? master_.f() + zero_->StateIndex(offset) : zero_->ParamState(offset);
   }
+}
+
+template <typename T>
+float* TypedExecutor<T>::StepGrad(int64_t offset) {
+  return offloaded() ? host_grads_.f() + zero_->StateIndex(offset) : zero_->GradState(offset);
+}
+
+template <typename T>
+Status TypedExecutor<T>::GradientsToHost() {
+  if (!offloaded() || zero_->shards_grads()) return Status::Ok();  // ZeRO-2/3: already there
+  const int64_t start = ctx_.Mark();
+  double bytes = 0;
+  for (const auto& [from, to] : zero_->OwnedRanges()) {
+    const int64_t n = (to - from) * static_cast<int64_t>(sizeof(float));
+    backend_->memory().CopyToHost(StepGrad(from), zero_->GradState(from), n);
+    bytes += static_cast<double>(n);
+  }
+  ctx_.Record(Phase::kOffload, start, bytes);
+  return Status::Ok();
+}
+
+template <typename T>
+Status TypedExecutor<T>::UpdateWorkingWeights(int64_t from, int64_t to) {
+  const int64_t n = to - from;
+  if (!offloaded()) {
+    if constexpr (kMixed) ctx_.k().CastToBf16(Master(from), zero_->ParamState(from), n);
+    return Status::Ok();
+  }
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
+  const int64_t start = ctx_.Mark();
+  if (params_offloaded()) {  // the shard is in host memory: updated there (the host's cast)
+    if constexpr (kMixed) {
+      host_k_.CastToBf16(Master(from), zero_->ParamState(from), n);
+    } else {
+      host_.Copy(zero_->ParamState(from), Master(from), bytes);
+    }
+    ctx_.Record(Phase::kHostOptimizer, start);
+    return Status::Ok();
+  }
+  // ZeRO-Offload's last step: the updated weights, in the working precision, to the device.
+  if constexpr (kMixed) {
+    SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer cast, host_.AllocateOf<T>(MemoryKind::kOther, n, "bf16 weights (host)"));
+    host_k_.CastToBf16(Master(from), cast.template as<T>(), n);
+    backend_->memory().CopyToDevice(zero_->ParamState(from), cast.data(), bytes);
+  } else {
+    backend_->memory().CopyToDevice(zero_->ParamState(from), Master(from), bytes);
+  }
+  ctx_.Record(Phase::kOffload, start, static_cast<double>(bytes));
+  return Status::Ok();
 }
 
 template <typename T>
@@ -208,6 +268,7 @@ StatusOr<double> TypedExecutor<T>::Step(const TokenSource& data, int64_t step) {
   // the forward passes): timed as optimizer, so the step's phases cover all of it.
   const int64_t zero_start = ctx_.Mark();
   backend_->memory().Zero(grads_.data(), grads_.bytes());
+  if (offloaded()) host_.Zero(host_grads_.data(), host_grads_.bytes());
   ctx_.Record(Phase::kOptimizer, zero_start);
   loss_sum_ = 0;
   const int32_t stage = backend_->comm().rank(Group::kPp);
@@ -510,7 +571,8 @@ Status TypedExecutor<T>::ReduceGradients() {
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (shard_.PartialOverTp(i)) pieces.emplace_back(grads_.f() + tensors[i].offset, tensors[i].size());
   }
-  return ctx_.AllReduceCoalescedOverTp(pieces);
+  SHARDSIM_RETURN_IF_ERROR(ctx_.AllReduceCoalescedOverTp(pieces));
+  return GradientsToHost();  // offload under ZeRO-1: the reduced ranges, down
 }
 
 template <typename T>
@@ -527,10 +589,10 @@ StatusOr<double> TypedExecutor<T>::GradSquaredNorm() {
       if (shard_.split(i) == TensorSplit::kReplicated && shard_.tp_rank() != 0) continue;
       const int64_t from = std::max(begin, tensors[i].offset);
       const int64_t to = std::min(end, tensors[i].offset + tensors[i].size());
-      if (from < to) sum += ctx_.k().SumSquares(zero_->GradState(from), to - from);
+      if (from < to) sum += StateKernels().SumSquares(StepGrad(from), to - from);
     }
   }
-  ctx_.Record(Phase::kOptimizer, start);
+  ctx_.Record(offloaded() ? Phase::kHostOptimizer : Phase::kOptimizer, start);
   // A world-wide sync point. Its time is mostly the wait for the slowest rank: with pipeline
   // stages, the idle time of a stage that finished early (a bubble, as the simulator counts
   // it); otherwise data-parallel communication.
@@ -564,12 +626,14 @@ Status TypedExecutor<T>::OptimizerStep() {
       if (from >= to) continue;
       a.weight_decay = t.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
       const int64_t at = zero_->StateIndex(from);  // the moments are sharded as the state
-      ctx_.k().AdamW(Master(from), zero_->GradState(from), moment1_.f() + at,
-                     moment2_.f() + at, to - from, clip, a);
-      if constexpr (kMixed) ctx_.k().CastToBf16(Master(from), zero_->ParamState(from), to - from);
+      StateKernels().AdamW(Master(from), StepGrad(from), moment1_.f() + at, moment2_.f() + at, to - from, clip, a);
+      if (!offloaded()) SHARDSIM_RETURN_IF_ERROR(UpdateWorkingWeights(from, to));
     }
   }
-  ctx_.Record(Phase::kOptimizer, start);
+  ctx_.Record(offloaded() ? Phase::kHostOptimizer : Phase::kOptimizer, start);
+  if (offloaded()) {  // the updated weights to the device, range by range (timed as offload)
+    for (const auto& [from, to] : zero_->OwnedRanges()) SHARDSIM_RETURN_IF_ERROR(UpdateWorkingWeights(from, to));
+  }
   return GatherWorkingWeights();
 }
 
@@ -588,8 +652,7 @@ StatusOr<std::vector<float>> TypedExecutor<T>::FullParams() {
   std::vector<float> local(total_, 0.0f);
   if (layout_.zero >= 1 || comm.rank(Group::kDp) == 0) {
     for (const auto& [from, to] : zero_->OwnedRanges()) {
-      backend_->memory().CopyToHost(local.data() + from, Master(from),
-                                    (to - from) * static_cast<int64_t>(sizeof(float)));
+      StateMemory().CopyToHost(local.data() + from, Master(from), (to - from) * static_cast<int64_t>(sizeof(float)));
     }
   }
   const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
@@ -613,7 +676,8 @@ StatusOr<std::string> TypedExecutor<T>::SaveState() {
     out.append(reinterpret_cast<const char*>(&n), sizeof n);
     const size_t at = out.size();
     out.resize(at + static_cast<size_t>(n));
-    if (n > 0) backend_->memory().CopyToHost(out.data() + at, b->data(), n);
+    Memory& where = b == &params_ ? ParamMemory() : StateMemory();
+    if (n > 0) where.CopyToHost(out.data() + at, b->data(), n);
   }
   return out;
 }
@@ -640,7 +704,8 @@ Status TypedExecutor<T>::LoadState(const std::string& in) {
       return Status::Error("the checkpoint holds " + std::to_string(n) + " bytes of " + names[i] + ", this rank " +
                            std::to_string(b->bytes()) + ": it was saved under another layout or model");
     }
-    if (n > 0) backend_->memory().CopyToDevice(b->data(), in.data() + at, n);
+    Memory& where = b == &params_ ? ParamMemory() : StateMemory();
+    if (n > 0) where.CopyToDevice(b->data(), in.data() + at, n);
     at += static_cast<size_t>(n);
     ++i;
   }

@@ -62,6 +62,11 @@ class Executor {
   // single-process layout, assembled from every rank (a collective: every rank must call it).
   virtual StatusOr<std::vector<float>> FullParams() = 0;
 
+  // Host memory the offloaded optimizer (layout offload=optimizer) has held at its most: the
+  // fp32 master copy, both AdamW moments, the gradient shard and the transfers' staging; 0
+  // without offload. Device memory is the backend's (Memory::peak_bytes).
+  virtual int64_t host_peak_bytes() const = 0;
+
   virtual const RankShard& shard() const = 0;
   virtual const Layout& layout() const = 0;
   // The phase the last error came from ("forward", "backward", "optimizer", ...).

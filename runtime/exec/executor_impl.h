@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/host_memory.h"
 #include "runtime/exec/block.h"
 #include "runtime/exec/dp_overlap.h"
 #include "runtime/exec/exec_context.h"
@@ -35,6 +37,7 @@ class TypedExecutor final : public Executor {
   StatusOr<std::string> SaveState() override;
   Status LoadState(const std::string& bytes) override;
   StatusOr<std::vector<float>> FullParams() override;
+  int64_t host_peak_bytes() const override { return host_.peak_bytes(); }
   const RankShard& shard() const override { return shard_; }
   const Layout& layout() const override { return layout_; }
   const char* phase() const override { return phase_; }
@@ -66,8 +69,26 @@ class TypedExecutor final : public Executor {
   const T* Param(const char* name) const;
   float* Grad(const char* name);
   // The fp32 parameters AdamW updates at element `offset` of an owned range: the master copy
-  // under mixed precision, else the parameters themselves.
+  // under mixed precision or offload, else the parameters themselves.
   float* Master(int64_t offset);
+  // Offload (ZeRO-Offload, Ren et al. 2021: layout offload=optimizer): the fp32 master copy,
+  // both moments and the gradient shard live in host memory (host_), AdamW runs there with the
+  // host's kernels (CpuKernels: the CPU Adam), and the updated working weights are copied back.
+  bool offloaded() const { return layout_.offload != Offload::kNone; }
+  Memory& StateMemory() { return offloaded() ? static_cast<Memory&>(host_) : backend_->memory(); }
+  Kernels& StateKernels() { return offloaded() ? static_cast<Kernels&>(host_k_) : ctx_.k(); }
+  // offload=optimizer+params (ZeRO-Infinity's offload_param, ZeRO-3): the parameter shard is in
+  // host memory too, updated there, and each ZeRO-3 gather uploads this rank's part first.
+  bool params_offloaded() const { return layout_.offload == Offload::kOptimizerAndParams; }
+  Memory& ParamMemory() { return params_offloaded() ? static_cast<Memory&>(host_) : backend_->memory(); }
+  // The fp32 gradient AdamW reads at element `offset` of an owned range.
+  float* StepGrad(int64_t offset);
+  // Offload under ZeRO-1: this rank's reduced ranges copied to the host gradient shard (ZeRO-2/3
+  // copy each bucket's chunk as it is reduced, zero_buckets.h).
+  Status GradientsToHost();
+  // The working weights of owned range [from, to) from the master copy: cast on the device
+  // (mixed precision), or, offloaded, on the host (bf16) and copied to the device.
+  Status UpdateWorkingWeights(int64_t from, int64_t to);
   // ZeRO-3 gathers the next layer with the running one (prefetch, live_params permitting).
   bool PrefetchesZero3() const;
   int64_t SequenceIndex(int64_t step, int32_t mb) const;
@@ -84,11 +105,16 @@ class TypedExecutor final : public Executor {
 
   int64_t total_ = 0;   // this rank's parameter count
   int64_t padded_ = 0;  // rounded up to a multiple of dp (ZeRO shards)
+  // Host memory and kernels for the offloaded optimizer (declared before the buffers it holds,
+  // which must be freed first). Unused without offload.
+  HostMemory host_;
+  CpuKernels host_k_;
   // Persistent model states: whole (padded_ elements) or this rank's share (zero_buckets.h):
   // moments (and the mixed-precision master) under ZeRO >= 1, gradients >= 2, parameters 3.
-  DeviceBuffer params_;                      // T: the working weights
-  DeviceBuffer master_;                      // fp32, mixed precision only
-  DeviceBuffer grads_, moment1_, moment2_;   // fp32
+  DeviceBuffer params_;                      // T: the working weights (host_ under optimizer+params)
+  DeviceBuffer master_;                      // fp32, mixed precision or offload only
+  DeviceBuffer grads_, moment1_, moment2_;   // fp32; moments in host_ under offload
+  DeviceBuffer host_grads_;                  // fp32 gradient shard in host_, offload only
   std::unique_ptr<ZeroBuckets<T>> zero_;     // where parameters and gradients are
   std::unique_ptr<DpOverlap> overlap_;       // overlap_dp under ZeRO 0
   int64_t adam_step_ = 0;

@@ -29,6 +29,8 @@ constexpr PhaseInfo kPhases[kPhaseCount] = {
     {"pp_wait", Stream::kCompute, Category::kBubble},
     {"dp_comm", Stream::kDp, Category::kDp},
     {"optimizer", Stream::kCompute, Category::kOptimizer},
+    {"offload", Stream::kOffload, Category::kOffload},
+    {"host_optimizer", Stream::kOffload, Category::kOptimizer},
 };
 
 const PhaseInfo& Info(Phase p) {

@@ -32,6 +32,10 @@ namespace shardsim::runtime {
 //   kDpComm            dp            dp_comm    a data-parallel all-reduce / reduce-scatter /
 //                                               all-gather (ZeRO), gradients or weights
 //   kOptimizer         compute       optimizer  the optimizer step (clipping norm included)
+//   kOffload           offload       offload    offload: gradients copied to host memory, the
+//                                               updated weights copied back
+//   kHostOptimizer     offload       optimizer  offload: AdamW on the host (ZeRO-Offload's
+//                                               CPU Adam, the simulator's "cpu adam")
 enum class Phase : uint8_t {
   kForward,
   kBackward,
@@ -41,9 +45,11 @@ enum class Phase : uint8_t {
   kPpSendBackward,
   kPpWait,
   kDpComm,
-  kOptimizer
+  kOptimizer,
+  kOffload,
+  kHostOptimizer
 };
-inline constexpr int kPhaseCount = 9;
+inline constexpr int kPhaseCount = 11;
 
 const char* PhaseName(Phase p);   // "forward", "backward", ..., "pp_wait", "optimizer"
 Stream PhaseStream(Phase p);      // the simulator stream the phase lies on

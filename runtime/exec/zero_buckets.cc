@@ -157,10 +157,21 @@ Status ZeroBuckets<T>::Gather(int b, int also) {
     Bucket& k = buckets_[i];
     SHARDSIM_ASSIGN_OR_RETURN(
         k.params, ctx_->template Alloc<T>(MemoryKind::kOther, dp_ * k.chunk, "ZeRO-3 gathered parameters"));
+    const T* mine = params_ + k.base;
+    DeviceBuffer up;
+    if (params_on_host_) {  // this rank's part up from host memory first (its padding zero)
+      const int64_t own = (k.own_end - k.own_begin) * kElem;
+      SHARDSIM_ASSIGN_OR_RETURN(up, ctx_->template Zeros<T>(MemoryKind::kOther, k.chunk, "parameter chunk from host"));
+      SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kOffload, static_cast<double>(own), [&] {
+        if (own > 0) ctx_->mem().CopyToDevice(up.data(), params_ + k.base, own);
+        return Status::Ok();
+      }));
+      mine = up.template as<T>();
+    }
     // Rank r's chunk lands at r x chunk: the bucket in order, then padding.
     SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(
         Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kElem),
-        [&] { return ctx_->comm().AllGather(Group::kDp, params_ + k.base, k.params.template as<T>(), k.chunk); }));
+        [&] { return ctx_->comm().AllGather(Group::kDp, mine, k.params.template as<T>(), k.chunk); }));
   }
   return Status::Ok();
 }
@@ -219,7 +230,17 @@ Status ZeroBuckets<T>::CompleteReduction(int b) {
     }));
   }
   k.grads.Reset();
-  if (k.own_begin < k.own_end) ctx_->k().f32().Add(grads_ + k.base, k.reduced.f(), k.own_end - k.own_begin);
+  const int64_t n = k.own_end - k.own_begin;
+  if (n > 0 && host_grads_ != nullptr) {  // offload: the chunk down, added on the host
+    SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer down, host_->AllocateFloats(MemoryKind::kOther, n, "reduced chunk (host)"));
+    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kOffload, static_cast<double>(n * kFloat), [&] {
+      ctx_->mem().CopyToHost(down.f(), k.reduced.f(), n * kFloat);
+      return Status::Ok();
+    }));
+    host_kernels_->f32().Add(host_grads_ + k.base, down.f(), n);
+  } else if (n > 0) {
+    ctx_->k().f32().Add(grads_ + k.base, k.reduced.f(), n);
+  }
   k.reduced.Reset();
   return Status::Ok();
 }

@@ -57,6 +57,22 @@ class ZeroBuckets {
     grads_ = grads;
   }
 
+  // ZeRO-2/3 with offload (ZeRO-Offload, Ren et al. 2021, Sec. 4.2): the gradient shard is in
+  // host memory, `host_grads` (StateSize() floats of `host`); each reduced chunk is copied
+  // there as soon as its reduction completes and added with the host's kernels, every
+  // micro-batch (DeepSpeed's stage_1_and_2.py async_accumulate_grad_in_cpu_via_gpu, stage3.py
+  // partition_grads). The device then holds only the open buckets. Call after Bind.
+  void OffloadGradients(Memory* host, Kernels* host_kernels, float* host_grads) {
+    host_ = host;
+    host_kernels_ = host_kernels;
+    host_grads_ = host_grads;
+  }
+
+  // ZeRO-3 with offload=optimizer+params (ZeRO-Infinity's offload_param): the persistent
+  // parameter shard (Bind's `params`) is in host memory; Gather copies this rank's part of a
+  // bucket to the device before all-gathering it. Call after Bind.
+  void OffloadParams() { params_on_host_ = true; }
+
   // ZeRO 1-3 shard each bucket evenly over DP (FSDP's and DeepSpeed's per-unit partition,
   // Megatron's distributed optimizer per bucket): a bucket of n floats is padded to
   // dp x ceil(n / dp), rank r owns the r-th ceil(n / dp), so its reduction is a reduce-scatter
@@ -144,6 +160,10 @@ class ZeroBuckets {
   int64_t state_size_ = 0;
   T* params_ = nullptr;
   float* grads_ = nullptr;
+  Memory* host_ = nullptr;             // offload: where host_grads_ lives
+  Kernels* host_kernels_ = nullptr;    // offload: the host's kernels
+  float* host_grads_ = nullptr;        // offload: the gradient shard, in host memory
+  bool params_on_host_ = false;        // offload=optimizer+params: params_ is host memory
   std::vector<Bucket> buckets_;    // in flat-buffer order
   std::vector<int64_t> layer_of_;  // per bucket: global layer, or -1 (embeddings), -2 (head)
   int embedding_ = -1, head_ = -1;

@@ -178,6 +178,9 @@ std::vector<TaskSpec> OffloadStepTasks(const HardwareSpec& hw, const Layout& l, 
                     (hw.node.host.memory_bandwidth / static_cast<double>(hw.node.gpus));
   TaskSpec up = down;
   up.bytes = shard * sb.weights;
+  // offload=optimizer+params (ZeRO-Infinity's offload_param, ZeRO-3): the weights' partition
+  // is in host memory and updated there; each gather uploads it instead (GatherUnit).
+  if (l.offload == Offload::kOptimizerAndParams && l.zero == 3 && l.dp_cp() > 1) return {adam};
   if (l.zero >= 2 && l.dp_cp() > 1) return {adam, up};
   return {down, adam, up};
 }
@@ -492,6 +495,16 @@ int32_t PassBuilder::GatherUnit(double params, Pass pass, int32_t layer, int32_t
     deps.push_back(prev);
   } else if (static_cast<int64_t>(done_.size()) > depth) {
     deps.push_back(done_[done_.size() - 1 - depth]);
+  }
+  if (l_.offload == Offload::kOptimizerAndParams) {
+    // ZeRO-Infinity's offload_param: this rank's partition of the unit is in host memory and
+    // goes up before each gather (stage3's partitioned parameters swapped in per fetch), on the
+    // offload stream; the all-gather waits for it.
+    TaskSpec up = CollTask(Collective::kAllGather, GroupKind::kDp, 0, Stream::kOffload, Category::kOffload,
+                           pass, true, layer);
+    up.kind = TaskKind::kHostTransfer;
+    up.bytes = params / static_cast<double>(l_.dp_cp()) * c_.state.weights;
+    deps = {Add(up, "parameters to device", deps)};
   }
   return Coll("zero-3 parameter all-gather", Collective::kAllGather, GroupKind::kDp,
               params * c_.state.weights, Stream::kDp, Category::kDp, pass, layer, deps);
@@ -810,11 +823,13 @@ void PassBuilder::Tail() {
                    0, Category::kOptimizer, Pass::kStep, -1, deps);
   } else {
     const std::vector<TaskSpec> off = OffloadStepTasks(c_.hw, l_, shard, c_.state);
-    static const char* const kNames[] = {"gradients to host", "cpu adam", "weights to device"};
-    const size_t skip = 3 - off.size();  // ZeRO-2/3: the gradients went down in the backward
     int32_t prev = -1;
+    bool adam_done = false;  // a transfer before CPU Adam takes gradients down, after it weights up
     for (size_t i = 0; i < off.size(); ++i) {
-      prev = Add(off[i], kNames[i + skip], i == 0 ? deps : std::vector<int32_t>{prev});
+      const bool adam = off[i].kind == TaskKind::kHostCompute;
+      const char* name = adam ? "cpu adam" : adam_done ? "weights to device" : "gradients to host";
+      adam_done = adam_done || adam;
+      prev = Add(off[i], name, i == 0 ? deps : std::vector<int32_t>{prev});
     }
     step = prev;
   }

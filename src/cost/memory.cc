@@ -248,12 +248,21 @@ MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
   // on the GPU until the step (DeepSpeed's stage 1 reduces at the accumulation boundary). So
   // ZeRO-2 with offload keeps the 16-bit weights alone, DeepSpeed's estimate_zero2_model_states_
   // mem_needs(cpu_offload=True) gpu_mem = 2 x params (tests/zero_memory_model_test.cc).
+  // The host also holds the fp32 gradient partition AdamW reads (under ZeRO-1 too, copied down
+  // at the step: stage_1_and_2.py sets each CPU fp32 partition's .grad to a CPU buffer,
+  // single_grad_partition, whatever the stage), and, where the weights are fp32 and so are
+  // their own master elsewhere, an fp32 master partition (single_partition_of_fp32_groups, a
+  // CPU copy): 16 bytes per parameter of the shard in every dtype, as the runtime holds them
+  // (runtime/exec/executor_impl.h, tests/mpi/memory_vs_model_main.cc).
   if (l.offload != Offload::kNone) {
     mem.host += mem.optimizer;
     mem.optimizer = 0;
+    if (sb.weights == 4) mem.host += shard(4, 1);  // fp32: the host's master copy
     if (l.zero >= 2) {
       mem.host += mem.gradients;
       mem.gradients = 0;
+    } else {
+      mem.host += shard(sb.gradients, 1);
     }
   }
   if (l.offload == Offload::kOptimizerAndParams) {

@@ -25,4 +25,9 @@ struct StageCall {
 // In order of first issue; calls alike in every field but the count are merged.
 std::vector<StageCall> StageCalls(const Layout& l, const IterationPlan& plan, const StagePlan& stage);
 
+// Bytes the stage's rank moves between device and host memory in one iteration (offload: the
+// gradients down, the updated weights up; layer_plan.cc's kHostTransfer tasks), which the
+// runtime's offload phase must move too.
+double StageHostTransferBytes(const Layout& l, const IterationPlan& plan, const StagePlan& stage);
+
 }  // namespace shardsim

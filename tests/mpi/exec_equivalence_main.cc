@@ -16,7 +16,8 @@
 // of the fp32 reference; the losses keep the 1e-5 bound. Layouts with dtype=bf16 (mixed
 // precision) have their own criteria, at kBf16Loss below. A layout with overlap_tp=backward or
 // on (the runtime does the same for both), or with ZeRO-2/3 and overlap_dp on, must in
-// addition equal the same layout with that overlap off bitwise (ExpectSameAsWithoutOverlap).
+// addition equal the same layout with that overlap off bitwise, and one with offload=optimizer
+// (or optimizer+params) the same layout with offload=none (ExpectBitwiseTwin).
 #include <mpi.h>
 
 #include <algorithm>
@@ -185,8 +186,12 @@ StatusOr<Trained> Train(const ModelSpec& spec, const std::string& spec_text,
 // does ZeRO-2/3's overlap_dp (each bucket's reduce-scatter completes, and its chunk is added to
 // the gradient shard, when the next bucket's backward ends, buckets in the same order): every
 // sum has the same terms in the same order, so the run must equal its `twin` (the same layout
-// with that overlap off) bitwise, losses and parameters.
-void ExpectSameAsWithoutOverlap(const ModelSpec& spec, const std::string& spec_text,
+// with that overlap off) bitwise, losses and parameters. offload=optimizer moves the AdamW step
+// to the host's kernels and the gradient shard to host memory: on the CPU backend those are the
+// device's own kernels (CpuKernels), the reduced chunks are added in the same order, and the
+// copies are exact, so it must equal offload=none bitwise too; optimizer+params keeps the
+// parameter shard on the host too and uploads it before each gather, exactly.
+void ExpectBitwiseTwin(const ModelSpec& spec, const std::string& spec_text,
                                 const std::string& twin, const Trained& run,
                                 const MarkovStream& data, int world, int me) {
   const std::string label = spec.name + " " + spec_text;
@@ -225,11 +230,19 @@ void RunCase(const ModelSpec& spec, const std::string& spec_text, const Referenc
     if (const size_t at = spec_text.find(overlap); at != std::string::npos) {
       std::string twin = spec_text;
       twin.replace(at, overlap.size(), "overlap_tp=off");
-      ExpectSameAsWithoutOverlap(spec, spec_text, twin, *run, data, world, me);
+      ExpectBitwiseTwin(spec, spec_text, twin, *run, data, world, me);
     }
   }
   if (run->layout.zero >= 2 && run->layout.dp > 1 && run->layout.overlap_dp) {
-    ExpectSameAsWithoutOverlap(spec, spec_text, spec_text + ",overlap_dp=off", *run, data, world, me);
+    ExpectBitwiseTwin(spec, spec_text, spec_text + ",overlap_dp=off", *run, data, world, me);
+  }
+  for (const std::string offload : {"offload=optimizer+params", "offload=optimizer"}) {
+    const size_t at = spec_text.find(offload);
+    if (at == std::string::npos) continue;
+    std::string twin = spec_text;
+    twin.replace(at, offload.size(), "offload=none");
+    ExpectBitwiseTwin(spec, spec_text, twin, *run, data, world, me);
+    break;
   }
   const std::vector<float>* full = &run->params;
   const ParamLayout& pl = ref.layout;
