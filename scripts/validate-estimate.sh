@@ -38,7 +38,7 @@ grep -q '\[  PASSED  \] 1 test' "$log" || { cat "$log"; echo "validate-estimate:
   echo
   echo "| gap | model on cluster | layout |"
   echo "|---:|---|---|"
-  grep '^gap ' "$log" | sort -t' ' -k2 -g -r | awk '$2 > 5' | head -20 |
+  grep '^gap ' "$log" | sort -t' ' -k2 -g -r | awk '$2 > 5 && n++ < 20' |
     sed 's/^gap \([0-9.]*\) % \([^ ]*\) on \([^:]*\): \(.*\)$/| \1 % | \2 on \3 | `\4` |/'
 } > "$out.tmp"
 mv "$out.tmp" "$out"
