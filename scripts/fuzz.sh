@@ -38,10 +38,13 @@ for q in "80 GiB" "1.5 TB" "900 GB/s" "2 us" "1e308 TB"; do
   printf '%s' "$q" | seed 11 "q$(printf '%s' "$q" | md5sum | cut -c1-8)"
 done
 for p in "([0]*3+[1]*58)" "[0,1]*30+[1]" "1"; do printf '%s' "$p" | seed 12 "freq$(printf '%s' "$p" | md5sum | cut -c1-8)"; done
-# Reader 13: a layout line, then a model: the cost model on 64 H100.
+# Readers 13 and 14: a layout line, then a model: the cost model, and the simulator, on 64 H100.
 for f in models/*.yaml tests/data/models/tiny*.yaml; do
-  for spec in "tp=8,pp=2,gbs=64,mbs=1" "tp=2,pp=4,vpp=2,cp=2,zero=3,sp=on,gbs=32,mbs=2,recompute=selective"; do
-    { printf '%s\n' "$spec"; cat "$f"; } | seed 13 "$(basename "$f" .yaml)-$(printf '%s' "$spec" | md5sum | cut -c1-6)"
+  for spec in "tp=8,pp=2,gbs=64,mbs=1" "tp=2,pp=4,vpp=2,cp=2,zero=3,sp=on,gbs=32,mbs=2,recompute=selective" \
+              "pp=4,vpp=2,dp=16,gbs=64,mbs=1,schedule=zb-v,zero=1,offload=optimizer"; do
+    for reader in 13 14; do
+      { printf '%s\n' "$spec"; cat "$f"; } | seed "$reader" "$(basename "$f" .yaml)-$(printf '%s' "$spec" | md5sum | cut -c1-6)"
+    done
   done
 done
 if [ -x build/shardsim ]; then  # plan files and framework configs, as the planner writes them

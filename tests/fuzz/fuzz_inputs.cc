@@ -21,6 +21,8 @@
 #include "src/layout/layout.h"
 #include "src/layout/stack.h"
 #include "src/layout/validate.h"
+#include "src/sim/program.h"
+#include "src/sim/simulator.h"
 #include "src/model/model_spec.h"
 #include "src/util/units.h"
 
@@ -33,29 +35,69 @@ enum Reader : uint8_t {
   kModelYaml, kHfConfig, kHardwareYaml, kLayoutSpec, kLayoutYaml, kPlanFile, kStackYaml,
   kMegatronArgs, kNemoOverrides, kDeepSpeed, kTorchtitan, kQuantity, kMoeLayerFreq,
   kEstimate,  // "LAYOUT\nMODEL YAML": the model under the layout on 64 H100, through the cost model
+  kSimulate,  // the same text, through the simulator (a symmetric run; traced when small)
   kReaderCount
 };
 
-// The cost model on an accepted model and layout, as `estimate` runs it: 8 nodes of the bundled
-// dgx-h100, the layout resolved and checked, then the iteration estimated. Integer fields of
-// any size reach the cost model's arithmetic here.
-void EstimateFromText(const std::string& text) {
+const HardwareSpec& FuzzHardware() {
   static const HardwareSpec* hw = [] {
     StatusOr<HardwareSpec> h = LoadHardware("dgx-h100");
     if (!h.ok()) __builtin_trap();
     return new HardwareSpec(*h);
   }();
-  static const Cluster* cluster = new Cluster(*hw, 64);
+  return *hw;
+}
+
+const Cluster& FuzzCluster() {
+  static const Cluster* cluster = new Cluster(FuzzHardware(), 64);
+  return *cluster;
+}
+
+// "LAYOUT\nMODEL YAML", both accepted, the layout resolved and checked on 8 nodes of the
+// bundled dgx-h100 as `estimate` and `simulate` check them; false where either is refused.
+bool ModelAndLayout(const std::string& text, ModelSpec* m, Layout* l) {
   const size_t newline = text.find('\n');
-  if (newline == std::string::npos) return;
+  if (newline == std::string::npos) return false;
   StatusOr<Layout> layout = ParseLayout(text.substr(0, newline));
-  if (!layout.ok()) return;
-  StatusOr<ModelSpec> m = ParseModelYaml(text.substr(newline + 1), "fuzz-model");
-  if (!m.ok()) return;
-  StatusOr<Layout> resolved = ResolveLayoutFor(*layout, 64, *hw);
-  if (!resolved.ok() || !CheckLayout(*resolved, *m, *hw, 64).ok()) return;
-  volatile double sink = EstimateIteration(*m, *cluster, *resolved).iteration_time_s;
+  if (!layout.ok()) return false;
+  StatusOr<ModelSpec> model = ParseModelYaml(text.substr(newline + 1), "fuzz-model");
+  if (!model.ok()) return false;
+  StatusOr<Layout> resolved = ResolveLayoutFor(*layout, 64, FuzzHardware());
+  if (!resolved.ok() || !CheckLayout(*resolved, *model, FuzzHardware(), 64).ok()) return false;
+  *m = std::move(model).value();
+  *l = *resolved;
+  return true;
+}
+
+// The cost model on an accepted model and layout, as `estimate` runs it. Integer fields of any
+// size reach the cost model's arithmetic here.
+void EstimateFromText(const std::string& text) {
+  ModelSpec m;
+  Layout l;
+  if (!ModelAndLayout(text, &m, &l)) return;
+  volatile double sink = EstimateIteration(m, FuzzCluster(), l).iteration_time_s;
   (void)sink;
+}
+
+// The simulator on the same: the program built, sized (SizeOfSimulation, the guard `simulate`
+// applies) and run symmetric, with the trace kept when it is small. Programs of more than
+// kFuzzTasks tasks are only built and sized, so that an input takes milliseconds; their event
+// loop is the same code on more tasks.
+constexpr double kFuzzTasks = 2e5;
+void SimulateFromText(const std::string& text) {
+  ModelSpec m;
+  Layout l;
+  if (!ModelAndLayout(text, &m, &l)) return;
+  const IterationProgram program = BuildIteration(m, FuzzHardware(), l);
+  SimOptions options;
+  const SimulationSize size = SizeOfSimulation(program, l, options);
+  if (!(size.tasks <= kFuzzTasks)) return;
+  options.trace = size.tasks <= kFuzzTasks / 10;
+  StatusOr<SimResult> r = RunProgram(m, FuzzCluster(), l, program, options);
+  if (r.ok()) {
+    volatile double sink = r->iteration_time_s + r->peak_memory_bytes;
+    (void)sink;
+  }
 }
 
 // Uses an accepted model as the commands do: its counts and sizes.
@@ -124,6 +166,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case kEstimate:
       EstimateFromText(text);
+      break;
+    case kSimulate:
+      SimulateFromText(text);
       break;
   }
   return 0;
