@@ -165,8 +165,28 @@ TEST(RuntimePricedCollectivesTest, TensorParallel) {
 TEST(RuntimePricedCollectivesTest, Pipeline) {
   for (const char* spec : {"pp=2,mbs=2,schedule=1f1b", "pp=2,mbs=2,schedule=gpipe",
                            "pp=2,vpp=2,mbs=1,schedule=interleaved", "pp=2,mbs=2,recompute=full",
-                           "pp=2,mbs=2,overlap_pp=off"}) {
+                           "pp=2,mbs=2,overlap_pp=off", "pp=2,mbs=2,schedule=zero-bubble",
+                           "pp=2,vpp=2,mbs=1,schedule=zb-v", "pp=2,vpp=2,mbs=1,schedule=zb-v,recompute=full"}) {
     ExpectSameCalls(testing::TinyModel(32), spec);
+  }
+}
+
+// Zero-bubble's split backward: the weight gradients' buckets reduced from the W passes (every
+// micro-batch under ZeRO-2/3), with TP and SP, and ZB-V on a tied model (its head and table on
+// the first stage, the embedding group of one stage: no table all-reduce).
+TEST(RuntimePricedCollectivesTest, ZeroBubble) {
+  for (const char* spec : {"dp=2,pp=2,mbs=2,schedule=zero-bubble", "dp=2,pp=2,mbs=2,schedule=zero-bubble,zero=1",
+                           "dp=2,pp=2,mbs=1,schedule=zero-bubble,zero=2", "dp=2,pp=2,vpp=2,mbs=1,schedule=zb-v,zero=3",
+                           "tp=2,pp=2,dp=2,mbs=1,sp=on,schedule=zero-bubble,zero=2",
+                           "tp=2,pp=2,vpp=2,mbs=1,sp=on,schedule=zb-v,overlap_tp=on,zero=1",
+                           "dp=2,pp=2,vpp=2,mbs=1,schedule=zb-v,zero=2,overlap_dp=off"}) {
+    ExpectSameCalls(testing::TinyModel(32), spec);
+  }
+  ModelSpec gpt = testing::TinyGptModel();
+  gpt.layers = 4;
+  for (const char* spec : {"pp=2,vpp=2,mbs=1,schedule=zb-v", "dp=2,pp=2,vpp=2,mbs=1,schedule=zb-v,zero=3",
+                           "tp=2,pp=2,vpp=2,mbs=1,sp=on,schedule=zb-v"}) {
+    ExpectSameCalls(gpt, spec);
   }
 }
 

@@ -147,10 +147,61 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   return RowParallel(ctx, d, s.act.as<T>(), w.w_out, w.b_out, f, s.mid.as<T>(), out);
 }
 
+// Zero-bubble's B pass: where a layer's gradients go meanwhile. The linear weights' and the
+// column-parallel biases' are left null (LinearBackward then computes the input gradient
+// alone). The norms' and the row-parallel biases', computed in B where their inputs are at
+// hand (as Megatron-LM's and Transformer Engine's split backward leave them in B), go straight
+// into `dw` when the gradients are there (not sharded: the same sums in the same order as an
+// unsplit backward, so a bf16 run stays bitwise that run); under ZeRO-2/3, whose bucket opens
+// only in W, into the stash's `small` rows, for the tensors the layer has (w's non-null ones).
+template <typename T>
+StatusOr<BlockWeights<float>> StashGrads(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w,
+                                         const BlockWeights<float>& dw, WeightGradStash& stash) {
+  const int64_t c = d.m->hidden;
+  BlockWeights<float> g;
+  if (dw.attn_norm_gain != nullptr) {  // the gradients are at hand
+    g.attn_norm_gain = dw.attn_norm_gain;
+    g.attn_norm_bias = dw.attn_norm_bias;
+    g.mlp_norm_gain = dw.mlp_norm_gain;
+    g.mlp_norm_bias = dw.mlp_norm_bias;
+    g.bo = dw.bo;
+    g.b_out = dw.b_out;
+    return g;
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(stash.small, ctx.Zeros(MemoryKind::kGradients, 6 * c, "deferred small gradients"));
+  float* row = stash.small.f();
+  auto at = [&](const T* param, int i) { return param != nullptr ? row + i * c : nullptr; };
+  g.attn_norm_gain = at(w.attn_norm_gain, 0);
+  g.attn_norm_bias = at(w.attn_norm_bias, 1);
+  g.mlp_norm_gain = at(w.mlp_norm_gain, 2);
+  g.mlp_norm_bias = at(w.mlp_norm_bias, 3);
+  g.bo = at(w.bo, 4);
+  g.b_out = at(w.b_out, 5);
+  return g;
+}
+
+// A copy of `src` (n_local, C) kept for the W pass when a GEMM's output gradient is dresid
+// itself, which the rest of the backward overwrites.
+template <typename T>
+StatusOr<const T*> Keep(ExecContext& ctx, const BlockDims& d, const T* src, DeviceBuffer& gathered,
+                        WeightGradStash& stash) {
+  if (!gathered.empty()) {  // SP's gathered rows: the buffer itself is kept
+    const T* p = gathered.as<T>();
+    stash.keep.push_back(std::move(gathered));
+    return p;
+  }
+  const int64_t bytes = d.n * d.m->hidden * static_cast<int64_t>(sizeof(T));
+  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer copy, ctx.Alloc<T>(MemoryKind::kOther, d.n * d.m->hidden, "deferred output gradient"));
+  ctx.mem().Copy(copy.data(), src, bytes);
+  const T* p = copy.as<T>();
+  stash.keep.push_back(std::move(copy));
+  return p;
+}
+
 template <typename T>
 Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w,
-                     const BlockWeights<float>& dw, const T* x, BlockSaved& s,
-                     T* dresid) {
+                     const BlockWeights<float>& dw_given, const T* x, BlockSaved& s,
+                     T* dresid, WeightGradStash* stash) {
   const ModelSpec& m = *d.m;
   const int64_t c = m.hidden, f = m.ffn_hidden, qd = m.q_dim(), kvd = m.kv_dim();
   TypedKernels<T>& k = ctx.kt<T>();
@@ -158,6 +209,23 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     SHARDSIM_ASSIGN_OR_RETURN(b, ctx.Zeros<T>(kWork, n, what));
     return Status::Ok();
   };
+  BlockWeights<float> dw = dw_given;
+  if (stash != nullptr) {
+    SHARDSIM_ASSIGN_OR_RETURN(dw, StashGrads(ctx, d, w, dw_given, *stash));
+  }
+  // Zero-bubble: a GEMM's weight gradient deferred, and a buffer it reads kept.
+  using G = BlockWeights<float>;
+  auto defer = [&](float* G::*weight, float* G::*bias, const T* dout, const T* in, int64_t kk, int64_t mm) {
+    stash->gemms.push_back({weight, bias, dout, in, kk, mm});
+  };
+  auto keep = [&](DeviceBuffer& b) {
+    if (stash != nullptr && !b.empty()) {
+      stash->keep.push_back(std::move(b));
+    } else {
+      b.Reset();
+    }
+  };
+  const bool overlap = ctx.overlap_tp() && stash == nullptr;
   // Row-parallel biases are added after g, to this rank's rows: their gradient is the column
   // sum of d(out) over those rows (summed over the TP group later under SP).
   DeviceBuffer gathered, dfull, dnorm_full, dnorm, norm_in;
@@ -170,15 +238,19 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   const T* norm2 = nullptr;
   // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
   SHARDSIM_ASSIGN_OR_RETURN(const T* dout, ctx.Gather(dresid, gathered, d.n_local, c));
-  if (ctx.overlap_tp()) {
+  if (overlap) {
     SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.StartGather(s.norm2.as<T>(), norm_in, d.n_local, c, &pending));
   }
   DeviceBuffer dact, dhidden, dup;
   SHARDSIM_RETURN_IF_ERROR(zeros(dact, d.n * f, "mlp activation gradient"));
   k.LinearBackward(dout, s.act.as<T>(), w.w_out, dact.as<T>(), dw.w_out, nullptr, d.n, f, c);
   if (dw.b_out != nullptr) k.AddColumnSums(dresid, dw.b_out, d.n_local, c);
+  if (stash != nullptr) {
+    SHARDSIM_ASSIGN_OR_RETURN(dout, Keep(ctx, d, dout, gathered, *stash));
+    defer(&G::w_out, nullptr, dout, s.act.as<T>(), f, c);
+  }
   gathered.Reset();
-  s.act.Reset();
+  keep(s.act);
   SHARDSIM_RETURN_IF_ERROR(zeros(dhidden, d.n * f, "mlp hidden gradient"));
   if (norm2 == nullptr) {
     SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.Gather(s.norm2.as<T>(), norm_in, d.n_local, c));
@@ -191,7 +263,8 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     k.GeluBackward(dact.as<T>(), s.hidden.as<T>(), dhidden.as<T>(), d.n * f);
   }
   T* dn = dnorm_full.as<T>();
-  if (ctx.overlap_tp()) {  // w_up's and w_in's input gradients, reduced under their dW GEMMs
+  bool gathered2 = false;  // SP: w_in's and w_up's input is the re-gathered copy, not s.norm2
+  if (overlap) {  // w_up's and w_in's input gradients, reduced under their dW GEMMs
     dact.Reset();
     s.up.Reset();
     s.hidden.Reset();
@@ -207,14 +280,17 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   } else {
     if (!dup.empty()) {
       k.LinearBackward(dup.as<T>(), norm2, w.w_up, dnorm_full.as<T>(), dw.w_up, dw.b_up, d.n, c, f);
-      dup.Reset();
+      if (stash != nullptr) defer(&G::w_up, &G::b_up, dup.as<T>(), norm2, c, f);
+      keep(dup);
       s.up.Reset();
     }
     dact.Reset();
     k.LinearBackward(dhidden.as<T>(), norm2, w.w_in, dnorm_full.as<T>(), dw.w_in, dw.b_in, d.n, c, f);
-    dhidden.Reset();
+    if (stash != nullptr) defer(&G::w_in, &G::b_in, dhidden.as<T>(), norm2, c, f);
+    keep(dhidden);
     s.hidden.Reset();
-    norm_in.Reset();
+    gathered2 = !norm_in.empty();
+    keep(norm_in);
     // f's backward: sum d(norm2) over the group (into this rank's rows with SP).
     if (ctx.sp() && ctx.tp() > 1) {
       SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc<T>(kWork, d.n_local * c, "mlp norm gradient rows"));
@@ -226,7 +302,11 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
                  dresid, dw.mlp_norm_gain, dw.mlp_norm_bias, d.n_local, c);
   dnorm.Reset();
   dnorm_full.Reset();
-  s.norm2.Reset();
+  if (gathered2) {
+    s.norm2.Reset();
+  } else {
+    keep(s.norm2);  // the W pass's input of w_in / w_up without SP (norm2 points into it)
+  }
   s.norm2_mean.Reset();
   s.norm2_rstd.Reset();
   s.mid.Reset();
@@ -234,15 +314,19 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   // dresid is now d(mid). Attention branch.
   SHARDSIM_ASSIGN_OR_RETURN(dout, ctx.Gather(dresid, gathered, d.n_local, c));
   const T* norm1 = nullptr;
-  if (ctx.overlap_tp()) {  // under the output projection's and the attention's backward
+  if (overlap) {  // under the output projection's and the attention's backward
     SHARDSIM_ASSIGN_OR_RETURN(norm1, ctx.StartGather(s.norm1.as<T>(), norm_in, d.n_local, c, &pending));
   }
   DeviceBuffer dattn, dq, dk, dv;
   SHARDSIM_RETURN_IF_ERROR(zeros(dattn, d.n * qd, "attention output gradient"));
   k.LinearBackward(dout, s.attn.as<T>(), w.wo, dattn.as<T>(), dw.wo, nullptr, d.n, qd, c);
   if (dw.bo != nullptr) k.AddColumnSums(dresid, dw.bo, d.n_local, c);
+  if (stash != nullptr) {
+    SHARDSIM_ASSIGN_OR_RETURN(dout, Keep(ctx, d, dout, gathered, *stash));
+    defer(&G::wo, nullptr, dout, s.attn.as<T>(), qd, c);
+  }
   gathered.Reset();
-  if (!d.flash) s.attn.Reset();  // flash's backward needs the output (D = rowsum(dO o O))
+  if (!d.flash) keep(s.attn);  // flash's backward needs the output (D = rowsum(dO o O))
   if (!d.flash && s.probs.empty()) {  // selective recompute: the probabilities from Q and K
     ctx.SwitchCompute(Phase::kRecompute);
     DeviceBuffer out;
@@ -258,7 +342,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     k.FlashAttentionBackward(dattn.as<T>(), s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.attn.as<T>(),
                              s.lse.f(), dq.as<T>(), dk.as<T>(), dv.as<T>(), Attn(d));
     s.lse.Reset();
-    s.attn.Reset();
+    keep(s.attn);
   } else {
     k.AttentionBackward(dattn.as<T>(), s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(),
                         dq.as<T>(), dk.as<T>(), dv.as<T>(), Attn(d));
@@ -274,7 +358,8 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   }
   SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "attention norm gradient"));
   dn = dnorm_full.as<T>();
-  if (ctx.overlap_tp()) {  // Q's, K's and V's input gradients, reduced under their dW GEMMs
+  bool gathered1 = false;  // as gathered2, for Q, K and V
+  if (overlap) {  // Q's, K's and V's input gradients, reduced under their dW GEMMs
     s.q.Reset();
     s.k.Reset();
     s.v.Reset();
@@ -292,10 +377,16 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     k.LinearBackward(dq.as<T>(), norm1, w.wq, dnorm_full.as<T>(), dw.wq, dw.bq, d.n, c, qd);
     k.LinearBackward(dk.as<T>(), norm1, w.wk, dnorm_full.as<T>(), dw.wk, dw.bk, d.n, c, kvd);
     k.LinearBackward(dv.as<T>(), norm1, w.wv, dnorm_full.as<T>(), dw.wv, dw.bv, d.n, c, kvd);
-    dq.Reset();
-    dk.Reset();
-    dv.Reset();
-    norm_in.Reset();
+    if (stash != nullptr) {
+      defer(&G::wq, &G::bq, dq.as<T>(), norm1, c, qd);
+      defer(&G::wk, &G::bk, dk.as<T>(), norm1, c, kvd);
+      defer(&G::wv, &G::bv, dv.as<T>(), norm1, c, kvd);
+    }
+    keep(dq);
+    keep(dk);
+    keep(dv);
+    gathered1 = !norm_in.empty();
+    keep(norm_in);
     s.q.Reset();
     s.k.Reset();
     s.v.Reset();
@@ -307,15 +398,37 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   }
   k.NormBackward(m.norm, dn, x, w.attn_norm_gain, s.norm1_mean.f(), s.norm1_rstd.f(), dresid,
                  dw.attn_norm_gain, dw.attn_norm_bias, d.n_local, c);
+  if (!gathered1) keep(s.norm1);  // the W pass's input of Q, K and V without SP
   s.Clear();
   return Status::Ok();
+}
+
+template <typename T>
+void BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stash,
+                     const BlockWeights<float>& dw) {
+  TypedKernels<T>& k = ctx.kt<T>();
+  for (const WeightGradStash::Gemm& g : stash.gemms) {
+    k.LinearBackward(static_cast<const T*>(g.dout), static_cast<const T*>(g.in), nullptr, nullptr, dw.*g.weight,
+                     g.bias != nullptr ? dw.*g.bias : nullptr, d.n, g.k, g.m);
+  }
+  const int64_t c = d.m->hidden;
+  using G = BlockWeights<float>;
+  using Member = float* G::*;
+  const Member small[] = {&G::attn_norm_gain, &G::attn_norm_bias, &G::mlp_norm_gain, &G::mlp_norm_bias, &G::bo, &G::b_out};
+  for (int i = 0; !stash.small.empty() && i < 6; ++i) {  // StashGrads' rows, if it used them
+    if (dw.*small[i] != nullptr) ctx.k().f32().Add(dw.*small[i], stash.small.f() + i * c, c);
+  }
+  stash = WeightGradStash();
 }
 
 #define SHARDSIM_INSTANTIATE_BLOCK(T)                                                        \
   template Status BlockForward(ExecContext&, const BlockDims&, const BlockWeights<T>&, const T*, \
                                T*, BlockSaved&, bool);                                          \
   template Status BlockBackward(ExecContext&, const BlockDims&, const BlockWeights<T>&,          \
-                                const BlockWeights<float>&, const T*, BlockSaved&, T*);
+                                const BlockWeights<float>&, const T*, BlockSaved&, T*,           \
+                                WeightGradStash*);                                               \
+  template void BlockWeightGrad<T>(ExecContext&, const BlockDims&, WeightGradStash&,             \
+                                   const BlockWeights<float>&);
 SHARDSIM_INSTANTIATE_BLOCK(float)
 SHARDSIM_INSTANTIATE_BLOCK(Bf16)
 #undef SHARDSIM_INSTANTIATE_BLOCK

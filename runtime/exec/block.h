@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/cpu/transformer_block.h"
@@ -49,10 +50,41 @@ template <typename T>
 Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w, const T* x,
                     T* out, BlockSaved& saved, bool keep_probs);
 
+// Zero-bubble's split backward (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): what a
+// layer's B pass (input gradients) leaves for its W pass (weight gradients). Each deferred GEMM
+// keeps its output gradient and its input (this rank's, gathered under SP); the norms' and the
+// row-parallel biases' gradients are computed in B, where their inputs are at hand, and wait in
+// `small` only when the layer's gradients are not there yet (ZeRO-2/3's bucket opens in W).
+struct WeightGradStash {
+  struct Gemm {
+    float* BlockWeights<float>::*weight;  // the weight gradient it adds into
+    float* BlockWeights<float>::*bias;    // a column-parallel bias's, or null
+    const void* dout;                     // (n, m) T
+    const void* in;                       // (n, k) T
+    int64_t k = 0, m = 0;
+  };
+  std::vector<Gemm> gemms;          // in the B pass's order
+  std::vector<DeviceBuffer> keep;   // what the pointers above point into
+  DeviceBuffer small;               // fp32 (6, C): the norms' gains and biases, bo, b_out
+  bool empty() const { return gemms.empty(); }
+};
+
 // dresid (n_local, C): on entry d(out), on return d(x). Adds into dw (fp32 gradients whatever
-// T is). Frees `saved` as it goes.
+// T is). Frees `saved` as it goes. With `stash` (zero-bubble's B pass) the GEMMs compute only
+// their input gradients and their weight gradients' operands go to the stash, for
+// BlockWeightGrad; the norms' and row-parallel biases' gradients go into `dw` if it is given
+// (non-empty), else to the stash. Under zero-bubble overlap_tp hides nothing (the weight gradients
+// it would hide the reductions under are deferred), so the TP reductions block, as the
+// simulator prices them.
 template <typename T>
 Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w,
-                     const BlockWeights<float>& dw, const T* x, BlockSaved& saved, T* dresid);
+                     const BlockWeights<float>& dw, const T* x, BlockSaved& saved, T* dresid,
+                     WeightGradStash* stash = nullptr);
+
+// Zero-bubble's W pass of one layer: the stash's GEMMs, in B's order, and its small gradients,
+// added into dw. Frees the stash.
+template <typename T>
+void BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stash,
+                     const BlockWeights<float>& dw);
 
 }  // namespace shardsim::runtime

@@ -39,9 +39,6 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   };
   no(l.cp > 1, "cp=" + std::to_string(l.cp) + " (context parallelism is not implemented in the runtime)");
   no(l.ep > 1, "ep=" + std::to_string(l.ep) + " (expert parallelism is not implemented in the runtime)");
-  no(SplitsWeightGradients(l),
-     "schedule=" + ScheduleName(l.schedule) +
-         " (the runtime runs gpipe, 1f1b and interleaved; the B/W split is not implemented)");
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");
   no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
@@ -58,9 +55,10 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
     no(l.tp > 0 && count % l.tp != 0, "tp=" + std::to_string(l.tp) + " does not divide the model's " + name + " (" +
                                           std::to_string(count) + ")");
   }
-  no(m.tied_embeddings && l.pp > 1, "pp=" + std::to_string(l.pp) +
-                                        " with tied embeddings (the runtime does not yet keep the LM head's copy on "
-                                        "the last pipeline stage: use pp=1 or an untied model)");
+  // Under ZB-V the head's stage is the first (HeadStage), which holds the table anyway.
+  no(m.tied_embeddings && HeadStage(l) != 0, "pp=" + std::to_string(l.pp) +
+                                                 " with tied embeddings (the runtime does not yet keep the LM head's copy on "
+                                                 "the last pipeline stage: use pp=1, schedule=zb-v or an untied model)");
   return why;
 }
 
@@ -276,6 +274,9 @@ StatusOr<double> TypedExecutor<T>::Step(const TokenSource& data, int64_t step) {
     if (s.pass == Pass::kForward) {
       phase_ = "forward";
       SHARDSIM_RETURN_IF_ERROR(Forward(data, step, s.mb, s.chunk));
+    } else if (s.pass == Pass::kWeightGrad) {
+      phase_ = "weight gradients";
+      SHARDSIM_RETURN_IF_ERROR(WeightGrad(s.mb, s.chunk));
     } else {
       phase_ = "backward";
       SHARDSIM_RETURN_IF_ERROR(Backward(s.mb, s.chunk));
@@ -350,7 +351,7 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
     zero_->Release(zero_->embedding());
     SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(partial, s.residual[0].template as<T>(), nl, c));
   } else {
-    const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);
+    const int peer = StageOfPosition(layout_, static_cast<int32_t>(info.model_chunk - 1));
     const int64_t start = ctx_.Mark();
     SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, s.residual[0].template as<T>(), nl * c, peer,
                                        Tag(mb, info.model_chunk, false)));
@@ -380,7 +381,7 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
   }
   ctx_.EndPass();
   // The chunk's output goes to the next model chunk's stage; its buffer lives until sent.
-  const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
+  const int peer = StageOfPosition(layout_, static_cast<int32_t>(info.model_chunk + 1));
   const int64_t start = ctx_.Mark();
   DeviceBuffer out = std::move(s.residual[info.layers]);
   SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, out.template as<T>(), nl * c, peer,
@@ -485,13 +486,15 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
   Collectives& comm = backend_->comm();
   // The chunk's last micro-batch: its gradients are final part by part (overlap_dp).
   const bool last_mb = mb == layout_.microbatches() - 1;
+  const bool zb = SplitsWeightGradients(layout_);  // the layers' weight gradients in W
+  if (zb) s.stash.resize(info.layers);
   SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer dres, ctx_.Zeros<T>(kWork, nl * c, "residual gradient"));
   if (info.has_head) {
     ctx_.SetPass(Phase::kBackward, mb, chunk);
     SHARDSIM_RETURN_IF_ERROR(HeadBackward(s, dres.template as<T>(), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kHead));
   } else {
-    const int peer = static_cast<int>((info.model_chunk + 1) % layout_.pp);
+    const int peer = StageOfPosition(layout_, static_cast<int32_t>(info.model_chunk + 1));
     const int64_t start = ctx_.Mark();
     SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, dres.template as<T>(), nl * c, peer,
                                        Tag(mb, info.model_chunk, true)));
@@ -505,7 +508,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     const bool prefetch = PrefetchesZero3() && i > 0;  // the next layer backward: layer - 1
     SHARDSIM_RETURN_IF_ERROR(
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer - 1) : -1));
-    SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
+    if (!zb) SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
     const BlockWeights<T> w = zero_->LayerParams(layer);
     if (layout_.recompute == Recompute::kFull) {
       // Re-run the layer's forward from its saved input (its TP collectives included).
@@ -514,11 +517,20 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
       SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, w, s.residual[i].template as<T>(), out.template as<T>(), s.saved[i], true));
       ctx_.SwitchCompute(Phase::kBackward);
     }
-    SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, zero_->LayerGrads(layer),
-                                           s.residual[i].template as<T>(), s.saved[i], dres.template as<T>()));
-    zero_->Release(zero_->layer(layer));
-    SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
-    if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
+    if (zb) {  // the input gradient only; the weight gradients wait in the stash for W
+      // The norms' and row-parallel biases' gradients straight into the layer's when they are
+      // there (not sharded; under ZeRO-2/3 the bucket opens in W and they wait in the stash).
+      const BlockWeights<float> small = zero_->shards_grads() ? BlockWeights<float>{} : zero_->LayerGrads(layer);
+      SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, small, s.residual[i].template as<T>(),
+                                             s.saved[i], dres.template as<T>(), &s.stash[i]));
+      zero_->Release(zero_->layer(layer));
+    } else {
+      SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, zero_->LayerGrads(layer),
+                                             s.residual[i].template as<T>(), s.saved[i], dres.template as<T>()));
+      zero_->Release(zero_->layer(layer));
+      SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
+      if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
+    }
     s.residual[i + 1].Reset();
   }
   if (info.has_embedding) {
@@ -532,18 +544,43 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kEmbedding));
     SHARDSIM_RETURN_IF_ERROR(zero_->WaitReductions());  // ZeRO-2/3 overlap: none outlives the pass
     ctx_.EndPass();
-    live_.erase(it);
+    if (!zb) live_.erase(it);  // zero-bubble: the stash lives until W
     return Status::Ok();
   }
   SHARDSIM_RETURN_IF_ERROR(zero_->WaitReductions());
   ctx_.EndPass();
-  live_.erase(it);
-  const int peer = static_cast<int>((info.model_chunk - 1) % layout_.pp);
+  if (!zb) live_.erase(it);
+  const int peer = StageOfPosition(layout_, static_cast<int32_t>(info.model_chunk - 1));
   const int64_t start = ctx_.Mark();
   SHARDSIM_ASSIGN_OR_RETURN(int64_t handle, comm.Isend(Group::kPp, dres.template as<T>(), nl * c, peer,
                                                        Tag(mb, info.model_chunk - 1, true)));
   ctx_.Record(Phase::kPpSendBackward, start, static_cast<double>(nl * c) * sizeof(T));
   sends_.emplace_back(handle, std::move(dres));
+  return Status::Ok();
+}
+
+template <typename T>
+Status TypedExecutor<T>::WeightGrad(int32_t mb, int32_t chunk) {
+  const ChunkInfo& info = shard_.chunks()[chunk];
+  auto it = live_.find({chunk, mb});
+  if (it == live_.end() || it->second.stash.size() != static_cast<size_t>(info.layers)) {
+    return Status::Error("weight gradients of micro-batch " + std::to_string(mb) + " chunk " +
+                         std::to_string(chunk) + " before its input gradients");
+  }
+  ChunkState& s = it->second;
+  const bool last_mb = mb == layout_.microbatches() - 1;
+  ctx_.SetPass(Phase::kBackward, mb, chunk);
+  for (int64_t i = info.layers - 1; i >= 0; --i) {  // as the B pass left them: top layer first
+    const int64_t layer = info.first_layer + i;
+    ctx_.SetLayer(static_cast<int32_t>(layer));
+    SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
+    BlockWeightGrad<T>(ctx_, dims_, s.stash[i], zero_->LayerGrads(layer));
+    SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
+    if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
+  }
+  SHARDSIM_RETURN_IF_ERROR(zero_->WaitReductions());
+  ctx_.EndPass();
+  live_.erase(it);
   return Status::Ok();
 }
 

@@ -52,10 +52,15 @@ class TypedExecutor final : public Executor {
     std::vector<BlockSaved> saved;         // one per layer
     DeviceBuffer final_out, final_mean, final_rstd;  // head chunk: final norm (T, fp32 stats)
     DeviceBuffer logits;                   // head chunk: (n, V / tp) T, probabilities after
+    std::vector<WeightGradStash> stash;    // zero-bubble: per layer, from its B to its W pass
   };
 
   Status Forward(const TokenSource& data, int64_t step, int32_t mb, int32_t chunk);
   Status Backward(int32_t mb, int32_t chunk);
+  // Zero-bubble's W pass (schedule=zero-bubble or zb-v): the chunk's layers' weight gradients
+  // from the stash its B pass (Backward) left, top layer first, each layer's bucket reduced as
+  // a 1F1B backward would reduce it.
+  Status WeightGrad(int32_t mb, int32_t chunk);
   Status HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_sum);
   Status HeadBackward(ChunkState& s, T* dres, bool last_mb);
   Status OptimizerStep();

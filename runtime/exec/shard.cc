@@ -37,10 +37,10 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
     return Status::Error("pp x vpp = " + std::to_string(l.pp * l.vpp) + " must divide the model '" +
                          m.name + "''s " + std::to_string(m.layers) + " layers");
   }
-  if (m.tied_embeddings && l.pp > 1) {
+  if (m.tied_embeddings && HeadStage(l) != 0) {  // ZB-V's head sits on the first stage, with the table
     return Status::Error("model '" + m.name +
                          "' ties its embeddings: the runtime does not yet keep the LM head's copy "
-                         "on the last pipeline stage (use pp=1 or an untied model)");
+                         "on the last pipeline stage (use pp=1, schedule=zb-v or an untied model)");
   }
   RankShard s;
   s.full_spec_ = m;

@@ -77,15 +77,16 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
     p.dense += n_moe * (static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l));
     p.expert = n_moe * (static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t);
   }
-  // First stage: embeddings (vocabulary split over TP). Last stage: final norm and LM head;
-  // with tied embeddings and pp > 1, Megatron keeps a copy of the embedding there.
+  // First stage: embeddings (vocabulary split over TP). The head's stage (the last; the first
+  // under ZB-V, HeadStage): final norm and LM head; with tied embeddings on another stage than
+  // the embedding's, Megatron keeps a copy of the embedding there.
   const double embed = static_cast<double>(m.vocab * m.hidden) / t;
   if (stage == 0) {
     p.dense += embed + (m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0);
   }
-  if (stage == l.pp - 1) {
+  if (stage == HeadStage(l)) {
     p.dense += m.NormParams();
-    if (!m.tied_embeddings || l.pp > 1) p.dense += embed;
+    if (!m.tied_embeddings || HeadStage(l) != 0) p.dense += embed;
   }
   return p;
 }
@@ -318,7 +319,7 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   const double positions =
       m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0;
   const double embed = static_cast<double>(m.vocab * m.hidden) / t + positions;
-  const bool tied = m.tied_embeddings && l.pp == 1;  // the head's table is the embedding's
+  const bool tied = m.tied_embeddings && HeadStage(l) == 0;  // the head's table is the embedding's (one stage, or ZB-V's first)
   const double head = m.NormParams() + (tied ? 0 : static_cast<double>(m.vocab * m.hidden) / t);
   // Gradients: a unit's bucket lives from its backward to its reduction, so one at a time;
   // with tied embeddings the table's bucket stays open from the head's backward to the
@@ -333,6 +334,7 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   const double bucket = l.bucket_params > 0 && static_cast<double>(l.bucket_params) < layer
                             ? std::max(static_cast<double>(l.bucket_params), largest_tensor)
                             : static_cast<double>(LayersPerBucket(l, layer, chunk_layers)) * layer;
+  z.open_table_grads = open_table;
   z.layer_grads = bucket * sb.gradients + open_table;
   z.head_grads = head * sb.gradients + open_table;
   // overlap_dp (DeepSpeed's overlap_comm, FSDP's reduce-scatter stream; the runtime's
@@ -341,7 +343,7 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   // this rank's chunk of its sum (1 / dp of it). A micro-batch's last one completes with its
   // pass. The tied table's bucket is open anyway (above).
   if (l.overlap_dp) {
-    if (stage == l.pp - 1) {
+    if (stage == HeadStage(l)) {
       z.head_in_flight_grads = head * sb.gradients;
       z.head_in_flight_other = z.head_in_flight_grads / static_cast<double>(l.dp_cp());
     }
@@ -434,15 +436,27 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     double total() const { return other + gradients - freed_activations; }
   };
   const double layer_backward = BackwardWorkspaceBytes(m, l) + z.layer_params;
-  std::vector<Moment> moments = {{layer_backward + z.head_in_flight_other, z.layer_grads + z.head_in_flight_grads}};
-  // overlap_dp, a lower layer's backward: the bucket above is in flight, and that layer's
-  // activations of this micro-batch are freed by then (at least the smallest layer's).
   const double one_layer = std::min(stored[0], stored[1]);
+  std::vector<Moment> moments;
+  // Zero-bubble under ZeRO-2/3: a layer's bucket opens in its W pass, after the B pass whose
+  // workspace (and ZeRO-3 gathered parameters: W reads no weights) is gone, and every pass
+  // waits for its reductions at its end (the runtime's WeightGrad and Backward). So B holds the
+  // workspace with at most the head's bucket in flight, W the bucket with the one above in flight.
+  const bool split_buckets = SplitsWeightGradients(l) && z.layer_grads > z.open_table_grads;
+  if (split_buckets) {
+    moments.push_back({layer_backward + z.head_in_flight_other, z.open_table_grads + z.head_in_flight_grads});
+    moments.push_back({0, z.layer_grads});
+  } else {
+    moments.push_back({layer_backward + z.head_in_flight_other, z.layer_grads + z.head_in_flight_grads});
+  }
+  // overlap_dp, a lower layer's backward (W pass): the bucket above is in flight, and that
+  // layer's activations of this micro-batch are freed by then (at least the smallest layer's).
   if (chunk >= 2 && z.layer_in_flight_grads > 0) {
-    moments.push_back({layer_backward + z.layer_in_flight_other, z.layer_grads + z.layer_in_flight_grads, one_layer});
+    moments.push_back({(split_buckets ? 0 : layer_backward) + z.layer_in_flight_other,
+                       z.layer_grads + z.layer_in_flight_grads, one_layer});
   }
   const size_t layer_moments = moments.size();
-  if (stage == l.pp - 1) {
+  if (stage == HeadStage(l)) {
     // The loss keeps each in-flight micro-batch's logits (as probabilities) for its backward
     // (Megatron's vocab-parallel cross-entropy saves them): every micro-batch under GPipe, one
     // under the 1F1B family. The head's backward adds the gradient of its input (all rows) and
@@ -455,9 +469,10 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     for (size_t i = 0; i < layer_moments; ++i) moments[i].other += (k - 1) * logits;
     moments.push_back({k * logits + head + z.head_params, z.head_grads});
   }
-  if (stage == 0 && z.embed_grads > 0) {  // overlap_dp: the first layer's bucket in flight
-    moments.push_back({z.embed_other + z.layer_in_flight_other, z.embed_grads + z.layer_in_flight_grads,
-                       z.layer_in_flight_grads > 0 ? one_layer : 0});
+  if (stage == 0 && z.embed_grads > 0) {  // overlap_dp: the first layer's bucket in flight (not zero-bubble's, reduced in W)
+    const double in_flight = split_buckets ? 0 : z.layer_in_flight_grads;
+    moments.push_back({z.embed_other + (split_buckets ? 0 : z.layer_in_flight_other), z.embed_grads + in_flight,
+                       in_flight > 0 ? one_layer : 0});
   }
   if (stage == 0 && z.embed_params > 0) moments.push_back({z.embed_params, 0});  // its forward
   const Moment peak = *std::max_element(

@@ -107,6 +107,7 @@ struct ZeroTransients {
   // lower layer's (a chunk of two or more layers); the first layer's during the embedding's.
   double head_in_flight_grads = 0, head_in_flight_other = 0;
   double layer_in_flight_grads = 0, layer_in_flight_other = 0;
+  double open_table_grads = 0;  // the tied table's bucket, open through every layer's (in layer_grads)
 };
 ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage);
 

@@ -45,7 +45,7 @@ std::vector<int64_t> GroupMembers(const Layout& l, int64_t rank, GroupKind g) {
     }
     case GroupKind::kEmbedding: {
       std::vector<int64_t> out{RankOf(l, RankCoord{me.tp, me.cp, me.dp, 0})};
-      if (l.pp > 1) out.push_back(RankOf(l, RankCoord{me.tp, me.cp, me.dp, l.pp - 1}));
+      if (HeadStage(l) != 0) out.push_back(RankOf(l, RankCoord{me.tp, me.cp, me.dp, HeadStage(l)}));
       return out;
     }
   }

@@ -20,6 +20,8 @@ int32_t StageOfPosition(const Layout& l, int32_t position) {
   return position % p;
 }
 
+int32_t HeadStage(const Layout& l) { return StageOfPosition(l, PositionCount(l) - 1); }
+
 bool SplitsWeightGradients(const Layout& l) {
   return l.schedule == Schedule::kZeroBubble || l.schedule == Schedule::kZeroBubbleV;
 }

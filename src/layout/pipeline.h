@@ -38,6 +38,9 @@ int32_t PositionCount(const Layout& l);
 // stages, chunk 1 back up: positions s and 2 pp - 1 - s, so the first stage holds both ends.
 int32_t PositionOf(const Layout& l, int32_t stage, int32_t chunk);
 int32_t StageOfPosition(const Layout& l, int32_t position);
+// The stage of the last position, which holds the final norm, the LM head and the loss: the last
+// stage, or under ZB-V the first (which then holds both ends of the model).
+int32_t HeadStage(const Layout& l);
 
 // Whether the schedule splits each backward into B (input gradients, sent on at once) and W
 // (weight gradients, run later): zero-bubble and ZB-V.
