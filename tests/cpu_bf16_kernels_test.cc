@@ -228,13 +228,13 @@ TEST_F(CpuBf16KernelsTest, RopeRotatesInPlaceAndRoundsOnce) {
   const int64_t b = 2, t = 5, heads = 3, d = 4, size = b * t * heads * d;
   Bf16s x = RandomBf16(size, 30);
   Floats x_ref = Widen(x);
-  h_.RopeForward(x.data(), b, t, heads, d, 500000.0);
-  f_.RopeForward(x_ref.data(), b, t, heads, d, 500000.0);
+  h_.RopeForward(x.data(), b, t, heads, d, 500000.0, 3);
+  f_.RopeForward(x_ref.data(), b, t, heads, d, 500000.0, 3);
   EXPECT_EQ(NotRoundedOnce(x, x_ref), 0);
   // Backward from the rounded forward result: the reference starts from the same bf16 values.
   x_ref = Widen(x);
-  h_.RopeBackward(x.data(), b, t, heads, d, 500000.0);
-  f_.RopeBackward(x_ref.data(), b, t, heads, d, 500000.0);
+  h_.RopeBackward(x.data(), b, t, heads, d, 500000.0, 3);
+  f_.RopeBackward(x_ref.data(), b, t, heads, d, 500000.0, 3);
   EXPECT_EQ(NotRoundedOnce(x, x_ref), 0);
 }
 

@@ -508,6 +508,10 @@ TEST(Placement, GroupsOfRankZero) {
   EXPECT_EQ(GroupOf(small, 0, ParallelDim::kDp), (std::vector<int64_t>{0, 4}));
   EXPECT_EQ(GroupOf(small, 0, ParallelDim::kPp), (std::vector<int64_t>{0, 8}));
   EXPECT_EQ(GroupOf(small, 7, ParallelDim::kTp), (std::vector<int64_t>{6, 7}));
+  // DP x CP: tp 0 and pp 0, (dp, cp) = (0, 0), (0, 1), (1, 0), (1, 1) -> ranks 0, 2, 4, 6; rank
+  // 11 (tp 1, cp 1, dp 0, pp 1) -> 9, 11, 13, 15.
+  EXPECT_EQ(DpCpGroupOf(small, 0), (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(DpCpGroupOf(small, 11), (std::vector<int64_t>{9, 11, 13, 15}));
 
   // tp 8, pp 8, dp 16 (1024 GPUs): the TP group is one node, dp stride 8, pp stride 128.
   const Layout big = MustResolve("tp=8,pp=8", 1024);

@@ -363,12 +363,40 @@ TEST(RuntimeBackendKernels, RopeMatchesTheOperatorWhateverTheCachedLength) {
     const RopeTable<float> table = MakeRopeTable<float>(t, d);
     std::vector<float> x = Random(b * t * heads * d, 13 + static_cast<uint32_t>(t)), x_ref = x;
     RopeForward<float>(x_ref.data(), table, b, t, heads);
-    k.RopeForward(x.data(), b, t, heads, d, kRopeBase);
+    k.RopeForward(x.data(), b, t, heads, d, kRopeBase, 0);
     EXPECT_EQ(Mismatches(x, x_ref), 0) << "t = " << t;
     RopeBackward<float>(x_ref.data(), table, b, t, heads);
-    k.RopeBackward(x.data(), b, t, heads, d, kRopeBase);
+    k.RopeBackward(x.data(), b, t, heads, d, kRopeBase, 0);
     EXPECT_EQ(Mismatches(x, x_ref), 0) << "t = " << t;
   }
+}
+
+// pos0 (a context-parallel chunk of each sequence): rotating rows at positions 4..6 equals
+// rotating a 7-token sequence and keeping its last 3 rows, since a row's angle depends only on
+// its position.
+TEST(RuntimeBackendKernels, RopeFromAPositionEqualsTheTailOfTheWholeSequence) {
+  const int64_t b = 2, heads = 2, d = 4, t = 7, pos0 = 4, tail = t - pos0;
+  const int64_t row = heads * d;
+  std::vector<float> whole = Random(b * t * row, 41);
+  std::vector<float> chunk;
+  for (int64_t s = 0; s < b; ++s) {
+    chunk.insert(chunk.end(), whole.begin() + (s * t + pos0) * row, whole.begin() + (s + 1) * t * row);
+  }
+  CpuKernels k;
+  k.RopeForward(whole.data(), b, t, heads, d, kRopeBase, 0);
+  k.RopeForward(chunk.data(), b, tail, heads, d, kRopeBase, pos0);
+  std::vector<float> expected;
+  for (int64_t s = 0; s < b; ++s) {
+    expected.insert(expected.end(), whole.begin() + (s * t + pos0) * row, whole.begin() + (s + 1) * t * row);
+  }
+  EXPECT_EQ(Mismatches(chunk, expected), 0);
+  k.RopeBackward(chunk.data(), b, tail, heads, d, kRopeBase, pos0);
+  k.RopeBackward(whole.data(), b, t, heads, d, kRopeBase, 0);
+  expected.clear();
+  for (int64_t s = 0; s < b; ++s) {
+    expected.insert(expected.end(), whole.begin() + (s * t + pos0) * row, whole.begin() + (s + 1) * t * row);
+  }
+  EXPECT_EQ(Mismatches(chunk, expected), 0);
 }
 
 // A model's rotary_base reaches the kernel: Llama 3's 500000 rotates position 1's second pair
@@ -379,7 +407,7 @@ TEST(RuntimeBackendKernels, RopeTakesTheModelsBase) {
   // x at position 1 = (x0, x1, x2, x3) = (0, 1, 0, 0): the pair (x1, x3) = (1, 0) turns to
   // (cos a, sin a) with a = 1 / sqrt(500000) = 0.00141421.
   std::vector<float> x = {0, 0, 0, 0, 0, 1, 0, 0};
-  k.RopeForward(x.data(), b, t, heads, d, 500000.0);
+  k.RopeForward(x.data(), b, t, heads, d, 500000.0, 0);
   EXPECT_NEAR(x[5], std::cos(0.00141421356), 1e-6);
   EXPECT_NEAR(x[7], std::sin(0.00141421356), 1e-6);
   EXPECT_EQ(RopeBaseOf(0), 10000.0);  // unstated: RoFormer's

@@ -81,7 +81,7 @@ void ExpectSameCalls(const ModelSpec& m, const std::string& spec) {
   StatusOr<Layout> parsed = ParseLayout(spec + ",gbs=8" + (bf16 ? "" : ",dtype=fp32") +
                                         (spec.find("attention=") == std::string::npos ? ",attention=unfused" : ""));
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
-  const int64_t world = parsed->tp * parsed->pp * std::max<int64_t>(parsed->dp, 1);
+  const int64_t world = parsed->tp * parsed->pp * parsed->cp * std::max<int64_t>(parsed->dp, 1);
   hw->node.gpus = world;
   StatusOr<Layout> l = ResolveLayoutFor(*parsed, world, *hw);
   ASSERT_TRUE(l.ok()) << l.status().message();
@@ -169,6 +169,20 @@ TEST(RuntimePricedCollectivesTest, Pipeline) {
                            "pp=2,vpp=2,mbs=1,schedule=zb-v", "pp=2,vpp=2,mbs=1,schedule=zb-v,recompute=full"}) {
     ExpectSameCalls(testing::TinyModel(32), spec);
   }
+}
+
+// Context parallelism (runtime/exec/context_parallel.h): per layer one all-gather of K and V over
+// CP in the forward, one all-gather and one reduce-scatter of their gradients in the backward
+// (another all-gather under full recompute), and the gradients reduced over DP x CP.
+TEST(RuntimePricedCollectivesTest, ContextParallel) {
+  for (const char* spec : {"cp=2,mbs=2", "cp=2,mbs=2,recompute=full", "cp=2,mbs=2,recompute=selective",
+                           "cp=2,mbs=2,attention=flash", "cp=4,mbs=1", "cp=2,dp=2,mbs=2,zero=1",
+                           "cp=2,dp=2,mbs=1,zero=2", "cp=2,dp=2,mbs=1,zero=3,dtype=bf16",
+                           "cp=2,tp=2,sp=on,mbs=2", "cp=2,pp=2,mbs=1", "cp=2,pp=2,vpp=2,mbs=1,schedule=zb-v",
+                           "cp=2,mbs=2,zero=1,offload=optimizer"}) {
+    ExpectSameCalls(testing::TinyModel(32), spec);
+  }
+  ExpectSameCalls(testing::TinyGptModel(), "cp=2,mbs=2");
 }
 
 // Zero-bubble's split backward: the weight gradients' buckets reduced from the W passes (every

@@ -80,6 +80,8 @@ TEST(RuntimeTimeline, PhasesMapToTheSimulatorsStreamsAndCategories) {
   EXPECT_STREQ(StreamOf(Phase::kDpComm), "dp");
   EXPECT_STREQ(CategoryOf(Phase::kDpComm), "dp_comm");
   EXPECT_STREQ(CategoryOf(Phase::kOptimizer), "optimizer");
+  EXPECT_STREQ(StreamOf(Phase::kCpComm), "cp");
+  EXPECT_STREQ(CategoryOf(Phase::kCpComm), "cp_comm");
   for (int p = 0; p < kPhaseCount; ++p) {
     const Phase phase = static_cast<Phase>(p);
     EXPECT_STREQ(StreamOf(phase), StreamName(PhaseStream(phase)));

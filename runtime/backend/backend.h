@@ -118,10 +118,16 @@ class Memory {
 
 struct AttentionDims {
   int64_t batch = 0;     // B
-  int64_t seq = 0;       // T
+  int64_t seq = 0;       // T, queries per sequence
   int64_t heads = 0;     // query heads on this rank
   int64_t kv_heads = 0;  // KV heads on this rank, divides heads
   int64_t head_dim = 0;  // d
+  // Context parallelism (runtime/exec/context_parallel.h): T queries of each sequence, at
+  // positions q_offset.., against all Tk = kv_seq keys (k, v: (B, Tk, KV, d); probs
+  // (B, H, T, Tk)); query t sees keys 0..q_offset + t. 0, 0: the T queries' own keys.
+  int64_t kv_seq = 0;
+  int64_t q_offset = 0;
+  int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }
 };
 
 // One AdamW update of a contiguous range whose tensors share one weight-decay setting
@@ -172,11 +178,11 @@ class TypedKernels {
   virtual void LinearBackward(const T* dout, const T* in, const T* w, T* din, float* dw,
                               float* db, int64_t n, int64_t k, int64_t m) = 0;
   // x (B, T, heads, d) rotated in place by RoPE of `base` (the model's rotary_base: RopeBaseOf,
-  // runtime/cpu/rope.h), positions 0..T-1; backward applies the inverse rotation to a gradient
-  // in place.
-  virtual void RopeForward(T* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) = 0;
-  virtual void RopeBackward(T* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) = 0;
-  // Causal GQA attention; probs (B, H, T, T) saved. Backward adds into dq, dk, dv.
+  // runtime/cpu/rope.h), positions pos0..pos0+T-1 (pos0 > 0 for a context-parallel chunk of
+  // each sequence); backward applies the inverse rotation to a gradient in place.
+  virtual void RopeForward(T* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) = 0;
+  virtual void RopeBackward(T* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) = 0;
+  // Causal GQA attention; probs (B, H, T, Tk) saved (AttentionDims). Backward adds into dq, dk, dv.
   virtual void AttentionForward(const T* q, const T* k, const T* v, T* probs, T* out,
                                 const AttentionDims& dims) = 0;
   virtual void AttentionBackward(const T* dout, const T* q, const T* k, const T* v,
@@ -255,6 +261,9 @@ inline TypedKernels<Bf16>& Kernels::of<Bf16>() { return bf16(); }
 // ---------------------------------------------------------------------------------------------
 // Collectives
 
+// kDp is the dense weights' replicas, DP x CP (placement.h's DpCpGroupOf, Megatron-Core's data-
+// parallel group with context parallelism): every gradient reduction and ZeRO shard spans it.
+// It is the DP group when cp = 1. kCp exchanges keys and values (context_parallel.h).
 enum class Group : uint8_t { kWorld, kTp, kCp, kDp, kPp };
 const char* GroupName(Group g);
 

@@ -17,7 +17,7 @@ int EmulatedCollectives::rank(Group g) const {
     case Group::kWorld: return static_cast<int>(world_rank_);
     case Group::kTp: return static_cast<int>(coord_.tp);
     case Group::kCp: return static_cast<int>(coord_.cp);
-    case Group::kDp: return static_cast<int>(coord_.dp);
+    case Group::kDp: return static_cast<int>(coord_.dp * layout_.cp + coord_.cp);  // DP x CP
     case Group::kPp: return static_cast<int>(coord_.pp);
   }
   return 0;
@@ -28,7 +28,7 @@ int EmulatedCollectives::size(Group g) const {
     case Group::kWorld: return static_cast<int>(layout_.world());
     case Group::kTp: return static_cast<int>(layout_.tp);
     case Group::kCp: return static_cast<int>(layout_.cp);
-    case Group::kDp: return static_cast<int>(layout_.dp);
+    case Group::kDp: return static_cast<int>(layout_.dp_cp());
     case Group::kPp: return static_cast<int>(layout_.pp);
   }
   return 1;

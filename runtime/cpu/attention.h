@@ -9,21 +9,27 @@ namespace shardsim::runtime {
 
 struct AttentionShape {
   int64_t batch = 0;     // B
-  int64_t seq = 0;       // T
+  int64_t seq = 0;       // T, queries per sequence
   int64_t heads = 0;     // H, query heads
   int64_t kv_heads = 0;  // KV, divides H
   int64_t head_dim = 0;  // d
+  // Context parallelism: a chunk of T queries against all Tk >= T keys of the sequence, query
+  // t at position q_offset + t (q_offset + T <= Tk). Tk = kv_seq, or T when 0.
+  int64_t kv_seq = 0;
+  int64_t q_offset = 0;
+  int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }
 };
 
-// q (B, T, H, d); k, v (B, T, KV, d); saves probs (B, H, T, T); out (B, T, H, d).
+// q (B, T, H, d); k, v (B, Tk, KV, d); saves probs (B, H, T, Tk); out (B, T, H, d).
 // For each (b, h), with g = h / (H / KV):
-//   P = softmax_row(Q_h K_g^T / sqrt(d) + M),  M_ts = -inf for s > t (causal),  O_h = P V_g.
+//   P = softmax_row(Q_h K_g^T / sqrt(d) + M),  M_ts = -inf for s > q_offset + t (causal),
+//   O_h = P V_g.
 template <typename S>
 void AttentionForward(const S* q, const S* k, const S* v, S* probs, S* out,
                       const AttentionShape& shape);
 
-// The same forward, keeping what the caller asks for: probs (B, H, T, T) when non-null (else
-// one head's (T, T) workspace), and each row's log-sum-exp of the scaled, masked scores,
+// The same forward, keeping what the caller asks for: probs (B, H, T, Tk) when non-null (else
+// one head's (T, Tk) workspace), and each row's log-sum-exp of the scaled, masked scores,
 // lse (B, H, T), when non-null (attention=flash, flash_attention.h).
 template <typename S>
 void CausalAttentionForward(const S* q, const S* k, const S* v, S* probs, S* lse, S* out,

@@ -49,11 +49,13 @@ void Narrow(const float* src, Bf16* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = ToBf16(src[i]);
 }
 
-// Elements of a (B, T, heads, d) tensor, and of the (B, H, T, T) probabilities.
+// Elements of a (B, T, heads, d) query tensor, of a (B, Tk, heads, d) key one, and of the
+// (B, H, T, Tk) probabilities.
 int64_t Elements(const AttentionDims& d, int64_t heads) {
   return d.batch * d.seq * heads * d.head_dim;
 }
-int64_t ProbElements(const AttentionDims& d) { return d.batch * d.heads * d.seq * d.seq; }
+int64_t KeyElements(const AttentionDims& d) { return d.batch * d.keys() * d.kv_heads * d.head_dim; }
+int64_t ProbElements(const AttentionDims& d) { return d.batch * d.heads * d.seq * d.keys(); }
 
 }  // namespace
 
@@ -112,24 +114,24 @@ void CpuBf16Kernels::LinearBackward(const Bf16* dout, const Bf16* in, const Bf16
   Narrow(din_f, din, n * k);
 }
 
-void CpuBf16Kernels::RopeForward(Bf16* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
+void CpuBf16Kernels::RopeForward(Bf16* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) {
   Scratch s(buffers_);
   float* x_f = s.Wide(x, b * t * heads * d);  // rotated in place
-  f32_.RopeForward(x_f, b, t, heads, d, base);
+  f32_.RopeForward(x_f, b, t, heads, d, base, pos0);
   Narrow(x_f, x, b * t * heads * d);
 }
 
-void CpuBf16Kernels::RopeBackward(Bf16* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
+void CpuBf16Kernels::RopeBackward(Bf16* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) {
   Scratch s(buffers_);
   float* dx_f = s.Wide(dx, b * t * heads * d);
-  f32_.RopeBackward(dx_f, b, t, heads, d, base);
+  f32_.RopeBackward(dx_f, b, t, heads, d, base, pos0);
   Narrow(dx_f, dx, b * t * heads * d);
 }
 
 void CpuBf16Kernels::AttentionForward(const Bf16* q, const Bf16* k, const Bf16* v, Bf16* probs,
                                       Bf16* out, const AttentionDims& dims) {
   Scratch s(buffers_);
-  const int64_t nq = Elements(dims, dims.heads), nkv = Elements(dims, dims.kv_heads);
+  const int64_t nq = Elements(dims, dims.heads), nkv = KeyElements(dims);
   const int64_t np = ProbElements(dims);
   float* probs_f = s.Take(np);
   float* out_f = s.Take(nq);
@@ -142,7 +144,7 @@ void CpuBf16Kernels::AttentionBackward(const Bf16* dout, const Bf16* q, const Bf
                                        const Bf16* v, const Bf16* probs, Bf16* dq, Bf16* dk,
                                        Bf16* dv, const AttentionDims& dims) {
   Scratch s(buffers_);
-  const int64_t nq = Elements(dims, dims.heads), nkv = Elements(dims, dims.kv_heads);
+  const int64_t nq = Elements(dims, dims.heads), nkv = KeyElements(dims);
   float* dq_f = s.Wide(dq, nq);  // the three gradients are accumulated
   float* dk_f = s.Wide(dk, nkv);
   float* dv_f = s.Wide(dv, nkv);
@@ -156,7 +158,7 @@ void CpuBf16Kernels::AttentionBackward(const Bf16* dout, const Bf16* q, const Bf
 void CpuBf16Kernels::FlashAttentionForward(const Bf16* q, const Bf16* k, const Bf16* v,
                                            float* lse, Bf16* out, const AttentionDims& dims) {
   Scratch s(buffers_);
-  const int64_t nq = Elements(dims, dims.heads), nkv = Elements(dims, dims.kv_heads);
+  const int64_t nq = Elements(dims, dims.heads), nkv = KeyElements(dims);
   float* out_f = s.Take(nq);
   f32_.FlashAttentionForward(s.Wide(q, nq), s.Wide(k, nkv), s.Wide(v, nkv), lse, out_f, dims);
   Narrow(out_f, out, nq);
@@ -167,7 +169,7 @@ void CpuBf16Kernels::FlashAttentionBackward(const Bf16* dout, const Bf16* q, con
                                             Bf16* dq, Bf16* dk, Bf16* dv,
                                             const AttentionDims& dims) {
   Scratch s(buffers_);
-  const int64_t nq = Elements(dims, dims.heads), nkv = Elements(dims, dims.kv_heads);
+  const int64_t nq = Elements(dims, dims.heads), nkv = KeyElements(dims);
   float* dq_f = s.Wide(dq, nq);  // the three gradients are accumulated
   float* dk_f = s.Wide(dk, nkv);
   float* dv_f = s.Wide(dv, nkv);

@@ -41,8 +41,8 @@ class CpuBf16Kernels : public TypedKernels<Bf16> {
                      int64_t k, int64_t m) override;
   void LinearBackward(const Bf16* dout, const Bf16* in, const Bf16* w, Bf16* din, float* dw,
                       float* db, int64_t n, int64_t k, int64_t m) override;
-  void RopeForward(Bf16* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) override;
-  void RopeBackward(Bf16* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) override;
+  void RopeForward(Bf16* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) override;
+  void RopeBackward(Bf16* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) override;
   void AttentionForward(const Bf16* q, const Bf16* k, const Bf16* v, Bf16* probs, Bf16* out,
                         const AttentionDims& dims) override;
   void AttentionBackward(const Bf16* dout, const Bf16* q, const Bf16* k, const Bf16* v,

@@ -25,7 +25,9 @@ AttentionShape ShapeOf(const AttentionDims& d) {
           .seq = d.seq,
           .heads = d.heads,
           .kv_heads = d.kv_heads,
-          .head_dim = d.head_dim};
+          .head_dim = d.head_dim,
+          .kv_seq = d.kv_seq,
+          .q_offset = d.q_offset};
 }
 
 }  // namespace
@@ -94,12 +96,12 @@ const RopeTable<float>& CpuKernels::Rope(int64_t t, int64_t d, double base) {
   return table;
 }
 
-void CpuKernels::RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
-  runtime::RopeForward<float>(x, Rope(t, d, base), b, t, heads);
+void CpuKernels::RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) {
+  runtime::RopeForward<float>(x, Rope(pos0 + t, d, base), b, t, heads, pos0);
 }
 
-void CpuKernels::RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
-  runtime::RopeBackward<float>(dx, Rope(t, d, base), b, t, heads);
+void CpuKernels::RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) {
+  runtime::RopeBackward<float>(dx, Rope(pos0 + t, d, base), b, t, heads, pos0);
 }
 
 void CpuKernels::AttentionForward(const float* q, const float* k, const float* v, float* probs,

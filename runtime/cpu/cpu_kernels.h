@@ -39,8 +39,8 @@ class CpuKernels : public Kernels, public TypedKernels<float> {
                      int64_t k, int64_t m) override;
   void LinearBackward(const float* dout, const float* in, const float* w, float* din, float* dw,
                       float* db, int64_t n, int64_t k, int64_t m) override;
-  void RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) override;
-  void RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) override;
+  void RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) override;
+  void RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) override;
   void AttentionForward(const float* q, const float* k, const float* v, float* probs, float* out,
                         const AttentionDims& dims) override;
   void AttentionBackward(const float* dout, const float* q, const float* k, const float* v,

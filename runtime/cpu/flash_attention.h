@@ -10,7 +10,7 @@
 
 namespace shardsim::runtime {
 
-// q, out (B*T, H*d); k, v (B*T, KV*d); lse (B, H, T).
+// q, out (B*T, H*d); k, v (B*Tk, KV*d); lse (B, H, T) (AttentionShape's T, Tk and offset).
 template <typename S>
 void FlashAttentionForward(const S* q, const S* k, const S* v, S* lse, S* out,
                            const AttentionShape& shape);

@@ -32,12 +32,13 @@ namespace {
 
 // Rotates every head's pairs by `sign` * angle(t, i): +1 forward, -1 for the transpose.
 template <typename S>
-void Rotate(S* x, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads, S sign) {
-  CHECK(t <= table.max_t) << "sequence " << t << " longer than the RoPE table " << table.max_t;
+void Rotate(S* x, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads, int64_t pos0, S sign) {
+  CHECK(pos0 >= 0 && pos0 + t <= table.max_t)
+      << "positions " << pos0 << ".." << pos0 + t << " past the RoPE table's " << table.max_t;
   const int64_t half = table.half;
   const int64_t d = 2 * half;
   for (int64_t row = 0; row < b * t; ++row) {
-    const int64_t pos = row % t;
+    const int64_t pos = pos0 + row % t;
     const S* cos = table.cos.data() + pos * half;
     const S* sin = table.sin.data() + pos * half;
     for (int64_t h = 0; h < heads; ++h) {
@@ -56,20 +57,20 @@ void Rotate(S* x, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads
 }  // namespace
 
 template <typename S>
-void RopeForward(S* x, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads) {
-  Rotate(x, table, b, t, heads, S(1));
+void RopeForward(S* x, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads, int64_t pos0) {
+  Rotate(x, table, b, t, heads, pos0, S(1));
 }
 
 template <typename S>
-void RopeBackward(S* dx, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads) {
-  Rotate(dx, table, b, t, heads, S(-1));
+void RopeBackward(S* dx, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads, int64_t pos0) {
+  Rotate(dx, table, b, t, heads, pos0, S(-1));
 }
 
 template RopeTable<float> MakeRopeTable<float>(int64_t, int64_t, double);
 template RopeTable<double> MakeRopeTable<double>(int64_t, int64_t, double);
-template void RopeForward<float>(float*, const RopeTable<float>&, int64_t, int64_t, int64_t);
-template void RopeForward<double>(double*, const RopeTable<double>&, int64_t, int64_t, int64_t);
-template void RopeBackward<float>(float*, const RopeTable<float>&, int64_t, int64_t, int64_t);
-template void RopeBackward<double>(double*, const RopeTable<double>&, int64_t, int64_t, int64_t);
+template void RopeForward<float>(float*, const RopeTable<float>&, int64_t, int64_t, int64_t, int64_t);
+template void RopeForward<double>(double*, const RopeTable<double>&, int64_t, int64_t, int64_t, int64_t);
+template void RopeBackward<float>(float*, const RopeTable<float>&, int64_t, int64_t, int64_t, int64_t);
+template void RopeBackward<double>(double*, const RopeTable<double>&, int64_t, int64_t, int64_t, int64_t);
 
 }  // namespace shardsim::runtime

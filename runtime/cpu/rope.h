@@ -27,16 +27,17 @@ template <typename S>
 RopeTable<S> MakeRopeTable(int64_t max_t, int64_t head_dim, double base = kRopeBase);
 
 // x (B, T, heads, d), rotated in place: within each head, the pair (x_i, x_{i+d/2}) becomes
-//   (x_i cos - x_{i+d/2} sin,  x_i sin + x_{i+d/2} cos)     with angle(t, i),
+//   (x_i cos - x_{i+d/2} sin,  x_i sin + x_{i+d/2} cos)     with angle(pos0 + t, i),
 // the "rotate half" arrangement of GPT-NeoX and Hugging Face Llama (eq. 34 up to a fixed
-// permutation of the coordinates).
+// permutation of the coordinates). pos0: the position of each sequence's first row (a context-
+// parallel chunk of the sequence starts past 0); the table must cover pos0 + T positions.
 template <typename S>
-void RopeForward(S* x, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads);
+void RopeForward(S* x, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads, int64_t pos0 = 0);
 
 // dx (B, T, heads, d), in place: the gradient w.r.t. the unrotated input. The rotation is
 // orthogonal, so this applies its transpose, the rotation by -angle(t, i).
 // (The one backward that overwrites rather than adds: it maps a gradient onto itself.)
 template <typename S>
-void RopeBackward(S* dx, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads);
+void RopeBackward(S* dx, const RopeTable<S>& table, int64_t b, int64_t t, int64_t heads, int64_t pos0 = 0);
 
 }  // namespace shardsim::runtime

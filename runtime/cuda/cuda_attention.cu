@@ -305,6 +305,7 @@ void CudaTypedKernels<T>::LinearBackward(const T* dout, const T* in, const T* w,
 template <typename T>
 void CudaTypedKernels<T>::AttentionForward(const T* q, const T* k, const T* v, T* probs, T* out,
                                            const AttentionDims& s) {
+  CHECK(s.keys() == s.seq && s.q_offset == 0) << "context-parallel attention (a query chunk against all keys) is not implemented on CUDA";
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
   float* scratch = nullptr;
@@ -344,6 +345,7 @@ template <typename T>
 void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* k, const T* v,
                                             const T* probs, T* dq, T* dk, T* dv,
                                             const AttentionDims& s) {
+  CHECK(s.keys() == s.seq && s.q_offset == 0) << "context-parallel attention (a query chunk against all keys) is not implemented on CUDA";
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
   float* dp;
@@ -389,6 +391,7 @@ void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* 
 template <typename T>
 void CudaTypedKernels<T>::FlashAttentionForward(const T* q, const T* k, const T* v, float* lse,
                                                 T* out, const AttentionDims& s) {
+  CHECK(s.keys() == s.seq && s.q_offset == 0) << "context-parallel attention (a query chunk against all keys) is not implemented on CUDA";
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
   if constexpr (std::is_same_v<T, Bf16>) {
@@ -420,6 +423,7 @@ template <typename T>
 void CudaTypedKernels<T>::FlashAttentionBackward(const T* dout, const T* q, const T* k, const T* v,
                                                  const T* out, const float* lse, T* dq, T* dk,
                                                  T* dv, const AttentionDims& s) {
+  CHECK(s.keys() == s.seq && s.q_offset == 0) << "context-parallel attention (a query chunk against all keys) is not implemented on CUDA";
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
   if constexpr (std::is_same_v<T, Bf16>) {

@@ -202,13 +202,14 @@ __global__ void NormParamsPartialKernel(bool layer_norm, const E* dout, const E*
 // One thread per (row, head, pair i < d/2): the pair (x_i, x_{i+d/2}) rotated by
 // sign * angle(pos, i), angle = pos * base^(-2i/d) in double, rounded to float once.
 template <typename E>
-__global__ void RopeKernel(E* x, int64_t rows, int64_t t, int64_t heads, int64_t d, double base, float sign) {
+__global__ void RopeKernel(E* x, int64_t rows, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0,
+                           float sign) {
   const int64_t half = d / 2;
   const int64_t total = rows * heads * half;
   for (int64_t idx = GlobalIndex(); idx < total; idx += GlobalStride()) {
     const int64_t i = idx % half;
     const int64_t row_head = idx / half;  // row * heads + h
-    const int64_t pos = (row_head / heads) % t;
+    const int64_t pos = pos0 + (row_head / heads) % t;
     const double theta = pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
     const double angle = static_cast<double>(pos) * theta;
     const float cs = static_cast<float>(cos(angle));
@@ -367,20 +368,20 @@ void CudaTypedKernels<T>::NormBackward(Norm kind, const T* dout, const T* x, con
 }
 
 template <typename T>
-void CudaTypedKernels<T>::RopeForward(T* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
+void CudaTypedKernels<T>::RopeForward(T* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) {
   CHECK(d % 2 == 0) << "RoPE needs an even head_dim, got " << d;
   const int64_t total = b * t * heads * (d / 2);
   if (total == 0) return;
-  RopeKernel<<<BlocksFor(total), kThreads, 0, ws_.stream()>>>(ToDev(x), b * t, t, heads, d, base, 1.0f);
+  RopeKernel<<<BlocksFor(total), kThreads, 0, ws_.stream()>>>(ToDev(x), b * t, t, heads, d, base, pos0, 1.0f);
   SHARDSIM_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
-void CudaTypedKernels<T>::RopeBackward(T* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) {
+void CudaTypedKernels<T>::RopeBackward(T* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) {
   CHECK(d % 2 == 0) << "RoPE needs an even head_dim, got " << d;
   const int64_t total = b * t * heads * (d / 2);
   if (total == 0) return;
-  RopeKernel<<<BlocksFor(total), kThreads, 0, ws_.stream()>>>(ToDev(dx), b * t, t, heads, d, base, -1.0f);
+  RopeKernel<<<BlocksFor(total), kThreads, 0, ws_.stream()>>>(ToDev(dx), b * t, t, heads, d, base, pos0, -1.0f);
   SHARDSIM_CUDA_CHECK_LAUNCH();
 }
 

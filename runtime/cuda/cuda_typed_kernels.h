@@ -52,8 +52,8 @@ class CudaTypedKernels final : public TypedKernels<T> {
   void LinearBackward(const T* dout, const T* in, const T* w, T* din, float* dw, float* db,
                       int64_t n, int64_t k, int64_t m) override;
   // cos and sin of t * 10000^(-2i/d) computed in double in the kernel, as rope.cc's table.
-  void RopeForward(T* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base) override;
-  void RopeBackward(T* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base) override;
+  void RopeForward(T* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) override;
+  void RopeBackward(T* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) override;
   // Per (sequence, KV head): strided-batched cuBLAS GEMMs over the query heads sharing it, and
   // a causal row-softmax kernel; the full (T, T) score matrix is formed, as attention.cc.
   // bf16: scores, dP and the softmax in fp32 scratch; probs (stored) and dS (fed to the dQ/dK

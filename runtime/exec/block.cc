@@ -1,7 +1,8 @@
 // See block.h. The backward pass visits the forward's steps in reverse; buffers that only the
 // backward pass needs are allocated there and freed when the layer is done.
 #include "runtime/exec/block.h"
-#include "runtime/cpu/rope.h"
+
+#include "runtime/exec/attention_core.h"
 
 #include <utility>
 #include <vector>
@@ -11,10 +12,6 @@ namespace {
 
 constexpr MemoryKind kAct = MemoryKind::kActivations;
 constexpr MemoryKind kWork = MemoryKind::kOther;
-
-AttentionDims Attn(const BlockDims& d) {
-  return {d.b, d.t, d.m->heads, d.m->kv_heads, d.m->head_dim};
-}
 
 // out (n_local, C) = g(in (n, k) w^T) + bias + residual.
 template <typename T>
@@ -105,25 +102,8 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   k.LinearForward(in, w.wk, w.bk, s.k.as<T>(), d.n, c, kvd);
   k.LinearForward(in, w.wv, w.bv, s.v.as<T>(), d.n, c, kvd);
   gathered.Reset();
-  if (m.position == Position::kRope) {
-    k.RopeForward(s.q.as<T>(), d.b, d.t, m.heads, m.head_dim, RopeBaseOf(m.rotary_base));
-    k.RopeForward(s.k.as<T>(), d.b, d.t, m.kv_heads, m.head_dim, RopeBaseOf(m.rotary_base));
-  }
-  if (d.flash) {
-    SHARDSIM_RETURN_IF_ERROR(stats(s.lse, d.b * m.heads * d.t, "attention log-sum-exp"));
-    SHARDSIM_RETURN_IF_ERROR(alloc(s.attn, d.n * qd, "attention output"));
-    k.FlashAttentionForward(s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.lse.f(), s.attn.as<T>(), Attn(d));
-  } else {
-    const int64_t probs = d.b * m.heads * d.t * d.t;
-    if (keep_probs) {
-      SHARDSIM_RETURN_IF_ERROR(alloc(s.probs, probs, "attention probabilities"));
-    } else {
-      SHARDSIM_ASSIGN_OR_RETURN(s.probs, ctx.Alloc<T>(kWork, probs, "attention probabilities"));
-    }
-    SHARDSIM_RETURN_IF_ERROR(alloc(s.attn, d.n * qd, "attention output"));
-    k.AttentionForward(s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(), s.attn.as<T>(), Attn(d));
-    if (!keep_probs) s.probs.Reset();
-  }
+  RopeQueriesKeys(ctx, d, s.q.as<T>(), s.k.as<T>(), /*backward=*/false);
+  SHARDSIM_RETURN_IF_ERROR(AttentionCoreForward<T>(ctx, d, s, keep_probs));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.mid, d.n_local * c, "attention residual"));
   SHARDSIM_RETURN_IF_ERROR(RowParallel(ctx, d, s.attn.as<T>(), w.wo, w.bo, qd, x, s.mid.as<T>()));
   // MLP branch.
@@ -327,32 +307,14 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   }
   gathered.Reset();
   if (!d.flash) keep(s.attn);  // flash's backward needs the output (D = rowsum(dO o O))
-  if (!d.flash && s.probs.empty()) {  // selective recompute: the probabilities from Q and K
-    ctx.SwitchCompute(Phase::kRecompute);
-    DeviceBuffer out;
-    SHARDSIM_ASSIGN_OR_RETURN(s.probs, ctx.Alloc<T>(kWork, d.b * m.heads * d.t * d.t, "recomputed attention probabilities"));
-    SHARDSIM_ASSIGN_OR_RETURN(out, ctx.Alloc<T>(kWork, d.n * qd, "recomputed attention output"));
-    k.AttentionForward(s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(), out.as<T>(), Attn(d));
-    ctx.SwitchCompute(Phase::kBackward);
-  }
   SHARDSIM_RETURN_IF_ERROR(zeros(dq, d.n * qd, "query gradient"));
   SHARDSIM_RETURN_IF_ERROR(zeros(dk, d.n * kvd, "key gradient"));
   SHARDSIM_RETURN_IF_ERROR(zeros(dv, d.n * kvd, "value gradient"));
-  if (d.flash) {  // the probabilities rebuilt from the log-sum-exp
-    k.FlashAttentionBackward(dattn.as<T>(), s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.attn.as<T>(),
-                             s.lse.f(), dq.as<T>(), dk.as<T>(), dv.as<T>(), Attn(d));
-    s.lse.Reset();
-    keep(s.attn);
-  } else {
-    k.AttentionBackward(dattn.as<T>(), s.q.as<T>(), s.k.as<T>(), s.v.as<T>(), s.probs.as<T>(),
-                        dq.as<T>(), dk.as<T>(), dv.as<T>(), Attn(d));
-  }
+  SHARDSIM_RETURN_IF_ERROR(AttentionCoreBackward(ctx, d, s, static_cast<const T*>(dattn.as<T>()), dq.as<T>(),
+                                                 dk.as<T>(), dv.as<T>()));
+  if (d.flash) keep(s.attn);
   dattn.Reset();
-  s.probs.Reset();
-  if (m.position == Position::kRope) {
-    k.RopeBackward(dq.as<T>(), d.b, d.t, m.heads, m.head_dim, RopeBaseOf(m.rotary_base));
-    k.RopeBackward(dk.as<T>(), d.b, d.t, m.kv_heads, m.head_dim, RopeBaseOf(m.rotary_base));
-  }
+  RopeQueriesKeys(ctx, d, dq.as<T>(), dk.as<T>(), /*backward=*/true);
   if (norm1 == nullptr) {
     SHARDSIM_ASSIGN_OR_RETURN(norm1, ctx.Gather(s.norm1.as<T>(), norm_in, d.n_local, c));
   }

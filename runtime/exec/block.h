@@ -15,6 +15,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/cpu/transformer_block.h"
+#include "runtime/exec/cp_split.h"
 #include "runtime/exec/exec_context.h"
 #include "src/model/model_spec.h"
 
@@ -23,17 +24,19 @@ namespace shardsim::runtime {
 // Shapes of one micro-batch on one rank; `m` is the TP-local model (rank_shard.local_model()).
 struct BlockDims {
   const ModelSpec* m = nullptr;
-  int64_t b = 0, t = 0;   // sequences, tokens per sequence
+  int64_t b = 0, t = 0;   // sequences, tokens per sequence on this rank (T / cp)
   int64_t n = 0;          // b * t rows
   int64_t n_local = 0;    // rows this rank holds outside the parallel regions (n / tp with SP)
   bool flash = false;     // attention=flash: keep the softmax's log-sum-exp, not its output
+  CpSplit cp;             // context parallelism: which chunks of each sequence (context_parallel.h)
 };
 
 // What the forward pass keeps for the backward pass, for one layer and micro-batch.
 struct BlockSaved {
   DeviceBuffer norm1, norm1_mean, norm1_rstd;  // (n_local, C), (n_local), (n_local)
   DeviceBuffer q, k, v;                        // (n, H*d), (n, KV*d) x2, local heads, roped
-  DeviceBuffer probs;                          // (B, H, T, T); empty under selective recompute
+  DeviceBuffer probs;                          // (B, H, T, T), or per CP half (B, H, L, T_all);
+                                               // empty under selective recompute
   DeviceBuffer lse;                            // (B, H, T) fp32, attention=flash instead of probs
   DeviceBuffer attn;                           // (n, H*d)
   DeviceBuffer mid;                            // (n_local, C)

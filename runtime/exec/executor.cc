@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "runtime/cpu/param_layout.h"
+#include "runtime/exec/context_parallel.h"
 #include "runtime/exec/executor_impl.h"
 #include "src/cost/memory.h"
 #include "src/layout/pipeline.h"
@@ -37,7 +38,6 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   auto no = [&](bool bad, const std::string& what) {
     if (bad) why.push_back(what);
   };
-  no(l.cp > 1, "cp=" + std::to_string(l.cp) + " (context parallelism is not implemented in the runtime)");
   no(l.ep > 1, "ep=" + std::to_string(l.ep) + " (expert parallelism is not implemented in the runtime)");
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");
@@ -73,10 +73,11 @@ TypedExecutor<T>::TypedExecutor(const ModelSpec& m, const Layout& l, Backend* ba
       ctx_(backend, l.tp, l.sp && l.tp > 1, timeline, l.overlap_tp != TpOverlap::kOff) {
   dims_.m = &shard_.local_model();
   dims_.b = l.mbs;
-  dims_.t = m.seq_len;
-  dims_.n = l.mbs * m.seq_len;
+  dims_.t = m.seq_len / l.cp;  // this rank's tokens of each sequence (context_parallel.h)
+  dims_.n = l.mbs * dims_.t;
   dims_.n_local = ctx_.sp() ? dims_.n / l.tp : dims_.n;
   dims_.flash = l.attention == AttentionImpl::kFlash;
+  dims_.cp = CpSplit{.cp = l.cp, .rank = backend->comm().rank(Group::kCp), .seq = m.seq_len};
 }
 
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const Layout& l,
@@ -88,16 +89,26 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
     for (const std::string& w : why) msg += "\n  - " + w;
     return Status::Error(msg);
   }
+  if (l.cp > 1 && backend->name() != "cpu") {
+    return Status::Error("cp=" + std::to_string(l.cp) + ": context parallelism runs on the CPU backend only so far (the " +
+                         std::string(backend->name()) + " attention kernels take no causal offset)");
+  }
   Collectives& comm = backend->comm();
-  if (comm.size(Group::kTp) != l.tp || comm.size(Group::kPp) != l.pp || comm.size(Group::kDp) != l.dp) {
+  if (comm.size(Group::kTp) != l.tp || comm.size(Group::kPp) != l.pp || comm.size(Group::kCp) != l.cp ||
+      comm.size(Group::kDp) != l.dp_cp()) {
     return Status::Error("the backend's process groups (tp " + std::to_string(comm.size(Group::kTp)) +
-                         ", pp " + std::to_string(comm.size(Group::kPp)) + ", dp " +
+                         ", pp " + std::to_string(comm.size(Group::kPp)) + ", cp " +
+                         std::to_string(comm.size(Group::kCp)) + ", dp x cp " +
                          std::to_string(comm.size(Group::kDp)) + ") are not the layout's");
   }
-  if (l.sp && l.tp > 1 && (l.mbs * m.seq_len) % l.tp != 0) {
+  if (l.sp && l.tp > 1 && (l.mbs * m.seq_len / l.cp) % l.tp != 0) {
     return Status::Error("sequence parallelism needs tp=" + std::to_string(l.tp) +
-                         " to divide the micro-batch's mbs x seq_len = " +
-                         std::to_string(l.mbs * m.seq_len) + " tokens");
+                         " to divide the micro-batch's mbs x seq_len / cp = " +
+                         std::to_string(l.mbs * m.seq_len / l.cp) + " tokens per rank");
+  }
+  if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0) {
+    return Status::Error("cp=" + std::to_string(l.cp) + " needs 2 x cp to divide seq_len " +
+                         std::to_string(m.seq_len) + " (the load-balanced causal split)");
   }
   SHARDSIM_ASSIGN_OR_RETURN(RankShard shard,
                             RankShard::Create(m, l, comm.rank(Group::kTp), comm.rank(Group::kPp)));
@@ -115,11 +126,11 @@ template <typename T>
 Status TypedExecutor<T>::Allocate(uint64_t seed) {
   Memory& mem = backend_->memory();
   total_ = shard_.layout().total_size();
-  const int64_t dp = layout_.dp;
+  const int64_t dp = layout_.dp_cp();  // the replicas ZeRO shards over (backend.h's Group::kDp)
   padded_ = (total_ + dp - 1) / dp * dp;
   const bool shard_grads = layout_.zero >= 2 && dp > 1;  // ZeRO-2's P_g
   const bool shard_params = layout_.zero >= 3 && dp > 1;  // ZeRO-3's P_p
-  const bool off = offloaded();  // ZeRO >= 1 with dp > 1 (CheckLayout; the runtime has no cp)
+  const bool off = offloaded();  // ZeRO >= 1 with dp x cp > 1 (CheckLayout)
   zero_ = std::make_unique<ZeroBuckets<T>>(&ctx_, &shard_, layout_.zero, dp,
                                            layout_.overlap_dp && layout_.zero >= 1);
   const int64_t states = zero_->StateSize();
@@ -248,9 +259,19 @@ float* TypedExecutor<T>::Grad(const char* name) {
 
 template <typename T>
 int64_t TypedExecutor<T>::SequenceIndex(int64_t step, int32_t mb) const {
-  // DP rank d takes rows [d gbs/dp, (d+1) gbs/dp) of the global batch, in micro-batches.
-  const int64_t d = backend_->comm().rank(Group::kDp);
+  // DP rank d takes rows [d gbs/dp, (d+1) gbs/dp) of the global batch, in micro-batches; its
+  // CP ranks take chunks of the same sequences (Group::kDp is DP x CP, cp fastest).
+  const int64_t d = backend_->comm().rank(Group::kDp) / layout_.cp;
   return step * layout_.gbs + d * (layout_.gbs / layout_.dp) + mb * layout_.mbs;
+}
+
+template <typename T>
+void TypedExecutor<T>::ForEachEmbeddingRun(const std::function<void(int64_t row, int64_t rows, int64_t position)>& fn) const {
+  if (!dims_.cp.active() || model_.position != Position::kLearned) {
+    fn(0, dims_.n, 0);  // the rows are whole sequences (or positions do not matter)
+    return;
+  }
+  ForEachChunk(dims_.cp, dims_.b, [&](int64_t local, int64_t position) { fn(local, dims_.cp.chunk(), position); });
 }
 
 template <typename T>
@@ -327,7 +348,11 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
   s.residual.resize(info.layers + 1);
   s.saved.resize(info.layers);
   if (info.has_embedding || info.has_head) {
-    const TokenBatch batch = data.Batch(SequenceIndex(step, mb), layout_.mbs, model_.seq_len);
+    TokenBatch batch = data.Batch(SequenceIndex(step, mb), layout_.mbs, model_.seq_len);
+    if (dims_.cp.active()) {  // this rank's chunks of each sequence, half-major
+      batch.inputs = LocalRows(batch.inputs, layout_.mbs, dims_.cp);
+      batch.targets = LocalRows(batch.targets, layout_.mbs, dims_.cp);
+    }
     const int64_t bytes = n * static_cast<int64_t>(sizeof(int32_t));
     DeviceBuffer& ids = info.has_embedding ? s.tokens : s.targets;
     SHARDSIM_ASSIGN_OR_RETURN(ids, mem.Allocate(kWork, bytes, "token ids"));
@@ -346,8 +371,11 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
     SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->embedding()));
     SHARDSIM_ASSIGN_OR_RETURN(T* partial, ctx_.PartialTarget(s.residual[0].template as<T>(), tmp, nl, c));
     const T* wpe = shard_.tp_rank() == 0 ? Param("embed.positions") : nullptr;
-    ctx_.kt<T>().EmbeddingForward(s.tokens.i32(), Param("embed.tokens"), shard_.vocab_begin(),
-                              shard_.local_model().vocab, wpe, partial, n, 0, model_.seq_len, c);
+    ForEachEmbeddingRun([&](int64_t row, int64_t rows, int64_t position) {
+      ctx_.kt<T>().EmbeddingForward(s.tokens.i32() + row, Param("embed.tokens"), shard_.vocab_begin(),
+                                    shard_.local_model().vocab, wpe, partial + row * c, rows, position,
+                                    model_.seq_len, c);
+    });
     zero_->Release(zero_->embedding());
     SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(partial, s.residual[0].template as<T>(), nl, c));
   } else {
@@ -537,9 +565,11 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     DeviceBuffer gathered;
     SHARDSIM_ASSIGN_OR_RETURN(const T* dfull, ctx_.Gather(dres.template as<T>(), gathered, nl, c));
     SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->embedding()));
-    ctx_.kt<T>().EmbeddingBackward(dfull, s.tokens.i32(), Grad("embed.tokens"), shard_.vocab_begin(),
-                               shard_.local_model().vocab, Grad("embed.positions"), dims_.n, 0,
-                               model_.seq_len, c);
+    ForEachEmbeddingRun([&](int64_t row, int64_t rows, int64_t position) {
+      ctx_.kt<T>().EmbeddingBackward(dfull + row * c, s.tokens.i32() + row, Grad("embed.tokens"), shard_.vocab_begin(),
+                                     shard_.local_model().vocab, Grad("embed.positions"), rows, position,
+                                     model_.seq_len, c);
+    });
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->embedding(), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kEmbedding));
     SHARDSIM_RETURN_IF_ERROR(zero_->WaitReductions());  // ZeRO-2/3 overlap: none outlives the pass
@@ -594,7 +624,7 @@ Status TypedExecutor<T>::ReduceGradients() {
   } else {
     // overlap_dp: the DP sums were issued during the backward pass; they finish first.
     SHARDSIM_RETURN_IF_ERROR(overlap_->WaitAll());
-    if (layout_.dp > 1 && !overlap_->active()) {
+    if (layout_.dp_cp() > 1 && !overlap_->active()) {
       SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(total_) * sizeof(float),
                                          [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), total_); }));
     }
@@ -677,7 +707,7 @@ Status TypedExecutor<T>::OptimizerStep() {
 template <typename T>
 Status TypedExecutor<T>::GatherWorkingWeights() {
   // ZeRO-3 keeps only its updated range; the next pass gathers what it needs.
-  if (layout_.zero == 0 || layout_.dp == 1 || zero_->shards_params()) return Status::Ok();
+  if (layout_.zero == 0 || layout_.dp_cp() == 1 || zero_->shards_params()) return Status::Ok();
   return zero_->AllGatherParams();  // ZeRO-1/2: bucket by bucket
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <type_traits>
@@ -61,6 +62,9 @@ class TypedExecutor final : public Executor {
   // from the stash its B pass (Backward) left, top layer first, each layer's bucket reduced as
   // a 1F1B backward would reduce it.
   Status WeightGrad(int32_t mb, int32_t chunk);
+  // The embedding's kernels over this rank's rows: fn(first row, rows, position of the first)
+  // once, or under CP with learned positions once per run of a sequence's tokens.
+  void ForEachEmbeddingRun(const std::function<void(int64_t row, int64_t rows, int64_t position)>& fn) const;
   Status HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_sum);
   Status HeadBackward(ChunkState& s, T* dres, bool last_mb);
   Status OptimizerStep();

@@ -31,6 +31,7 @@ constexpr PhaseInfo kPhases[kPhaseCount] = {
     {"optimizer", Stream::kCompute, Category::kOptimizer},
     {"offload", Stream::kOffload, Category::kOffload},
     {"host_optimizer", Stream::kOffload, Category::kOptimizer},
+    {"cp_comm", Stream::kCp, Category::kCp},
 };
 
 const PhaseInfo& Info(Phase p) {

@@ -36,6 +36,8 @@ namespace shardsim::runtime {
 //                                               updated weights copied back
 //   kHostOptimizer     offload       optimizer  offload: AdamW on the host (ZeRO-Offload's
 //                                               CPU Adam, the simulator's "cpu adam")
+//   kCpComm            cp            cp_comm    context parallelism: the keys' and values'
+//                                               all-gather, their gradients' reduce-scatter
 enum class Phase : uint8_t {
   kForward,
   kBackward,
@@ -47,9 +49,10 @@ enum class Phase : uint8_t {
   kDpComm,
   kOptimizer,
   kOffload,
-  kHostOptimizer
+  kHostOptimizer,
+  kCpComm
 };
-inline constexpr int kPhaseCount = 11;
+inline constexpr int kPhaseCount = 12;
 
 const char* PhaseName(Phase p);   // "forward", "backward", ..., "pp_wait", "optimizer"
 Stream PhaseStream(Phase p);      // the simulator stream the phase lies on

@@ -364,18 +364,18 @@ StatusOr<ProcessGroups> ProcessGroups::Create(const Layout& l, double timeout_s)
   const int me = g.world.rank();
   g.coord = CoordOf(l, me);
   // Color: the group's first rank (placement.h); key: position in the group.
-  auto split = [&](ParallelDim d, const std::string& name) -> StatusOr<Communicator> {
-    const std::vector<int64_t> members = GroupOf(l, me, d);
+  auto split = [&](const std::vector<int64_t>& members, const std::string& name) -> StatusOr<Communicator> {
     int position = 0;
     for (size_t i = 0; i < members.size(); ++i) {
       if (members[i] == me) position = static_cast<int>(i);
     }
     return g.world.Split(static_cast<int>(members.front()), position, name);
   };
-  SHARDSIM_ASSIGN_OR_RETURN(g.tp, split(ParallelDim::kTp, "tp"));
-  SHARDSIM_ASSIGN_OR_RETURN(g.cp, split(ParallelDim::kCp, "cp"));
-  SHARDSIM_ASSIGN_OR_RETURN(g.dp, split(ParallelDim::kDp, "dp"));
-  SHARDSIM_ASSIGN_OR_RETURN(g.pp, split(ParallelDim::kPp, "pp"));
+  SHARDSIM_ASSIGN_OR_RETURN(g.tp, split(GroupOf(l, me, ParallelDim::kTp), "tp"));
+  SHARDSIM_ASSIGN_OR_RETURN(g.cp, split(GroupOf(l, me, ParallelDim::kCp), "cp"));
+  // Group::kDp is DP x CP: the gradients' reductions and ZeRO's shards span it (backend.h).
+  SHARDSIM_ASSIGN_OR_RETURN(g.dp, split(DpCpGroupOf(l, me), "dp"));
+  SHARDSIM_ASSIGN_OR_RETURN(g.pp, split(GroupOf(l, me, ParallelDim::kPp), "pp"));
   return g;
 }
 

@@ -95,7 +95,7 @@ class Communicator {
 
 // The communicators one rank uses under a layout.
 struct ProcessGroups {
-  Communicator world, tp, cp, dp, pp;
+  Communicator world, tp, cp, dp, pp;  // dp: DP x CP (backend.h's Group::kDp)
   RankCoord coord;
   const Communicator& Of(Group g) const;
   // The world size must equal the layout's tp x pp x dp x cp (checked before any split).

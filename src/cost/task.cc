@@ -28,14 +28,7 @@ std::vector<int64_t> GroupMembers(const Layout& l, int64_t rank, GroupKind g) {
     case GroupKind::kTp: return GroupOf(l, rank, ParallelDim::kTp);
     case GroupKind::kCp: return GroupOf(l, rank, ParallelDim::kCp);
     case GroupKind::kEp: return GroupOf(l, rank, ParallelDim::kEp);
-    case GroupKind::kDp: {
-      // The dense weights' replicas, DP x CP (Layout::dp_cp), in rank order.
-      std::vector<int64_t> out;
-      for (int64_t d = 0; d < l.dp; ++d) {
-        for (int64_t c = 0; c < l.cp; ++c) out.push_back(RankOf(l, RankCoord{me.tp, c, d, me.pp}));
-      }
-      return out;
-    }
+    case GroupKind::kDp: return DpCpGroupOf(l, rank);  // the dense weights' replicas, DP x CP
     case GroupKind::kEdp: {
       std::vector<int64_t> out;
       for (int64_t d = me.dp % l.ep; d < l.dp; d += l.ep) {

@@ -57,4 +57,13 @@ std::vector<int64_t> GroupOf(const Layout& l, int64_t rank, ParallelDim dim) {
   return group;
 }
 
+std::vector<int64_t> DpCpGroupOf(const Layout& l, int64_t rank) {
+  const RankCoord me = CoordOf(l, rank);
+  std::vector<int64_t> group;
+  for (int64_t d = 0; d < l.dp; ++d) {
+    for (int64_t c = 0; c < l.cp; ++c) group.push_back(RankOf(l, RankCoord{me.tp, c, d, me.pp}));
+  }
+  return group;
+}
+
 }  // namespace shardsim

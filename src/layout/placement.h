@@ -22,5 +22,9 @@ RankCoord CoordOf(const Layout& l, int64_t rank);
 int64_t RankOf(const Layout& l, const RankCoord& c);
 // The ranks of `rank`'s group along `dim`, in group order (index 0 first).
 std::vector<int64_t> GroupOf(const Layout& l, int64_t rank, ParallelDim dim);
+// The dense weights' replicas of `rank`: the same tp and pp, every (dp, cp), in rank order
+// (cp fastest; index dp x cp + cp). Megatron-Core reduces gradients and shards ZeRO over it
+// (the data-parallel group with context parallelism, intra_dp_cp_group).
+std::vector<int64_t> DpCpGroupOf(const Layout& l, int64_t rank);
 
 }  // namespace shardsim

@@ -156,10 +156,11 @@ TEST_F(CudaBf16KernelsTest, Rope) {
   const int64_t b = 2, t = 7, heads = 3, d = 16, n = b * t * heads * d;
   std::vector<Bf16> x = RandomBf16(n, 30), dx = RandomBf16(n, 31);
   Bf16 *x_d = Up(x), *dx_d = Up(dx);
-  gpu16().RopeForward(x_d, b, t, heads, d, 500000.0);
-  gpu16().RopeBackward(dx_d, b, t, heads, d, 500000.0);
-  cpu16().RopeForward(x.data(), b, t, heads, d, 500000.0);
-  cpu16().RopeBackward(dx.data(), b, t, heads, d, 500000.0);
+  // Positions 5..11 (a context-parallel chunk's), as the CPU rotates them.
+  gpu16().RopeForward(x_d, b, t, heads, d, 500000.0, 5);
+  gpu16().RopeBackward(dx_d, b, t, heads, d, 500000.0, 5);
+  cpu16().RopeForward(x.data(), b, t, heads, d, 500000.0, 5);
+  cpu16().RopeBackward(dx.data(), b, t, heads, d, 500000.0, 5);
   ExpectClose(Down(x_d, n), Widen(x), kBf16, "x");
   ExpectClose(Down(dx_d, n), Widen(dx), kBf16, "dx");
 }

@@ -163,17 +163,20 @@ TEST_F(CudaKernelsTest, LinearBackwardWithoutDinOrBias) {
   ExpectClose(Down(dw_d, m * k), dw, kSum, "dw");
 }
 
-// Forward then backward on one buffer each; the angles reach 6 rad at t = 6, i = 0.
+// Forward then backward on one buffer each; the angles reach 6 rad at t = 6, i = 0, and 17 rad
+// from position 11 (pos0 = 5: a context-parallel chunk).
 TEST_F(CudaKernelsTest, Rope) {
   const int64_t b = 2, t = 7, heads = 3, d = 16, n = b * t * heads * d;
-  std::vector<float> x = Random(n, 30), dx = Random(n, 31);
-  float *x_d = Up(x), *dx_d = Up(dx);
-  gpu().f32().RopeForward(x_d, b, t, heads, d, 500000.0);
-  gpu().f32().RopeBackward(dx_d, b, t, heads, d, 500000.0);
-  cpu_.f32().RopeForward(x.data(), b, t, heads, d, 500000.0);
-  cpu_.f32().RopeBackward(dx.data(), b, t, heads, d, 500000.0);
-  ExpectClose(Down(x_d, n), x, kUlp, "x");
-  ExpectClose(Down(dx_d, n), dx, kUlp, "dx");
+  for (const int64_t pos0 : {0, 5}) {
+    std::vector<float> x = Random(n, 30), dx = Random(n, 31);
+    float *x_d = Up(x), *dx_d = Up(dx);
+    gpu().f32().RopeForward(x_d, b, t, heads, d, 500000.0, pos0);
+    gpu().f32().RopeBackward(dx_d, b, t, heads, d, 500000.0, pos0);
+    cpu_.f32().RopeForward(x.data(), b, t, heads, d, 500000.0, pos0);
+    cpu_.f32().RopeBackward(dx.data(), b, t, heads, d, 500000.0, pos0);
+    ExpectClose(Down(x_d, n), x, kUlp, "x");
+    ExpectClose(Down(dx_d, n), dx, kUlp, "dx");
+  }
 }
 
 // GQA with groups of 4 and 2 query heads per KV head, multi-query (one KV head for all 8) and

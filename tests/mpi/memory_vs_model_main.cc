@@ -82,7 +82,7 @@ StatusOr<Layout> Parse(const std::string& text, HardwareSpec& hw) {
 void EmulateAll(const ModelSpec& model, HardwareSpec hw, const std::string& text, int me) {
   StatusOr<Layout> parsed = Parse(text, hw);
   if (!parsed.ok()) return Fail(me, text + ": " + parsed.status().message());
-  const int64_t world = parsed->tp * parsed->pp * std::max<int64_t>(parsed->dp, 1);
+  const int64_t world = parsed->tp * parsed->pp * parsed->cp * std::max<int64_t>(parsed->dp, 1);
   hw.node.gpus = world;  // cpu-host widened: only the memory model is compared
   StatusOr<Layout> layout = ResolveLayoutFor(*parsed, world, hw);
   if (!layout.ok()) return Fail(me, text + ": " + layout.status().message());
