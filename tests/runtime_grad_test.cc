@@ -282,10 +282,11 @@ void Perturb(Transformer<double>& model) {
 // relative to; both gradients must be zero up to rounding: the analytic one below 1e-12 and
 // the finite difference below 2^-53 |L| / eps ~ 1e-9 (bound 1e-8). The bias term of the linear
 // operator itself is checked in RuntimeGrad.Linear.
-void CheckModelGradient(const ModelSpec& spec) {
+void CheckModelGradient(const ModelSpec& spec, double moe_capacity = 0) {
   StatusOr<Transformer<double>> created = Transformer<double>::Create(spec);
   ASSERT_TRUE(created.ok()) << created.status().message();
   Transformer<double> model = std::move(created).value();
+  model.SetMoeCapacity(moe_capacity);
   model.Init(7);
   Perturb(model);
   const MarkovStream data({.vocab = spec.vocab, .seed = 3});
@@ -293,7 +294,8 @@ void CheckModelGradient(const ModelSpec& spec) {
   model.Forward(batch);
   model.Backward(1.0);
   const Vec analytic(model.grads().begin(), model.grads().end());
-  auto f = [&] { return model.Forward(batch); };
+  // The objective Backward differentiates: the cross-entropy and any MoE load-balancing loss.
+  auto f = [&] { return model.Forward(batch) + model.AuxLoss(); };
   double worst = 0;
   std::string worst_name;
   for (const ParamTensor& t : model.layout().tensors()) {
@@ -330,6 +332,20 @@ TEST(RuntimeGrad, TinyModelSwigluRmsNormRopeGqaUntied) {
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   ASSERT_LT(spec->kv_heads, spec->heads);  // the check is meant to cover GQA
   CheckModelGradient(*spec);
+}
+
+// MoE (moe_mlp.h): the router through the top-k softmax and the load-balancing loss (its weight
+// raised to 1 so its gradient is not lost under the cross-entropy's), the experts through their
+// kept tokens; then with capacity factor 1 (16 tokens x 2 / 4 experts: 8 slots each, so some
+// are dropped). Routing is piecewise constant in the parameters; a step of eps moves no top-k
+// choice or drop unless two logits are within ~eps, which these random values are not.
+TEST(RuntimeGrad, TinyMoeRouterExpertsAndAuxLoss) {
+  StatusOr<ModelSpec> loaded = LoadModel(std::string(SHARDSIM_SOURCE_DIR) + "/models/tiny-moe.yaml");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  ModelSpec spec = *loaded;
+  spec.moe->aux_loss_coeff = 1.0;
+  CheckModelGradient(spec);
+  CheckModelGradient(spec, /*moe_capacity=*/1.0);
 }
 
 TEST(RuntimeGrad, GptStyleModelGeluLayerNormLearnedBiasTied) {

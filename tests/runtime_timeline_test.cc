@@ -82,6 +82,8 @@ TEST(RuntimeTimeline, PhasesMapToTheSimulatorsStreamsAndCategories) {
   EXPECT_STREQ(CategoryOf(Phase::kOptimizer), "optimizer");
   EXPECT_STREQ(StreamOf(Phase::kCpComm), "cp");
   EXPECT_STREQ(CategoryOf(Phase::kCpComm), "cp_comm");
+  EXPECT_STREQ(StreamOf(Phase::kEpComm), "ep");
+  EXPECT_STREQ(CategoryOf(Phase::kEpComm), "ep_comm");
   for (int p = 0; p < kPhaseCount; ++p) {
     const Phase phase = static_cast<Phase>(p);
     EXPECT_STREQ(StreamOf(phase), StreamName(PhaseStream(phase)));
@@ -246,6 +248,7 @@ class FakeWorld : public Collectives {
   Status AllReduceMaxHost(Group, double*, int64_t) override { return Unused(); }
   Status ReduceScatter(Group, const void*, void*, int64_t, DType) override { return Unused(); }
   Status AllGatherOf(Group, const void*, void*, int64_t, DType) override { return Unused(); }
+  Status AllToAllV(Group, const void*, const int64_t*, void*, const int64_t*, DType) override { return Unused(); }
   StatusOr<int64_t> Send(Group, const void*, int64_t, DType, int, int) override {
     return Unused();
   }

@@ -58,11 +58,33 @@ TEST(RuntimeLayout, RejectsWhatTheRuntimeDoesNotImplement) {
   ModelSpec dropout = GptTinySpec();
   dropout.dropout = true;
   EXPECT_FALSE(ParamLayout::ForModel(dropout).ok());
-  ModelSpec moe = TinySpec();
-  moe.moe = MoeSpec{4, 2, 128, 1};
-  StatusOr<ParamLayout> layout = ParamLayout::ForModel(moe);
+  // MoE layers run (moe_mlp.h), but not with shared experts or biases.
+  ModelSpec shared = TinySpec();
+  shared.moe = MoeSpec{.experts = 4, .top_k = 2, .ffn_hidden = 128, .shared_ffn_hidden = 64};
+  StatusOr<ParamLayout> layout = ParamLayout::ForModel(shared);
   ASSERT_FALSE(layout.ok());
-  EXPECT_NE(layout.status().message().find("MoE"), std::string::npos);
+  EXPECT_NE(layout.status().message().find("shared experts"), std::string::npos);
+  ModelSpec biased = GptTinySpec();
+  biased.moe = MoeSpec{.experts = 4, .top_k = 2, .ffn_hidden = 128};
+  layout = ParamLayout::ForModel(biased);
+  ASSERT_FALSE(layout.ok());
+  EXPECT_NE(layout.status().message().find("MoE layers without biases"), std::string::npos);
+}
+
+// tiny with 4 experts of 128 in every layer, by hand: attention 12288 + 2 norms 128 + router
+// 4*64 = 256: 12672 a layer, x4 = 50688; embedding and head 65536, final norm 64; experts 3*64*128
+// = 24576 each, 4 x 4 layers = 393216, last: from 50688 + 65536 + 64 = 116288. Total 509504.
+TEST(RuntimeLayout, MoeRoutersInTheirLayersExpertsLast) {
+  ModelSpec moe = TinySpec();
+  moe.moe = MoeSpec{.experts = 4, .top_k = 2, .ffn_hidden = 128};
+  StatusOr<ParamLayout> layout = ParamLayout::ForModel(moe);
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  EXPECT_EQ(layout->total_size(), 509504);
+  EXPECT_EQ(layout->Get("experts.0.0.gate.weight").offset, 116288);
+  EXPECT_EQ(layout->Find("blocks.0.mlp.gate.weight"), nullptr);
+  EXPECT_EQ(layout->Get("blocks.3.moe.router.weight").rows, 4);
+  EXPECT_EQ(ExpertOf("experts.3.2.down.weight"), 2);
+  EXPECT_EQ(ExpertOf("blocks.3.moe.router.weight"), -1);
 }
 
 TEST(RuntimeInit, DependsOnlyOnSeedNameAndIndex) {

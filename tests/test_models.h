@@ -55,6 +55,15 @@ inline ModelSpec TinyModel(int64_t seq) {
   return m;
 }
 
+// TinyModel(seq) with a mixture of experts in every layer (models/tiny-moe.yaml's: 4 experts of
+// inner size 128, top 2) and its load-balancing loss at Switch Transformer's 1e-2.
+inline ModelSpec TinyMoeModel(int64_t seq) {
+  ModelSpec m = TinyModel(seq);
+  m.name = "tiny-moe";
+  m.moe = MoeSpec{.experts = 4, .top_k = 2, .ffn_hidden = 128, .aux_loss_coeff = 0.01};
+  return m;
+}
+
 // The runtime tests' GPT-2 style variant of TinyModel(32): 2 layers, MHA (4 KV heads), vocab
 // 256, GELU, LayerNorm, learned positions, biases, tied embeddings.
 inline ModelSpec TinyGptModel() {

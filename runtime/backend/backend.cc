@@ -39,6 +39,10 @@ const char* GroupName(Group g) {
       return "dp";
     case Group::kPp:
       return "pp";
+    case Group::kEp:
+      return "ep";
+    case Group::kEdp:
+      return "edp";
   }
   CHECK(false) << "unknown Group " << static_cast<int>(g);
   return "";

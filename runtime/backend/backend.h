@@ -227,6 +227,14 @@ class TypedKernels {
   virtual void AddRowBias(T* out, const T* bias, int64_t n, int64_t c) = 0;
   // out (c) += column sums of x (n, c): a bias's gradient.
   virtual void AddColumnSums(const T* x, float* out, int64_t n, int64_t c) = 0;
+  // A mixture-of-experts layer's token permutations (runtime/cpu/row_ops.h), on (rows, c)
+  // buffers: dst row i = src row idx[i]; dst row idx[i] += src row i, i in order; x row i *=
+  // scale[i]; out[i] = a row i . b row i, summed in double left to right. idx, scale and out are
+  // device arrays.
+  virtual void GatherRows(const T* src, const int32_t* idx, T* dst, int64_t rows, int64_t c) = 0;
+  virtual void ScatterAddRows(const T* src, const int32_t* idx, T* dst, int64_t rows, int64_t c) = 0;
+  virtual void ScaleRows(T* x, const float* scale, int64_t rows, int64_t c) = 0;
+  virtual void RowDots(const T* a, const T* b, double* out, int64_t rows, int64_t c) = 0;
 };
 
 // All of a backend's kernels: one TypedKernels per storage type, and the fp32-only ones
@@ -263,8 +271,12 @@ inline TypedKernels<Bf16>& Kernels::of<Bf16>() { return bf16(); }
 
 // kDp is the dense weights' replicas, DP x CP (placement.h's DpCpGroupOf, Megatron-Core's data-
 // parallel group with context parallelism): every gradient reduction and ZeRO shard spans it.
-// It is the DP group when cp = 1. kCp exchanges keys and values (context_parallel.h).
-enum class Group : uint8_t { kWorld, kTp, kCp, kDp, kPp };
+// It is the DP group when cp = 1. kCp exchanges keys and values (context_parallel.h). kEp: the
+// ep consecutive DP ranks that split a MoE layer's experts (placement.h's GroupOf kEp); kEdp:
+// the DP ranks holding the same experts (dp index modulo ep), over which their gradients are
+// reduced.
+enum class Group : uint8_t { kWorld, kTp, kCp, kDp, kPp, kEp, kEdp };
+inline constexpr int kGroupCount = 7;
 const char* GroupName(Group g);
 
 class Collectives {
@@ -283,6 +295,11 @@ class Collectives {
   virtual Status AllReduce(Group g, void* data, int64_t n, DType type) = 0;
   virtual Status ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) = 0;
   virtual Status AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) = 0;
+  //   AllToAllV: this rank's `in` holds size() blocks in member order, send[p] elements for
+  //     member p; `out` receives recv[p] from each member p, in member order (MPI_Alltoallv).
+  //     The counts are host arrays of size() entries and must agree pairwise across members.
+  virtual Status AllToAllV(Group g, const void* in, const int64_t* send, void* out, const int64_t* recv,
+                           DType type) = 0;
   // Non-blocking send of n elements to rank `peer` of `g`; `data` must stay alive and
   // unchanged until the handle completes (Wait, or Test returning true). Messages are matched
   // by tag (MPI); a backend without tags (NCCL) matches them in issue order within each class
@@ -300,6 +317,10 @@ class Collectives {
   template <typename T>
   Status AllGather(Group g, const T* in, T* out, int64_t n) {
     return AllGatherOf(g, in, out, n, DTypeOf<T>());
+  }
+  template <typename T>
+  Status AllToAllVOf(Group g, const T* in, const int64_t* send, T* out, const int64_t* recv) {
+    return AllToAllV(g, in, send, out, recv, DTypeOf<T>());
   }
   template <typename T>
   StatusOr<int64_t> Isend(Group g, const T* data, int64_t n, int peer, int tag) {

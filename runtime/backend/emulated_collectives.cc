@@ -19,6 +19,8 @@ int EmulatedCollectives::rank(Group g) const {
     case Group::kCp: return static_cast<int>(coord_.cp);
     case Group::kDp: return static_cast<int>(coord_.dp * layout_.cp + coord_.cp);  // DP x CP
     case Group::kPp: return static_cast<int>(coord_.pp);
+    case Group::kEp: return static_cast<int>(coord_.dp % layout_.ep);
+    case Group::kEdp: return static_cast<int>(coord_.dp / layout_.ep);
   }
   return 0;
 }
@@ -30,6 +32,8 @@ int EmulatedCollectives::size(Group g) const {
     case Group::kCp: return static_cast<int>(layout_.cp);
     case Group::kDp: return static_cast<int>(layout_.dp_cp());
     case Group::kPp: return static_cast<int>(layout_.pp);
+    case Group::kEp: return static_cast<int>(layout_.ep);
+    case Group::kEdp: return static_cast<int>(layout_.dp / layout_.ep);
   }
   return 1;
 }
@@ -69,6 +73,23 @@ Status EmulatedCollectives::AllGatherOf(Group g, const void* in, void* out, int6
   SHARDSIM_ASSIGN_OR_RETURN(void* peers, Scratch(bytes));
   for (int64_t r = 0; r < ranks; ++r) {
     memory_->Copy(static_cast<char*>(out) + r * bytes, r == me ? in : peers, bytes);
+  }
+  return Status::Ok();
+}
+
+Status EmulatedCollectives::AllToAllV(Group g, const void* in, const int64_t* send, void* out, const int64_t* recv,
+                                      DType type) {
+  // This rank's own block moves; every other block arrives from the (emulated) peers.
+  const int64_t ranks = size(g), me = rank(g), e = ElementBytes(type);
+  int64_t own = 0, largest = 0;
+  for (int64_t r = 0; r < me; ++r) own += send[r];
+  for (int64_t r = 0; r < ranks; ++r) largest = std::max(largest, recv[r] * e);
+  SHARDSIM_ASSIGN_OR_RETURN(void* peers, Scratch(std::max<int64_t>(largest, 1)));
+  char* to = static_cast<char*>(out);
+  for (int64_t r = 0; r < ranks; ++r) {
+    const int64_t bytes = recv[r] * e;
+    if (bytes > 0) memory_->Copy(to, r == me ? static_cast<const char*>(in) + own * e : peers, bytes);
+    to += bytes;
   }
   return Status::Ok();
 }

@@ -30,6 +30,8 @@ class EmulatedCollectives : public Collectives {
   Status AllReduce(Group g, void* data, int64_t n, DType type) override;
   Status ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
+  Status AllToAllV(Group g, const void* in, const int64_t* send, void* out, const int64_t* recv,
+                   DType type) override;
   Status AllReduceSumHost(Group g, double* host, int64_t n) override;
   Status AllReduceMaxHost(Group g, double* host, int64_t n) override;
   Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;

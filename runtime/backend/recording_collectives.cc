@@ -12,6 +12,7 @@ const char* CallKindName(CallKind k) {
     case CallKind::kReduceScatter: return "reduce-scatter";
     case CallKind::kAllGather: return "all-gather";
     case CallKind::kSend: return "send";
+    case CallKind::kAllToAll: return "all-to-all";
   }
   return "?";
 }
@@ -40,6 +41,14 @@ Status RecordingCollectives::AllGatherOf(Group g, const void* in, void* out, int
                                          DType type) {
   Count(CallKind::kAllGather, g, n * size(g), type);
   return inner_->AllGatherOf(g, in, out, n, type);
+}
+
+Status RecordingCollectives::AllToAllV(Group g, const void* in, const int64_t* send, void* out, const int64_t* recv,
+                                       DType type) {
+  int64_t sent = 0;  // the cost model's all-to-all bytes: what this rank sends, its own block included
+  for (int p = 0; p < size(g); ++p) sent += send[p];
+  Count(CallKind::kAllToAll, g, sent, type);
+  return inner_->AllToAllV(g, in, send, out, recv, type);
 }
 
 StatusOr<int64_t> RecordingCollectives::Send(Group g, const void* data, int64_t n, DType type,

@@ -3,7 +3,7 @@
 // beside what the layer plan priced (tests/runtime_priced_collectives_test.cc). Bytes follow
 // the cost model's convention (src/cost/collective.h, nccl-tests'): all-reduce the buffer,
 // all-gather and reduce-scatter the whole group's data (size x n elements), a send its
-// message. Receives are the other half of a send and are not counted; the host collectives
+// message, an all-to-all what this rank sends (its own block included). Receives are the other half of a send and are not counted; the host collectives
 // (losses, gradient norms, timelines: a few doubles) are not device traffic and are not
 // counted either.
 #pragma once
@@ -17,7 +17,7 @@
 
 namespace shardsim::runtime {
 
-enum class CallKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kSend };
+enum class CallKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kSend, kAllToAll };
 const char* CallKindName(CallKind k);
 
 // One kind of call: (kind, group, bytes); the recorder maps each to its count.
@@ -35,6 +35,8 @@ class RecordingCollectives : public Collectives {
   Status AllReduce(Group g, void* data, int64_t n, DType type) override;
   Status ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
+  Status AllToAllV(Group g, const void* in, const int64_t* send, void* out, const int64_t* recv,
+                   DType type) override;
   StatusOr<int64_t> Send(Group g, const void* data, int64_t n, DType type, int peer,
                          int tag) override;
   Status Receive(Group g, void* data, int64_t n, DType type, int peer, int tag) override {

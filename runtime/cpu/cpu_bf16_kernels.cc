@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "runtime/cpu/row_ops.h"
 #include "src/util/check.h"
 
 namespace shardsim::runtime {
@@ -248,6 +249,31 @@ void CpuBf16Kernels::Add(Bf16* dst, const Bf16* src, int64_t n) {
   float* dst_f = s.Wide(dst, n);
   f32_.Add(dst_f, s.Wide(src, n), n);
   Narrow(dst_f, dst, n);
+}
+
+void CpuBf16Kernels::GatherRows(const Bf16* src, const int32_t* idx, Bf16* dst, int64_t rows, int64_t c) {
+  runtime::GatherRows(src, idx, dst, rows, c);  // bf16 moved as it is
+}
+
+void CpuBf16Kernels::ScatterAddRows(const Bf16* src, const int32_t* idx, Bf16* dst, int64_t rows, int64_t c) {
+  for (int64_t i = 0; i < rows; ++i) {  // widened, added in fp32, rounded once per source row
+    Bf16* to = dst + static_cast<int64_t>(idx[i]) * c;
+    for (int64_t j = 0; j < c; ++j) to[j] = ToBf16(ToFloat(to[j]) + ToFloat(src[i * c + j]));
+  }
+}
+
+void CpuBf16Kernels::ScaleRows(Bf16* x, const float* scale, int64_t rows, int64_t c) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < c; ++j) x[i * c + j] = ToBf16(ToFloat(x[i * c + j]) * scale[i]);
+  }
+}
+
+void CpuBf16Kernels::RowDots(const Bf16* a, const Bf16* b, double* out, int64_t rows, int64_t c) {
+  for (int64_t i = 0; i < rows; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += static_cast<double>(ToFloat(a[i * c + j])) * ToFloat(b[i * c + j]);
+    out[i] = sum;
+  }
 }
 
 void CpuBf16Kernels::AddRowBias(Bf16* out, const Bf16* bias, int64_t n, int64_t c) {

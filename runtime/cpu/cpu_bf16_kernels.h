@@ -69,6 +69,10 @@ class CpuBf16Kernels : public TypedKernels<Bf16> {
   void Add(Bf16* dst, const Bf16* src, int64_t n) override;
   void AddRowBias(Bf16* out, const Bf16* bias, int64_t n, int64_t c) override;
   void AddColumnSums(const Bf16* x, float* out, int64_t n, int64_t c) override;
+  void GatherRows(const Bf16* src, const int32_t* idx, Bf16* dst, int64_t rows, int64_t c) override;
+  void ScatterAddRows(const Bf16* src, const int32_t* idx, Bf16* dst, int64_t rows, int64_t c) override;
+  void ScaleRows(Bf16* x, const float* scale, int64_t rows, int64_t c) override;
+  void RowDots(const Bf16* a, const Bf16* b, double* out, int64_t rows, int64_t c) override;
 
  private:
   class Scratch;  // one call's float copies (cpu_bf16_kernels.cc)

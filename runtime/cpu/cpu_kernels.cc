@@ -14,6 +14,7 @@
 #include "runtime/cpu/gelu.h"
 #include "runtime/cpu/linear.h"
 #include "runtime/cpu/norm.h"
+#include "runtime/cpu/row_ops.h"
 #include "runtime/cpu/swiglu.h"
 #include "src/util/check.h"
 
@@ -226,6 +227,22 @@ void CpuKernels::AddRowBias(float* out, const float* bias, int64_t n, int64_t c)
 
 void CpuKernels::AddColumnSums(const float* x, float* out, int64_t n, int64_t c) {
   RowVectorMap<float>(out, c) += ConstMatrixMap<float>(x, n, c).colwise().sum();
+}
+
+void CpuKernels::GatherRows(const float* src, const int32_t* idx, float* dst, int64_t rows, int64_t c) {
+  runtime::GatherRows(src, idx, dst, rows, c);
+}
+
+void CpuKernels::ScatterAddRows(const float* src, const int32_t* idx, float* dst, int64_t rows, int64_t c) {
+  runtime::ScatterAddRows(src, idx, dst, rows, c);
+}
+
+void CpuKernels::ScaleRows(float* x, const float* scale, int64_t rows, int64_t c) {
+  runtime::ScaleRows(x, scale, rows, c);
+}
+
+void CpuKernels::RowDots(const float* a, const float* b, double* out, int64_t rows, int64_t c) {
+  runtime::RowDots(a, b, out, rows, c);
 }
 
 void CpuKernels::Scale(float* x, float s, int64_t n) { RowVectorMap<float>(x, n) *= s; }

@@ -71,6 +71,10 @@ class CpuKernels : public Kernels, public TypedKernels<float> {
   void Add(float* dst, const float* src, int64_t n) override;
   void AddRowBias(float* out, const float* bias, int64_t n, int64_t c) override;
   void AddColumnSums(const float* x, float* out, int64_t n, int64_t c) override;
+  void GatherRows(const float* src, const int32_t* idx, float* dst, int64_t rows, int64_t c) override;
+  void ScatterAddRows(const float* src, const int32_t* idx, float* dst, int64_t rows, int64_t c) override;
+  void ScaleRows(float* x, const float* scale, int64_t rows, int64_t c) override;
+  void RowDots(const float* a, const float* b, double* out, int64_t rows, int64_t c) override;
 
   // Kernels' fp32-only operations.
   double VocabParallelLogSumExp(const float* all_stats, int64_t tp, float* lse,

@@ -13,6 +13,20 @@ std::string BlockParamName(int64_t layer, std::string_view suffix) {
   return "blocks." + std::to_string(layer) + "." + std::string(suffix);
 }
 
+std::string ExpertParamName(int64_t layer, int64_t expert, std::string_view suffix) {
+  return "experts." + std::to_string(layer) + "." + std::to_string(expert) + "." + std::string(suffix);
+}
+
+bool IsExpertParam(std::string_view name) { return name.rfind("experts.", 0) == 0; }
+
+int64_t ExpertOf(std::string_view name) {
+  if (!IsExpertParam(name)) return -1;
+  const size_t a = name.find('.', 8);  // after "experts.<l>"
+  const size_t b = a == std::string_view::npos ? a : name.find('.', a + 1);
+  if (b == std::string_view::npos) return -1;
+  return std::stoll(std::string(name.substr(a + 1, b - a - 1)));
+}
+
 void ParamLayout::Add(std::string name, int64_t rows, int64_t cols, ParamInit init, double std,
                       bool decay) {
   CHECK(rows > 0 && cols > 0) << name;
@@ -22,8 +36,8 @@ void ParamLayout::Add(std::string name, int64_t rows, int64_t cols, ParamInit in
 }
 
 StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
-  if (m.moe) {
-    return Status::Error("model '" + m.name + "': the CPU runtime does not support MoE layers yet");
+  if (m.moe && m.bias) {
+    return Status::Error("model '" + m.name + "': the CPU runtime trains MoE layers without biases (bias: false)");
   }
   if (m.dropout) {
     return Status::Error("model '" + m.name +
@@ -73,7 +87,9 @@ StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
     linear(name("attn.v"), m.kv_dim(), c, kInitStd, true);  // (KV*d, C)
     linear(name("attn.out"), c, m.q_dim(), out_std);  // (C, H*d)
     norm(name("mlp_norm"));
-    if (m.activation == Activation::kSwiglu) {
+    if (m.IsMoeLayer(l)) {
+      linear(name("moe.router"), m.moe->experts, c, kInitStd);  // (E, C); its experts come last
+    } else if (m.activation == Activation::kSwiglu) {
       linear(name("mlp.gate"), m.ffn_hidden, c, kInitStd);  // (F, C)
       linear(name("mlp.up"), m.ffn_hidden, c, kInitStd);    // (F, C)
       linear(name("mlp.down"), c, m.ffn_hidden, out_std);   // (C, F)
@@ -85,6 +101,21 @@ StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
   norm("final_norm");
   if (!m.tied_embeddings) {
     p.Add("lm_head.weight", m.vocab, c, ParamInit::kNormal, kInitStd, true);  // (V, C)
+  }
+  for (int64_t l = 0; m.moe && l < m.layers; ++l) {
+    if (!m.IsMoeLayer(l)) continue;
+    const int64_t f = m.moe->ffn_hidden;
+    for (int64_t e = 0; e < m.moe->experts; ++e) {
+      auto name = [&](std::string_view s) { return ExpertParamName(l, e, s); };
+      if (m.activation == Activation::kSwiglu) {
+        linear(name("gate"), f, c, kInitStd);  // (F_e, C)
+        linear(name("up"), f, c, kInitStd);    // (F_e, C)
+        linear(name("down"), c, f, out_std);   // (C, F_e)
+      } else {
+        linear(name("fc"), f, c, kInitStd);
+        linear(name("proj"), c, f, out_std);
+      }
+    }
   }
   return p;
 }

@@ -38,8 +38,9 @@ inline constexpr double kInitStd = 0.02;
 
 class ParamLayout {
  public:
-  // The layout of a dense model. MoE and dropout are not supported by the runtime yet and are
-  // rejected with a message rather than silently ignored.
+  // The layout of a model, dense or MoE (a router in each MoE layer, its experts' MLPs after
+  // every other tensor: ExpertParamName). Dropout, shared experts, MLA and the other features
+  // the runtime does not train are rejected with a message rather than silently ignored.
   static StatusOr<ParamLayout> ForModel(const ModelSpec& spec);
 
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
@@ -65,5 +66,12 @@ class ParamLayout {
 
 // Tensor names, shared by the layout and the code that reads it.
 std::string BlockParamName(int64_t layer, std::string_view suffix);  // "blocks.<l>.<suffix>"
+// "experts.<l>.<e>.<suffix>": expert e of MoE layer l. The experts come last in the flat buffer,
+// in (layer, expert) order, so that a rank's experts are one range apart from the tensors the
+// DP group shares (expert parallelism shards them over EP, runtime/exec/shard.h).
+std::string ExpertParamName(int64_t layer, int64_t expert, std::string_view suffix);
+bool IsExpertParam(std::string_view name);
+// The expert index of an expert tensor's name, -1 for other tensors.
+int64_t ExpertOf(std::string_view name);
 
 }  // namespace shardsim::runtime

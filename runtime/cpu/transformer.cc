@@ -54,6 +54,24 @@ S* Transformer<S>::HeadWeight(std::vector<S>& buffer) {
 }
 
 template <typename S>
+std::optional<MoeLayer<S>> Transformer<S>::MoeOf(int64_t l, std::vector<S>& buffer) {
+  if (!spec_.IsMoeLayer(l)) return std::nullopt;
+  MoeLayer<S> moe;
+  moe.capacity_factor = moe_capacity_;
+  for (int64_t e = 0; e < spec_.moe->experts; ++e) {
+    moe.experts.push_back(ExpertWeightsAt(layout_, spec_, l, e, buffer.data()));
+  }
+  return moe;
+}
+
+template <typename S>
+double Transformer<S>::AuxLoss() const {
+  double sum = 0;
+  for (const BlockActivations<S>& a : blocks_) sum += a.moe.routing.aux_loss;
+  return sum;
+}
+
+template <typename S>
 void Transformer<S>::Resize(int64_t b, int64_t t) {
   if (b == b_ && t == t_) return;
   b_ = b;
@@ -85,8 +103,9 @@ S Transformer<S>::Forward(const TokenBatch& batch) {
   EmbeddingForward(inputs_.data(), p + layout_.Get("embed.tokens").offset, wpe, residual_[0].data(),
                    b_, t_, c, v);
   for (int64_t l = 0; l < spec_.layers; ++l) {
+    const std::optional<MoeLayer<S>> moe = MoeOf(l, params_);
     BlockForward(spec_, BlockWeightsAt(layout_, spec_, l, p), rope_, residual_[l].data(),
-                 residual_[l + 1].data(), blocks_[l], b_, t_);
+                 residual_[l + 1].data(), blocks_[l], b_, t_, moe ? &*moe : nullptr);
   }
   const int64_t bias = layout_.OffsetOf("final_norm.bias");
   NormForward(spec_.norm, residual_[spec_.layers].data(), p + layout_.Get("final_norm.gain").offset,
@@ -115,8 +134,11 @@ void Transformer<S>::Backward(S loss_scale) {
                final_mean_.data(), final_rstd_.data(), dresidual_.data(), g + gain,
                bias < 0 ? nullptr : g + bias, n, c);
   for (int64_t l = spec_.layers - 1; l >= 0; --l) {
+    // The aux loss weighs as the cross-entropy does: loss_scale, the micro-batch's share.
+    const std::optional<MoeLayer<S>> moe = MoeOf(l, params_), dmoe = MoeOf(l, grads_);
     BlockBackward(spec_, BlockWeightsAt(layout_, spec_, l, p), BlockWeightsAt(layout_, spec_, l, g),
-                  rope_, residual_[l].data(), blocks_[l], dresidual_.data(), scratch_, b_, t_);
+                  rope_, residual_[l].data(), blocks_[l], dresidual_.data(), scratch_, b_, t_,
+                  moe ? &*moe : nullptr, dmoe ? &*dmoe : nullptr, static_cast<double>(loss_scale));
   }
   const int64_t wpe = layout_.OffsetOf("embed.positions");
   EmbeddingBackward(dresidual_.data(), inputs_.data(), g + layout_.Get("embed.tokens").offset,

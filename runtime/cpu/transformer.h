@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -33,10 +34,16 @@ class Transformer {
   // loss over the batch's B*T tokens (nats) and saves what Backward needs. T <= seq_len.
   S Forward(const TokenBatch& batch);
 
-  // Adds the gradient of loss_scale * (the last Forward's loss) into grads().
+  // Adds the gradient of loss_scale * (the last Forward's loss + its AuxLoss()) into grads().
   void Backward(S loss_scale = S(1));
+  // The last Forward's load-balancing losses, summed over its MoE layers (moe_routing.h; 0 for a
+  // dense model or a zero aux_loss_coeff): what training adds to the cross-entropy.
+  double AuxLoss() const;
 
   void ZeroGrad();
+
+  // MoE layers: the layout's expert capacity factor (moe_capacity; 0, the default: dropless).
+  void SetMoeCapacity(double factor) { moe_capacity_ = factor; }
 
   const ModelSpec& spec() const { return spec_; }
   const ParamLayout& layout() const { return layout_; }
@@ -55,6 +62,9 @@ class Transformer {
   MatrixMap<S> View(std::vector<S>& buffer, std::string_view name);
   void Resize(int64_t b, int64_t t);
   S* HeadWeight(std::vector<S>& buffer);  // lm_head.weight, or embed.tokens when tied
+  // Layer l's experts in `buffer` (params_ or grads_), or none for a dense layer.
+  std::optional<MoeLayer<S>> MoeOf(int64_t l, std::vector<S>& buffer);
+  double moe_capacity_ = 0;
 
   ModelSpec spec_;
   ParamLayout layout_;

@@ -42,8 +42,9 @@ BlockWeights<S> BlockWeightsAt(const ParamLayout& layout, const ModelSpec& m, in
   w.b_up = swiglu ? at("mlp.up.bias") : nullptr;
   w.w_out = at(swiglu ? "mlp.down.weight" : "mlp.proj.weight");
   w.b_out = at(swiglu ? "mlp.down.bias" : "mlp.proj.bias");
-  CHECK(w.attn_norm_gain && w.wq && w.wk && w.wv && w.wo && w.mlp_norm_gain && w.w_in && w.w_out &&
-        (!swiglu || w.w_up))
+  w.router = at("moe.router.weight");
+  CHECK(w.attn_norm_gain && w.wq && w.wk && w.wv && w.wo && w.mlp_norm_gain &&
+        (w.router != nullptr || (w.w_in && w.w_out && (!swiglu || w.w_up))))
       << "layout lacks a tensor of layer " << layer;
   return w;
 }
@@ -95,7 +96,7 @@ void ProjectAndAdd(const S* in, const S* wt, const S* bias, S* out, int64_t n, i
 
 template <typename S>
 void BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<S>& rope,
-                  const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t) {
+                  const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t, const MoeLayer<S>* moe) {
   const int64_t n = b * t, c = m.hidden, f = m.ffn_hidden;
   const int64_t qd = m.q_dim(), kvd = m.kv_dim();
   // Attention branch.
@@ -114,6 +115,12 @@ void BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<
   // MLP branch.
   NormForward(m.norm, a.mid.data(), w.mlp_norm_gain, w.mlp_norm_bias, a.norm2.data(),
               a.norm2_mean.data(), a.norm2_rstd.data(), n, c);
+  if (w.router != nullptr) {
+    CHECK(moe != nullptr) << "an MoE layer without its experts";
+    MoeMlpForward(m, w.router, *moe, a.norm2.data(), out, a.moe, n);
+    AddInto(out, a.mid.data(), n * c);
+    return;
+  }
   LinearForward(a.norm2.data(), w.w_in, w.b_in, a.hidden.data(), n, c, f);
   if (m.activation == Activation::kSwiglu) {
     LinearForward(a.norm2.data(), w.w_up, w.b_up, a.up.data(), n, c, f);
@@ -127,10 +134,16 @@ void BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<
 template <typename S>
 void BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeights<S>& dw,
                    const RopeTable<S>& rope, const S* x, const BlockActivations<S>& a, S* dresid,
-                   BlockScratch<S>& s, int64_t b, int64_t t) {
+                   BlockScratch<S>& s, int64_t b, int64_t t, const MoeLayer<S>* moe, const MoeLayer<S>* dmoe,
+                   double aux_scale) {
   const int64_t n = b * t, c = m.hidden, f = m.ffn_hidden;
   const int64_t qd = m.q_dim(), kvd = m.kv_dim();
   // MLP branch; dresid already holds the residual path's share of d(mid).
+  if (w.router != nullptr) {
+    CHECK(moe != nullptr && dmoe != nullptr) << "an MoE layer without its experts";
+    Zero(s.dnorm);
+    MoeMlpBackward(m, w.router, dw.router, *moe, *dmoe, a.norm2.data(), a.moe, dresid, s.dnorm.data(), aux_scale, n);
+  } else {
   Zero(s.dact);
   LinearBackward(dresid, a.act.data(), w.w_out, s.dact.data(), dw.w_out, dw.b_out, n, f, c);
   Zero(s.dhidden);
@@ -145,6 +158,7 @@ void BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeig
   }
   LinearBackward(s.dhidden.data(), a.norm2.data(), w.w_in, s.dnorm.data(), dw.w_in, dw.b_in, n, c,
                  f);
+  }
   NormBackward(m.norm, s.dnorm.data(), a.mid.data(), w.mlp_norm_gain, a.norm2_mean.data(),
                a.norm2_rstd.data(), dresid, dw.mlp_norm_gain, dw.mlp_norm_bias, n, c);
   // dresid is now d(mid). Attention branch.
@@ -177,11 +191,12 @@ template BlockWeights<Bf16> BlockWeightsAt<Bf16>(const ParamLayout&, const Model
   template struct BlockActivations<S>;                                                           \
   template struct BlockScratch<S>;                                                               \
   template void BlockForward<S>(const ModelSpec&, const BlockWeights<S>&, const RopeTable<S>&,   \
-                                const S*, S*, BlockActivations<S>&, int64_t, int64_t);           \
+                                const S*, S*, BlockActivations<S>&, int64_t, int64_t,            \
+                                const MoeLayer<S>*);                                             \
   template void BlockBackward<S>(const ModelSpec&, const BlockWeights<S>&,                       \
                                  const BlockWeights<S>&, const RopeTable<S>&, const S*,          \
                                  const BlockActivations<S>&, S*, BlockScratch<S>&, int64_t,      \
-                                 int64_t);
+                                 int64_t, const MoeLayer<S>*, const MoeLayer<S>*, double);
 SHARDSIM_INSTANTIATE_BLOCK(float)
 SHARDSIM_INSTANTIATE_BLOCK(double)
 #undef SHARDSIM_INSTANTIATE_BLOCK

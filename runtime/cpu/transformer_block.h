@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/cpu/moe_mlp.h"
 #include "runtime/cpu/param_layout.h"
 #include "runtime/cpu/rope.h"
 #include "src/model/model_spec.h"
@@ -35,6 +36,7 @@ struct BlockWeights {
   S* b_up = nullptr;            // (F)
   S* w_out = nullptr;           // (C, F): mlp.proj (GELU) or mlp.down (SwiGLU)
   S* b_out = nullptr;           // (C)
+  S* router = nullptr;          // (E, C): an MoE layer's, whose MLP is its experts (moe_mlp.h)
 };
 
 // Looks up layer `layer`'s tensors by name in `layout` and points into `base`.
@@ -60,6 +62,7 @@ struct BlockActivations {
   std::vector<S> hidden;      // (N, F) fc output (GELU input) or gate (SwiGLU)
   std::vector<S> up;          // (N, F) SwiGLU only
   std::vector<S> act;         // (N, F) activation, input of the down projection
+  MoeActivations<S> moe;      // an MoE layer's routing and experts' intermediates
 
   void Resize(const ModelSpec& m, int64_t b, int64_t t);
 
@@ -81,16 +84,20 @@ struct BlockScratch {
 
 };
 
-// x, out (B, T, C). `rope` is used when m.position is kRope.
+// x, out (B, T, C). `rope` is used when m.position is kRope. `moe`: an MoE layer's experts
+// (null for a dense layer).
 template <typename S>
 void BlockForward(const ModelSpec& m, const BlockWeights<S>& w, const RopeTable<S>& rope,
-                  const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t);
+                  const S* x, S* out, BlockActivations<S>& a, int64_t b, int64_t t,
+                  const MoeLayer<S>* moe = nullptr);
 
 // dresid (B, T, C): on entry the gradient w.r.t. the block's output, on return w.r.t. its
-// input x (the residual connections make this an in-place update). Adds into `dw`.
+// input x (the residual connections make this an in-place update). Adds into `dw` (and an MoE
+// layer's `dmoe`; aux_scale weighs its load-balancing loss).
 template <typename S>
 void BlockBackward(const ModelSpec& m, const BlockWeights<S>& w, const BlockWeights<S>& dw,
                    const RopeTable<S>& rope, const S* x, const BlockActivations<S>& a, S* dresid,
-                   BlockScratch<S>& s, int64_t b, int64_t t);
+                   BlockScratch<S>& s, int64_t b, int64_t t, const MoeLayer<S>* moe = nullptr,
+                   const MoeLayer<S>* dmoe = nullptr, double aux_scale = 0);
 
 }  // namespace shardsim::runtime

@@ -280,6 +280,42 @@ __global__ void AddKernel(E* dst, const E* src, int64_t n) {
   }
 }
 
+// --- A mixture-of-experts layer's row permutations (backend.h; runtime/cpu/row_ops.h) ------
+
+template <typename E>
+__global__ void GatherRowsKernel(const E* src, const int32_t* idx, E* dst, int64_t rows, int64_t c) {
+  for (int64_t i = GlobalIndex(); i < rows * c; i += GlobalStride()) {
+    dst[i] = src[static_cast<int64_t>(idx[i / c]) * c + i % c];
+  }
+}
+
+// One thread per column visits every source row in order, so repeated destinations add in the
+// CPU's order (deterministic, no atomics).
+template <typename E>
+__global__ void ScatterAddRowsKernel(const E* src, const int32_t* idx, E* dst, int64_t rows, int64_t c) {
+  for (int64_t j = GlobalIndex(); j < c; j += GlobalStride()) {
+    for (int64_t i = 0; i < rows; ++i) {
+      E* to = dst + static_cast<int64_t>(idx[i]) * c + j;
+      Store(to, Load(to) + Load(src + i * c + j));
+    }
+  }
+}
+
+template <typename E>
+__global__ void ScaleRowsKernel(E* x, const float* scale, int64_t rows, int64_t c) {
+  for (int64_t i = GlobalIndex(); i < rows * c; i += GlobalStride()) Store(x + i, Load(x + i) * scale[i / c]);
+}
+
+// One thread per row, summing left to right in double as the CPU does.
+template <typename E>
+__global__ void RowDotsKernel(const E* a, const E* b, double* out, int64_t rows, int64_t c) {
+  for (int64_t i = GlobalIndex(); i < rows; i += GlobalStride()) {
+    double sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += static_cast<double>(Load(a + i * c + j)) * Load(b + i * c + j);
+    out[i] = sum;
+  }
+}
+
 template <typename E>
 __global__ void AddRowBiasKernel(E* out, const E* bias, int64_t n, int64_t c) {
   for (int64_t idx = GlobalIndex(); idx < n * c; idx += GlobalStride()) {
@@ -421,6 +457,34 @@ template <typename T>
 void CudaTypedKernels<T>::Add(T* dst, const T* src, int64_t n) {
   if (n == 0) return;
   AddKernel<<<BlocksFor(n), kThreads, 0, ws_.stream()>>>(ToDev(dst), ToDev(src), n);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void CudaTypedKernels<T>::GatherRows(const T* src, const int32_t* idx, T* dst, int64_t rows, int64_t c) {
+  if (rows * c == 0) return;
+  GatherRowsKernel<<<BlocksFor(rows * c), kThreads, 0, ws_.stream()>>>(ToDev(src), idx, ToDev(dst), rows, c);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void CudaTypedKernels<T>::ScatterAddRows(const T* src, const int32_t* idx, T* dst, int64_t rows, int64_t c) {
+  if (rows * c == 0) return;
+  ScatterAddRowsKernel<<<BlocksFor(c), kThreads, 0, ws_.stream()>>>(ToDev(src), idx, ToDev(dst), rows, c);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void CudaTypedKernels<T>::ScaleRows(T* x, const float* scale, int64_t rows, int64_t c) {
+  if (rows * c == 0) return;
+  ScaleRowsKernel<<<BlocksFor(rows * c), kThreads, 0, ws_.stream()>>>(ToDev(x), scale, rows, c);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void CudaTypedKernels<T>::RowDots(const T* a, const T* b, double* out, int64_t rows, int64_t c) {
+  if (rows == 0) return;
+  RowDotsKernel<<<BlocksFor(rows), kThreads, 0, ws_.stream()>>>(ToDev(a), ToDev(b), out, rows, c);
   SHARDSIM_CUDA_CHECK_LAUNCH();
 }
 

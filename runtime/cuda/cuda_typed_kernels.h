@@ -87,6 +87,10 @@ class CudaTypedKernels final : public TypedKernels<T> {
   void Add(T* dst, const T* src, int64_t n) override;
   void AddRowBias(T* out, const T* bias, int64_t n, int64_t c) override;
   void AddColumnSums(const T* x, float* out, int64_t n, int64_t c) override;
+  void GatherRows(const T* src, const int32_t* idx, T* dst, int64_t rows, int64_t c) override;
+  void ScatterAddRows(const T* src, const int32_t* idx, T* dst, int64_t rows, int64_t c) override;
+  void ScaleRows(T* x, const float* scale, int64_t rows, int64_t c) override;
+  void RowDots(const T* a, const T* b, double* out, int64_t rows, int64_t c) override;
 
  private:
   CudaWorkspace& ws_;

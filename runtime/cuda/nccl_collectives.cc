@@ -59,7 +59,7 @@ StatusOr<std::unique_ptr<NcclCollectives>> NcclCollectives::Create(ProcessGroups
 }
 
 Status NcclCollectives::Init() {
-  for (int g = 0; g < 5; ++g) {
+  for (int g = 0; g < kGroupCount; ++g) {
     const Communicator& comm = mpi(static_cast<Group>(g));
     SHARDSIM_ASSIGN_OR_RETURN(ncclUniqueId id, ShareId(comm));
     Channel& ch = groups_nccl_[g];
@@ -231,6 +231,34 @@ Status NcclCollectives::AllGatherOf(Group g, const void* in, void* out, int64_t 
   SHARDSIM_NCCL_RETURN_IF_ERROR(
       ncclAllGather(in, out, static_cast<size_t>(n), nccl_type, ch.comm, ch.stream));
   return Finish(ch, g, "all-gather", n, type, /*wait=*/true);
+}
+
+// ncclSend / ncclRecv to and from every member in one group call (NCCL's all-to-all idiom).
+Status NcclCollectives::AllToAllV(Group g, const void* in, const int64_t* send, void* out, const int64_t* recv,
+                                  DType type) {
+  const ncclDataType_t nccl_type = NcclType(type);
+  const Channel& ch = groups_nccl_[static_cast<int>(g)];
+  const int members = size(g);
+  const size_t e = static_cast<size_t>(ElementBytes(type));
+  int64_t total = 0;
+  SHARDSIM_RETURN_IF_ERROR(After(ch));
+  SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+  size_t at_send = 0, at_recv = 0;
+  for (int p = 0; p < members; ++p) {
+    if (send[p] > 0) {
+      SHARDSIM_NCCL_RETURN_IF_ERROR(ncclSend(static_cast<const char*>(in) + at_send * e, static_cast<size_t>(send[p]),
+                                             nccl_type, p, ch.comm, ch.stream));
+    }
+    if (recv[p] > 0) {
+      SHARDSIM_NCCL_RETURN_IF_ERROR(ncclRecv(static_cast<char*>(out) + at_recv * e, static_cast<size_t>(recv[p]),
+                                             nccl_type, p, ch.comm, ch.stream));
+    }
+    at_send += static_cast<size_t>(send[p]);
+    at_recv += static_cast<size_t>(recv[p]);
+    total += send[p];
+  }
+  SHARDSIM_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
+  return Finish(ch, g, "all-to-all", total, type, /*wait=*/true);
 }
 
 Status NcclCollectives::AllReduceSumHost(Group g, double* host, int64_t n) {

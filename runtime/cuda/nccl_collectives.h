@@ -36,7 +36,7 @@ namespace shardsim::runtime {
 class NcclCollectives : public Collectives {
  public:
   // Binds to the current CUDA device. Group communicators are created in a fixed order on all
-  // ranks (world, tp, cp, dp, pp, then the pp pairs), each from a unique id made by the group's
+  // ranks (world, tp, cp, dp, pp, ep, edp, then the pp pairs), each from a unique id made by the group's
   // rank 0 and shared over the group's MPI communicator. NCCL's own initialization is not
   // bounded by the timeout; the MPI exchange before it is.
   static StatusOr<std::unique_ptr<NcclCollectives>> Create(ProcessGroups groups,
@@ -53,6 +53,8 @@ class NcclCollectives : public Collectives {
   Status AllReduce(Group g, void* data, int64_t n, DType type) override;
   Status ReduceScatter(Group g, const void* in, void* out, int64_t n, DType type) override;
   Status AllGatherOf(Group g, const void* in, void* out, int64_t n, DType type) override;
+  Status AllToAllV(Group g, const void* in, const int64_t* send, void* out, const int64_t* recv,
+                   DType type) override;
   Status AllReduceSumHost(Group g, double* host, int64_t n) override;  // MPI
   Status AllReduceMaxHost(Group g, double* host, int64_t n) override;  // MPI
   Status AllGatherHost(Group g, const double* in, double* out, int64_t n) override;  // MPI
@@ -111,7 +113,7 @@ class NcclCollectives : public Collectives {
   ProcessGroups groups_;
   cudaStream_t compute_;
   double timeout_s_;
-  std::array<Channel, 5> groups_nccl_{};  // by Group
+  std::array<Channel, kGroupCount> groups_nccl_{};  // by Group
   std::map<ChannelKey, Channel> send_to_;    // me-to-peer pair, per class
   std::map<ChannelKey, Channel> recv_from_;  // peer-to-me pair, per class
   std::unordered_map<int64_t, Pending> pending_;

@@ -3,6 +3,7 @@
 #include "runtime/exec/block.h"
 
 #include "runtime/exec/attention_core.h"
+#include "runtime/exec/moe_block.h"
 
 #include <utility>
 #include <vector>
@@ -75,7 +76,7 @@ StatusOr<T*> ColumnParallelBackwardOverlapped(ExecContext& ctx, const BlockDims&
 
 template <typename T>
 Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w,
-                    const T* x, T* out, BlockSaved& s, bool keep_probs) {
+                    const T* x, T* out, BlockSaved& s, bool keep_probs, const MoeArgs<T>* moe) {
   const ModelSpec& m = *d.m;
   const int64_t c = m.hidden, f = m.ffn_hidden, qd = m.q_dim(), kvd = m.kv_dim();
   TypedKernels<T>& k = ctx.kt<T>();
@@ -112,6 +113,13 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_mean, d.n_local, "mlp norm statistics"));
   k.NormForward(m.norm, s.mid.as<T>(), w.mlp_norm_gain, w.mlp_norm_bias, s.norm2.as<T>(), s.norm2_mean.f(),
                 s.norm2_rstd.f(), d.n_local, c);
+  if (w.router != nullptr) {  // an MoE layer (moe_block.h; tp = 1: the executor's rule)
+    CHECK(moe != nullptr && ctx.tp() == 1) << "an MoE layer's forward needs its experts, tp = 1";
+    SHARDSIM_RETURN_IF_ERROR(MoeForward(ctx, d, moe->rank, w.router, moe->experts,
+                                        static_cast<const T*>(s.norm2.as<T>()), out, s.moe));
+    k.Add(out, s.mid.as<T>(), d.n * c);
+    return Status::Ok();
+  }
   SHARDSIM_ASSIGN_OR_RETURN(in, ctx.Gather(s.norm2.as<T>(), gathered, d.n_local, c));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.hidden, d.n * f, "mlp hidden"));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.act, d.n * f, "mlp activation"));
@@ -181,7 +189,7 @@ StatusOr<const T*> Keep(ExecContext& ctx, const BlockDims& d, const T* src, Devi
 template <typename T>
 Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w,
                      const BlockWeights<float>& dw_given, const T* x, BlockSaved& s,
-                     T* dresid, WeightGradStash* stash) {
+                     T* dresid, WeightGradStash* stash, const MoeArgs<T>* moe) {
   const ModelSpec& m = *d.m;
   const int64_t c = m.hidden, f = m.ffn_hidden, qd = m.q_dim(), kvd = m.kv_dim();
   TypedKernels<T>& k = ctx.kt<T>();
@@ -221,6 +229,17 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   if (overlap) {
     SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.StartGather(s.norm2.as<T>(), norm_in, d.n_local, c, &pending));
   }
+  T* dn = nullptr;
+  bool gathered2 = false;  // SP: w_in's and w_up's input is the re-gathered copy, not s.norm2
+  if (w.router != nullptr) {  // an MoE layer (moe_block.h; tp = 1, no stash: the executor's rules)
+    CHECK(moe != nullptr && stash == nullptr && ctx.tp() == 1) << "an MoE layer's backward needs its experts, tp = 1";
+    SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "mlp norm gradient"));
+    SHARDSIM_RETURN_IF_ERROR(MoeBackward(ctx, d, moe->rank, w.router, dw.router, moe->experts, moe->grads,
+                                         static_cast<const T*>(s.norm2.as<T>()), s.moe, static_cast<const T*>(dout),
+                                         dnorm_full.as<T>(), moe->aux_scale));
+    s.moe.Clear();
+    dn = dnorm_full.as<T>();
+  } else {
   DeviceBuffer dact, dhidden, dup;
   SHARDSIM_RETURN_IF_ERROR(zeros(dact, d.n * f, "mlp activation gradient"));
   k.LinearBackward(dout, s.act.as<T>(), w.w_out, dact.as<T>(), dw.w_out, nullptr, d.n, f, c);
@@ -242,8 +261,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   } else {
     k.GeluBackward(dact.as<T>(), s.hidden.as<T>(), dhidden.as<T>(), d.n * f);
   }
-  T* dn = dnorm_full.as<T>();
-  bool gathered2 = false;  // SP: w_in's and w_up's input is the re-gathered copy, not s.norm2
+  dn = dnorm_full.as<T>();
   if (overlap) {  // w_up's and w_in's input gradients, reduced under their dW GEMMs
     dact.Reset();
     s.up.Reset();
@@ -277,6 +295,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
       dn = dnorm.as<T>();
     }
     SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.as<T>(), dn, d.n_local, c));
+  }
   }
   k.NormBackward(m.norm, dn, s.mid.as<T>(), w.mlp_norm_gain, s.norm2_mean.f(), s.norm2_rstd.f(),
                  dresid, dw.mlp_norm_gain, dw.mlp_norm_bias, d.n_local, c);
@@ -385,10 +404,10 @@ void BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stas
 
 #define SHARDSIM_INSTANTIATE_BLOCK(T)                                                        \
   template Status BlockForward(ExecContext&, const BlockDims&, const BlockWeights<T>&, const T*, \
-                               T*, BlockSaved&, bool);                                          \
+                               T*, BlockSaved&, bool, const MoeArgs<T>*);                       \
   template Status BlockBackward(ExecContext&, const BlockDims&, const BlockWeights<T>&,          \
                                 const BlockWeights<float>&, const T*, BlockSaved&, T*,           \
-                                WeightGradStash*);                                               \
+                                WeightGradStash*, const MoeArgs<T>*);                            \
   template void BlockWeightGrad<T>(ExecContext&, const BlockDims&, WeightGradStash&,             \
                                    const BlockWeights<float>&);
 SHARDSIM_INSTANTIATE_BLOCK(float)

@@ -17,6 +17,7 @@
 #include "runtime/cpu/transformer_block.h"
 #include "runtime/exec/cp_split.h"
 #include "runtime/exec/exec_context.h"
+#include "runtime/exec/moe_saved.h"
 #include "src/model/model_spec.h"
 
 namespace shardsim::runtime {
@@ -42,6 +43,7 @@ struct BlockSaved {
   DeviceBuffer mid;                            // (n_local, C)
   DeviceBuffer norm2, norm2_mean, norm2_rstd;
   DeviceBuffer hidden, up, act;                // (n, F) local; up for SwiGLU only
+  MoeSaved moe;                                // an MoE layer's routing and experts' rows
   void Clear() { *this = BlockSaved(); }
 };
 
@@ -49,9 +51,10 @@ struct BlockSaved {
 // recomputed copy counts as). keep_probs false: selective recompute.
 // T: the storage type of activations and working weights (float or Bf16); saved tensors are
 // T except the norm statistics (fp32).
+// `moe`: an MoE layer's experts (w.router set), null for a dense layer.
 template <typename T>
 Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w, const T* x,
-                    T* out, BlockSaved& saved, bool keep_probs);
+                    T* out, BlockSaved& saved, bool keep_probs, const MoeArgs<T>* moe = nullptr);
 
 // Zero-bubble's split backward (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): what a
 // layer's B pass (input gradients) leaves for its W pass (weight gradients). Each deferred GEMM
@@ -82,7 +85,7 @@ struct WeightGradStash {
 template <typename T>
 Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>& w,
                      const BlockWeights<float>& dw, const T* x, BlockSaved& saved, T* dresid,
-                     WeightGradStash* stash = nullptr);
+                     WeightGradStash* stash = nullptr, const MoeArgs<T>* moe = nullptr);
 
 // Zero-bubble's W pass of one layer: the stash's GEMMs, in B's order, and its small gradients,
 // added into dw. Frees the stash.

@@ -9,6 +9,7 @@ namespace shardsim::runtime {
 DpOverlap::DpOverlap(ExecContext* ctx, const RankShard& shard, float* grads, bool enabled)
     : ctx_(ctx), grads_(grads), active_(enabled) {
   for (const ParamTensor& t : shard.layout().tensors()) {
+    if (IsExpertParam(t.name)) continue;  // an MoE layer's experts: reduced over EP's replicas (executor.cc)
     int64_t key = kHead;  // final_norm.*, lm_head.weight
     if (t.name.rfind("embed.", 0) == 0) key = kEmbedding;
     if (t.name.rfind("blocks.", 0) == 0) key = std::stoll(t.name.substr(7, t.name.find('.', 7) - 7));

@@ -38,7 +38,15 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   auto no = [&](bool bad, const std::string& what) {
     if (bad) why.push_back(what);
   };
-  no(l.ep > 1, "ep=" + std::to_string(l.ep) + " (expert parallelism is not implemented in the runtime)");
+  if (m.moe) {  // moe_block.h runs MoE layers with tp = cp = 1, outside the B/W split
+    no(l.tp > 1, "tp=" + std::to_string(l.tp) + " with MoE layers (expert tensor parallelism is not implemented in the runtime)");
+    no(l.cp > 1, "cp=" + std::to_string(l.cp) + " with MoE layers (the runtime routes whole sequences)");
+    no(SplitsWeightGradients(l), "schedule=" + ScheduleName(l.schedule) +
+                                     " with MoE layers (the experts' B/W split is not implemented in the runtime)");
+    no(l.zero >= 1 && l.dp > l.ep, "zero=" + std::to_string(l.zero) + " with experts replicated over dp / ep = " +
+                                       std::to_string(l.dp / l.ep) +
+                                       " ranks (the runtime shards ZeRO only where ep = dp; use zero=0 or ep=dp)");
+  }
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");
   no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
@@ -89,13 +97,17 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
     for (const std::string& w : why) msg += "\n  - " + w;
     return Status::Error(msg);
   }
+  if (m.moe && backend->name() != "cpu") {
+    return Status::Error("MoE layers run on the CPU backend only so far (the " + std::string(backend->name()) +
+                         " backend's permutation kernels are built but untested)");
+  }
   if (l.cp > 1 && backend->name() != "cpu") {
     return Status::Error("cp=" + std::to_string(l.cp) + ": context parallelism runs on the CPU backend only so far (the " +
                          std::string(backend->name()) + " attention kernels take no causal offset)");
   }
   Collectives& comm = backend->comm();
   if (comm.size(Group::kTp) != l.tp || comm.size(Group::kPp) != l.pp || comm.size(Group::kCp) != l.cp ||
-      comm.size(Group::kDp) != l.dp_cp()) {
+      comm.size(Group::kDp) != l.dp_cp() || comm.size(Group::kEp) != l.ep) {
     return Status::Error("the backend's process groups (tp " + std::to_string(comm.size(Group::kTp)) +
                          ", pp " + std::to_string(comm.size(Group::kPp)) + ", cp " +
                          std::to_string(comm.size(Group::kCp)) + ", dp x cp " +
@@ -111,7 +123,8 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
                          std::to_string(m.seq_len) + " (the load-balanced causal split)");
   }
   SHARDSIM_ASSIGN_OR_RETURN(RankShard shard,
-                            RankShard::Create(m, l, comm.rank(Group::kTp), comm.rank(Group::kPp)));
+                            RankShard::Create(m, l, comm.rank(Group::kTp), comm.rank(Group::kPp),
+                                              comm.rank(Group::kEp)));
   if (l.dtype == DType::kBf16) {
     auto e = std::make_unique<TypedExecutor<Bf16>>(m, l, backend, std::move(shard), opt, timeline);
     SHARDSIM_RETURN_IF_ERROR(e->Allocate(seed));
@@ -126,6 +139,14 @@ template <typename T>
 Status TypedExecutor<T>::Allocate(uint64_t seed) {
   Memory& mem = backend_->memory();
   total_ = shard_.layout().total_size();
+  experts_begin_ = total_;
+  for (const ParamTensor& t : shard_.layout().tensors()) {
+    if (!IsExpertParam(t.name)) continue;
+    experts_begin_ = std::min(experts_begin_, t.offset);
+    const int64_t layer = std::stoll(t.name.substr(8, t.name.find('.', 8) - 8));  // experts.<layer>.
+    auto [it, added] = expert_ranges_.try_emplace(layer, t.offset, t.offset + t.size());
+    if (!added) it->second.second = t.offset + t.size();  // a layer's experts are contiguous
+  }
   const int64_t dp = layout_.dp_cp();  // the replicas ZeRO shards over (backend.h's Group::kDp)
   padded_ = (total_ + dp - 1) / dp * dp;
   const bool shard_grads = layout_.zero >= 2 && dp > 1;  // ZeRO-2's P_g
@@ -394,9 +415,10 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
     SHARDSIM_RETURN_IF_ERROR(
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer + 1) : -1));
     SHARDSIM_ASSIGN_OR_RETURN(s.residual[i + 1], ctx_.Alloc<T>(kAct, nl * c, "layer input"));
+    const std::optional<MoeArgs<T>> moe = MoeOf(layer, /*grads=*/false);
     SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, zero_->LayerParams(layer), s.residual[i].template as<T>(),
                                           s.residual[i + 1].template as<T>(), s.saved[i],
-                                          layout_.recompute != Recompute::kSelective));
+                                          layout_.recompute != Recompute::kSelective, moe ? &*moe : nullptr));
     zero_->Release(zero_->layer(layer));
     if (full) s.saved[i].Clear();  // only the layer's input is kept
   }
@@ -538,11 +560,13 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer - 1) : -1));
     if (!zb) SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
     const BlockWeights<T> w = zero_->LayerParams(layer);
+    const std::optional<MoeArgs<T>> moe = MoeOf(layer, /*grads=*/true);
     if (layout_.recompute == Recompute::kFull) {
-      // Re-run the layer's forward from its saved input (its TP collectives included).
+      // Re-run the layer's forward from its saved input (its TP and EP collectives included).
       ctx_.SwitchCompute(Phase::kRecompute);
       SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer out, ctx_.Alloc<T>(kWork, nl * c, "recomputed layer output"));
-      SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, w, s.residual[i].template as<T>(), out.template as<T>(), s.saved[i], true));
+      SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, w, s.residual[i].template as<T>(), out.template as<T>(),
+                                            s.saved[i], true, moe ? &*moe : nullptr));
       ctx_.SwitchCompute(Phase::kBackward);
     }
     if (zb) {  // the input gradient only; the weight gradients wait in the stash for W
@@ -554,10 +578,12 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
       zero_->Release(zero_->layer(layer));
     } else {
       SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, zero_->LayerGrads(layer),
-                                             s.residual[i].template as<T>(), s.saved[i], dres.template as<T>()));
+                                             s.residual[i].template as<T>(), s.saved[i], dres.template as<T>(),
+                                             nullptr, moe ? &*moe : nullptr));
       zero_->Release(zero_->layer(layer));
       SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
       if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
+      if (last_mb && moe) SHARDSIM_RETURN_IF_ERROR(IssueExpertReduction(layer));
     }
     s.residual[i + 1].Reset();
   }
@@ -615,6 +641,47 @@ Status TypedExecutor<T>::WeightGrad(int32_t mb, int32_t chunk) {
 }
 
 template <typename T>
+std::optional<MoeArgs<T>> TypedExecutor<T>::MoeOf(int64_t layer, bool grads) {
+  if (!model_.IsMoeLayer(layer)) return std::nullopt;
+  MoeArgs<T> a;
+  a.rank = MoeRank{.ep = layout_.ep, .rank = backend_->comm().rank(Group::kEp), .capacity_factor = layout_.moe_capacity};
+  a.aux_scale = static_cast<double>(layout_.mbs) / static_cast<double>(layout_.gbs);  // the cross-entropy's share
+  const bool swiglu = model_.activation == Activation::kSwiglu;
+  const int64_t local = a.rank.LocalExperts(model_), first = a.rank.rank * local;
+  for (int64_t e = first; e < first + local; ++e) {
+    auto at = [&](const char* suffix) { return shard_.layout().OffsetOf(ExpertParamName(layer, e, suffix)); };
+    const int64_t in = at(swiglu ? "gate.weight" : "fc.weight"), up = swiglu ? at("up.weight") : -1,
+                  out = at(swiglu ? "down.weight" : "proj.weight");
+    CHECK(in >= 0 && out >= 0 && (!swiglu || up >= 0)) << "rank lacks expert " << e << " of layer " << layer;
+    a.experts.push_back({const_cast<T*>(zero_->Param(in)), up >= 0 ? const_cast<T*>(zero_->Param(up)) : nullptr,
+                         const_cast<T*>(zero_->Param(out))});
+    if (grads) a.grads.push_back({zero_->Grad(in), up >= 0 ? zero_->Grad(up) : nullptr, zero_->Grad(out)});
+  }
+  return a;
+}
+
+template <typename T>
+Status TypedExecutor<T>::IssueExpertReduction(int64_t layer) {
+  if (layout_.dp / layout_.ep == 1) return Status::Ok();  // no replicas
+  const auto it = expert_ranges_.find(layer);
+  CHECK(it != expert_ranges_.end()) << "layer " << layer << " has no experts on this rank";
+  const int64_t begin = it->second.first, end = it->second.second;
+  return ctx_.Comm(Phase::kDpComm, static_cast<double>(end - begin) * sizeof(float), [&]() -> Status {
+    SHARDSIM_ASSIGN_OR_RETURN(const int64_t handle,
+                              backend_->comm().IallReduceSum(Group::kEdp, zero_->Grad(begin), end - begin));
+    expert_pending_.push_back(handle);
+    return Status::Ok();
+  });
+}
+
+template <typename T>
+bool TypedExecutor<T>::CountsOnce(int64_t offset) const {
+  Collectives& comm = backend_->comm();
+  if (offset >= experts_begin_) return comm.rank(Group::kEdp) == 0;
+  return layout_.zero >= 1 || comm.rank(Group::kDp) == 0;
+}
+
+template <typename T>
 Status TypedExecutor<T>::ReduceGradients() {
   if (zero_->shards_grads()) return Status::Ok();  // ZeRO-2/3: reduced bucket by bucket
   Collectives& comm = backend_->comm();
@@ -624,10 +691,18 @@ Status TypedExecutor<T>::ReduceGradients() {
   } else {
     // overlap_dp: the DP sums were issued during the backward pass; they finish first.
     SHARDSIM_RETURN_IF_ERROR(overlap_->WaitAll());
+    // The dense tensors (the experts, last, are their replicas' business).
     if (layout_.dp_cp() > 1 && !overlap_->active()) {
-      SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(total_) * sizeof(float),
-                                         [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), total_); }));
+      SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(experts_begin_) * sizeof(float),
+                                         [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), experts_begin_); }));
     }
+  }
+  if (!expert_pending_.empty()) {
+    SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, 0, [&]() -> Status {
+      for (const int64_t handle : expert_pending_) SHARDSIM_RETURN_IF_ERROR(comm.Wait(handle));
+      expert_pending_.clear();
+      return Status::Ok();
+    }));
   }
   // SP: replicated tensors saw only this rank's rows; summed over the TP group after the DP
   // reduction, in one coalesced all-reduce (Megatron-LM's finalize_model_grads: the grad sync,
@@ -648,11 +723,11 @@ StatusOr<double> TypedExecutor<T>::GradSquaredNorm() {
   // without ZeRO (every DP rank holds the same sums) by DP rank 0 only.
   Collectives& comm = backend_->comm();
   double sum = 0;
-  const bool counts = layout_.zero >= 1 || comm.rank(Group::kDp) == 0;
   const int64_t start = ctx_.Mark();  // the local sum is part of the optimizer step (clipping)
   const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
   for (const auto& [begin, end] : zero_->OwnedRanges()) {
-    for (size_t i = 0; i < tensors.size() && counts; ++i) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!CountsOnce(tensors[i].offset)) continue;
       if (shard_.split(i) == TensorSplit::kReplicated && shard_.tp_rank() != 0) continue;
       const int64_t from = std::max(begin, tensors[i].offset);
       const int64_t to = std::min(end, tensors[i].offset + tensors[i].size());
@@ -717,8 +792,11 @@ StatusOr<std::vector<float>> TypedExecutor<T>::FullParams() {
   // rank 0; for replicated tensors TP rank 0. The others contribute zeros to a world sum.
   Collectives& comm = backend_->comm();
   std::vector<float> local(total_, 0.0f);
-  if (layout_.zero >= 1 || comm.rank(Group::kDp) == 0) {
-    for (const auto& [from, to] : zero_->OwnedRanges()) {
+  for (const auto& [begin, end] : zero_->OwnedRanges()) {
+    // The dense part and the experts' (from experts_begin_) each from the rank that counts it.
+    for (const auto& [from, to] : {std::pair{begin, std::min(end, experts_begin_)},
+                                   std::pair{std::max(begin, experts_begin_), end}}) {
+      if (from >= to || !CountsOnce(from)) continue;
       StateMemory().CopyToHost(local.data() + from, Master(from), (to - from) * static_cast<int64_t>(sizeof(float)));
     }
   }

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -72,6 +73,15 @@ class TypedExecutor final : public Executor {
   // updated range of the working weights all-gathered into every rank's whole copy.
   Status GatherWorkingWeights();
   Status ReduceGradients();
+  // An MoE layer's local experts (and with `grads` their gradients and the load-balancing
+  // loss's weight) for BlockForward / BlockBackward; nothing for a dense layer.
+  std::optional<MoeArgs<T>> MoeOf(int64_t layer, bool grads);
+  // The last micro-batch's backward of MoE layer `layer`: its experts' gradients all-reduced over
+  // their replicas (Group::kEdp, dp / ep ranks), non-blocking; ReduceGradients waits.
+  Status IssueExpertReduction(int64_t layer);
+  // Whether this rank counts the tensor at offset for the world's norm and full parameters:
+  // an expert's first replica (EDP rank 0), a dense tensor's DP rank 0 or ZeRO owner.
+  bool CountsOnce(int64_t offset) const;
   StatusOr<double> GradSquaredNorm();  // over this rank's owned ranges, summed over the world
   Status WaitSends();
   Status ReleaseCompletedSends();
@@ -126,6 +136,11 @@ class TypedExecutor final : public Executor {
   DeviceBuffer host_grads_;                  // fp32 gradient shard in host_, offload only
   std::unique_ptr<ZeroBuckets<T>> zero_;     // where parameters and gradients are
   std::unique_ptr<DpOverlap> overlap_;       // overlap_dp under ZeRO 0
+  // MoE: the experts come last in the flat buffer (param_layout.h): from experts_begin_, layer
+  // by layer (expert_ranges_), reduced over kEdp (expert_pending_, in flight).
+  int64_t experts_begin_ = 0;
+  std::map<int64_t, std::pair<int64_t, int64_t>> expert_ranges_;
+  std::vector<int64_t> expert_pending_;
   int64_t adam_step_ = 0;
 
   std::map<std::pair<int32_t, int32_t>, ChunkState> live_;  // (chunk, micro-batch)

@@ -11,17 +11,19 @@
 namespace shardsim::runtime {
 namespace {
 
-// The global layer a tensor belongs to, or -1 (embeddings, final norm, head).
+// The global layer a tensor belongs to (its block's, or an expert's), or -1 (embeddings, final
+// norm, head).
 int64_t LayerOf(const std::string& name) {
-  if (name.rfind("blocks.", 0) != 0) return -1;
-  return std::stoll(name.substr(7, name.find('.', 7) - 7));
+  const size_t at = name.rfind("blocks.", 0) == 0 ? 7 : IsExpertParam(name) ? 8 : std::string::npos;
+  if (at == std::string::npos) return -1;
+  return std::stoll(name.substr(at, name.find('.', at) - at));
 }
 
 
 }  // namespace
 
 StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64_t tp_rank,
-                                      int64_t pp_rank) {
+                                      int64_t pp_rank, int64_t ep_rank) {
   const int64_t tp = l.tp;
   auto divides = [&](int64_t what, const char* name) -> Status {
     if (what % tp == 0) return Status::Ok();
@@ -66,6 +68,10 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
   const bool last = s.chunks_.back().has_head;
   s.local_ = local_all.Select([&](const ParamTensor& t) {
     const int64_t layer = LayerOf(t.name);
+    if (const int64_t e = ExpertOf(t.name); e >= 0) {
+      const int64_t local = m.moe->experts / l.ep;
+      if (e < ep_rank * local || e >= (ep_rank + 1) * local) return false;  // another EP rank's
+    }
     if (layer >= 0) {
       return std::any_of(s.chunks_.begin(), s.chunks_.end(), [&](const ChunkInfo& c) {
         return layer >= c.first_layer && layer < c.first_layer + c.layers;

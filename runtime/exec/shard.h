@@ -5,7 +5,9 @@
 //   tensor    Q/K/V, the MLP's first projection(s) and the embedding / LM head are split by
 //             rows (heads, ffn_hidden, vocabulary: column-parallel and vocab-parallel), the
 //             attention output and MLP down projections by columns (row-parallel); norms,
-//             row-parallel biases and learned positions are replicated.
+//             row-parallel biases and learned positions are replicated;
+//   expert    an MoE layer's experts are split over the EP group, E / ep consecutive ones a
+//             rank (its routers stay whole); they come last in the flat buffer.
 // A tensor's names are the single-process model's (param_layout.h), so a shard can be cut
 // from, and gathered back into, the single-process layout.
 #pragma once
@@ -36,8 +38,9 @@ class RankShard {
  public:
   // Checks what the runtime needs of the layout (tp divides heads, kv_heads, ffn_hidden and
   // vocab; pp * vpp divides layers; no tied embeddings across pipeline stages).
+  // ep_rank: the rank in its EP group, whose experts (its E / ep consecutive ones) it holds.
   static StatusOr<RankShard> Create(const ModelSpec& m, const Layout& l, int64_t tp_rank,
-                                    int64_t pp_rank);
+                                    int64_t pp_rank, int64_t ep_rank = 0);
 
   const ModelSpec& model() const { return full_spec_; }
   // The model as one TP rank sees it: heads, kv_heads, ffn_hidden and vocab divided by tp.

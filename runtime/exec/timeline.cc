@@ -32,6 +32,7 @@ constexpr PhaseInfo kPhases[kPhaseCount] = {
     {"offload", Stream::kOffload, Category::kOffload},
     {"host_optimizer", Stream::kOffload, Category::kOptimizer},
     {"cp_comm", Stream::kCp, Category::kCp},
+    {"ep_comm", Stream::kEp, Category::kEp},
 };
 
 const PhaseInfo& Info(Phase p) {

@@ -38,6 +38,8 @@ namespace shardsim::runtime {
 //                                               CPU Adam, the simulator's "cpu adam")
 //   kCpComm            cp            cp_comm    context parallelism: the keys' and values'
 //                                               all-gather, their gradients' reduce-scatter
+//   kEpComm            ep            ep_comm    expert parallelism: the tokens' all-to-all to
+//                                               the experts and back (and the routing's)
 enum class Phase : uint8_t {
   kForward,
   kBackward,
@@ -50,9 +52,10 @@ enum class Phase : uint8_t {
   kOptimizer,
   kOffload,
   kHostOptimizer,
-  kCpComm
+  kCpComm,
+  kEpComm
 };
-inline constexpr int kPhaseCount = 12;
+inline constexpr int kPhaseCount = 13;
 
 const char* PhaseName(Phase p);   // "forward", "backward", ..., "pp_wait", "optimizer"
 Stream PhaseStream(Phase p);      // the simulator stream the phase lies on

@@ -33,10 +33,18 @@ ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, 
       shards_params_(zero >= 3 && dp > 1),
       overlap_(overlap),
       dp_(dp),
-      state_size_(shard->layout().total_size()) {
-  if (!bucketed_) return;
+      state_size_(shard->layout().total_size()),
+      experts_begin_(shard->layout().total_size()) {
   const std::vector<ParamTensor>& tensors = shard->layout().tensors();
+  for (const ParamTensor& t : tensors) {
+    if (IsExpertParam(t.name)) {
+      experts_begin_ = t.offset;
+      break;
+    }
+  }
+  if (!bucketed_) return;
   for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].offset >= experts_begin_) break;  // the experts: no bucket
     const int64_t id = BucketId(tensors[i].name);
     if (layer_of_.empty() || layer_of_.back() != id) {
       CHECK(std::find(layer_of_.begin(), layer_of_.end(), id) == layer_of_.end())
@@ -66,6 +74,8 @@ ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, 
     k.base = state_size_;
     state_size_ += k.chunk;
   }
+  experts_base_ = state_size_;
+  state_size_ += shard->layout().total_size() - experts_begin_;
 }
 
 template <typename T>
@@ -75,12 +85,14 @@ std::vector<std::pair<int64_t, int64_t>> ZeroBuckets<T>::OwnedRanges() const {
   for (const Bucket& k : buckets_) {
     if (k.own_begin < k.own_end) ranges.emplace_back(k.own_begin, k.own_end);
   }
+  if (experts_begin_ < shard_->layout().total_size()) ranges.emplace_back(experts_begin_, shard_->layout().total_size());
   return ranges;
 }
 
 template <typename T>
 int64_t ZeroBuckets<T>::StateIndex(int64_t offset) const {
   if (!bucketed_) return offset;
+  if (offset >= experts_begin_) return experts_base_ + (offset - experts_begin_);
   const int b = BucketOf(offset);
   CHECK(b >= 0 && offset >= buckets_[b].own_begin && offset < buckets_[b].own_end)
       << "element " << offset << " is not this rank's";
@@ -105,6 +117,7 @@ int ZeroBuckets<T>::BucketOf(int64_t offset) const {
 template <typename T>
 const T* ZeroBuckets<T>::Param(int64_t offset) const {
   if (!shards_params_) return params_ + offset;
+  if (offset >= experts_begin_) return params_ + StateIndex(offset);  // this rank's experts, whole
   const int b = BucketOf(offset);
   CHECK(b >= 0 && !buckets_[b].params.empty())
       << "parameter " << offset << " used while not gathered";
@@ -114,6 +127,7 @@ const T* ZeroBuckets<T>::Param(int64_t offset) const {
 template <typename T>
 float* ZeroBuckets<T>::Grad(int64_t offset) const {
   if (!shards_grads_) return grads_ + offset;
+  if (offset >= experts_begin_) return grads_ + StateIndex(offset);  // this rank's experts, whole
   const int b = BucketOf(offset);
   CHECK(b >= 0 && !buckets_[b].grads.empty())
       << "gradient " << offset << " written while no bucket is open";

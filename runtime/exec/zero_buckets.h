@@ -28,6 +28,10 @@
 // the fp32 master copy is the executor's, sharded as the optimizer states); gradients are fp32.
 // Under ZeRO 0 (or dp = 1) nothing is bucketed: the accessors point into the whole buffers
 // and the bucket operations do nothing, so the executor calls them unconditionally.
+// An MoE model's experts (the flat buffer's last range, param_layout.h) are in no bucket: the
+// runtime shards ZeRO only where every expert sits on one DP rank (dp = ep, the executor's
+// rule), so this rank owns its experts whole; their state follows the buckets' in the sharded
+// state, and their parameters and gradients are never gathered or reduced here.
 #pragma once
 
 #include <cstdint>
@@ -158,6 +162,8 @@ class ZeroBuckets {
   bool bucketed_ = false, shards_grads_ = false, shards_params_ = false, overlap_ = false;
   int64_t dp_ = 1;
   int64_t state_size_ = 0;
+  int64_t experts_begin_ = 0;  // the experts' range [experts_begin_, total): whole, unbucketed
+  int64_t experts_base_ = 0;   // its first float in the sharded state
   T* params_ = nullptr;
   float* grads_ = nullptr;
   Memory* host_ = nullptr;             // offload: where host_grads_ lives

@@ -272,6 +272,19 @@ Status Communicator::AllGather(const double* in, double* out, size_t n) const {
   return Wait(&r, "all-gather");
 }
 
+Status Communicator::AllToAllV(const void* in, const int* send, void* out, const int* recv, DType type) const {
+  SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
+  std::vector<int> send_at(size_, 0), recv_at(size_, 0);
+  for (int p = 1; p < size_; ++p) {
+    send_at[p] = send_at[p - 1] + send[p - 1];
+    recv_at[p] = recv_at[p - 1] + recv[p - 1];
+  }
+  MPI_Request r;
+  const int rc = MPI_Ialltoallv(in, send, send_at.data(), t.datatype, out, recv, recv_at.data(), t.datatype, comm_, &r);
+  if (rc != MPI_SUCCESS) return Error(rc, "all-to-all");
+  return Wait(&r, "all-to-all");
+}
+
 StatusOr<MPI_Request> Communicator::Isend(const void* data, size_t n, DType type, int to,
                                           int tag) const {
   SHARDSIM_ASSIGN_OR_RETURN(const MpiType t, TypeOf(type));
@@ -349,6 +362,10 @@ const Communicator& ProcessGroups::Of(Group g) const {
       return dp;
     case Group::kPp:
       return pp;
+    case Group::kEp:
+      return ep;
+    case Group::kEdp:
+      return edp;
   }
   CHECK(false) << "unknown Group " << static_cast<int>(g);
   return world;
@@ -376,6 +393,8 @@ StatusOr<ProcessGroups> ProcessGroups::Create(const Layout& l, double timeout_s)
   // Group::kDp is DP x CP: the gradients' reductions and ZeRO's shards span it (backend.h).
   SHARDSIM_ASSIGN_OR_RETURN(g.dp, split(DpCpGroupOf(l, me), "dp"));
   SHARDSIM_ASSIGN_OR_RETURN(g.pp, split(GroupOf(l, me, ParallelDim::kPp), "pp"));
+  SHARDSIM_ASSIGN_OR_RETURN(g.ep, split(GroupOf(l, me, ParallelDim::kEp), "ep"));
+  SHARDSIM_ASSIGN_OR_RETURN(g.edp, split(EdpGroupOf(l, me), "edp"));
   return g;
 }
 

@@ -49,6 +49,8 @@ class Communicator {
     return AllGather(in, out, n, DType::kFp32);
   }
   Status AllGather(const double* in, double* out, size_t n) const;
+  // Blocks of send[p] elements to each rank p, recv[p] from each, in rank order (MPI_Alltoallv).
+  Status AllToAllV(const void* in, const int* send, void* out, const int* recv, DType type) const;
   Status Send(const void* data, size_t n, DType type, int to, int tag) const;
   Status Send(const float* data, size_t n, int to, int tag) const {
     return Send(data, n, DType::kFp32, to, tag);
@@ -95,7 +97,7 @@ class Communicator {
 
 // The communicators one rank uses under a layout.
 struct ProcessGroups {
-  Communicator world, tp, cp, dp, pp;  // dp: DP x CP (backend.h's Group::kDp)
+  Communicator world, tp, cp, dp, pp, ep, edp;  // dp: DP x CP (backend.h's Group::kDp)
   RankCoord coord;
   const Communicator& Of(Group g) const;
   // The world size must equal the layout's tp x pp x dp x cp (checked before any split).

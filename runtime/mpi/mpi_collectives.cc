@@ -2,8 +2,10 @@
 // the group's Communicator.
 #include "runtime/mpi/mpi_collectives.h"
 
+#include <algorithm>
 #include <climits>
 #include <string>
+#include <vector>
 
 #include "src/util/check.h"
 
@@ -56,6 +58,22 @@ Status MpiCollectives::AllGatherOf(Group g, const void* in, void* out, int64_t n
                                    DType type) {
   SHARDSIM_RETURN_IF_ERROR(CheckCount(comm(g), n, "all-gather"));
   return comm(g).AllGather(in, out, static_cast<size_t>(n), type);
+}
+
+Status MpiCollectives::AllToAllV(Group g, const void* in, const int64_t* send, void* out, const int64_t* recv,
+                                 DType type) {
+  const Communicator& c = comm(g);
+  std::vector<int> s(c.size()), r(c.size());
+  int64_t total_send = 0, total_recv = 0;
+  for (int p = 0; p < c.size(); ++p) {
+    s[p] = static_cast<int>(send[p]);
+    r[p] = static_cast<int>(recv[p]);
+    total_send += send[p];
+    total_recv += recv[p];
+  }
+  // The displacements are ints too: the whole of each side must fit.
+  SHARDSIM_RETURN_IF_ERROR(CheckCount(c, std::max(total_send, total_recv), "all-to-all"));
+  return c.AllToAllV(in, s.data(), out, r.data(), type);
 }
 
 Status MpiCollectives::AllGatherHost(Group g, const double* in, double* out, int64_t n) {

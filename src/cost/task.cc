@@ -29,13 +29,7 @@ std::vector<int64_t> GroupMembers(const Layout& l, int64_t rank, GroupKind g) {
     case GroupKind::kCp: return GroupOf(l, rank, ParallelDim::kCp);
     case GroupKind::kEp: return GroupOf(l, rank, ParallelDim::kEp);
     case GroupKind::kDp: return DpCpGroupOf(l, rank);  // the dense weights' replicas, DP x CP
-    case GroupKind::kEdp: {
-      std::vector<int64_t> out;
-      for (int64_t d = me.dp % l.ep; d < l.dp; d += l.ep) {
-        out.push_back(RankOf(l, RankCoord{me.tp, me.cp, d, me.pp}));
-      }
-      return out;
-    }
+    case GroupKind::kEdp: return EdpGroupOf(l, rank);
     case GroupKind::kEmbedding: {
       std::vector<int64_t> out{RankOf(l, RankCoord{me.tp, me.cp, me.dp, 0})};
       if (HeadStage(l) != 0) out.push_back(RankOf(l, RankCoord{me.tp, me.cp, me.dp, HeadStage(l)}));

@@ -58,6 +58,7 @@ std::string ModelYaml(const ModelSpec& m) {
       o << "  shared_ffn_hidden: " << m.moe->shared_ffn_hidden << "\n  shared_gate: " << (m.moe->shared_gate ? "true" : "false") << "\n";
     }
     if (m.moe->first_dense > 0) o << "  first_dense: " << m.moe->first_dense << "\n";
+    if (m.moe->aux_loss_coeff > 0) o << "  aux_loss_coeff: " << Num(m.moe->aux_loss_coeff) << "\n";
   }
   return o.str();
 }

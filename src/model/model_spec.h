@@ -31,6 +31,11 @@ struct MoeSpec {
   // interval-th layer is MoE: layer i when i >= first_dense and (i - first_dense) % interval == 0
   // (Llama 4 Maverick's odd layers: first_dense 1, interval 2).
   int64_t first_dense = 0;
+  // The load-balancing loss's weight (Switch Transformer's alpha; Megatron-LM's
+  // --moe-aux-loss-coeff, whose default is 0): what training adds, coeff x E / (k T^2) x
+  // sum_e tokens_e x sum_t p_te per micro-batch (moe_utils.py switch_load_balancing_loss_func).
+  // Only `shardsim run` uses it; its FLOPs are negligible and not priced.
+  double aux_loss_coeff = 0;
   // Whether layer `layer` is an MoE layer under first_dense and interval.
   bool Covers(int64_t layer) const { return layer >= first_dense && (layer - first_dense) % interval == 0; }
 };

@@ -65,6 +65,7 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
     s.shared_ffn_hidden = moe->OptionalInt("shared_ffn_hidden", 0).value_or(0);
     s.shared_gate = moe->OptionalBool("shared_gate").value_or(false);
     s.first_dense = moe->OptionalInt("first_dense", 0).value_or(0);
+    s.aux_loss_coeff = moe->OptionalNumber("aux_loss_coeff", 0, 1e3).value_or(0);
     moe->Finish();
     m.moe = s;
   }

@@ -65,6 +65,14 @@ ModelSpec Tiny() { return testing::TinyModel(32); }
 // GPT-2 style: GELU, LayerNorm, learned positions, biases, tied embeddings.
 ModelSpec Gpt() { return testing::TinyGptModel(); }
 
+// The tiny model with a mixture of experts in every layer (models/tiny-moe.yaml's experts: 4 of
+// inner size 128, top 2) and its load-balancing loss at Switch Transformer's 1e-2.
+ModelSpec TinyMoe() { return testing::TinyMoeModel(32); }
+
+// The layout's moe_capacity for every case of this run ("moe-capacity": 1.0, so experts drop
+// tokens), which the reference routes with too.
+double g_moe_capacity = 0;
+
 // The same with 4 layers, for ZB-V's pp x 2 chunks (its head sits on the first stage with the
 // tied table, which the runtime can run with pp > 1).
 ModelSpec Gpt4() {
@@ -127,6 +135,7 @@ struct Reference {
 
 Reference RunReference(const ModelSpec& spec, const MarkovStream& data) {
   Transformer<float> ref = *Transformer<float>::Create(spec);
+  ref.SetMoeCapacity(g_moe_capacity);
   ref.Init(1234);
   AdamW<float> opt(ref.layout(), kAdam);
   Reference r;
@@ -136,6 +145,7 @@ Reference RunReference(const ModelSpec& spec, const MarkovStream& data) {
   }
   r.params.assign(ref.params().begin(), ref.params().end());
   Transformer<double> ref64 = *Transformer<double>::Create(spec);
+  ref64.SetMoeCapacity(g_moe_capacity);
   ref64.Init(1234);
   AdamW<double> opt64(ref64.layout(), kAdam);
   for (int s = 0; s < kSteps; ++s) {
@@ -153,7 +163,8 @@ struct Bf16Single {
 };
 
 Bf16Single RunBf16Single(const ModelSpec& spec, const MarkovStream& data) {
-  const Layout layout = *ResolveLayout(*ParseLayout("dtype=bf16,mbs=2,gbs=8,attention=unfused"), 1);
+  const Layout layout = *ResolveLayout(
+      *ParseLayout("dtype=bf16,mbs=2,gbs=8,attention=unfused,moe_capacity=" + std::to_string(g_moe_capacity)), 1);
   CpuBackend backend(std::make_unique<LocalCollectives>());
   std::unique_ptr<Executor> exec = std::move(Executor::Create(spec, layout, &backend, kAdam, 1234, nullptr)).value();
   Bf16Single r;
@@ -175,7 +186,8 @@ StatusOr<Trained> Train(const ModelSpec& spec, const std::string& spec_text,
   const bool flash = spec_text.find("attention=flash") != std::string::npos;
   SHARDSIM_ASSIGN_OR_RETURN(const Layout parsed,
                             ParseLayout(spec_text + ",mbs=2,gbs=8" + (flash ? "" : ",attention=unfused") +
-                                        (bf16 ? "" : ",dtype=fp32")));
+                                        (bf16 ? "" : ",dtype=fp32") +
+                                        ",moe_capacity=" + std::to_string(g_moe_capacity)));
   Trained t;
   SHARDSIM_ASSIGN_OR_RETURN(t.layout, ResolveLayout(parsed, world));
   SHARDSIM_ASSIGN_OR_RETURN(ProcessGroups groups, ProcessGroups::Create(t.layout, 60));
@@ -310,12 +322,16 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (argc < 3) {
-    if (me == 0) std::fprintf(stderr, "usage: %s tiny|gpt|gpt4 LAYOUT...\n", argv[0]);
+    if (me == 0) std::fprintf(stderr, "usage: %s tiny|gpt|gpt4|moe|moe-capacity LAYOUT...\n", argv[0]);
     MPI_Finalize();
     return 2;
   }
   const std::string name = argv[1];
-  const ModelSpec spec = name == "gpt" ? Gpt() : name == "gpt4" ? Gpt4() : Tiny();
+  if (name == "moe-capacity") g_moe_capacity = 1.0;
+  const ModelSpec spec = name == "gpt"    ? Gpt()
+                         : name == "gpt4" ? Gpt4()
+                         : name.rfind("moe", 0) == 0 ? TinyMoe()
+                                                     : Tiny();
   const MarkovStream data({.vocab = spec.vocab, .seed = 7});
   const Reference ref = RunReference(spec, data);
   std::unique_ptr<Bf16Single> single;

@@ -1,0 +1,313 @@
+// See moe_block.h. Row orders: a rank's dispatch is its kept slots expert after expert (its
+// routing's `order`); the EP member q that holds experts [q E_l, (q + 1) E_l) receives from
+// each source p, in member order, p's slots for those experts in p's order; the local experts
+// run on that buffer regrouped expert-major (for each local expert, its rows from every source
+// in member order). Each EP member knows every source's routing (one host all-gather), so it
+// computes the received counts and the regrouping itself.
+#include "runtime/exec/moe_block.h"
+
+#include <algorithm>
+
+#include "src/util/check.h"
+
+namespace shardsim::runtime {
+namespace {
+
+constexpr MemoryKind kAct = MemoryKind::kActivations;
+constexpr MemoryKind kWork = MemoryKind::kOther;
+
+// Device data read back as floats on the host (bf16 widened).
+template <typename T>
+std::vector<float> HostFloats(ExecContext& ctx, const T* data, int64_t n) {
+  std::vector<T> raw(static_cast<size_t>(n));
+  ctx.mem().CopyToHost(raw.data(), data, n * static_cast<int64_t>(sizeof(T)));
+  if constexpr (std::is_same_v<T, float>) {
+    return raw;
+  } else {
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out[i] = ToFloat(raw[i]);
+    return out;
+  }
+}
+
+// Host values copied into a new device buffer of `kind`.
+template <typename V>
+StatusOr<DeviceBuffer> ToDevice(ExecContext& ctx, const std::vector<V>& host, const char* what) {
+  const int64_t bytes = static_cast<int64_t>(host.size() * sizeof(V));
+  SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer b, ctx.mem().Allocate(kWork, std::max<int64_t>(bytes, 1), what));
+  if (bytes > 0) ctx.mem().CopyToDevice(b.data(), host.data(), bytes);
+  return b;
+}
+
+// The rows of a, b: a list of per-member counts times the row width.
+std::vector<int64_t> Elements(const std::vector<int64_t>& rows, int64_t c) {
+  std::vector<int64_t> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) out[i] = rows[i] * c;
+  return out;
+}
+
+int64_t Sum(const std::vector<int64_t>& v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+// One source's routing as the host all-gather carries it: per slot (expert, weight, kept).
+constexpr int kSlotDoubles = 3;
+
+// Rows of `c` to each EP member and back (the dispatch or the combine, and their gradients'):
+// one all-to-all, timed as EP communication; with ep = 1 the rank's own block, copied (there is
+// no communication to price or run).
+template <typename T>
+Status Exchange(ExecContext& ctx, const MoeRank& er, const T* in, const std::vector<int64_t>& send_rows, T* out,
+                const std::vector<int64_t>& recv_rows, int64_t c) {
+  if (er.ep == 1) {
+    ctx.mem().Copy(out, in, send_rows[0] * c * static_cast<int64_t>(sizeof(T)));
+    return Status::Ok();
+  }
+  const std::vector<int64_t> send = Elements(send_rows, c), recv = Elements(recv_rows, c);
+  return ctx.Comm(Phase::kEpComm, static_cast<double>(Sum(send)) * sizeof(T), [&] {
+    return ctx.comm().AllToAllVOf(Group::kEp, in, send.data(), out, recv.data());
+  });
+}
+
+}  // namespace
+
+template <typename T>
+Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const T* router,
+                  const std::vector<ExpertWeights<T>>& experts, const T* x, T* out, MoeSaved& s) {
+  const ModelSpec& m = *d.m;
+  const int64_t n = d.n, c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
+  const int64_t local = er.LocalExperts(m), first = er.rank * local;
+  CHECK(static_cast<int64_t>(experts.size()) == local) << experts.size() << " local experts of " << local;
+  TypedKernels<T>& kt = ctx.kt<T>();
+  s.Clear();
+  // The router, then the routing on the host.
+  {
+    DeviceBuffer logits;
+    SHARDSIM_ASSIGN_OR_RETURN(logits, ctx.Alloc<T>(kWork, n * e_n, "router logits"));
+    kt.LinearForward(x, router, nullptr, logits.as<T>(), n, c, e_n);
+    const std::vector<float> host = HostFloats(ctx, logits.as<T>(), n * e_n);
+    s.routing = Route<float>(host.data(), n, e_n, k, er.capacity_factor, m.moe->aux_loss_coeff);
+  }
+  const MoeRouting& r = s.routing;
+  // Every source's routing, over the EP group.
+  std::vector<double> mine(static_cast<size_t>(n * k * kSlotDoubles)), all(mine.size() * er.ep);
+  for (int64_t slot = 0; slot < n * k; ++slot) {
+    mine[slot * kSlotDoubles] = r.expert[slot];
+    mine[slot * kSlotDoubles + 1] = r.weight[slot];
+    mine[slot * kSlotDoubles + 2] = r.kept[slot];
+  }
+  SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kEpComm, 0, [&] {
+    return ctx.comm().AllGatherHost(Group::kEp, mine.data(), all.data(), static_cast<int64_t>(mine.size()));
+  }));
+  // What each member sends: this rank's dispatch, cut at the members' expert ranges.
+  s.send_rows.assign(er.ep, 0);
+  for (int64_t e = 0; e < e_n; ++e) s.send_rows[e / local] += r.per_expert[e];
+  // What this rank receives: from each source, its kept slots for the local experts, expert
+  // after expert, tokens in order; regrouped expert-major.
+  s.recv_rows.assign(er.ep, 0);
+  std::vector<std::vector<std::vector<int64_t>>> from(local, std::vector<std::vector<int64_t>>(er.ep));
+  for (int64_t p = 0; p < er.ep; ++p) {
+    const double* src = all.data() + p * n * k * kSlotDoubles;
+    for (int64_t slot = 0; slot < n * k; ++slot) {
+      const int64_t e = static_cast<int64_t>(src[slot * kSlotDoubles]);
+      if (src[slot * kSlotDoubles + 2] == 0 || e < first || e >= first + local) continue;
+      from[e - first][p].push_back(slot);  // tokens ascending: the order the source sends
+      ++s.recv_rows[p];
+    }
+  }
+  const int64_t rows = Sum(s.recv_rows), sent = Sum(s.send_rows);
+  std::vector<int64_t> block(er.ep, 0);  // where source p's rows start in the received buffer
+  for (int64_t p = 1; p < er.ep; ++p) block[p] = block[p - 1] + s.recv_rows[p - 1];
+  std::vector<int64_t> seen(er.ep, 0);
+  std::vector<int32_t> regroup, ungroup(rows);
+  std::vector<float> weight;
+  s.expert_rows.assign(local, 0);
+  for (int64_t le = 0; le < local; ++le) {
+    for (int64_t p = 0; p < er.ep; ++p) {
+      const double* src = all.data() + p * n * k * kSlotDoubles;
+      for (int64_t slot : from[le][p]) {
+        const int64_t at = block[p] + seen[p]++;
+        ungroup[at] = static_cast<int32_t>(regroup.size());
+        regroup.push_back(static_cast<int32_t>(at));
+        weight.push_back(static_cast<float>(src[slot * kSlotDoubles + 1]));
+        s.origin.emplace_back(static_cast<int32_t>(p), slot);
+        ++s.expert_rows[le];
+      }
+    }
+  }
+  std::vector<int32_t> tokens;
+  for (int64_t slot : r.order) tokens.push_back(static_cast<int32_t>(slot / k));
+  SHARDSIM_ASSIGN_OR_RETURN(s.slot_token, ToDevice(ctx, tokens, "moe slot tokens"));
+  SHARDSIM_ASSIGN_OR_RETURN(s.regroup, ToDevice(ctx, regroup, "moe regrouping"));
+  SHARDSIM_ASSIGN_OR_RETURN(s.ungroup, ToDevice(ctx, ungroup, "moe regrouping"));
+  SHARDSIM_ASSIGN_OR_RETURN(s.weight, ToDevice(ctx, weight, "moe combine weights"));
+  // Dispatch: this rank's slots in expert order, to the members holding their experts.
+  DeviceBuffer received;
+  {
+    DeviceBuffer dispatch;
+    SHARDSIM_ASSIGN_OR_RETURN(dispatch, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe dispatched tokens"));
+    kt.GatherRows(x, s.slot_token.i32(), dispatch.as<T>(), sent, c);
+    SHARDSIM_ASSIGN_OR_RETURN(received, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "moe received tokens"));
+    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c));
+  }
+  // The local experts, each on its rows.
+  SHARDSIM_ASSIGN_OR_RETURN(s.input, ctx.Alloc<T>(kAct, std::max<int64_t>(rows, 1) * c, "expert inputs"));
+  kt.GatherRows(received.as<T>(), s.regroup.i32(), s.input.as<T>(), rows, c);
+  received.Reset();
+  const bool swiglu = m.activation == Activation::kSwiglu;
+  SHARDSIM_ASSIGN_OR_RETURN(s.hidden, ctx.Alloc<T>(kAct, std::max<int64_t>(rows, 1) * f, "expert hidden"));
+  if (swiglu) {
+    SHARDSIM_ASSIGN_OR_RETURN(s.up, ctx.Alloc<T>(kAct, std::max<int64_t>(rows, 1) * f, "expert up projection"));
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(s.act, ctx.Alloc<T>(kAct, std::max<int64_t>(rows, 1) * f, "expert activation"));
+  DeviceBuffer y, scaled;
+  SHARDSIM_ASSIGN_OR_RETURN(y, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert outputs"));
+  SHARDSIM_ASSIGN_OR_RETURN(scaled, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * f, "weighted expert activation"));
+  int64_t at = 0;
+  for (int64_t le = 0; le < local; ++le) {
+    const int64_t re = s.expert_rows[le];
+    const ExpertWeights<T>& w = experts[le];
+    T* h = s.hidden.as<T>() + at * f;
+    T* a = s.act.as<T>() + at * f;
+    const T* in = s.input.as<T>() + at * c;
+    kt.LinearForward(in, w.w_in, nullptr, h, re, c, f);
+    if (swiglu) {
+      T* u = s.up.as<T>() + at * f;
+      kt.LinearForward(in, w.w_up, nullptr, u, re, c, f);
+      kt.SwigluForward(h, u, a, re * f);
+    } else {
+      kt.GeluForward(h, a, re * f);
+    }
+    // The combine weight multiplies the activation (moe_mlp.h), then the down projection.
+    T* sc = scaled.as<T>() + at * f;
+    ctx.mem().Copy(sc, a, re * f * static_cast<int64_t>(sizeof(T)));
+    kt.ScaleRows(sc, s.weight.f() + at, re, f);
+    kt.LinearForward(sc, w.w_out, nullptr, y.as<T>() + at * c, re, f, c);
+    at += re;
+  }
+  scaled.Reset();
+  // Combine: the outputs back to their sources, added into their tokens.
+  DeviceBuffer back, returned;
+  SHARDSIM_ASSIGN_OR_RETURN(back, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert outputs to send"));
+  kt.GatherRows(y.as<T>(), s.ungroup.i32(), back.as<T>(), rows, c);
+  y.Reset();
+  SHARDSIM_ASSIGN_OR_RETURN(returned, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe returned outputs"));
+  SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c));
+  back.Reset();
+  ctx.mem().Zero(out, n * c * static_cast<int64_t>(sizeof(T)));
+  kt.ScatterAddRows(returned.as<T>(), s.slot_token.i32(), out, sent, c);
+  return Status::Ok();
+}
+
+template <typename T>
+Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const T* router, float* drouter,
+                   const std::vector<ExpertWeights<T>>& experts, const std::vector<ExpertWeights<float>>& dexperts,
+                   const T* x, MoeSaved& s, const T* dout, T* dx, double aux_scale) {
+  const ModelSpec& m = *d.m;
+  const int64_t n = d.n, c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
+  const int64_t local = er.LocalExperts(m);
+  const int64_t rows = Sum(s.recv_rows), sent = Sum(s.send_rows);
+  TypedKernels<T>& kt = ctx.kt<T>();
+  const bool swiglu = m.activation == Activation::kSwiglu;
+  // The output's gradient to the experts, as the tokens went.
+  DeviceBuffer dy;
+  {
+    DeviceBuffer dispatch, received;
+    SHARDSIM_ASSIGN_OR_RETURN(dispatch, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe output gradients to send"));
+    kt.GatherRows(dout, s.slot_token.i32(), dispatch.as<T>(), sent, c);
+    SHARDSIM_ASSIGN_OR_RETURN(received, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "moe received output gradients"));
+    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c));
+    dispatch.Reset();
+    SHARDSIM_ASSIGN_OR_RETURN(dy, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert output gradients"));
+    kt.GatherRows(received.as<T>(), s.regroup.i32(), dy.as<T>(), rows, c);
+  }
+  // The experts' backward, expert after expert.
+  DeviceBuffer dxin, scaled, dscaled, dhidden, dup, dots;
+  SHARDSIM_ASSIGN_OR_RETURN(dxin, ctx.Zeros<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert input gradients"));
+  SHARDSIM_ASSIGN_OR_RETURN(scaled, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * f, "weighted expert activation"));
+  SHARDSIM_ASSIGN_OR_RETURN(dscaled, ctx.Zeros<T>(kWork, std::max<int64_t>(rows, 1) * f, "expert activation gradient"));
+  SHARDSIM_ASSIGN_OR_RETURN(dhidden, ctx.Zeros<T>(kWork, std::max<int64_t>(rows, 1) * f, "expert hidden gradient"));
+  if (swiglu) {
+    SHARDSIM_ASSIGN_OR_RETURN(dup, ctx.Zeros<T>(kWork, std::max<int64_t>(rows, 1) * f, "expert up gradient"));
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(dots, ctx.Alloc<double>(kWork, std::max<int64_t>(rows, 1), "combine weight gradients"));
+  int64_t at = 0;
+  for (int64_t le = 0; le < local; ++le) {
+    const int64_t re = s.expert_rows[le];
+    const ExpertWeights<T>& w = experts[le];
+    const ExpertWeights<float>& dw = dexperts[le];
+    const T* a = s.act.as<T>() + at * f;
+    const T* in = s.input.as<T>() + at * c;
+    T* sc = scaled.as<T>() + at * f;
+    T* ds = dscaled.as<T>() + at * f;
+    T* dh = dhidden.as<T>() + at * f;
+    T* di = dxin.as<T>() + at * c;
+    ctx.mem().Copy(sc, a, re * f * static_cast<int64_t>(sizeof(T)));
+    kt.ScaleRows(sc, s.weight.f() + at, re, f);
+    kt.LinearBackward(dy.as<T>() + at * c, sc, w.w_out, ds, dw.w_out, nullptr, re, f, c);
+    // d weight = d(weighted activation) . activation; d activation = weight d(weighted).
+    kt.RowDots(ds, a, dots.as<double>() + at, re, f);
+    kt.ScaleRows(ds, s.weight.f() + at, re, f);
+    if (swiglu) {
+      T* du = dup.as<T>() + at * f;
+      kt.SwigluBackward(ds, s.hidden.as<T>() + at * f, s.up.as<T>() + at * f, dh, du, re * f);
+      kt.LinearBackward(du, in, w.w_up, di, dw.w_up, nullptr, re, c, f);
+    } else {
+      kt.GeluBackward(ds, s.hidden.as<T>() + at * f, dh, re * f);
+    }
+    kt.LinearBackward(dh, in, w.w_in, di, dw.w_in, nullptr, re, c, f);
+    at += re;
+  }
+  dy.Reset();
+  scaled.Reset();
+  dscaled.Reset();
+  dhidden.Reset();
+  dup.Reset();
+  // The inputs' gradients back to their tokens.
+  {
+    DeviceBuffer back, returned;
+    SHARDSIM_ASSIGN_OR_RETURN(back, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert input gradients to send"));
+    kt.GatherRows(dxin.as<T>(), s.ungroup.i32(), back.as<T>(), rows, c);
+    dxin.Reset();
+    SHARDSIM_ASSIGN_OR_RETURN(returned, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe returned input gradients"));
+    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c));
+    back.Reset();
+    kt.ScatterAddRows(returned.as<T>(), s.slot_token.i32(), dx, sent, c);
+  }
+  // The combine weights' gradients back to their sources (summed over kEp, each slot's from the
+  // one member that holds its expert), then the router's backward.
+  std::vector<double> host_dots(static_cast<size_t>(rows));
+  if (rows > 0) ctx.mem().CopyToHost(host_dots.data(), dots.data(), rows * static_cast<int64_t>(sizeof(double)));
+  dots.Reset();
+  std::vector<double> dweights(static_cast<size_t>(er.ep * n * k), 0.0);
+  for (int64_t i = 0; i < rows; ++i) dweights[s.origin[i].first * n * k + s.origin[i].second] = host_dots[i];
+  SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kEpComm, 0, [&] {
+    return ctx.comm().AllReduceSumHost(Group::kEp, dweights.data(), static_cast<int64_t>(dweights.size()));
+  }));
+  std::vector<float> dlogits(static_cast<size_t>(n * e_n));
+  RouteBackward<float>(s.routing, dweights.data() + er.rank * n * k, aux_scale, dlogits.data());
+  DeviceBuffer dl;
+  if constexpr (std::is_same_v<T, float>) {
+    SHARDSIM_ASSIGN_OR_RETURN(dl, ToDevice(ctx, dlogits, "router logit gradients"));
+  } else {
+    std::vector<T> narrowed(dlogits.size());
+    for (size_t i = 0; i < dlogits.size(); ++i) narrowed[i] = ToBf16(dlogits[i]);
+    SHARDSIM_ASSIGN_OR_RETURN(dl, ToDevice(ctx, narrowed, "router logit gradients"));
+  }
+  kt.LinearBackward(dl.as<T>(), x, router, dx, drouter, nullptr, n, c, e_n);
+  return Status::Ok();
+}
+
+#define SHARDSIM_INSTANTIATE_MOE_BLOCK(T)                                                                       \
+  template Status MoeForward(ExecContext&, const BlockDims&, const MoeRank&, const T*,                          \
+                             const std::vector<ExpertWeights<T>>&, const T*, T*, MoeSaved&);                    \
+  template Status MoeBackward(ExecContext&, const BlockDims&, const MoeRank&, const T*, float*,                 \
+                              const std::vector<ExpertWeights<T>>&, const std::vector<ExpertWeights<float>>&,   \
+                              const T*, MoeSaved&, const T*, T*, double);
+SHARDSIM_INSTANTIATE_MOE_BLOCK(float)
+SHARDSIM_INSTANTIATE_MOE_BLOCK(Bf16)
+#undef SHARDSIM_INSTANTIATE_MOE_BLOCK
+
+}  // namespace shardsim::runtime

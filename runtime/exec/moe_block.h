@@ -1,0 +1,43 @@
+// The mixture-of-experts MLP of one layer on a rank, expert parallel over Group::kEp, as
+// Megatron-Core's MoELayer runs it with the alltoall token dispatcher
+// (megatron/core/transformer/moe/token_dispatcher.py): route this rank's tokens
+// (runtime/cpu/moe_routing.h, on the host), permute the kept (token, expert) slots into expert
+// order, all-to-all them to the EP members that hold the experts, run each local expert's MLP
+// on the rows it received (regrouped expert by expert), send the outputs back and add each
+// token's. The same arithmetic in the same order as the reference (runtime/cpu/moe_mlp.h), so
+// with ep = 1 it is that reference bitwise.
+//   Per layer and micro-batch the device collectives are one all-to-all forward (dispatch) and
+// one back (combine), and in the backward the same two: what the layer plan prices
+// (src/cost/layer_plan.cc, "ep all-to-all dispatch/combine", each this rank's kept slots x
+// hidden). The routing (each slot's expert, weight and whether it was kept) and the combine
+// weights' gradients travel as host collectives over kEp.
+//   Not done here: tp > 1 and cp > 1 (the executor refuses MoE layers with either).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/cpu/moe_mlp.h"
+#include "runtime/cpu/moe_routing.h"
+#include "runtime/exec/block.h"
+#include "runtime/exec/exec_context.h"
+#include "runtime/exec/moe_saved.h"
+
+namespace shardsim::runtime {
+
+// x (n, C) the MLP norm's output; out (n, C) overwritten with the MLP's output. `experts`: the
+// local experts' weights, in index order.
+template <typename T>
+Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const T* router,
+                  const std::vector<ExpertWeights<T>>& experts, const T* x, T* out, MoeSaved& s);
+
+// dout (n, C) the output's gradient: adds into dx (n, C), drouter (E, C) and the local experts'
+// gradients; aux_scale weighs the load-balancing loss (the micro-batch's share of the batch).
+template <typename T>
+Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const T* router, float* drouter,
+                   const std::vector<ExpertWeights<T>>& experts, const std::vector<ExpertWeights<float>>& dexperts,
+                   const T* x, MoeSaved& s, const T* dout, T* dx, double aux_scale);
+
+}  // namespace shardsim::runtime

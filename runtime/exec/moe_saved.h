@@ -1,0 +1,52 @@
+// What an expert-parallel MoE layer's forward keeps for its backward on a rank, and where the
+// rank sits among the experts (moe_block.h runs the layer; BlockSaved holds this).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/cpu/moe_mlp.h"
+#include "runtime/cpu/moe_routing.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim::runtime {
+
+// Where a rank sits among the experts.
+struct MoeRank {
+  int64_t ep = 1;                // EP group size
+  int64_t rank = 0;              // this rank in it
+  double capacity_factor = 0;    // the layout's moe_capacity
+  int64_t LocalExperts(const ModelSpec& m) const { return m.moe->experts / ep; }
+};
+
+// What an MoE layer's forward keeps for its backward.
+struct MoeSaved {
+  MoeRouting routing;  // this rank's tokens
+  // The dispatch: this rank's kept slots in routing.order, as device token indices, and how
+  // many go to (and come back from) each EP member.
+  DeviceBuffer slot_token;            // (S) int32
+  std::vector<int64_t> send_rows;     // (ep)
+  // What the local experts received, regrouped expert-major: each row's place in the received
+  // buffer (regroup), the inverse (ungroup), its combine weight, and its origin (the source
+  // member and slot, where the weight's gradient goes).
+  DeviceBuffer regroup, ungroup;      // (R) int32
+  DeviceBuffer weight;                // (R) fp32
+  std::vector<int64_t> recv_rows;     // (ep)
+  std::vector<int64_t> expert_rows;   // (local experts)
+  std::vector<std::pair<int32_t, int64_t>> origin;  // (R)
+  DeviceBuffer input, hidden, up, act;  // (R, C), (R, F_e) x3; up for SwiGLU only
+  void Clear() { *this = MoeSaved(); }
+};
+
+// An MoE layer's arguments to BlockForward / BlockBackward (block.h).
+template <typename T>
+struct MoeArgs {
+  MoeRank rank;
+  std::vector<ExpertWeights<T>> experts;    // the local experts, in index order
+  std::vector<ExpertWeights<float>> grads;  // their gradients (backward only)
+  double aux_scale = 0;                     // backward: the load-balancing loss's weight
+};
+
+}  // namespace shardsim::runtime
