@@ -273,8 +273,8 @@ inline TypedKernels<Bf16>& Kernels::of<Bf16>() { return bf16(); }
 // parallel group with context parallelism): every gradient reduction and ZeRO shard spans it.
 // It is the DP group when cp = 1. kCp exchanges keys and values (context_parallel.h). kEp: the
 // ep consecutive DP ranks that split a MoE layer's experts (placement.h's GroupOf kEp); kEdp:
-// the DP ranks holding the same experts (dp index modulo ep), over which their gradients are
-// reduced.
+// the DP x CP ranks holding the same experts (dp index modulo ep, every cp: Layout::edp), over
+// which their gradients are reduced.
 enum class Group : uint8_t { kWorld, kTp, kCp, kDp, kPp, kEp, kEdp };
 inline constexpr int kGroupCount = 7;
 const char* GroupName(Group g);

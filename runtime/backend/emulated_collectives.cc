@@ -20,7 +20,7 @@ int EmulatedCollectives::rank(Group g) const {
     case Group::kDp: return static_cast<int>(coord_.dp * layout_.cp + coord_.cp);  // DP x CP
     case Group::kPp: return static_cast<int>(coord_.pp);
     case Group::kEp: return static_cast<int>(coord_.dp % layout_.ep);
-    case Group::kEdp: return static_cast<int>(coord_.dp / layout_.ep);
+    case Group::kEdp: return static_cast<int>(coord_.dp / layout_.ep * layout_.cp + coord_.cp);
   }
   return 0;
 }
@@ -33,7 +33,7 @@ int EmulatedCollectives::size(Group g) const {
     case Group::kDp: return static_cast<int>(layout_.dp_cp());
     case Group::kPp: return static_cast<int>(layout_.pp);
     case Group::kEp: return static_cast<int>(layout_.ep);
-    case Group::kEdp: return static_cast<int>(layout_.dp / layout_.ep);
+    case Group::kEdp: return static_cast<int>(layout_.edp());
   }
   return 1;
 }

@@ -19,6 +19,7 @@ MoeRouting Route(const S* logits, int64_t tokens, int64_t experts, int64_t top_k
   r.experts = experts;
   r.top_k = top_k;
   r.aux_coeff = aux_coeff;
+  r.aux_tokens = tokens;
   r.expert.resize(tokens * top_k);
   r.weight.resize(tokens * top_k);
   r.kept.assign(tokens * top_k, 1);
@@ -67,17 +68,23 @@ MoeRouting Route(const S* logits, int64_t tokens, int64_t experts, int64_t top_k
     r.per_expert[e] = static_cast<int64_t>(slots[e].size());
     r.order.insert(r.order.end(), slots[e].begin(), slots[e].end());
   }
-  if (aux_coeff > 0 && tokens > 0) {
-    double sum = 0;
-    for (int64_t e = 0; e < experts; ++e) {
-      double p = 0;
-      for (int64_t t = 0; t < tokens; ++t) p += r.scores[t * experts + e];
-      sum += p * static_cast<double>(r.selected[e]);
-    }
-    r.aux_loss = aux_coeff * static_cast<double>(experts) /
-                 (static_cast<double>(top_k) * static_cast<double>(tokens) * static_cast<double>(tokens)) * sum;
-  }
+  SetAuxStatistics(r, r.selected, tokens);
   return r;
+}
+
+void SetAuxStatistics(MoeRouting& r, const std::vector<int64_t>& selected, int64_t tokens) {
+  r.selected = selected;
+  r.aux_tokens = tokens;
+  r.aux_loss = 0;
+  if (r.aux_coeff <= 0 || tokens <= 0) return;
+  double sum = 0;
+  for (int64_t e = 0; e < r.experts; ++e) {
+    double p = 0;
+    for (int64_t t = 0; t < r.tokens; ++t) p += r.scores[t * r.experts + e];
+    sum += p * static_cast<double>(r.selected[e]);
+  }
+  const double t = static_cast<double>(tokens);
+  r.aux_loss = r.aux_coeff * static_cast<double>(r.experts) / (static_cast<double>(r.top_k) * t * t) * sum;
 }
 
 template <typename S>
@@ -85,9 +92,9 @@ void RouteBackward(const MoeRouting& r, const double* dweight, double aux_scale,
   const int64_t t_n = r.tokens, e_n = r.experts, k = r.top_k;
   // d aux / d s_te = coeff E n_e / (k T^2), the same for every token.
   std::vector<double> daux(e_n, 0.0);
-  if (r.aux_coeff > 0 && t_n > 0) {
-    const double c = aux_scale * r.aux_coeff * static_cast<double>(e_n) /
-                     (static_cast<double>(k) * static_cast<double>(t_n) * static_cast<double>(t_n));
+  if (r.aux_coeff > 0 && r.aux_tokens > 0) {
+    const double at = static_cast<double>(r.aux_tokens);
+    const double c = aux_scale * r.aux_coeff * static_cast<double>(e_n) / (static_cast<double>(k) * at * at);
     for (int64_t e = 0; e < e_n; ++e) daux[e] = c * static_cast<double>(r.selected[e]);
   }
   std::vector<double> dl(e_n);

@@ -29,7 +29,15 @@ struct MoeRouting {
   std::vector<int64_t> per_expert;  // (E): kept slots of each expert (runs of `order`)
   double aux_loss = 0;              // coeff x ... as above (0 when coeff is 0)
   double aux_coeff = 0;
+  int64_t aux_tokens = 0;           // T of the aux loss: `tokens`, or the whole sequence's (CP)
 };
+
+// Context parallelism: each rank routes its share of a sequence's tokens, and the aux loss is
+// the whole micro-batch's. `selected` (E): n_e summed over the ranks, `tokens` their T; the
+// rank's aux_loss becomes its share, coeff x E / (k T^2) x sum_e n_e x sum_{its t} s_te (the
+// ranks' shares add up to the whole's: Megatron-Core reduces tokens_per_expert over the
+// TP x CP group, moe_utils.py get_tokens_per_expert_and_token_count).
+void SetAuxStatistics(MoeRouting& r, const std::vector<int64_t>& selected, int64_t tokens);
 
 // logits (T, E) row-major. capacity_factor 0: dropless.
 template <typename S>

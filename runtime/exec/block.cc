@@ -113,11 +113,15 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_mean, d.n_local, "mlp norm statistics"));
   k.NormForward(m.norm, s.mid.as<T>(), w.mlp_norm_gain, w.mlp_norm_bias, s.norm2.as<T>(), s.norm2_mean.f(),
                 s.norm2_rstd.f(), d.n_local, c);
-  if (w.router != nullptr) {  // an MoE layer (moe_block.h; tp = 1: the executor's rule)
-    CHECK(moe != nullptr && ctx.tp() == 1) << "an MoE layer's forward needs its experts, tp = 1";
-    SHARDSIM_RETURN_IF_ERROR(MoeForward(ctx, d, moe->rank, w.router, moe->experts,
-                                        static_cast<const T*>(s.norm2.as<T>()), out, s.moe));
-    k.Add(out, s.mid.as<T>(), d.n * c);
+  if (w.router != nullptr) {  // an MoE layer (moe_block.h): f, the experts, g, as a dense MLP
+    CHECK(moe != nullptr) << "an MoE layer's forward needs its experts";
+    SHARDSIM_ASSIGN_OR_RETURN(in, ctx.Gather(s.norm2.as<T>(), gathered, d.n_local, c));
+    DeviceBuffer tmp;
+    SHARDSIM_ASSIGN_OR_RETURN(T* partial, ctx.PartialTarget(out, tmp, d.n_local, c));
+    SHARDSIM_RETURN_IF_ERROR(MoeForward(ctx, d, moe->rank, w.router, moe->experts, in, partial, s.moe));
+    gathered.Reset();
+    SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(partial, out, d.n_local, c));
+    k.Add(out, s.mid.as<T>(), d.n_local * c);
     return Status::Ok();
   }
   SHARDSIM_ASSIGN_OR_RETURN(in, ctx.Gather(s.norm2.as<T>(), gathered, d.n_local, c));
@@ -231,14 +235,26 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   }
   T* dn = nullptr;
   bool gathered2 = false;  // SP: w_in's and w_up's input is the re-gathered copy, not s.norm2
-  if (w.router != nullptr) {  // an MoE layer (moe_block.h; tp = 1, no stash: the executor's rules)
-    CHECK(moe != nullptr && stash == nullptr && ctx.tp() == 1) << "an MoE layer's backward needs its experts, tp = 1";
+  if (w.router != nullptr) {  // an MoE layer (moe_block.h; no stash: the executor's rule)
+    CHECK(moe != nullptr && stash == nullptr) << "an MoE layer's backward needs its experts, no B/W split";
+    if (norm2 == nullptr) {
+      SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.Gather(s.norm2.as<T>(), norm_in, d.n_local, c));
+    } else {  // overlap_tp started the re-gather above: the experts need it at once
+      SHARDSIM_RETURN_IF_ERROR(ctx.FinishGather(std::exchange(pending, -1)));
+    }
     SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "mlp norm gradient"));
-    SHARDSIM_RETURN_IF_ERROR(MoeBackward(ctx, d, moe->rank, w.router, dw.router, moe->experts, moe->grads,
-                                         static_cast<const T*>(s.norm2.as<T>()), s.moe, static_cast<const T*>(dout),
-                                         dnorm_full.as<T>(), moe->aux_scale));
+    SHARDSIM_RETURN_IF_ERROR(MoeBackward(ctx, d, moe->rank, w.router, dw.router, moe->experts, moe->grads, norm2,
+                                         s.moe, static_cast<const T*>(dout), dnorm_full.as<T>(), moe->aux_scale));
     s.moe.Clear();
+    gathered.Reset();
+    norm_in.Reset();
+    // f's backward: d(norm2) summed over the group (into this rank's rows with SP).
     dn = dnorm_full.as<T>();
+    if (ctx.sp() && ctx.tp() > 1) {
+      SHARDSIM_ASSIGN_OR_RETURN(dnorm, ctx.Alloc<T>(kWork, d.n_local * c, "mlp norm gradient rows"));
+      dn = dnorm.as<T>();
+    }
+    SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(dnorm_full.as<T>(), dn, d.n_local, c));
   } else {
   DeviceBuffer dact, dhidden, dup;
   SHARDSIM_RETURN_IF_ERROR(zeros(dact, d.n * f, "mlp activation gradient"));

@@ -38,14 +38,15 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   auto no = [&](bool bad, const std::string& what) {
     if (bad) why.push_back(what);
   };
-  if (m.moe) {  // moe_block.h runs MoE layers with tp = cp = 1, outside the B/W split
-    no(l.tp > 1, "tp=" + std::to_string(l.tp) + " with MoE layers (expert tensor parallelism is not implemented in the runtime)");
-    no(l.cp > 1, "cp=" + std::to_string(l.cp) + " with MoE layers (the runtime routes whole sequences)");
+  if (m.moe) {  // moe_block.h runs MoE layers outside the B/W split
+    no(l.cp > 1 && l.moe_capacity > 0, "cp=" + std::to_string(l.cp) +
+                                           " with moe_capacity (an expert's capacity is counted over the whole sequence; "
+                                           "the runtime routes each CP rank's tokens: use moe_capacity=0)");
     no(SplitsWeightGradients(l), "schedule=" + ScheduleName(l.schedule) +
                                      " with MoE layers (the experts' B/W split is not implemented in the runtime)");
-    no(l.zero >= 1 && l.dp > l.ep, "zero=" + std::to_string(l.zero) + " with experts replicated over dp / ep = " +
-                                       std::to_string(l.dp / l.ep) +
-                                       " ranks (the runtime shards ZeRO only where ep = dp; use zero=0 or ep=dp)");
+    no(l.zero >= 1 && l.edp() > 1, "zero=" + std::to_string(l.zero) + " with experts replicated over dp x cp / ep = " +
+                                       std::to_string(l.edp()) +
+                                       " ranks (the runtime shards ZeRO only where each expert has one copy: ep = dp, cp = 1)");
   }
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");
@@ -59,7 +60,8 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   // refuses before any work, with one message, instead of each failing its own setup.
   if (StatusOr<ParamLayout> params = ParamLayout::ForModel(m); !params.ok()) why.push_back(params.status().message());
   for (const auto& [count, name] : {std::pair<int64_t, const char*>{m.heads, "heads"}, {m.kv_heads, "kv_heads"},
-                                    {m.ffn_hidden, "ffn_hidden"}, {m.vocab, "vocab"}}) {
+                                    {m.ffn_hidden, "ffn_hidden"}, {m.vocab, "vocab"},
+                                    {m.moe ? m.moe->ffn_hidden : l.tp, "moe.ffn_hidden"}}) {
     no(l.tp > 0 && count % l.tp != 0, "tp=" + std::to_string(l.tp) + " does not divide the model's " + name + " (" +
                                           std::to_string(count) + ")");
   }
@@ -644,7 +646,13 @@ template <typename T>
 std::optional<MoeArgs<T>> TypedExecutor<T>::MoeOf(int64_t layer, bool grads) {
   if (!model_.IsMoeLayer(layer)) return std::nullopt;
   MoeArgs<T> a;
-  a.rank = MoeRank{.ep = layout_.ep, .rank = backend_->comm().rank(Group::kEp), .capacity_factor = layout_.moe_capacity};
+  a.rank = MoeRank{.ep = layout_.ep,
+                   .rank = backend_->comm().rank(Group::kEp),
+                   .capacity_factor = layout_.moe_capacity,
+                   .tp = layout_.tp,
+                   .tp_rank = backend_->comm().rank(Group::kTp),
+                   .sp = ctx_.sp(),
+                   .cp = layout_.cp};
   a.aux_scale = static_cast<double>(layout_.mbs) / static_cast<double>(layout_.gbs);  // the cross-entropy's share
   const bool swiglu = model_.activation == Activation::kSwiglu;
   const int64_t local = a.rank.LocalExperts(model_), first = a.rank.rank * local;
@@ -662,7 +670,7 @@ std::optional<MoeArgs<T>> TypedExecutor<T>::MoeOf(int64_t layer, bool grads) {
 
 template <typename T>
 Status TypedExecutor<T>::IssueExpertReduction(int64_t layer) {
-  if (layout_.dp / layout_.ep == 1) return Status::Ok();  // no replicas
+  if (layout_.edp() == 1) return Status::Ok();  // no replicas
   const auto it = expert_ranges_.find(layer);
   CHECK(it != expert_ranges_.end()) << "layer " << layer << " has no experts on this rank";
   const int64_t begin = it->second.first, end = it->second.second;

@@ -90,6 +90,13 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
     const std::vector<float> host = HostFloats(ctx, logits.as<T>(), n * e_n);
     s.routing = Route<float>(host.data(), n, e_n, k, er.capacity_factor, m.moe->aux_loss_coeff);
   }
+  if (er.cp > 1 && m.moe->aux_loss_coeff > 0) {  // the aux loss over the whole sequences
+    std::vector<double> counts(s.routing.selected.begin(), s.routing.selected.end());
+    SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kCpComm, 0, [&] {
+      return ctx.comm().AllReduceSumHost(Group::kCp, counts.data(), e_n);
+    }));
+    SetAuxStatistics(s.routing, std::vector<int64_t>(counts.begin(), counts.end()), n * er.cp);
+  }
   const MoeRouting& r = s.routing;
   // Every source's routing, over the EP group.
   std::vector<double> mine(static_cast<size_t>(n * k * kSlotDoubles)), all(mine.size() * er.ep);
@@ -286,6 +293,11 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
   SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kEpComm, 0, [&] {
     return ctx.comm().AllReduceSumHost(Group::kEp, dweights.data(), static_cast<int64_t>(dweights.size()));
   }));
+  if (er.tp > 1) {  // each TP rank's dots cover its slice of the experts' F: summed
+    SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kTpComm, 0, [&] {
+      return ctx.comm().AllReduceSumHost(Group::kTp, dweights.data(), static_cast<int64_t>(dweights.size()));
+    }));
+  }
   std::vector<float> dlogits(static_cast<size_t>(n * e_n));
   RouteBackward<float>(s.routing, dweights.data() + er.rank * n * k, aux_scale, dlogits.data());
   DeviceBuffer dl;
@@ -296,7 +308,18 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     for (size_t i = 0; i < dlogits.size(); ++i) narrowed[i] = ToBf16(dlogits[i]);
     SHARDSIM_ASSIGN_OR_RETURN(dl, ToDevice(ctx, narrowed, "router logit gradients"));
   }
-  kt.LinearBackward(dl.as<T>(), x, router, dx, drouter, nullptr, n, c, e_n);
+  // dx is partial over TP (the experts' MLPs are split), and the router's input gradient is the
+  // same on every TP rank: each adds it for its share of the rows (its SP rows), so the TP sum has
+  // it once. The router's weight gradient: from those rows under SP (summed over TP with the
+  // norms'), else from all rows on every TP rank (replicated, whole).
+  const int64_t lo = n * er.tp_rank / er.tp, hi = n * (er.tp_rank + 1) / er.tp;
+  if (er.tp == 1) {
+    kt.LinearBackward(dl.as<T>(), x, router, dx, drouter, nullptr, n, c, e_n);
+  } else {
+    kt.LinearBackward(dl.as<T>() + lo * e_n, nullptr, router, dx + lo * c, nullptr, nullptr, hi - lo, c, e_n);
+    const int64_t from = er.sp ? lo : 0, to = er.sp ? hi : n;
+    kt.LinearBackward(dl.as<T>() + from * e_n, x + from * c, nullptr, nullptr, drouter, nullptr, to - from, c, e_n);
+  }
   return Status::Ok();
 }
 

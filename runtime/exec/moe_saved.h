@@ -18,6 +18,9 @@ struct MoeRank {
   int64_t ep = 1;                // EP group size
   int64_t rank = 0;              // this rank in it
   double capacity_factor = 0;    // the layout's moe_capacity
+  int64_t tp = 1, tp_rank = 0;   // TP: every rank routes all n rows; each expert's MLP is split
+  bool sp = false;               // SP: the router's gradient is this rank's rows' (summed over TP)
+  int64_t cp = 1;                // CP: the aux loss's statistics summed over the CP group
   int64_t LocalExperts(const ModelSpec& m) const { return m.moe->experts / ep; }
 };
 

@@ -34,6 +34,7 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
   SHARDSIM_RETURN_IF_ERROR(divides(m.kv_heads, "kv_heads"));
   SHARDSIM_RETURN_IF_ERROR(divides(m.ffn_hidden, "ffn_hidden"));
   SHARDSIM_RETURN_IF_ERROR(divides(m.vocab, "vocab (the vocab-parallel embedding and LM head)"));
+  if (m.moe) SHARDSIM_RETURN_IF_ERROR(divides(m.moe->ffn_hidden, "moe.ffn_hidden (each expert's MLP, split as a dense one)"));
   // An uneven split (first_stage_layers, ..., src/layout/pipeline.h) places any layer count.
   if (!l.uneven_split() && m.layers % (l.pp * l.vpp) != 0) {
     return Status::Error("pp x vpp = " + std::to_string(l.pp * l.vpp) + " must divide the model '" +
@@ -51,6 +52,7 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
   s.local_spec_.kv_heads /= tp;
   s.local_spec_.ffn_hidden /= tp;
   s.local_spec_.vocab /= tp;
+  if (m.moe) s.local_spec_.moe->ffn_hidden /= tp;  // each expert's MLP split over TP as a dense one
   s.tp_rank_ = tp_rank;
   SHARDSIM_ASSIGN_OR_RETURN(s.full_, ParamLayout::ForModel(m));
   SHARDSIM_ASSIGN_OR_RETURN(ParamLayout local_all, ParamLayout::ForModel(s.local_spec_));

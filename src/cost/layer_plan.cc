@@ -154,7 +154,7 @@ LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
 // parameters over the expert-data-parallel group).
 double OptimizerShard(const StageParams& params, const Layout& l) {
   return l.zero >= 1 ? params.dense / static_cast<double>(l.dp_cp()) +
-                           params.expert / static_cast<double>(std::max<int64_t>(1, l.dp / l.ep))
+                           params.expert / static_cast<double>(std::max<int64_t>(1, l.edp()))
                      : params.total();
 }
 
@@ -734,7 +734,7 @@ void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t
   if (l_.dp_cp() == 1) return;
   const double gb = c_.state.gradients / l_.grad_compression;
   // Expert gradients: an all-reduce over the expert-data-parallel group, per layer, once.
-  if (last_mb && u.expert > 0 && l_.dp / l_.ep > 1) {
+  if (last_mb && u.expert > 0 && l_.edp() > 1) {
     out_->step_deps.push_back(Coll("expert gradient all-reduce", Collective::kAllReduce, GroupKind::kEdp,
                                    u.expert * gb, Stream::kDp, Category::kDp, Pass::kBackward, layer,
                                    {producer}));

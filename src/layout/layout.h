@@ -97,6 +97,11 @@ struct Layout {
   // megatron/core/optimizer/__init__.py at NVIDIA/Megatron-LM d98e8a64dd; CP ranks compute
   // different tokens' gradients of the same weights).
   int64_t dp_cp() const { return dp * cp; }
+  // An expert's replicas: the DP x CP ranks (the dense weights' replicas) over the ep of them
+  // that split the experts. Megatron-Core folds EP and the expert-data-parallel group out of
+  // TP x CP x DP ("MoE Parallel Folding", Liu et al. 2025, arXiv 2504.14960): with the experts'
+  // TP equal to the dense TP, expert DP = CP x DP / EP.
+  int64_t edp() const { return dp * cp / ep; }
   // Micro-batches per iteration per DP replica (gradient accumulation steps).
   int64_t microbatches() const { return gbs / (dp * mbs); }
 };

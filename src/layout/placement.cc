@@ -60,7 +60,9 @@ std::vector<int64_t> GroupOf(const Layout& l, int64_t rank, ParallelDim dim) {
 std::vector<int64_t> EdpGroupOf(const Layout& l, int64_t rank) {
   const RankCoord me = CoordOf(l, rank);
   std::vector<int64_t> group;
-  for (int64_t d = me.dp % l.ep; d < l.dp; d += l.ep) group.push_back(RankOf(l, RankCoord{me.tp, me.cp, d, me.pp}));
+  for (int64_t d = me.dp % l.ep; d < l.dp; d += l.ep) {
+    for (int64_t c = 0; c < l.cp; ++c) group.push_back(RankOf(l, RankCoord{me.tp, c, d, me.pp}));
+  }
   return group;
 }
 

@@ -26,8 +26,9 @@ std::vector<int64_t> GroupOf(const Layout& l, int64_t rank, ParallelDim dim);
 // (cp fastest; index dp x cp + cp). Megatron-Core reduces gradients and shards ZeRO over it
 // (the data-parallel group with context parallelism, intra_dp_cp_group).
 std::vector<int64_t> DpCpGroupOf(const Layout& l, int64_t rank);
-// The expert-data-parallel group of `rank`: the same tp, cp and pp, the dp indices congruent to
-// its own modulo ep (the ranks holding the same experts), in rank order.
+// The expert-data-parallel group of `rank` (Layout::edp members): the same tp and pp, every cp,
+// the dp indices congruent to its own modulo ep (the ranks holding the same experts), in rank
+// order (cp fastest).
 std::vector<int64_t> EdpGroupOf(const Layout& l, int64_t rank);
 
 }  // namespace shardsim

@@ -123,6 +123,12 @@ constexpr int kSteps = 10;
 // must match it bitwise.
 constexpr double kBf16Loss = 2e-3;
 constexpr double kBf16SingleLoss = 1e-3, kBf16SingleParams = 0.1;
+// MoE: under bf16 a token whose top-k logits are near a tie can change experts when the sums
+// are reordered, moving its whole contribution from one expert's gradient to another's; on
+// tiny-moe that reaches 0.14 per tensor (tp=2, cp=2, tp x dp x ep) with the losses still
+// within 4.7e-4 of the one-rank run. The parameter bound for an MoE model is 0.3; the loss bound
+// stays, and catches a real error (the experts' reduction left out: 9e-3 in the loss).
+constexpr double kBf16MoeSingleParams = 0.3;
 constexpr int64_t kBatch = 8, kMbs = 2;
 const AdamWConfig kAdam{.lr = 3e-3};
 
@@ -287,7 +293,7 @@ void RunCase(const ModelSpec& spec, const std::string& spec_text, const Referenc
     const bool tied_reordered = spec.tied_embeddings && layout->schedule == Schedule::kZeroBubbleV;
     const bool same_order = layout->tp == 1 && layout->dp == 1 && layout->cp == 1 && !flash && !tied_reordered;
     const double loss_bound = same_order ? 0 : kBf16SingleLoss;
-    const double param_bound = same_order ? 0 : kBf16SingleParams;
+    const double param_bound = same_order ? 0 : spec.moe ? kBf16MoeSingleParams : kBf16SingleParams;
     Expect(worst_single <= loss_bound, label + " loss within " + std::to_string(loss_bound) +
                                            " of bf16 on one rank (" + std::to_string(worst_single) + ")", me);
     Expect(vs_single.first <= param_bound,
