@@ -262,14 +262,14 @@ int Run(int argc, char** argv) {
                  "Trains the model for real with the layout and measures each step: data\n"
                  "parallelism with ZeRO 0-3, tensor parallelism (+ sequence parallelism),\n"
                  "context parallelism (CPU backend), mixture-of-experts layers with expert\n"
-                 "parallelism (CPU backend; tp = cp = 1, not under zero-bubble schedules),\n"
+                 "parallelism (CPU backend),\n"
                  "pipeline parallelism (gpipe, 1f1b, interleaved, zero-bubble, zb-v), gradient\n"
                  "accumulation, offload of the optimizer (and parameters) to the host and\n"
                  "activation recomputation, in fp32 or bf16 mixed precision (dtype=bf16: bf16\n"
                  "weights and activations, fp32 gradients, master weights and AdamW states; on\n"
                  "the CPU, bf16 storage with fp32 arithmetic). Not run yet, and rejected\n"
-                 "before any work with the reason: fp8, compress, cp or MoE on CUDA, MoE with\n"
-                 "tp > 1, cp > 1, zero-bubble or ZeRO over expert replicas (dp > ep).\n\n"
+                 "before any work with the reason: fp8, compress, cp or MoE on CUDA, ZeRO over\n"
+                 "expert replicas (dp x cp > ep), moe_capacity with cp > 1.\n\n"
               << cli::FlagHelp(flags);
     return 0;
   }

@@ -236,7 +236,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   T* dn = nullptr;
   bool gathered2 = false;  // SP: w_in's and w_up's input is the re-gathered copy, not s.norm2
   if (w.router != nullptr) {  // an MoE layer (moe_block.h; no stash: the executor's rule)
-    CHECK(moe != nullptr && stash == nullptr) << "an MoE layer's backward needs its experts, no B/W split";
+    CHECK(moe != nullptr) << "an MoE layer's backward needs its experts";
     if (norm2 == nullptr) {
       SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.Gather(s.norm2.as<T>(), norm_in, d.n_local, c));
     } else {  // overlap_tp started the re-gather above: the experts need it at once
@@ -244,10 +244,12 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     }
     SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "mlp norm gradient"));
     SHARDSIM_RETURN_IF_ERROR(MoeBackward(ctx, d, moe->rank, w.router, dw.router, moe->experts, moe->grads, norm2,
-                                         s.moe, static_cast<const T*>(dout), dnorm_full.as<T>(), moe->aux_scale));
+                                         s.moe, static_cast<const T*>(dout), dnorm_full.as<T>(), moe->aux_scale,
+                                         stash));
     s.moe.Clear();
     gathered.Reset();
-    norm_in.Reset();
+    gathered2 = !norm_in.empty();
+    keep(norm_in);  // zero-bubble: the router's deferred weight gradient reads the gathered rows
     // f's backward: d(norm2) summed over the group (into this rank's rows with SP).
     dn = dnorm_full.as<T>();
     if (ctx.sp() && ctx.tp() > 1) {
@@ -405,8 +407,9 @@ void BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stas
                      const BlockWeights<float>& dw) {
   TypedKernels<T>& k = ctx.kt<T>();
   for (const WeightGradStash::Gemm& g : stash.gemms) {
-    k.LinearBackward(static_cast<const T*>(g.dout), static_cast<const T*>(g.in), nullptr, nullptr, dw.*g.weight,
-                     g.bias != nullptr ? dw.*g.bias : nullptr, d.n, g.k, g.m);
+    k.LinearBackward(static_cast<const T*>(g.dout), static_cast<const T*>(g.in), nullptr, nullptr,
+                     g.direct != nullptr ? g.direct : dw.*g.weight, g.bias != nullptr ? dw.*g.bias : nullptr,
+                     g.rows >= 0 ? g.rows : d.n, g.k, g.m);
   }
   const int64_t c = d.m->hidden;
   using G = BlockWeights<float>;

@@ -63,11 +63,13 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
 // `small` only when the layer's gradients are not there yet (ZeRO-2/3's bucket opens in W).
 struct WeightGradStash {
   struct Gemm {
-    float* BlockWeights<float>::*weight;  // the weight gradient it adds into
+    float* BlockWeights<float>::*weight;  // the weight gradient it adds into (null: `direct`)
     float* BlockWeights<float>::*bias;    // a column-parallel bias's, or null
-    const void* dout;                     // (n, m) T
-    const void* in;                       // (n, k) T
+    const void* dout;                     // (rows, m) T
+    const void* in;                       // (rows, k) T
     int64_t k = 0, m = 0;
+    int64_t rows = -1;                    // -1: the micro-batch's n (an expert's or a row range's otherwise)
+    float* direct = nullptr;              // an expert's weight gradient (outside the layer's bucket)
   };
   std::vector<Gemm> gemms;          // in the B pass's order
   std::vector<DeviceBuffer> keep;   // what the pointers above point into

@@ -42,8 +42,6 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
     no(l.cp > 1 && l.moe_capacity > 0, "cp=" + std::to_string(l.cp) +
                                            " with moe_capacity (an expert's capacity is counted over the whole sequence; "
                                            "the runtime routes each CP rank's tokens: use moe_capacity=0)");
-    no(SplitsWeightGradients(l), "schedule=" + ScheduleName(l.schedule) +
-                                     " with MoE layers (the experts' B/W split is not implemented in the runtime)");
     no(l.zero >= 1 && l.edp() > 1, "zero=" + std::to_string(l.zero) + " with experts replicated over dp x cp / ep = " +
                                        std::to_string(l.edp()) +
                                        " ranks (the runtime shards ZeRO only where each expert has one copy: ep = dp, cp = 1)");
@@ -576,7 +574,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
       // there (not sharded; under ZeRO-2/3 the bucket opens in W and they wait in the stash).
       const BlockWeights<float> small = zero_->shards_grads() ? BlockWeights<float>{} : zero_->LayerGrads(layer);
       SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, small, s.residual[i].template as<T>(),
-                                             s.saved[i], dres.template as<T>(), &s.stash[i]));
+                                             s.saved[i], dres.template as<T>(), &s.stash[i], moe ? &*moe : nullptr));
       zero_->Release(zero_->layer(layer));
     } else {
       SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, zero_->LayerGrads(layer),
@@ -635,6 +633,7 @@ Status TypedExecutor<T>::WeightGrad(int32_t mb, int32_t chunk) {
     BlockWeightGrad<T>(ctx_, dims_, s.stash[i], zero_->LayerGrads(layer));
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
+    if (last_mb && model_.IsMoeLayer(layer)) SHARDSIM_RETURN_IF_ERROR(IssueExpertReduction(layer));
   }
   SHARDSIM_RETURN_IF_ERROR(zero_->WaitReductions());
   ctx_.EndPass();

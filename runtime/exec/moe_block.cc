@@ -211,8 +211,16 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
 template <typename T>
 Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const T* router, float* drouter,
                    const std::vector<ExpertWeights<T>>& experts, const std::vector<ExpertWeights<float>>& dexperts,
-                   const T* x, MoeSaved& s, const T* dout, T* dx, double aux_scale) {
+                   const T* x, MoeSaved& s, const T* dout, T* dx, double aux_scale, WeightGradStash* stash) {
   const ModelSpec& m = *d.m;
+  // Zero-bubble: a weight gradient's GEMM deferred to the W pass (its operands kept there).
+  auto defer = [&](float* dw, float* BlockWeights<float>::*member, const T* gout, const T* in, int64_t rows,
+                   int64_t kk, int64_t mm) {
+    WeightGradStash::Gemm g{member, nullptr, gout, in, kk, mm};
+    g.rows = rows;
+    g.direct = dw;
+    stash->gemms.push_back(g);
+  };
   const int64_t n = d.n, c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
   const int64_t local = er.LocalExperts(m);
   const int64_t rows = Sum(s.recv_rows), sent = Sum(s.send_rows);
@@ -253,23 +261,32 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     T* di = dxin.as<T>() + at * c;
     ctx.mem().Copy(sc, a, re * f * static_cast<int64_t>(sizeof(T)));
     kt.ScaleRows(sc, s.weight.f() + at, re, f);
-    kt.LinearBackward(dy.as<T>() + at * c, sc, w.w_out, ds, dw.w_out, nullptr, re, f, c);
+    const T* gy = dy.as<T>() + at * c;
+    kt.LinearBackward(gy, sc, w.w_out, ds, stash == nullptr ? dw.w_out : nullptr, nullptr, re, f, c);
+    if (stash != nullptr) defer(dw.w_out, nullptr, gy, sc, re, f, c);
     // d weight = d(weighted activation) . activation; d activation = weight d(weighted).
     kt.RowDots(ds, a, dots.as<double>() + at, re, f);
     kt.ScaleRows(ds, s.weight.f() + at, re, f);
     if (swiglu) {
       T* du = dup.as<T>() + at * f;
       kt.SwigluBackward(ds, s.hidden.as<T>() + at * f, s.up.as<T>() + at * f, dh, du, re * f);
-      kt.LinearBackward(du, in, w.w_up, di, dw.w_up, nullptr, re, c, f);
+      kt.LinearBackward(du, in, w.w_up, di, stash == nullptr ? dw.w_up : nullptr, nullptr, re, c, f);
+      if (stash != nullptr) defer(dw.w_up, nullptr, du, in, re, c, f);
     } else {
       kt.GeluBackward(ds, s.hidden.as<T>() + at * f, dh, re * f);
     }
-    kt.LinearBackward(dh, in, w.w_in, di, dw.w_in, nullptr, re, c, f);
+    kt.LinearBackward(dh, in, w.w_in, di, stash == nullptr ? dw.w_in : nullptr, nullptr, re, c, f);
+    if (stash != nullptr) defer(dw.w_in, nullptr, dh, in, re, c, f);
     at += re;
+  }
+  dscaled.Reset();
+  if (stash != nullptr) {  // what the deferred GEMMs read
+    for (DeviceBuffer* b : {&dy, &scaled, &dhidden, &dup, &s.input}) {
+      if (!b->empty()) stash->keep.push_back(std::move(*b));
+    }
   }
   dy.Reset();
   scaled.Reset();
-  dscaled.Reset();
   dhidden.Reset();
   dup.Reset();
   // The inputs' gradients back to their tokens.
@@ -313,11 +330,15 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
   // it once. The router's weight gradient: from those rows under SP (summed over TP with the
   // norms'), else from all rows on every TP rank (replicated, whole).
   const int64_t lo = n * er.tp_rank / er.tp, hi = n * (er.tp_rank + 1) / er.tp;
-  if (er.tp == 1) {
+  const int64_t from = er.tp == 1 || !er.sp ? 0 : lo, to = er.tp == 1 || !er.sp ? n : hi;
+  if (stash != nullptr) {  // the router's weight gradient waits for W, with its operands
+    kt.LinearBackward(dl.as<T>() + lo * e_n, nullptr, router, dx + lo * c, nullptr, nullptr, hi - lo, c, e_n);
+    defer(nullptr, &BlockWeights<float>::router, dl.as<T>() + from * e_n, x + from * c, to - from, c, e_n);
+    stash->keep.push_back(std::move(dl));
+  } else if (er.tp == 1) {
     kt.LinearBackward(dl.as<T>(), x, router, dx, drouter, nullptr, n, c, e_n);
   } else {
     kt.LinearBackward(dl.as<T>() + lo * e_n, nullptr, router, dx + lo * c, nullptr, nullptr, hi - lo, c, e_n);
-    const int64_t from = er.sp ? lo : 0, to = er.sp ? hi : n;
     kt.LinearBackward(dl.as<T>() + from * e_n, x + from * c, nullptr, nullptr, drouter, nullptr, to - from, c, e_n);
   }
   return Status::Ok();
@@ -328,7 +349,7 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
                              const std::vector<ExpertWeights<T>>&, const T*, T*, MoeSaved&);                    \
   template Status MoeBackward(ExecContext&, const BlockDims&, const MoeRank&, const T*, float*,                 \
                               const std::vector<ExpertWeights<T>>&, const std::vector<ExpertWeights<float>>&,   \
-                              const T*, MoeSaved&, const T*, T*, double);
+                              const T*, MoeSaved&, const T*, T*, double, WeightGradStash*);
 SHARDSIM_INSTANTIATE_MOE_BLOCK(float)
 SHARDSIM_INSTANTIATE_MOE_BLOCK(Bf16)
 #undef SHARDSIM_INSTANTIATE_MOE_BLOCK

@@ -35,9 +35,12 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
 
 // dout (n, C) the output's gradient: adds into dx (n, C), drouter (E, C) and the local experts'
 // gradients; aux_scale weighs the load-balancing loss (the micro-batch's share of the batch).
+// With `stash` (zero-bubble's B pass) the experts' and the router's weight-gradient GEMMs are
+// deferred to it with the buffers they read (x, and s.input, must then stay alive until W).
 template <typename T>
 Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const T* router, float* drouter,
                    const std::vector<ExpertWeights<T>>& experts, const std::vector<ExpertWeights<float>>& dexperts,
-                   const T* x, MoeSaved& s, const T* dout, T* dx, double aux_scale);
+                   const T* x, MoeSaved& s, const T* dout, T* dx, double aux_scale,
+                   WeightGradStash* stash = nullptr);
 
 }  // namespace shardsim::runtime
