@@ -223,7 +223,10 @@ TEST(RuntimePricedCollectivesTest, ExpertParallel) {
                            "dp=2,ep=2,mbs=1,zero=3", "dp=2,ep=2,pp=2,mbs=1", "dp=4,ep=4,mbs=1,zero=2,dtype=bf16",
                            "tp=2,mbs=2", "tp=2,sp=on,mbs=2", "tp=2,sp=on,dp=2,ep=2,mbs=1", "cp=2,mbs=2",
                            "cp=2,dp=2,ep=2,mbs=1", "cp=2,dp=4,ep=2,mbs=1", "dp=2,ep=2,pp=2,mbs=1,schedule=zero-bubble",
-                           "dp=4,ep=2,pp=2,vpp=2,mbs=1,schedule=zb-v"}) {
+                           "dp=4,ep=2,pp=2,vpp=2,mbs=1,schedule=zb-v", "dp=4,ep=2,mbs=1,zero=1",
+                           "dp=4,ep=2,mbs=1,zero=1,overlap_dp=off", "dp=4,ep=2,mbs=1,zero=2", "dp=4,ep=2,mbs=1,zero=3",
+                           "dp=4,mbs=1,zero=3", "cp=2,dp=2,ep=2,mbs=1,zero=1",
+                           "dp=2,ep=2,pp=2,mbs=1,zero=2,schedule=zero-bubble"}) {
     ExpectSameCalls(testing::TinyMoeModel(32), spec);
   }
 }

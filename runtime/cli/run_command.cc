@@ -268,8 +268,8 @@ int Run(int argc, char** argv) {
                  "activation recomputation, in fp32 or bf16 mixed precision (dtype=bf16: bf16\n"
                  "weights and activations, fp32 gradients, master weights and AdamW states; on\n"
                  "the CPU, bf16 storage with fp32 arithmetic). Not run yet, and rejected\n"
-                 "before any work with the reason: fp8, compress, cp or MoE on CUDA, ZeRO over\n"
-                 "expert replicas (dp x cp > ep), moe_capacity with cp > 1.\n\n"
+                 "before any work with the reason: fp8, compress, cp or MoE on CUDA,\n"
+                 "moe_capacity with cp > 1.\n\n"
               << cli::FlagHelp(flags);
     return 0;
   }

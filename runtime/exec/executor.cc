@@ -42,9 +42,6 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
     no(l.cp > 1 && l.moe_capacity > 0, "cp=" + std::to_string(l.cp) +
                                            " with moe_capacity (an expert's capacity is counted over the whole sequence; "
                                            "the runtime routes each CP rank's tokens: use moe_capacity=0)");
-    no(l.zero >= 1 && l.edp() > 1, "zero=" + std::to_string(l.zero) + " with experts replicated over dp x cp / ep = " +
-                                       std::to_string(l.edp()) +
-                                       " ranks (the runtime shards ZeRO only where each expert has one copy: ep = dp, cp = 1)");
   }
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");
@@ -153,7 +150,7 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
   const bool shard_params = layout_.zero >= 3 && dp > 1;  // ZeRO-3's P_p
   const bool off = offloaded();  // ZeRO >= 1 with dp x cp > 1 (CheckLayout)
   zero_ = std::make_unique<ZeroBuckets<T>>(&ctx_, &shard_, layout_.zero, dp,
-                                           layout_.overlap_dp && layout_.zero >= 1);
+                                           layout_.overlap_dp && layout_.zero >= 1, layout_.edp());
   const int64_t states = zero_->StateSize();
   // ZeRO-1 reduce-scatters each bucket's dp x chunk floats from its first, up to dp - 1 past
   // the last bucket's end: dp floats of slack (zeroed with the gradients). Offloaded, ZeRO-2/3
@@ -414,12 +411,14 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
     const bool prefetch = PrefetchesZero3() && i + 1 < info.layers;  // the chunk's next layer
     SHARDSIM_RETURN_IF_ERROR(
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer + 1) : -1));
+    SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->experts(layer)));  // ZeRO-3, experts with replicas
     SHARDSIM_ASSIGN_OR_RETURN(s.residual[i + 1], ctx_.Alloc<T>(kAct, nl * c, "layer input"));
     const std::optional<MoeArgs<T>> moe = MoeOf(layer, /*grads=*/false);
     SHARDSIM_RETURN_IF_ERROR(BlockForward(ctx_, dims_, zero_->LayerParams(layer), s.residual[i].template as<T>(),
                                           s.residual[i + 1].template as<T>(), s.saved[i],
                                           layout_.recompute != Recompute::kSelective, moe ? &*moe : nullptr));
     zero_->Release(zero_->layer(layer));
+    zero_->Release(zero_->experts(layer));
     if (full) s.saved[i].Clear();  // only the layer's input is kept
   }
   if (info.has_head) {
@@ -558,7 +557,11 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     const bool prefetch = PrefetchesZero3() && i > 0;  // the next layer backward: layer - 1
     SHARDSIM_RETURN_IF_ERROR(
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer - 1) : -1));
+    SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->experts(layer)));
     if (!zb) SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
+    // The experts' bucket (ZeRO-2/3 with replicas) opens here even under zero-bubble: the B pass
+    // hands its deferred GEMMs the experts' gradient pointers; it is reduced after W.
+    if (zero_->experts(layer) >= 0) SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->experts(layer)));
     const BlockWeights<T> w = zero_->LayerParams(layer);
     const std::optional<MoeArgs<T>> moe = MoeOf(layer, /*grads=*/true);
     if (layout_.recompute == Recompute::kFull) {
@@ -576,12 +579,15 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
       SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, small, s.residual[i].template as<T>(),
                                              s.saved[i], dres.template as<T>(), &s.stash[i], moe ? &*moe : nullptr));
       zero_->Release(zero_->layer(layer));
+      zero_->Release(zero_->experts(layer));
     } else {
       SHARDSIM_RETURN_IF_ERROR(BlockBackward(ctx_, dims_, w, zero_->LayerGrads(layer),
                                              s.residual[i].template as<T>(), s.saved[i], dres.template as<T>(),
                                              nullptr, moe ? &*moe : nullptr));
       zero_->Release(zero_->layer(layer));
+      zero_->Release(zero_->experts(layer));
       SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
+      if (zero_->experts(layer) >= 0) SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->experts(layer), last_mb));
       if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
       if (last_mb && moe) SHARDSIM_RETURN_IF_ERROR(IssueExpertReduction(layer));
     }
@@ -632,6 +638,7 @@ Status TypedExecutor<T>::WeightGrad(int32_t mb, int32_t chunk) {
     SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
     BlockWeightGrad<T>(ctx_, dims_, s.stash[i], zero_->LayerGrads(layer));
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
+    if (zero_->experts(layer) >= 0) SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->experts(layer), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));
     if (last_mb && model_.IsMoeLayer(layer)) SHARDSIM_RETURN_IF_ERROR(IssueExpertReduction(layer));
   }
@@ -669,7 +676,7 @@ std::optional<MoeArgs<T>> TypedExecutor<T>::MoeOf(int64_t layer, bool grads) {
 
 template <typename T>
 Status TypedExecutor<T>::IssueExpertReduction(int64_t layer) {
-  if (layout_.edp() == 1) return Status::Ok();  // no replicas
+  if (layout_.edp() == 1 || layout_.zero >= 1) return Status::Ok();  // no replicas, or the experts' bucket
   const auto it = expert_ranges_.find(layer);
   CHECK(it != expert_ranges_.end()) << "layer " << layer << " has no experts on this rank";
   const int64_t begin = it->second.first, end = it->second.second;
@@ -684,7 +691,7 @@ Status TypedExecutor<T>::IssueExpertReduction(int64_t layer) {
 template <typename T>
 bool TypedExecutor<T>::CountsOnce(int64_t offset) const {
   Collectives& comm = backend_->comm();
-  if (offset >= experts_begin_) return comm.rank(Group::kEdp) == 0;
+  if (offset >= experts_begin_) return layout_.zero >= 1 || comm.rank(Group::kEdp) == 0;
   return layout_.zero >= 1 || comm.rank(Group::kDp) == 0;
 }
 

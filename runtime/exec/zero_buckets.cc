@@ -16,6 +16,7 @@ namespace {
 // The global layer of a tensor, or -1 for the embeddings and -2 for the final norm and head.
 int64_t BucketId(const std::string& name) {
   if (name.rfind("blocks.", 0) == 0) return std::stoll(name.substr(7, name.find('.', 7) - 7));
+  if (IsExpertParam(name)) return -3 - std::stoll(name.substr(8, name.find('.', 8) - 8));  // experts.<layer>.
   return name.rfind("embed.", 0) == 0 ? -1 : -2;
 }
 
@@ -25,7 +26,7 @@ constexpr int64_t kFloat = static_cast<int64_t>(sizeof(float));
 
 template <typename T>
 ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp,
-                            bool overlap)
+                            bool overlap, int64_t edp)
     : ctx_(ctx),
       shard_(shard),
       bucketed_(zero >= 1 && dp > 1),
@@ -43,8 +44,9 @@ ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, 
     }
   }
   if (!bucketed_) return;
+  shards_experts_ = edp > 1 && experts_begin_ < shard->layout().total_size();
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].offset >= experts_begin_) break;  // the experts: no bucket
+    if (tensors[i].offset >= experts_begin_ && !shards_experts_) break;  // the experts: whole, no bucket
     const int64_t id = BucketId(tensors[i].name);
     if (layer_of_.empty() || layer_of_.back() != id) {
       CHECK(std::find(layer_of_.begin(), layer_of_.end(), id) == layer_of_.end())
@@ -52,6 +54,12 @@ ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, 
       layer_of_.push_back(id);
       Bucket bucket;
       bucket.begin = bucket.end = tensors[i].offset;
+      if (id <= -3) {  // a layer's experts, over their replicas
+        bucket.group = Group::kEdp;
+        bucket.replicas = edp;
+      } else {
+        bucket.replicas = dp;
+      }
       buckets_.push_back(std::move(bucket));
     }
     buckets_.back().end = tensors[i].offset + tensors[i].size();
@@ -65,14 +73,18 @@ ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, 
     if (layer_of_[b] == -1) embedding_ = static_cast<int>(b);
     if (layer_of_[b] == -2) head_ = static_cast<int>(b);
   }
-  const int64_t r = ctx_->comm().rank(Group::kDp);
   state_size_ = 0;
   for (Bucket& k : buckets_) {
-    k.chunk = (k.size() + dp_ - 1) / dp_;
+    const int64_t r = ctx_->comm().rank(k.group);
+    k.chunk = (k.size() + k.replicas - 1) / k.replicas;
     k.own_begin = std::min(k.begin + r * k.chunk, k.end);
     k.own_end = std::min(k.begin + (r + 1) * k.chunk, k.end);
     k.base = state_size_;
     state_size_ += k.chunk;
+  }
+  if (shards_experts_) {  // the experts are buckets too: no whole region
+    experts_begin_ = shard->layout().total_size();
+    return;
   }
   experts_base_ = state_size_;
   state_size_ += shard->layout().total_size() - experts_begin_;
@@ -103,6 +115,12 @@ template <typename T>
 int ZeroBuckets<T>::layer(int64_t global_layer) const {
   if (global_layer < 0) return -1;
   const auto it = std::find(layer_of_.begin(), layer_of_.end(), global_layer);
+  return it == layer_of_.end() ? -1 : static_cast<int>(it - layer_of_.begin());
+}
+
+template <typename T>
+int ZeroBuckets<T>::experts(int64_t global_layer) const {
+  const auto it = std::find(layer_of_.begin(), layer_of_.end(), -3 - global_layer);
   return it == layer_of_.end() ? -1 : static_cast<int>(it - layer_of_.begin());
 }
 
@@ -170,7 +188,7 @@ Status ZeroBuckets<T>::Gather(int b, int also) {
     if (i < 0 || !buckets_[i].params.empty()) continue;
     Bucket& k = buckets_[i];
     SHARDSIM_ASSIGN_OR_RETURN(
-        k.params, ctx_->template Alloc<T>(MemoryKind::kOther, dp_ * k.chunk, "ZeRO-3 gathered parameters"));
+        k.params, ctx_->template Alloc<T>(MemoryKind::kOther, k.replicas * k.chunk, "ZeRO-3 gathered parameters"));
     const T* mine = params_ + k.base;
     DeviceBuffer up;
     if (params_on_host_) {  // this rank's part up from host memory first (its padding zero)
@@ -184,8 +202,8 @@ Status ZeroBuckets<T>::Gather(int b, int also) {
     }
     // Rank r's chunk lands at r x chunk: the bucket in order, then padding.
     SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(
-        Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kElem),
-        [&] { return ctx_->comm().AllGather(Group::kDp, mine, k.params.template as<T>(), k.chunk); }));
+        Phase::kDpComm, static_cast<double>(k.replicas * k.chunk * kElem),
+        [&] { return ctx_->comm().AllGather(k.group, mine, k.params.template as<T>(), k.chunk); }));
   }
   return Status::Ok();
 }
@@ -199,8 +217,8 @@ template <typename T>
 Status ZeroBuckets<T>::OpenGrads(int b) {
   CHECK(!shards_grads_ || b >= 0) << "no such bucket";
   if (!shards_grads_ || !buckets_[b].grads.empty()) return Status::Ok();
-  SHARDSIM_ASSIGN_OR_RETURN(buckets_[b].grads, ctx_->Zeros(MemoryKind::kGradients, dp_ * buckets_[b].chunk,
-                                                           "gradient bucket"));
+  SHARDSIM_ASSIGN_OR_RETURN(buckets_[b].grads, ctx_->Zeros(MemoryKind::kGradients,
+                                                           buckets_[b].replicas * buckets_[b].chunk, "gradient bucket"));
   return Status::Ok();
 }
 
@@ -217,17 +235,17 @@ Status ZeroBuckets<T>::ReduceGrads(int b, bool last_microbatch) {
   SHARDSIM_RETURN_IF_ERROR(SumPartialOverTp(k, k.grads.f()));
   // This rank's chunk of the sum over DP, added into its gradient shard.
   SHARDSIM_ASSIGN_OR_RETURN(k.reduced, ctx_->Alloc(MemoryKind::kOther, k.chunk, "reduced chunk"));
-  const double bytes = static_cast<double>(dp_ * k.chunk * kFloat);
+  const double bytes = static_cast<double>(k.replicas * k.chunk * kFloat);
   if (!overlap_) {
     SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, bytes, [&] {
-      return ctx_->comm().ReduceScatterSum(Group::kDp, k.grads.f(), k.reduced.f(), k.chunk);
+      return ctx_->comm().ReduceScatterSum(k.group, k.grads.f(), k.reduced.f(), k.chunk);
     }));
     return CompleteReduction(b);
   }
   // Issued (timed as communication, as ZeRO-1's), then the bucket before it completed: it has
   // had this bucket's backward to finish in.
   SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, bytes, [&]() -> Status {
-    SHARDSIM_ASSIGN_OR_RETURN(k.pending, ctx_->comm().IreduceScatterSum(Group::kDp, k.grads.f(), k.reduced.f(), k.chunk));
+    SHARDSIM_ASSIGN_OR_RETURN(k.pending, ctx_->comm().IreduceScatterSum(k.group, k.grads.f(), k.reduced.f(), k.chunk));
     return Status::Ok();
   }));
   SHARDSIM_RETURN_IF_ERROR(WaitReductions());
@@ -288,15 +306,15 @@ Status ZeroBuckets<T>::IssueReduction(int b, bool blocking) {
   // bucket's floats (or the buffer's slack), only read, whose sums land in the padding of the
   // last rank's chunk and are never used.
   const float* in = grads_ + k.begin;
-  const double bytes = static_cast<double>(dp_ * k.chunk * kFloat);
+  const double bytes = static_cast<double>(k.replicas * k.chunk * kFloat);
   if (blocking) {
     return ctx_->Comm(Phase::kDpComm, bytes, [&] {
-      return ctx_->comm().ReduceScatterSum(Group::kDp, in, k.reduced.f(), k.chunk);
+      return ctx_->comm().ReduceScatterSum(k.group, in, k.reduced.f(), k.chunk);
     });
   }
   // Issuing is timed as communication (it is, on a host backend, where MPI copies eagerly).
   return ctx_->Comm(Phase::kDpComm, bytes, [&]() -> Status {
-    SHARDSIM_ASSIGN_OR_RETURN(k.pending, ctx_->comm().IreduceScatterSum(Group::kDp, in, k.reduced.f(), k.chunk));
+    SHARDSIM_ASSIGN_OR_RETURN(k.pending, ctx_->comm().IreduceScatterSum(k.group, in, k.reduced.f(), k.chunk));
     return Status::Ok();
   });
 }
@@ -333,12 +351,12 @@ Status ZeroBuckets<T>::AllGatherParams() {
   for (const Bucket& k : buckets_) {
     DeviceBuffer chunk, all;
     SHARDSIM_ASSIGN_OR_RETURN(chunk, ctx_->template Zeros<T>(MemoryKind::kOther, k.chunk, "parameter chunk"));
-    SHARDSIM_ASSIGN_OR_RETURN(all, ctx_->template Alloc<T>(MemoryKind::kOther, dp_ * k.chunk, "parameter all-gather"));
+    SHARDSIM_ASSIGN_OR_RETURN(all, ctx_->template Alloc<T>(MemoryKind::kOther, k.replicas * k.chunk, "parameter all-gather"));
     if (k.own_begin < k.own_end) {
       ctx_->mem().Copy(chunk.template as<T>(), params_ + k.own_begin, (k.own_end - k.own_begin) * kElem);
     }
-    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(dp_ * k.chunk * kElem), [&] {
-      return ctx_->comm().AllGather(Group::kDp, chunk.template as<T>(), all.template as<T>(), k.chunk);
+    SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(k.replicas * k.chunk * kElem), [&] {
+      return ctx_->comm().AllGather(k.group, chunk.template as<T>(), all.template as<T>(), k.chunk);
     }));
     ctx_->mem().Copy(params_ + k.begin, all.template as<T>(), k.size() * kElem);
   }

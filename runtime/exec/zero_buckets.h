@@ -28,10 +28,12 @@
 // the fp32 master copy is the executor's, sharded as the optimizer states); gradients are fp32.
 // Under ZeRO 0 (or dp = 1) nothing is bucketed: the accessors point into the whole buffers
 // and the bucket operations do nothing, so the executor calls them unconditionally.
-// An MoE model's experts (the flat buffer's last range, param_layout.h) are in no bucket: the
-// runtime shards ZeRO only where every expert sits on one DP rank (dp = ep, the executor's
-// rule), so this rank owns its experts whole; their state follows the buckets' in the sharded
-// state, and their parameters and gradients are never gathered or reduced here.
+// An MoE model's experts (the flat buffer's last range, param_layout.h): with replicas
+// (Layout::edp > 1) each MoE layer's local experts are a bucket of their own, sharded, reduced
+// and gathered over Group::kEdp as the other buckets are over Group::kDp (Megatron-Core's
+// distributed optimizer keeps experts in a buffer over the expert-data-parallel group; FSDP
+// with EP shards them over it). Without replicas they are in no bucket: this rank owns its
+// experts whole, their state after the buckets', never gathered or reduced here.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +56,8 @@ class ZeroBuckets {
   // padded flat buffer or, where this stage shards it, the StateSize() elements of this rank's
   // chunks. All pointers must outlive this object.
   // `overlap`: the layout's overlap_dp (ZeRO-1's reductions issued during the backward pass).
-  ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp, bool overlap);
+  // dp: the dense weights' replicas (DP x CP); edp: an expert's (Layout::edp).
+  ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, int64_t dp, bool overlap, int64_t edp = 1);
   // The persistent buffers, once allocated (StateSize() floats where sharded).
   void Bind(T* params, float* grads) {
     params_ = params;
@@ -89,6 +92,7 @@ class ZeroBuckets {
   int64_t StateIndex(int64_t offset) const;
 
   bool bucketed() const { return bucketed_; }            // ZeRO >= 1 with dp > 1
+  bool shards_experts() const { return shards_experts_; }  // ... and experts with replicas
   bool shards_grads() const { return shards_grads_; }    // ZeRO >= 2 with dp > 1
   bool shards_params() const { return shards_params_; }  // ZeRO 3 with dp > 1
 
@@ -96,6 +100,7 @@ class ZeroBuckets {
   int embedding() const { return embedding_; }
   int head() const { return head_; }
   int layer(int64_t global_layer) const;
+  int experts(int64_t global_layer) const;  // an MoE layer's experts' bucket (shards_experts)
   int BucketOf(int64_t offset) const;  // the bucket holding flat-buffer element `offset`
 
   // Pointers to element `offset` of the rank's flat buffer: the whole buffer, or the bucket's
@@ -146,6 +151,8 @@ class ZeroBuckets {
     DeviceBuffer reduced;         // ZeRO-1, or 2/3 with overlap: this rank's chunk of the DP
                                   // sum, kOther
     int64_t pending = -1;         // the reduce-scatter's handle while in flight
+    Group group = Group::kDp;     // its replicas: kDp (DP x CP), or kEdp for a layer's experts
+    int64_t replicas = 1;         // that group's size
     int64_t size() const { return end - begin; }
   };
   // ZeRO-1: bucket b's TP sum and DP reduce-scatter, non-blocking or not.
@@ -160,6 +167,7 @@ class ZeroBuckets {
   ExecContext* ctx_;
   const RankShard* shard_;
   bool bucketed_ = false, shards_grads_ = false, shards_params_ = false, overlap_ = false;
+  bool shards_experts_ = false;
   int64_t dp_ = 1;
   int64_t state_size_ = 0;
   int64_t experts_begin_ = 0;  // the experts' range [experts_begin_, total): whole, unbucketed
@@ -171,7 +179,7 @@ class ZeroBuckets {
   float* host_grads_ = nullptr;        // offload: the gradient shard, in host memory
   bool params_on_host_ = false;        // offload=optimizer+params: params_ is host memory
   std::vector<Bucket> buckets_;    // in flat-buffer order
-  std::vector<int64_t> layer_of_;  // per bucket: global layer, or -1 (embeddings), -2 (head)
+  std::vector<int64_t> layer_of_;  // per bucket: global layer, -1 (embeddings), -2 (head), -3 - layer (experts)
   int embedding_ = -1, head_ = -1;
   int in_flight_ = -1;  // ZeRO-2/3 with overlap: the bucket whose reduce-scatter is in flight
 };

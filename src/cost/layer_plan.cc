@@ -422,14 +422,23 @@ class PassBuilder {
   }
 
   bool Zero3() const { return l_.zero == 3 && l_.dp_cp() > 1; }
+  // An MoE layer's experts are sharded over their replicas (ZeRO >= 1 with edp > 1): one bucket
+  // of their own, reduced and gathered over GroupKind::kEdp as the layer's bucket is over kDp
+  // (Megatron-Core's distributed optimizer keeps the experts in a buffer of their own over the
+  // expert-data-parallel group; FSDP with EP shards them over it).
+  bool ShardsExperts() const { return l_.zero >= 1 && l_.edp() > 1; }
+  bool GathersExperts(const LayerCost& c) const {
+    return l_.zero == 3 && l_.edp() > 1 && c.plan->expert_params > 0;
+  }
 
-  // One layer's forward (or its recomputation, with `gather` its ZeRO-3 gather issued by the
-  // backward, -1 for none). Returns the last task.
+  // One layer's forward (or its recomputation, with `gather` and `expert_gather` its ZeRO-3
+  // gathers issued by the backward, -1 for none). Returns the last task.
   int32_t LayerForward(const LayerCost& c, int32_t prev, int32_t layer, bool recompute,
-                       int32_t gather = -1);
-  // ZeRO-3's gather of a unit for a pass: after the compute `window` back in the pass (the
-  // prefetch window), or after `prev` without prefetch.
-  int32_t GatherUnit(double params, Pass pass, int32_t layer, int32_t prev);
+                       int32_t gather = -1, int32_t expert_gather = -1);
+  // ZeRO-3's gather of a unit for a pass (over `group`: kDp, or kEdp for a layer's experts):
+  // after the compute `window` back in the pass (the prefetch window), or after `prev` without
+  // prefetch.
+  int32_t GatherUnit(double params, Pass pass, int32_t layer, int32_t prev, GroupKind group = GroupKind::kDp);
   // ZeRO-3: the head's unit gathered for a pass, and with a tied table on this stage the
   // embedding's unit too; the gathers are appended to `deps`.
   void GatherHead(Pass pass, int32_t prev, std::vector<int32_t>& deps);
@@ -486,7 +495,8 @@ class PassBuilder {
   std::vector<int32_t> done_;       // compute ends of the pass's layers, in pass order (ZeRO-3)
 };
 
-int32_t PassBuilder::GatherUnit(double params, Pass pass, int32_t layer, int32_t prev) {
+int32_t PassBuilder::GatherUnit(double params, Pass pass, int32_t layer, int32_t prev, GroupKind group) {
+  const double replicas = static_cast<double>(group == GroupKind::kEdp ? l_.edp() : l_.dp_cp());
   // With prefetch the gather waits only for the compute `depth + 1` layers back to release its
   // buffer (or nothing, early in the pass: it may start during the previous pass).
   std::vector<int32_t> deps;
@@ -500,14 +510,14 @@ int32_t PassBuilder::GatherUnit(double params, Pass pass, int32_t layer, int32_t
     // ZeRO-Infinity's offload_param: this rank's partition of the unit is in host memory and
     // goes up before each gather (stage3's partitioned parameters swapped in per fetch), on the
     // offload stream; the all-gather waits for it.
-    TaskSpec up = CollTask(Collective::kAllGather, GroupKind::kDp, 0, Stream::kOffload, Category::kOffload,
+    TaskSpec up = CollTask(Collective::kAllGather, group, 0, Stream::kOffload, Category::kOffload,
                            pass, true, layer);
     up.kind = TaskKind::kHostTransfer;
-    up.bytes = params / static_cast<double>(l_.dp_cp()) * c_.state.weights;
+    up.bytes = params / replicas * c_.state.weights;
     deps = {Add(up, "parameters to device", deps)};
   }
-  return Coll("zero-3 parameter all-gather", Collective::kAllGather, GroupKind::kDp,
-              params * c_.state.weights, Stream::kDp, Category::kDp, pass, layer, deps);
+  return Coll(group == GroupKind::kEdp ? "zero-3 expert all-gather" : "zero-3 parameter all-gather",
+              Collective::kAllGather, group, params * c_.state.weights, Stream::kDp, Category::kDp, pass, layer, deps);
 }
 
 void PassBuilder::GatherHead(Pass pass, int32_t prev, std::vector<int32_t>& deps) {
@@ -519,11 +529,12 @@ void PassBuilder::GatherHead(Pass pass, int32_t prev, std::vector<int32_t>& deps
 }
 
 int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t layer, bool recompute,
-                                  int32_t gather) {
+                                  int32_t gather, int32_t expert_gather) {
   const Category cat = recompute ? Category::kRecompute : Category::kCompute;
   const Pass pass = recompute ? Pass::kRecompute : Pass::kForward;
   const std::string tag = recompute ? " recompute" : " forward";
   if (Zero3() && !recompute) gather = GatherUnit(c.plan->params, pass, layer, prev);
+  if (GathersExperts(c) && !recompute) expert_gather = GatherUnit(c.plan->expert_params, pass, layer, prev, GroupKind::kEdp);
   int32_t t = TpBefore(prev, pass, layer);
   std::vector<int32_t> deps = TakeJoins(t);
   deps.push_back(gather);
@@ -542,11 +553,12 @@ int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t laye
     t = Compute("router" + tag, c.mlp_pre.fwd, c.mlp_pre.flops, cat, pass, layer, deps);
     t = Coll("ep all-to-all dispatch", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
              Category::kEp, pass, layer, {t});
-    t = Compute("experts" + tag, c.mlp.fwd, c.mlp.flops, cat, pass, layer, {t});
+    t = Compute("experts" + tag, c.mlp.fwd, c.mlp.flops, cat, pass, layer, {t, expert_gather});
     t = Coll("ep all-to-all combine", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
              Category::kEp, pass, layer, {t});
     t = Compute("mlp residual" + tag, c.mlp_post.fwd, 0, cat, pass, layer, {t});
   } else {
+    deps.push_back(expert_gather);
     t = Compute("mlp" + tag, c.mlp_pre.fwd + c.mlp.fwd + c.mlp_post.fwd,
                 c.mlp_pre.flops + c.mlp.flops, cat, pass, layer, deps);
   }
@@ -616,8 +628,10 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     const int32_t layer = static_cast<int32_t>(k);
     // ZeRO-3: the layer's parameters, for its recomputation (if any) and its backward.
     const int32_t gather = Zero3() ? GatherUnit(c.plan->params, Pass::kBackward, layer, t) : -1;
+    const int32_t expert_gather =
+        GathersExperts(c) ? GatherUnit(c.plan->expert_params, Pass::kBackward, layer, t, GroupKind::kEdp) : -1;
     if (l_.recompute == Recompute::kFull) {
-      t = LayerForward(c, t, layer, true, gather);
+      t = LayerForward(c, t, layer, true, gather, expert_gather);
       out_->tasks[LastCompute()].memory_delta += c.plan->full_saved_bytes;
     }
     // Backward compute: zero-bubble leaves the weight-gradient half for the W pass.
@@ -653,6 +667,7 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
                Category::kEp, Pass::kBackward, layer, deps);
       deps = {t};
     }
+    deps.push_back(expert_gather);
     t = Compute("mlp backward", mlp_b - mlp_w, 2 * (c.mlp_pre.flops + c.mlp.flops) - mlp_w_flops,
                 Category::kCompute, Pass::kBackward, layer, deps);
     if (c.plan->moe && l_.ep > 1) {
@@ -733,11 +748,22 @@ void PassBuilder::WeightGrad(const ModelChunk& chunk, bool last_mb) {
 void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t layer, bool last_mb) {
   if (l_.dp_cp() == 1) return;
   const double gb = c_.state.gradients / l_.grad_compression;
-  // Expert gradients: an all-reduce over the expert-data-parallel group, per layer, once.
-  if (last_mb && u.expert > 0 && l_.edp() > 1) {
-    out_->step_deps.push_back(Coll("expert gradient all-reduce", Collective::kAllReduce, GroupKind::kEdp,
-                                   u.expert * gb, Stream::kDp, Category::kDp, Pass::kBackward, layer,
-                                   {producer}));
+  // Expert gradients, each MoE layer's a bucket of their own over their replicas (kEdp), as the
+  // layer's are over kDp: ZeRO-0 all-reduces them once; ZeRO-1 reduce-scatters them once,
+  // during the last backward with overlap_dp and after it without; ZeRO-2/3 every micro-batch.
+  if (u.expert > 0 && l_.edp() > 1 && (last_mb || l_.zero >= 2)) {
+    const bool rs = l_.zero >= 1;
+    TaskSpec e = CollTask(rs ? Collective::kReduceScatter : Collective::kAllReduce, GroupKind::kEdp, u.expert * gb,
+                          Stream::kDp, Category::kDp, Pass::kBackward, false, layer);
+    const std::string name = rs ? "expert gradient reduce-scatter" : "expert gradient all-reduce";
+    if (l_.zero == 1 && !l_.overlap_dp) {
+      e.name = Name(name);
+      out_->deferred.emplace_back(e, producer);
+    } else {
+      const int32_t reduce = Add(e, name, {producer});
+      out_->step_deps.push_back(reduce);
+      if (l_.zero >= 2 && !l_.overlap_dp) joins_.push_back(reduce);
+    }
   }
   bucket_.params += u.params;
   bucket_.replicated += u.replicated;
@@ -848,6 +874,13 @@ void PassBuilder::Tail() {
                        Category::kDp, Pass::kStep, false, -1),
               "dp parameter all-gather", {step});
           bucket = 0;
+        }
+        // Each MoE layer's experts, gathered over their replicas.
+        for (const Unit& u : units) {
+          if (u.expert <= 0 || !ShardsExperts()) continue;
+          Add(CollTask(Collective::kAllGather, GroupKind::kEdp, u.expert * c_.state.weights, Stream::kDp,
+                       Category::kDp, Pass::kStep, false, -1),
+              "expert parameter all-gather", {step});
         }
       }
     }

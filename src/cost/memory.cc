@@ -314,8 +314,21 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   const StateBytes sb = StateBytesPerParam(l.dtype);
   const double t = static_cast<double>(l.tp);
   // One rank's share of a unit (as ParamsOnStage): a dense layer, the embeddings (vocabulary
-  // split over TP, positions replicated), the final norm + LM head.
-  const double layer = DenseLayerParamsOnRank(m, l);
+  // split over TP, positions replicated), the final norm + LM head. An MoE layer's units are its
+  // dense part (attention, norms, router, shared experts) and, where the experts have replicas
+  // (edp > 1), its local experts' bucket, open and gathered with it (the runtime's ZeroBuckets;
+  // Megatron-Core's expert buffers): `layer` is the largest a layer's backward holds, `next` the
+  // largest the prefetch of the next layer's dense unit brings.
+  double layer = DenseLayerParamsOnRank(m, l), next = layer;
+  if (m.moe) {
+    const double moe_dense = AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams()) +
+                             static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l);
+    const double moe_experts =
+        l.edp() > 1 ? static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t : 0;
+    const bool dense_layers = m.MoeLayerCount() < m.layers;
+    layer = dense_layers ? std::max(layer, moe_dense + moe_experts) : moe_dense + moe_experts;
+    next = dense_layers ? std::max(next, moe_dense) : moe_dense;
+  }
   const double positions =
       m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0;
   const double embed = static_cast<double>(m.vocab * m.hidden) / t + positions;
@@ -362,9 +375,8 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   // ZeRO-3 parameters: the running layer's, plus with prefetch the next one's (the runtime
   // prefetches within a model chunk, so a one-layer chunk holds one); the head's weights
   // (with the tied table) around the head's passes.
-  const double resident =
-      std::min<double>(1 + static_cast<double>(ZeroPrefetchDepth(l, layer)), static_cast<double>(chunk_layers));
-  z.layer_params = resident * layer * sb.weights;
+  const bool prefetches = ZeroPrefetchDepth(l, layer) > 0 && chunk_layers >= 2;
+  z.layer_params = (layer + (prefetches ? next : 0)) * sb.weights;
   // live_params below one layer: parameters are gathered module by module and released after
   // use, at most live_params of them (DeepSpeed's partitioned_param_coordinator.py with
   // stage3_max_live_parameters), but always the module running (its largest tensor).
