@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/backend/bf16.h"
+#include "runtime/backend/fp8.h"
 #include "src/model/model_spec.h"
 #include "src/util/status.h"
 
@@ -237,6 +238,39 @@ class TypedKernels {
   virtual void RowDots(const T* a, const T* b, double* out, int64_t rows, int64_t c) = 0;
 };
 
+// fp8 GEMMs as Transformer Engine runs them under dtype=fp8 (runtime/backend/fp8.h: E4M3 weights
+// and activations, E5M2 gradients, current scaling). A tensor's codes and the factor that turns
+// their values back into the tensor's.
+struct Fp8Tensor {
+  const uint8_t* codes = nullptr;
+  float scale_inv = 1;
+  Fp8Format format = Fp8Format::kE4M3;
+};
+
+class Fp8Kernels {
+ public:
+  virtual ~Fp8Kernels() = default;
+  // The largest magnitude of x's `count` elements (0 for none), for current scaling's factor
+  // (Fp8Scale), taken over all the tensors one TE module quantizes as one.
+  virtual float Amax(const Bf16* x, int64_t count) = 0;
+  // x (rows, cols) times `scale`, converted: codes (rows, cols) and, when `transposed` is not
+  // null, the codes of x^T (cols, rows) (TE's cast-transpose, which the backward's GEMMs read).
+  // Either output may be null.
+  virtual void Quantize(const Bf16* x, int64_t rows, int64_t cols, Fp8Format format, float scale, uint8_t* codes,
+                        uint8_t* transposed) = 0;
+  // (n, m) = the sum over `terms` of a (n, k) . b (m, k)^T, the codes' values multiplied and
+  // summed in fp32 and each term times its two scale_inv: written into out_bf16 (rounded once;
+  // `bias` (m) and, when `accumulate`, what is there added first), or added into out_f32,
+  // whichever is not null. Several terms: one TE module's fused GEMM over the concatenation
+  // of its projections (Q, K and V's input gradients into one tensor).
+  struct Product {
+    Fp8Tensor a, b;
+    int64_t k = 0;
+  };
+  virtual void Gemm(const std::vector<Product>& terms, int64_t n, int64_t m, Bf16* out_bf16, bool accumulate,
+                    float* out_f32, const Bf16* bias) = 0;
+};
+
 // All of a backend's kernels: one TypedKernels per storage type, and the fp32-only ones
 // (optimizer, norms of gradients, the loss's log-sum-exp, the master-to-working-copy cast).
 class Kernels {
@@ -244,6 +278,8 @@ class Kernels {
   virtual ~Kernels() = default;
   virtual TypedKernels<float>& f32() = 0;
   virtual TypedKernels<Bf16>& bf16() = 0;
+  // The fp8 GEMMs, or null where the backend has none (the executor then refuses dtype=fp8).
+  virtual Fp8Kernels* fp8() { return nullptr; }
   template <typename T>
   TypedKernels<T>& of();
 

@@ -267,9 +267,10 @@ int Run(int argc, char** argv) {
                  "accumulation, offload of the optimizer (and parameters) to the host and\n"
                  "activation recomputation, in fp32 or bf16 mixed precision (dtype=bf16: bf16\n"
                  "weights and activations, fp32 gradients, master weights and AdamW states; on\n"
-                 "the CPU, bf16 storage with fp32 arithmetic). Not run yet, and rejected\n"
-                 "before any work with the reason: fp8, compress, cp or MoE on CUDA,\n"
-                 "moe_capacity with cp > 1.\n\n"
+                 "the CPU, bf16 storage with fp32 arithmetic), or bf16 with Transformer\n"
+                 "Engine's GEMMs in fp8 (dtype=fp8, CPU backend: E4M3 / E5M2, current\n"
+                 "scaling). Not run yet, and rejected before any work with the reason:\n"
+                 "compress, fp8_params, fp8, cp or MoE on CUDA, moe_capacity with cp > 1.\n\n"
               << cli::FlagHelp(flags);
     return 0;
   }

@@ -9,6 +9,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/cpu/cpu_bf16_kernels.h"
+#include "runtime/cpu/cpu_fp8_kernels.h"
 #include "runtime/cpu/rope.h"
 
 namespace shardsim::runtime {
@@ -21,6 +22,7 @@ class CpuKernels : public Kernels, public TypedKernels<float> {
 
   TypedKernels<float>& f32() override { return *this; }
   TypedKernels<Bf16>& bf16() override { return bf16_; }
+  Fp8Kernels* fp8() override { return &fp8_; }
 
   // TypedKernels<float>.
   // Token ids outside [vocab_begin, vocab_begin + vocab) belong to another TP rank: zero rows.
@@ -94,6 +96,7 @@ class CpuKernels : public Kernels, public TypedKernels<float> {
 
   std::map<std::pair<int64_t, double>, RopeTable<float>> rope_;  // by head_dim and base
   CpuBf16Kernels bf16_;                       // widens to this object's fp32 kernels
+  CpuFp8Kernels fp8_;
 };
 
 }  // namespace shardsim::runtime

@@ -4,6 +4,7 @@
 
 #include "runtime/exec/attention_core.h"
 #include "runtime/exec/moe_block.h"
+#include "runtime/exec/te_gemm.h"
 
 #include <utility>
 #include <vector>
@@ -21,7 +22,7 @@ Status RowParallel(ExecContext& ctx, const BlockDims& d, const T* in, const T* w
   const int64_t c = d.m->hidden;
   DeviceBuffer tmp;
   SHARDSIM_ASSIGN_OR_RETURN(T* partial, ctx.PartialTarget(out, tmp, d.n_local, c));
-  ctx.kt<T>().LinearForward(in, w, nullptr, partial, d.n, k, c);
+  SHARDSIM_RETURN_IF_ERROR(TeForward<T>(ctx, in, d.n, k, {{w, nullptr, partial, c}}));
   SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(partial, out, d.n_local, c));
   if (bias != nullptr) ctx.kt<T>().AddRowBias(out, bias, d.n_local, c);
   ctx.kt<T>().Add(out, residual, d.n_local * c);
@@ -53,10 +54,12 @@ StatusOr<T*> ColumnParallelBackwardOverlapped(ExecContext& ctx, const BlockDims&
                                               const T* in, int64_t gather, T* din_full,
                                               DeviceBuffer& rows, const char* rows_what) {
   const int64_t c = d.m->hidden;
-  TypedKernels<T>& k = ctx.kt<T>();
+  std::vector<TeGrad<T>> data, weight;
   for (const ColumnProj<T>& p : projs) {
-    k.LinearBackward(p.dout, nullptr, p.w, din_full, nullptr, nullptr, d.n, c, p.m);
+    data.push_back({p.dout, p.w, nullptr, nullptr, p.m});
+    weight.push_back({p.dout, p.w, p.dw, p.db, p.m});
   }
+  SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, data, static_cast<const T*>(nullptr), din_full, d.n, c));
   SHARDSIM_RETURN_IF_ERROR(ctx.FinishGather(gather));
   T* dn = din_full;
   if (ctx.sp()) {
@@ -65,9 +68,7 @@ StatusOr<T*> ColumnParallelBackwardOverlapped(ExecContext& ctx, const BlockDims&
   }
   int64_t reduce = -1;
   SHARDSIM_RETURN_IF_ERROR(ctx.StartReduce(din_full, dn, d.n_local, c, &reduce));
-  for (const ColumnProj<T>& p : projs) {
-    k.LinearBackward(p.dout, in, p.w, nullptr, p.dw, p.db, d.n, c, p.m);
-  }
+  SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, weight, in, static_cast<T*>(nullptr), d.n, c));
   SHARDSIM_RETURN_IF_ERROR(ctx.FinishReduce(reduce));
   return dn;
 }
@@ -99,9 +100,8 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   SHARDSIM_RETURN_IF_ERROR(alloc(s.q, d.n * qd, "queries"));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.k, d.n * kvd, "keys"));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.v, d.n * kvd, "values"));
-  k.LinearForward(in, w.wq, w.bq, s.q.as<T>(), d.n, c, qd);
-  k.LinearForward(in, w.wk, w.bk, s.k.as<T>(), d.n, c, kvd);
-  k.LinearForward(in, w.wv, w.bv, s.v.as<T>(), d.n, c, kvd);
+  SHARDSIM_RETURN_IF_ERROR(TeForward<T>(
+      ctx, in, d.n, c, {{w.wq, w.bq, s.q.as<T>(), qd}, {w.wk, w.bk, s.k.as<T>(), kvd}, {w.wv, w.bv, s.v.as<T>(), kvd}}));
   gathered.Reset();
   RopeQueriesKeys(ctx, d, s.q.as<T>(), s.k.as<T>(), /*backward=*/false);
   SHARDSIM_RETURN_IF_ERROR(AttentionCoreForward<T>(ctx, d, s, keep_probs));
@@ -127,10 +127,13 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   SHARDSIM_ASSIGN_OR_RETURN(in, ctx.Gather(s.norm2.as<T>(), gathered, d.n_local, c));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.hidden, d.n * f, "mlp hidden"));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.act, d.n * f, "mlp activation"));
-  k.LinearForward(in, w.w_in, w.b_in, s.hidden.as<T>(), d.n, c, f);
+  std::vector<TeProj<T>> fc1 = {{w.w_in, w.b_in, s.hidden.as<T>(), f}};
   if (m.activation == Activation::kSwiglu) {
     SHARDSIM_RETURN_IF_ERROR(alloc(s.up, d.n * f, "mlp up projection"));
-    k.LinearForward(in, w.w_up, w.b_up, s.up.as<T>(), d.n, c, f);
+    fc1.push_back({w.w_up, w.b_up, s.up.as<T>(), f});
+  }
+  SHARDSIM_RETURN_IF_ERROR(TeForward(ctx, in, d.n, c, fc1));  // linear_fc1: gate and up, one module
+  if (m.activation == Activation::kSwiglu) {
     k.SwigluForward(s.hidden.as<T>(), s.up.as<T>(), s.act.as<T>(), d.n * f);
   } else {
     k.GeluForward(s.hidden.as<T>(), s.act.as<T>(), d.n * f);
@@ -260,7 +263,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   } else {
   DeviceBuffer dact, dhidden, dup;
   SHARDSIM_RETURN_IF_ERROR(zeros(dact, d.n * f, "mlp activation gradient"));
-  k.LinearBackward(dout, s.act.as<T>(), w.w_out, dact.as<T>(), dw.w_out, nullptr, d.n, f, c);
+  SHARDSIM_RETURN_IF_ERROR(TeBackward<T>(ctx, {{dout, w.w_out, dw.w_out, nullptr, c}}, s.act.as<T>(), dact.as<T>(), d.n, f));
   if (dw.b_out != nullptr) k.AddColumnSums(dresid, dw.b_out, d.n_local, c);
   if (stash != nullptr) {
     SHARDSIM_ASSIGN_OR_RETURN(dout, Keep(ctx, d, dout, gathered, *stash));
@@ -294,15 +297,18 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     dhidden.Reset();
     norm_in.Reset();
   } else {
-    if (!dup.empty()) {
-      k.LinearBackward(dup.as<T>(), norm2, w.w_up, dnorm_full.as<T>(), dw.w_up, dw.b_up, d.n, c, f);
-      if (stash != nullptr) defer(&G::w_up, &G::b_up, dup.as<T>(), norm2, c, f);
-      keep(dup);
-      s.up.Reset();
-    }
+    // linear_fc1's backward (up, then gate): what the activation's backward read is done with.
     dact.Reset();
-    k.LinearBackward(dhidden.as<T>(), norm2, w.w_in, dnorm_full.as<T>(), dw.w_in, dw.b_in, d.n, c, f);
-    if (stash != nullptr) defer(&G::w_in, &G::b_in, dhidden.as<T>(), norm2, c, f);
+    s.up.Reset();
+    std::vector<TeGrad<T>> fc1;
+    if (!dup.empty()) fc1.push_back({dup.as<T>(), w.w_up, dw.w_up, dw.b_up, f});
+    fc1.push_back({dhidden.as<T>(), w.w_in, dw.w_in, dw.b_in, f});
+    SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, fc1, norm2, dnorm_full.as<T>(), d.n, c));
+    if (stash != nullptr) {
+      if (!dup.empty()) defer(&G::w_up, &G::b_up, dup.as<T>(), norm2, c, f);
+      defer(&G::w_in, &G::b_in, dhidden.as<T>(), norm2, c, f);
+    }
+    keep(dup);
     keep(dhidden);
     s.hidden.Reset();
     gathered2 = !norm_in.empty();
@@ -336,7 +342,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   }
   DeviceBuffer dattn, dq, dk, dv;
   SHARDSIM_RETURN_IF_ERROR(zeros(dattn, d.n * qd, "attention output gradient"));
-  k.LinearBackward(dout, s.attn.as<T>(), w.wo, dattn.as<T>(), dw.wo, nullptr, d.n, qd, c);
+  SHARDSIM_RETURN_IF_ERROR(TeBackward<T>(ctx, {{dout, w.wo, dw.wo, nullptr, c}}, s.attn.as<T>(), dattn.as<T>(), d.n, qd));
   if (dw.bo != nullptr) k.AddColumnSums(dresid, dw.bo, d.n_local, c);
   if (stash != nullptr) {
     SHARDSIM_ASSIGN_OR_RETURN(dout, Keep(ctx, d, dout, gathered, *stash));
@@ -373,9 +379,11 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     dv.Reset();
     norm_in.Reset();
   } else {
-    k.LinearBackward(dq.as<T>(), norm1, w.wq, dnorm_full.as<T>(), dw.wq, dw.bq, d.n, c, qd);
-    k.LinearBackward(dk.as<T>(), norm1, w.wk, dnorm_full.as<T>(), dw.wk, dw.bk, d.n, c, kvd);
-    k.LinearBackward(dv.as<T>(), norm1, w.wv, dnorm_full.as<T>(), dw.wv, dw.bv, d.n, c, kvd);
+    SHARDSIM_RETURN_IF_ERROR(TeBackward<T>(ctx,
+                                           {{dq.as<T>(), w.wq, dw.wq, dw.bq, qd},
+                                            {dk.as<T>(), w.wk, dw.wk, dw.bk, kvd},
+                                            {dv.as<T>(), w.wv, dw.wv, dw.bv, kvd}},
+                                           norm1, dnorm_full.as<T>(), d.n, c));
     if (stash != nullptr) {
       defer(&G::wq, &G::bq, dq.as<T>(), norm1, c, qd);
       defer(&G::wk, &G::bk, dk.as<T>(), norm1, c, kvd);
@@ -403,13 +411,30 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
 }
 
 template <typename T>
-void BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stash,
+Status BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stash,
                      const BlockWeights<float>& dw) {
   TypedKernels<T>& k = ctx.kt<T>();
-  for (const WeightGradStash::Gemm& g : stash.gemms) {
-    k.LinearBackward(static_cast<const T*>(g.dout), static_cast<const T*>(g.in), nullptr, nullptr,
-                     g.direct != nullptr ? g.direct : dw.*g.weight, g.bias != nullptr ? dw.*g.bias : nullptr,
-                     g.rows >= 0 ? g.rows : d.n, g.k, g.m);
+  // One TE module's GEMMs at a time: consecutive ones over the same input (Q, K and V; up and
+  // gate), which share their output gradients' scale under fp8.
+  for (size_t i = 0; i < stash.gemms.size();) {
+    const WeightGradStash::Gemm& first = stash.gemms[i];
+    const int64_t rows = first.rows >= 0 ? first.rows : d.n;
+    auto dweight = [&](const WeightGradStash::Gemm& g) { return g.direct != nullptr ? g.direct : dw.*g.weight; };
+    if (!first.te) {
+      k.LinearBackward(static_cast<const T*>(first.dout), static_cast<const T*>(first.in), nullptr, nullptr,
+                       dweight(first), first.bias != nullptr ? dw.*first.bias : nullptr, rows, first.k, first.m);
+      ++i;
+      continue;
+    }
+    std::vector<TeGrad<T>> module;
+    size_t j = i;
+    for (; j < stash.gemms.size(); ++j) {
+      const WeightGradStash::Gemm& g = stash.gemms[j];
+      if (!g.te || g.in != first.in || g.rows != first.rows || g.k != first.k) break;
+      module.push_back({static_cast<const T*>(g.dout), nullptr, dweight(g), g.bias != nullptr ? dw.*g.bias : nullptr, g.m});
+    }
+    SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, module, static_cast<const T*>(first.in), static_cast<T*>(nullptr), rows, first.k));
+    i = j;
   }
   const int64_t c = d.m->hidden;
   using G = BlockWeights<float>;
@@ -419,6 +444,7 @@ void BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stas
     if (dw.*small[i] != nullptr) ctx.k().f32().Add(dw.*small[i], stash.small.f() + i * c, c);
   }
   stash = WeightGradStash();
+  return Status::Ok();
 }
 
 #define SHARDSIM_INSTANTIATE_BLOCK(T)                                                        \
@@ -427,7 +453,7 @@ void BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stas
   template Status BlockBackward(ExecContext&, const BlockDims&, const BlockWeights<T>&,          \
                                 const BlockWeights<float>&, const T*, BlockSaved&, T*,           \
                                 WeightGradStash*, const MoeArgs<T>*);                            \
-  template void BlockWeightGrad<T>(ExecContext&, const BlockDims&, WeightGradStash&,             \
+  template Status BlockWeightGrad<T>(ExecContext&, const BlockDims&, WeightGradStash&,             \
                                    const BlockWeights<float>&);
 SHARDSIM_INSTANTIATE_BLOCK(float)
 SHARDSIM_INSTANTIATE_BLOCK(Bf16)

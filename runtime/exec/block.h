@@ -70,6 +70,7 @@ struct WeightGradStash {
     int64_t k = 0, m = 0;
     int64_t rows = -1;                    // -1: the micro-batch's n (an expert's or a row range's otherwise)
     float* direct = nullptr;              // an expert's weight gradient (outside the layer's bucket)
+    bool te = true;                       // a Transformer Engine module's (te_gemm.h); the router's is not
   };
   std::vector<Gemm> gemms;          // in the B pass's order
   std::vector<DeviceBuffer> keep;   // what the pointers above point into
@@ -92,7 +93,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
 // Zero-bubble's W pass of one layer: the stash's GEMMs, in B's order, and its small gradients,
 // added into dw. Frees the stash.
 template <typename T>
-void BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stash,
+Status BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& stash,
                      const BlockWeights<float>& dw);
 
 }  // namespace shardsim::runtime

@@ -32,6 +32,10 @@ class ExecContext {
   // re-gather of their input (StartGather) run under GEMMs. The forward's TP collectives stay
   // blocking (on asks for them hidden too; run_command.cc warns).
   bool overlap_tp() const { return overlap_tp_ && tp_ > 1; }
+  // dtype=fp8: the Transformer Engine modules' GEMMs run in fp8 (te_gemm.h; the storage type
+  // is then Bf16, and the backend has Fp8Kernels).
+  bool fp8() const { return fp8_; }
+  void set_fp8(bool on) { fp8_ = on; }
 
   // The storage type T's kernels (float, or Bf16 under mixed precision).
   template <typename T>
@@ -116,6 +120,7 @@ class ExecContext {
   int64_t tp_;
   bool sp_;
   bool overlap_tp_;
+  bool fp8_ = false;
   Timeline* timeline_;
   bool in_pass_ = false;
   Phase compute_ = Phase::kForward;

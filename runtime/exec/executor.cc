@@ -43,8 +43,9 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
                                            " with moe_capacity (an expert's capacity is counted over the whole sequence; "
                                            "the runtime routes each CP rank's tokens: use moe_capacity=0)");
   }
-  no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16,
-     "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32 or bf16 mixed precision)");
+  no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16 && l.dtype != DType::kFp8,
+     "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32, bf16 mixed precision or bf16 with fp8 GEMMs)");
+  no(l.fp8_params, "fp8_params=on (the runtime keeps bf16 weights and quantizes them for each GEMM: fp8_params=off)");
   no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
   no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +
                                " (the runtime reduces one bucket per layer, the embeddings and the head: bucket_params=0)");
@@ -76,6 +77,7 @@ TypedExecutor<T>::TypedExecutor(const ModelSpec& m, const Layout& l, Backend* ba
       shard_(std::move(shard)),
       opt_(opt),
       ctx_(backend, l.tp, l.sp && l.tp > 1, timeline, l.overlap_tp != TpOverlap::kOff) {
+  ctx_.set_fp8(l.dtype == DType::kFp8);
   dims_.m = &shard_.local_model();
   dims_.b = l.mbs;
   dims_.t = m.seq_len / l.cp;  // this rank's tokens of each sequence (context_parallel.h)
@@ -122,7 +124,11 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
   SHARDSIM_ASSIGN_OR_RETURN(RankShard shard,
                             RankShard::Create(m, l, comm.rank(Group::kTp), comm.rank(Group::kPp),
                                               comm.rank(Group::kEp)));
-  if (l.dtype == DType::kBf16) {
+  if (l.dtype == DType::kFp8 && backend->kernels().fp8() == nullptr) {
+    return Status::Error("dtype=fp8: the " + std::string(backend->name()) +
+                         " backend has no fp8 GEMMs yet (the CPU backend has: runtime/cpu/cpu_fp8_kernels.h)");
+  }
+  if (l.dtype == DType::kBf16 || l.dtype == DType::kFp8) {  // fp8: bf16 storage, fp8 GEMMs (te_gemm.h)
     auto e = std::make_unique<TypedExecutor<Bf16>>(m, l, backend, std::move(shard), opt, timeline);
     SHARDSIM_RETURN_IF_ERROR(e->Allocate(seed));
     return std::unique_ptr<Executor>(std::move(e));
@@ -636,7 +642,7 @@ Status TypedExecutor<T>::WeightGrad(int32_t mb, int32_t chunk) {
     const int64_t layer = info.first_layer + i;
     ctx_.SetLayer(static_cast<int32_t>(layer));
     SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
-    BlockWeightGrad<T>(ctx_, dims_, s.stash[i], zero_->LayerGrads(layer));
+    SHARDSIM_RETURN_IF_ERROR(BlockWeightGrad<T>(ctx_, dims_, s.stash[i], zero_->LayerGrads(layer)));
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
     if (zero_->experts(layer) >= 0) SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->experts(layer), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(layer));

@@ -6,6 +6,8 @@
 // computes the received counts and the regrouping itself.
 #include "runtime/exec/moe_block.h"
 
+#include "runtime/exec/te_gemm.h"
+
 #include <algorithm>
 
 #include "src/util/check.h"
@@ -179,11 +181,12 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
     T* h = s.hidden.as<T>() + at * f;
     T* a = s.act.as<T>() + at * f;
     const T* in = s.input.as<T>() + at * c;
-    kt.LinearForward(in, w.w_in, nullptr, h, re, c, f);
+    // The grouped fc1 (gate and up: one weight per expert, as TEGroupedLinear keeps it).
+    std::vector<TeProj<T>> fc1 = {{w.w_in, nullptr, h, f}};
+    if (swiglu) fc1.push_back({w.w_up, nullptr, s.up.as<T>() + at * f, f});
+    SHARDSIM_RETURN_IF_ERROR(TeForward(ctx, in, re, c, fc1));
     if (swiglu) {
-      T* u = s.up.as<T>() + at * f;
-      kt.LinearForward(in, w.w_up, nullptr, u, re, c, f);
-      kt.SwigluForward(h, u, a, re * f);
+      kt.SwigluForward(h, s.up.as<T>() + at * f, a, re * f);
     } else {
       kt.GeluForward(h, a, re * f);
     }
@@ -191,7 +194,7 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
     T* sc = scaled.as<T>() + at * f;
     ctx.mem().Copy(sc, a, re * f * static_cast<int64_t>(sizeof(T)));
     kt.ScaleRows(sc, s.weight.f() + at, re, f);
-    kt.LinearForward(sc, w.w_out, nullptr, y.as<T>() + at * c, re, f, c);
+    SHARDSIM_RETURN_IF_ERROR(TeForward<T>(ctx, sc, re, f, {{w.w_out, nullptr, y.as<T>() + at * c, c}}));
     at += re;
   }
   scaled.Reset();
@@ -262,21 +265,26 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     ctx.mem().Copy(sc, a, re * f * static_cast<int64_t>(sizeof(T)));
     kt.ScaleRows(sc, s.weight.f() + at, re, f);
     const T* gy = dy.as<T>() + at * c;
-    kt.LinearBackward(gy, sc, w.w_out, ds, stash == nullptr ? dw.w_out : nullptr, nullptr, re, f, c);
+    SHARDSIM_RETURN_IF_ERROR(
+        TeBackward<T>(ctx, {{gy, w.w_out, stash == nullptr ? dw.w_out : nullptr, nullptr, c}}, sc, ds, re, f));
     if (stash != nullptr) defer(dw.w_out, nullptr, gy, sc, re, f, c);
     // d weight = d(weighted activation) . activation; d activation = weight d(weighted).
     kt.RowDots(ds, a, dots.as<double>() + at, re, f);
     kt.ScaleRows(ds, s.weight.f() + at, re, f);
+    T* du = swiglu ? dup.as<T>() + at * f : nullptr;
     if (swiglu) {
-      T* du = dup.as<T>() + at * f;
       kt.SwigluBackward(ds, s.hidden.as<T>() + at * f, s.up.as<T>() + at * f, dh, du, re * f);
-      kt.LinearBackward(du, in, w.w_up, di, stash == nullptr ? dw.w_up : nullptr, nullptr, re, c, f);
-      if (stash != nullptr) defer(dw.w_up, nullptr, du, in, re, c, f);
     } else {
       kt.GeluBackward(ds, s.hidden.as<T>() + at * f, dh, re * f);
     }
-    kt.LinearBackward(dh, in, w.w_in, di, stash == nullptr ? dw.w_in : nullptr, nullptr, re, c, f);
-    if (stash != nullptr) defer(dw.w_in, nullptr, dh, in, re, c, f);
+    std::vector<TeGrad<T>> fc1;  // up, then gate
+    if (swiglu) fc1.push_back({du, w.w_up, stash == nullptr ? dw.w_up : nullptr, nullptr, f});
+    fc1.push_back({dh, w.w_in, stash == nullptr ? dw.w_in : nullptr, nullptr, f});
+    SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, fc1, in, di, re, c));
+    if (stash != nullptr) {
+      if (swiglu) defer(dw.w_up, nullptr, du, in, re, c, f);
+      defer(dw.w_in, nullptr, dh, in, re, c, f);
+    }
     at += re;
   }
   dscaled.Reset();
@@ -334,6 +342,7 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
   if (stash != nullptr) {  // the router's weight gradient waits for W, with its operands
     kt.LinearBackward(dl.as<T>() + lo * e_n, nullptr, router, dx + lo * c, nullptr, nullptr, hi - lo, c, e_n);
     defer(nullptr, &BlockWeights<float>::router, dl.as<T>() + from * e_n, x + from * c, to - from, c, e_n);
+    stash->gemms.back().te = false;  // a torch linear, 16-bit under fp8
     stash->keep.push_back(std::move(dl));
   } else if (er.tp == 1) {
     kt.LinearBackward(dl.as<T>(), x, router, dx, drouter, nullptr, n, c, e_n);

@@ -68,12 +68,16 @@ double PredictedPeak(const SimResult& sim, int stage) {
   return -1;
 }
 
-// The layout of `text` with the test's defaults; "dtype=bf16" in it selects mixed precision.
-// cpu-host lists no bf16 rate (its GEMMs are fp32), so the simulator, which checks the dtype
-// against the device, is given one: only memory is compared here.
+// The layout of `text` with the test's defaults; "dtype=bf16" or "dtype=fp8" in it selects
+// mixed precision. cpu-host lists no bf16 or fp8 rate (its GEMMs are fp32), so the simulator,
+// which checks the dtype against the device, is given one: only memory is compared here.
 StatusOr<Layout> Parse(const std::string& text, HardwareSpec& hw) {
-  const bool bf16 = text.find("dtype=bf16") != std::string::npos;
-  if (bf16) hw.gpu.peak_flops[DType::kBf16] = hw.gpu.peak_flops.at(DType::kFp32);
+  bool bf16 = false;
+  for (DType d : {DType::kBf16, DType::kFp8}) {
+    if (text.find("dtype=" + DTypeName(d)) == std::string::npos) continue;
+    bf16 = true;
+    hw.gpu.peak_flops[d] = hw.gpu.peak_flops.at(DType::kFp32);
+  }
   const bool flash = text.find("attention=flash") != std::string::npos;
   return ParseLayout(text + ",gbs=8" + (flash ? "" : ",attention=unfused") + (bf16 ? "" : ",dtype=fp32"));
 }
