@@ -148,15 +148,16 @@ TEST(TeGemm, OneWeightScalePerModule) {
   ctx.set_fp8(true);
   const std::vector<Bf16> in = Bf16s({1}), w1 = Bf16s({1}), w2 = Bf16s({0.6f});
   std::vector<Bf16> y1(1), y2(1);
-  ASSERT_TRUE(TeForward<Bf16>(ctx, in.data(), 1, 1, {{w1.data(), nullptr, y1.data(), 1}, {w2.data(), nullptr, y2.data(), 1}})
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeQkv, in.data(), 1, 1,
+                              {{w1.data(), nullptr, y1.data(), 1}, {w2.data(), nullptr, y2.data(), 1}})
                   .ok());
   EXPECT_EQ(ToFloat(y1[0]), 1.0f);
   EXPECT_EQ(ToFloat(y2[0]), 0.5703125f);
-  ASSERT_TRUE(TeForward<Bf16>(ctx, in.data(), 1, 1, {{w2.data(), nullptr, y2.data(), 1}}).ok());
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeProj, in.data(), 1, 1, {{w2.data(), nullptr, y2.data(), 1}}).ok());
   EXPECT_EQ(ToFloat(y2[0]), 0.6015625f);
   // Without fp8 the same call is the bf16 GEMM: 0.6015625 as well.
   ctx.set_fp8(false);
-  ASSERT_TRUE(TeForward<Bf16>(ctx, in.data(), 1, 1, {{w2.data(), nullptr, y2.data(), 1}}).ok());
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeFc1, in.data(), 1, 1, {{w2.data(), nullptr, y2.data(), 1}}).ok());
   EXPECT_EQ(ToFloat(y2[0]), 0.6015625f);
 }
 
@@ -174,7 +175,7 @@ TEST(TeGemm, BackwardSharesTheOutputGradientScale) {
   const std::vector<Bf16> d1 = Bf16s({1}), d2 = Bf16s({0.6f});
   std::vector<Bf16> din = Bf16s({0});
   float dw1 = 0, dw2 = 0, db2 = 0;
-  ASSERT_TRUE(TeBackward<Bf16>(ctx, {{d1.data(), w1.data(), &dw1, nullptr, 1}, {d2.data(), w2.data(), &dw2, &db2, 1}},
+  ASSERT_TRUE(TeBackward<Bf16>(ctx, kTeQkv, {{d1.data(), w1.data(), &dw1, nullptr, 1}, {d2.data(), w2.data(), &dw2, &db2, 1}},
                                in.data(), din.data(), 1, 1)
                   .ok());
   EXPECT_EQ(ToFloat(din[0]), 1.328125f);
@@ -182,10 +183,88 @@ TEST(TeGemm, BackwardSharesTheOutputGradientScale) {
   EXPECT_NEAR(dw1, 1.0f, 1e-6);
   EXPECT_NEAR(dw2, 4.0f / 7, 1e-6);
   EXPECT_EQ(db2, 0.6015625f);
-  // The transient codes, 1 byte an element, are freed: nothing is left. At the widest moment
-  // both output gradients' codes and transposes (4 bytes) and both weights' transposes (2).
-  EXPECT_EQ(backend.memory().current().total(), 0);
-  EXPECT_EQ(backend.memory().peak_bytes(), 6);
+  // The transient codes, 1 byte an element, are freed; the module's cached weights stay:
+  // codes and transpose of both, 4 bytes. At the widest moment, the weight gradients, also
+  // both output gradients' codes and transposes (4 bytes) and the input's transpose (1).
+  EXPECT_EQ(backend.memory().current().total(), 4);
+  EXPECT_EQ(backend.memory().peak_bytes(), 9);
+}
+
+// Projections given in another order than the forward's name their place (TeGrad::slot): the
+// cached weight each output gradient multiplies is its own. The module above, forward first
+// (w1, w2), then the backward listing w2's gradient first: din = 1.328125 as above. Read in
+// the listed order instead, d2 would meet w1 and d1 w2: 0.5714 + 0.5714 = 1.1428.
+TEST(TeGemm, BackwardReadsTheForwardsOrder) {
+  CpuBackend backend(std::make_unique<LocalCollectives>());
+  ExecContext ctx(&backend, 1, false, nullptr);
+  ctx.set_fp8(true);
+  const std::vector<Bf16> in = Bf16s({1}), w1 = Bf16s({1}), w2 = Bf16s({0.6f});
+  std::vector<Bf16> y1(1), y2(1);
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeFc1, in.data(), 1, 1,
+                              {{w1.data(), nullptr, y1.data(), 1}, {w2.data(), nullptr, y2.data(), 1}})
+                  .ok());
+  const std::vector<Bf16> d1 = Bf16s({1}), d2 = Bf16s({0.6f});
+  std::vector<Bf16> din = Bf16s({0});
+  ASSERT_TRUE(TeBackward<Bf16>(ctx, kTeFc1,
+                               {{d2.data(), w2.data(), nullptr, nullptr, 1, 1}, {d1.data(), w1.data(), nullptr, nullptr, 1, 0}},
+                               static_cast<const Bf16*>(nullptr), din.data(), 1, 1)
+                  .ok());
+  EXPECT_EQ(ToFloat(din[0]), 1.328125f);
+}
+
+// The weights are quantized at a module's first use in a step and reused after (TE's
+// is_first_microbatch): a weight changed within the step is not seen until the next. in = [[1]],
+// w = [[1]] -> y = 1; w set to 0.5 -> y still 1 (the cached codes); NewStep -> 0.5.
+TEST(TeGemm, WeightsQuantizedOncePerStep) {
+  CpuBackend backend(std::make_unique<LocalCollectives>());
+  ExecContext ctx(&backend, 1, false, nullptr);
+  ctx.set_fp8(true);
+  ctx.SetLayer(3);
+  const std::vector<Bf16> in = Bf16s({1});
+  std::vector<Bf16> w = Bf16s({1}), y(1);
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeFc2, in.data(), 1, 1, {{w.data(), nullptr, y.data(), 1}}).ok());
+  EXPECT_EQ(ToFloat(y[0]), 1.0f);
+  w[0] = ToBf16(0.5f);
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeFc2, in.data(), 1, 1, {{w.data(), nullptr, y.data(), 1}}).ok());
+  EXPECT_EQ(ToFloat(y[0]), 1.0f);
+  ctx.fp8_weights().NewStep();
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeFc2, in.data(), 1, 1, {{w.data(), nullptr, y.data(), 1}}).ok());
+  EXPECT_EQ(ToFloat(y[0]), 0.5f);
+  // Another layer's module of the same place is another cache entry.
+  ctx.SetLayer(4);
+  w[0] = ToBf16(2.0f);
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeFc2, in.data(), 1, 1, {{w.data(), nullptr, y.data(), 1}}).ok());
+  EXPECT_EQ(ToFloat(y[0]), 2.0f);
+}
+
+// A saved input's codes give the weight gradient the bf16 input gives (the same tensor, the
+// same scale). in (2, 2) = [[1, -3], [0.25, 2]]: amax 3, scale 448/3; kept rows [1, 2): 0.25
+// and 2 quantized: 2 x 448/3 = 298.67 -> 288 (steps of 32), 0.25 x 448/3 = 37.33 -> 36 (steps of
+// 4): 1 x 2 = 2 codes, scale_inv 3/448. All rows kept: both ways of the weight gradient agree
+// bitwise.
+TEST(TeGemm, SavedCodesAreTheInputsQuantization) {
+  CpuBackend backend(std::make_unique<LocalCollectives>());
+  ExecContext ctx(&backend, 1, false, nullptr);
+  ctx.set_fp8(true);
+  const std::vector<Bf16> in = Bf16s({1, -3, 0.25f, 2}), w = Bf16s({1, 1});
+  std::vector<Bf16> y(2);
+  Fp8Saved row1, all;
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeQkv, in.data(), 2, 2, {{w.data(), nullptr, y.data(), 1}}, {&row1, 1, 1}).ok());
+  ASSERT_EQ(row1.codes.bytes(), 2);
+  EXPECT_EQ(FromFp8(row1.codes.as<uint8_t>()[0], kE4M3), 36.0f);
+  EXPECT_EQ(FromFp8(row1.codes.as<uint8_t>()[1], kE4M3), 288.0f);
+  EXPECT_EQ(row1.scale_inv, 1.0f / (448.0f / 3.0f));
+  ASSERT_TRUE(TeForward<Bf16>(ctx, kTeQkv, in.data(), 2, 2, {{w.data(), nullptr, y.data(), 1}}, {&all, 0, 2}).ok());
+  const std::vector<Bf16> dout = Bf16s({0.5f, -1});
+  std::vector<float> dw_codes(2, 0), dw_values(2, 0);
+  ASSERT_TRUE(TeBackward<Bf16>(ctx, kTeQkv, {{dout.data(), w.data(), dw_codes.data(), nullptr, 1}},
+                               TeIn<Bf16>(all.codes.as<uint8_t>(), all.scale_inv), nullptr, 2, 2)
+                  .ok());
+  ASSERT_TRUE(
+      TeBackward<Bf16>(ctx, kTeQkv, {{dout.data(), w.data(), dw_values.data(), nullptr, 1}}, in.data(), nullptr, 2, 2)
+          .ok());
+  EXPECT_EQ(dw_codes, dw_values);
+  EXPECT_NE(dw_codes[0], 0.0f);
 }
 
 }  // namespace

@@ -463,7 +463,7 @@ TEST_F(CheckLayoutTest, ReturnsEveryReasonAtOnce) {
   const std::vector<std::string> expected = {
       "= 1020 but 1024 GPUs",
       "tp=5 does not divide heads=96",
-      "tp=5 and kv_heads=96: neither divides the other",
+      "tp=5 does not divide kv_heads=96",
       "tp=5 does not divide ffn_hidden=49152",
       "schedule=interleaved needs vpp >= 2",
       "schedule=interleaved needs pp >= 2",

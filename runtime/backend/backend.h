@@ -258,6 +258,9 @@ class Fp8Kernels {
   // Either output may be null.
   virtual void Quantize(const Bf16* x, int64_t rows, int64_t cols, Fp8Format format, float scale, uint8_t* codes,
                         uint8_t* transposed) = 0;
+  // codes (rows, cols) -> their transpose (cols, rows): a saved fp8 input's rows, gathered,
+  // made the weight gradient's operand.
+  virtual void Transpose(const uint8_t* codes, int64_t rows, int64_t cols, uint8_t* out) = 0;
   // (n, m) = the sum over `terms` of a (n, k) . b (m, k)^T, the codes' values multiplied and
   // summed in fp32 and each term times its two scale_inv: written into out_bf16 (rounded once;
   // `bias` (m) and, when `accumulate`, what is there added first), or added into out_f32,

@@ -39,6 +39,12 @@ void CpuFp8Kernels::Quantize(const Bf16* x, int64_t rows, int64_t cols, Fp8Forma
   }
 }
 
+void CpuFp8Kernels::Transpose(const uint8_t* codes, int64_t rows, int64_t cols, uint8_t* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) out[j * rows + i] = codes[i * cols + j];
+  }
+}
+
 void CpuFp8Kernels::Gemm(const std::vector<Product>& terms, int64_t n, int64_t m, Bf16* out_bf16, bool accumulate,
                          float* out_f32, const Bf16* bias) {
   CHECK((out_bf16 == nullptr) != (out_f32 == nullptr)) << "an fp8 GEMM writes bf16 or adds into fp32";

@@ -17,6 +17,7 @@ class CpuFp8Kernels final : public Fp8Kernels {
   float Amax(const Bf16* x, int64_t count) override;
   void Quantize(const Bf16* x, int64_t rows, int64_t cols, Fp8Format format, float scale, uint8_t* codes,
                 uint8_t* transposed) override;
+  void Transpose(const uint8_t* codes, int64_t rows, int64_t cols, uint8_t* out) override;
   void Gemm(const std::vector<Product>& terms, int64_t n, int64_t m, Bf16* out_bf16, bool accumulate,
             float* out_f32, const Bf16* bias) override;
 };

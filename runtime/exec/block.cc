@@ -6,6 +6,7 @@
 #include "runtime/exec/moe_block.h"
 #include "runtime/exec/te_gemm.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -17,16 +18,49 @@ constexpr MemoryKind kWork = MemoryKind::kOther;
 
 // out (n_local, C) = g(in (n, k) w^T) + bias + residual.
 template <typename T>
-Status RowParallel(ExecContext& ctx, const BlockDims& d, const T* in, const T* w,
-                   const T* bias, int64_t k, const T* residual, T* out) {
+Status RowParallel(ExecContext& ctx, const BlockDims& d, int32_t module, const T* in, const T* w,
+                   const T* bias, int64_t k, const T* residual, T* out, Fp8Saved* save) {
   const int64_t c = d.m->hidden;
   DeviceBuffer tmp;
   SHARDSIM_ASSIGN_OR_RETURN(T* partial, ctx.PartialTarget(out, tmp, d.n_local, c));
-  SHARDSIM_RETURN_IF_ERROR(TeForward<T>(ctx, in, d.n, k, {{w, nullptr, partial, c}}));
+  SHARDSIM_RETURN_IF_ERROR(TeForward<T>(ctx, module, in, d.n, k, {{w, nullptr, partial, c}}, {save, 0, d.n}));
   SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(partial, out, d.n_local, c));
   if (bias != nullptr) ctx.kt<T>().AddRowBias(out, bias, d.n_local, c);
   ctx.kt<T>().Add(out, residual, d.n_local * c);
   return Status::Ok();
+}
+
+// Under fp8, a column-parallel module's saved input: this rank's rows of the gathered input
+// (all of them without SP), as TE keeps its local fp8 input and re-gathers it in backward.
+TeSave OwnRows(ExecContext& ctx, const BlockDims& d, Fp8Saved* to) {
+  if (!ctx.fp8()) return {};
+  const int64_t from = ctx.sp() ? ctx.comm().rank(Group::kTp) * d.n_local : 0;
+  return {to, from, d.n_local};
+}
+
+// A column-parallel module's input for its weight gradient, all rows: the saved 16-bit rows
+// `rows`, or under fp8 the saved codes `fp8`, re-gathered into `tmp` under SP (fp8 codes travel
+// as pairs of bytes in 16-bit elements, C even: UnsupportedLayout). `pending`: StartGather's
+// handle (overlap_tp; the rows are there after FinishGather), or null for a blocking gather.
+template <typename T>
+StatusOr<TeIn<T>> RegatherInput(ExecContext& ctx, const BlockDims& d, const DeviceBuffer& rows, const Fp8Saved& fp8,
+                                DeviceBuffer& tmp, int64_t* pending) {
+  const int64_t c = d.m->hidden;
+  if (fp8.empty()) {
+    if (pending != nullptr) {
+      SHARDSIM_ASSIGN_OR_RETURN(const T* x, ctx.StartGather(rows.as<T>(), tmp, d.n_local, c, pending));
+      return TeIn<T>(x);
+    }
+    SHARDSIM_ASSIGN_OR_RETURN(const T* x, ctx.Gather(rows.as<T>(), tmp, d.n_local, c));
+    return TeIn<T>(x);
+  }
+  const Bf16* pairs = fp8.codes.as<Bf16>();
+  if (pending != nullptr) {
+    SHARDSIM_ASSIGN_OR_RETURN(pairs, ctx.StartGather(pairs, tmp, d.n_local, c / 2, pending));
+  } else {
+    SHARDSIM_ASSIGN_OR_RETURN(pairs, ctx.Gather(pairs, tmp, d.n_local, c / 2));
+  }
+  return TeIn<T>(reinterpret_cast<const uint8_t*>(pairs), fp8.scale_inv);
 }
 
 // One column-parallel projection out (n, m) = in (n, c) w^T + b, for its backward.
@@ -37,6 +71,7 @@ struct ColumnProj {
   float* dw;      // (m, c)
   float* db;      // (m), or null without a bias
   int64_t m;
+  int32_t slot = -1;  // TeGrad::slot
 };
 
 // overlap_tp: the backward of the column-parallel projections that share the input `in`
@@ -49,17 +84,17 @@ struct ColumnProj {
 // reduced gradient. The same sums in the same order as one LinearBackward per projection then
 // ExecContext::Reduce, so the same results bitwise.
 template <typename T>
-StatusOr<T*> ColumnParallelBackwardOverlapped(ExecContext& ctx, const BlockDims& d,
+StatusOr<T*> ColumnParallelBackwardOverlapped(ExecContext& ctx, const BlockDims& d, int32_t module,
                                               const std::vector<ColumnProj<T>>& projs,
-                                              const T* in, int64_t gather, T* din_full,
+                                              TeIn<T> in, int64_t gather, T* din_full,
                                               DeviceBuffer& rows, const char* rows_what) {
   const int64_t c = d.m->hidden;
   std::vector<TeGrad<T>> data, weight;
   for (const ColumnProj<T>& p : projs) {
-    data.push_back({p.dout, p.w, nullptr, nullptr, p.m});
-    weight.push_back({p.dout, p.w, p.dw, p.db, p.m});
+    data.push_back({p.dout, p.w, nullptr, nullptr, p.m, p.slot});
+    weight.push_back({p.dout, p.w, p.dw, p.db, p.m, p.slot});
   }
-  SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, data, static_cast<const T*>(nullptr), din_full, d.n, c));
+  SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, module, data, static_cast<const T*>(nullptr), din_full, d.n, c));
   SHARDSIM_RETURN_IF_ERROR(ctx.FinishGather(gather));
   T* dn = din_full;
   if (ctx.sp()) {
@@ -68,7 +103,7 @@ StatusOr<T*> ColumnParallelBackwardOverlapped(ExecContext& ctx, const BlockDims&
   }
   int64_t reduce = -1;
   SHARDSIM_RETURN_IF_ERROR(ctx.StartReduce(din_full, dn, d.n_local, c, &reduce));
-  SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, weight, in, static_cast<T*>(nullptr), d.n, c));
+  SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, module, weight, in, static_cast<T*>(nullptr), d.n, c));
   SHARDSIM_RETURN_IF_ERROR(ctx.FinishReduce(reduce));
   return dn;
 }
@@ -101,12 +136,17 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   SHARDSIM_RETURN_IF_ERROR(alloc(s.k, d.n * kvd, "keys"));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.v, d.n * kvd, "values"));
   SHARDSIM_RETURN_IF_ERROR(TeForward<T>(
-      ctx, in, d.n, c, {{w.wq, w.bq, s.q.as<T>(), qd}, {w.wk, w.bk, s.k.as<T>(), kvd}, {w.wv, w.bv, s.v.as<T>(), kvd}}));
+      ctx, kTeQkv, in, d.n, c,
+      {{w.wq, w.bq, s.q.as<T>(), qd}, {w.wk, w.bk, s.k.as<T>(), kvd}, {w.wv, w.bv, s.v.as<T>(), kvd}},
+      OwnRows(ctx, d, &s.qkv_in)));
   gathered.Reset();
+  if (ctx.fp8()) s.norm1.Reset();  // its codes are kept instead (the norm's backward reads x)
   RopeQueriesKeys(ctx, d, s.q.as<T>(), s.k.as<T>(), /*backward=*/false);
   SHARDSIM_RETURN_IF_ERROR(AttentionCoreForward<T>(ctx, d, s, keep_probs));
   SHARDSIM_RETURN_IF_ERROR(alloc(s.mid, d.n_local * c, "attention residual"));
-  SHARDSIM_RETURN_IF_ERROR(RowParallel(ctx, d, s.attn.as<T>(), w.wo, w.bo, qd, x, s.mid.as<T>()));
+  SHARDSIM_RETURN_IF_ERROR(RowParallel(ctx, d, kTeProj, s.attn.as<T>(), w.wo, w.bo, qd, x, s.mid.as<T>(),
+                                       ctx.fp8() ? &s.proj_in : nullptr));
+  if (ctx.fp8() && !d.flash) s.attn.Reset();  // unfused attention's backward reads the softmax, not its output
   // MLP branch.
   SHARDSIM_RETURN_IF_ERROR(alloc(s.norm2, d.n_local * c, "mlp norm output"));
   SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_rstd, d.n_local, "mlp norm statistics"));
@@ -132,14 +172,18 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
     SHARDSIM_RETURN_IF_ERROR(alloc(s.up, d.n * f, "mlp up projection"));
     fc1.push_back({w.w_up, w.b_up, s.up.as<T>(), f});
   }
-  SHARDSIM_RETURN_IF_ERROR(TeForward(ctx, in, d.n, c, fc1));  // linear_fc1: gate and up, one module
+  SHARDSIM_RETURN_IF_ERROR(TeForward(ctx, kTeFc1, in, d.n, c, fc1, OwnRows(ctx, d, &s.fc1_in)));  // gate and up
   if (m.activation == Activation::kSwiglu) {
     k.SwigluForward(s.hidden.as<T>(), s.up.as<T>(), s.act.as<T>(), d.n * f);
   } else {
     k.GeluForward(s.hidden.as<T>(), s.act.as<T>(), d.n * f);
   }
   gathered.Reset();
-  return RowParallel(ctx, d, s.act.as<T>(), w.w_out, w.b_out, f, s.mid.as<T>(), out);
+  if (ctx.fp8()) s.norm2.Reset();
+  SHARDSIM_RETURN_IF_ERROR(RowParallel(ctx, d, kTeFc2, s.act.as<T>(), w.w_out, w.b_out, f, s.mid.as<T>(), out,
+                                       ctx.fp8() ? &s.fc2_in : nullptr));
+  if (ctx.fp8()) s.act.Reset();  // the activation's backward reads its inputs (hidden, up)
+  return Status::Ok();
 }
 
 // Zero-bubble's B pass: where a layer's gradients go meanwhile. The linear weights' and the
@@ -210,8 +254,15 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   }
   // Zero-bubble: a GEMM's weight gradient deferred, and a buffer it reads kept.
   using G = BlockWeights<float>;
-  auto defer = [&](float* G::*weight, float* G::*bias, const T* dout, const T* in, int64_t kk, int64_t mm) {
-    stash->gemms.push_back({weight, bias, dout, in, kk, mm});
+  auto defer = [&](float* G::*weight, float* G::*bias, const T* dout, TeIn<T> in, int64_t kk, int64_t mm) {
+    WeightGradStash::Gemm g{weight, bias, dout, in.codes != nullptr ? static_cast<const void*>(in.codes) : in.x, kk, mm};
+    g.in_fp8 = in.codes != nullptr;
+    g.in_scale_inv = in.scale_inv;
+    stash->gemms.push_back(g);
+  };
+  // A row-parallel module's saved input: the 16-bit tensor, or under fp8 its codes.
+  auto saved_in = [](const DeviceBuffer& x, const Fp8Saved& fp8) {
+    return fp8.empty() ? TeIn<T>(x.as<T>()) : TeIn<T>(fp8.codes.as<uint8_t>(), fp8.scale_inv);
   };
   auto keep = [&](DeviceBuffer& b) {
     if (stash != nullptr && !b.empty()) {
@@ -230,23 +281,23 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   // (without SP StartGather is `x` itself). The input gradient's reduction then runs under the
   // weight-gradient GEMMs (ColumnParallelBackwardOverlapped).
   int64_t pending = -1;
-  const T* norm2 = nullptr;
+  std::optional<TeIn<T>> norm2;  // fc1's input: s.norm2's rows or fp8 codes, gathered under SP
   // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
   SHARDSIM_ASSIGN_OR_RETURN(const T* dout, ctx.Gather(dresid, gathered, d.n_local, c));
   if (overlap) {
-    SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.StartGather(s.norm2.as<T>(), norm_in, d.n_local, c, &pending));
+    SHARDSIM_ASSIGN_OR_RETURN(norm2, RegatherInput<T>(ctx, d, s.norm2, s.fc1_in, norm_in, &pending));
   }
   T* dn = nullptr;
   bool gathered2 = false;  // SP: w_in's and w_up's input is the re-gathered copy, not s.norm2
   if (w.router != nullptr) {  // an MoE layer (moe_block.h; no stash: the executor's rule)
     CHECK(moe != nullptr) << "an MoE layer's backward needs its experts";
-    if (norm2 == nullptr) {
-      SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.Gather(s.norm2.as<T>(), norm_in, d.n_local, c));
+    if (!norm2) {
+      SHARDSIM_ASSIGN_OR_RETURN(norm2, RegatherInput<T>(ctx, d, s.norm2, s.fc1_in, norm_in, nullptr));
     } else {  // overlap_tp started the re-gather above: the experts need it at once
       SHARDSIM_RETURN_IF_ERROR(ctx.FinishGather(std::exchange(pending, -1)));
     }
     SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "mlp norm gradient"));
-    SHARDSIM_RETURN_IF_ERROR(MoeBackward(ctx, d, moe->rank, w.router, dw.router, moe->experts, moe->grads, norm2,
+    SHARDSIM_RETURN_IF_ERROR(MoeBackward(ctx, d, moe->rank, w.router, dw.router, moe->experts, moe->grads, norm2->x,
                                          s.moe, static_cast<const T*>(dout), dnorm_full.as<T>(), moe->aux_scale,
                                          stash));
     s.moe.Clear();
@@ -263,17 +314,19 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   } else {
   DeviceBuffer dact, dhidden, dup;
   SHARDSIM_RETURN_IF_ERROR(zeros(dact, d.n * f, "mlp activation gradient"));
-  SHARDSIM_RETURN_IF_ERROR(TeBackward<T>(ctx, {{dout, w.w_out, dw.w_out, nullptr, c}}, s.act.as<T>(), dact.as<T>(), d.n, f));
+  SHARDSIM_RETURN_IF_ERROR(
+      TeBackward<T>(ctx, kTeFc2, {{dout, w.w_out, dw.w_out, nullptr, c}}, saved_in(s.act, s.fc2_in), dact.as<T>(), d.n, f));
   if (dw.b_out != nullptr) k.AddColumnSums(dresid, dw.b_out, d.n_local, c);
   if (stash != nullptr) {
     SHARDSIM_ASSIGN_OR_RETURN(dout, Keep(ctx, d, dout, gathered, *stash));
-    defer(&G::w_out, nullptr, dout, s.act.as<T>(), f, c);
+    defer(&G::w_out, nullptr, dout, saved_in(s.act, s.fc2_in), f, c);
   }
   gathered.Reset();
   keep(s.act);
+  keep(s.fc2_in.codes);
   SHARDSIM_RETURN_IF_ERROR(zeros(dhidden, d.n * f, "mlp hidden gradient"));
-  if (norm2 == nullptr) {
-    SHARDSIM_ASSIGN_OR_RETURN(norm2, ctx.Gather(s.norm2.as<T>(), norm_in, d.n_local, c));
+  if (!norm2) {
+    SHARDSIM_ASSIGN_OR_RETURN(norm2, RegatherInput<T>(ctx, d, s.norm2, s.fc1_in, norm_in, nullptr));
   }
   SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "mlp norm gradient"));
   if (m.activation == Activation::kSwiglu) {
@@ -288,10 +341,10 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     s.up.Reset();
     s.hidden.Reset();
     std::vector<ColumnProj<T>> projs;
-    if (!dup.empty()) projs.push_back({dup.as<T>(), w.w_up, dw.w_up, dw.b_up, f});
-    projs.push_back({dhidden.as<T>(), w.w_in, dw.w_in, dw.b_in, f});
+    if (!dup.empty()) projs.push_back({dup.as<T>(), w.w_up, dw.w_up, dw.b_up, f, 1});  // the forward's order: gate, up
+    projs.push_back({dhidden.as<T>(), w.w_in, dw.w_in, dw.b_in, f, dup.empty() ? -1 : 0});
     SHARDSIM_ASSIGN_OR_RETURN(
-        dn, ColumnParallelBackwardOverlapped(ctx, d, projs, norm2, std::exchange(pending, -1),
+        dn, ColumnParallelBackwardOverlapped(ctx, d, kTeFc1, projs, *norm2, std::exchange(pending, -1),
                                              dnorm_full.as<T>(), dnorm, "mlp norm gradient rows"));
     dup.Reset();
     dhidden.Reset();
@@ -301,12 +354,12 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     dact.Reset();
     s.up.Reset();
     std::vector<TeGrad<T>> fc1;
-    if (!dup.empty()) fc1.push_back({dup.as<T>(), w.w_up, dw.w_up, dw.b_up, f});
-    fc1.push_back({dhidden.as<T>(), w.w_in, dw.w_in, dw.b_in, f});
-    SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, fc1, norm2, dnorm_full.as<T>(), d.n, c));
+    if (!dup.empty()) fc1.push_back({dup.as<T>(), w.w_up, dw.w_up, dw.b_up, f, 1});  // the forward's order: gate, up
+    fc1.push_back({dhidden.as<T>(), w.w_in, dw.w_in, dw.b_in, f, dup.empty() ? -1 : 0});
+    SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, kTeFc1, fc1, *norm2, dnorm_full.as<T>(), d.n, c));
     if (stash != nullptr) {
-      if (!dup.empty()) defer(&G::w_up, &G::b_up, dup.as<T>(), norm2, c, f);
-      defer(&G::w_in, &G::b_in, dhidden.as<T>(), norm2, c, f);
+      if (!dup.empty()) defer(&G::w_up, &G::b_up, dup.as<T>(), *norm2, c, f);
+      defer(&G::w_in, &G::b_in, dhidden.as<T>(), *norm2, c, f);
     }
     keep(dup);
     keep(dhidden);
@@ -329,6 +382,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
     s.norm2.Reset();
   } else {
     keep(s.norm2);  // the W pass's input of w_in / w_up without SP (norm2 points into it)
+    keep(s.fc1_in.codes);
   }
   s.norm2_mean.Reset();
   s.norm2_rstd.Reset();
@@ -336,19 +390,21 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
 
   // dresid is now d(mid). Attention branch.
   SHARDSIM_ASSIGN_OR_RETURN(dout, ctx.Gather(dresid, gathered, d.n_local, c));
-  const T* norm1 = nullptr;
+  std::optional<TeIn<T>> norm1;  // as norm2, for Q, K and V
   if (overlap) {  // under the output projection's and the attention's backward
-    SHARDSIM_ASSIGN_OR_RETURN(norm1, ctx.StartGather(s.norm1.as<T>(), norm_in, d.n_local, c, &pending));
+    SHARDSIM_ASSIGN_OR_RETURN(norm1, RegatherInput<T>(ctx, d, s.norm1, s.qkv_in, norm_in, &pending));
   }
   DeviceBuffer dattn, dq, dk, dv;
   SHARDSIM_RETURN_IF_ERROR(zeros(dattn, d.n * qd, "attention output gradient"));
-  SHARDSIM_RETURN_IF_ERROR(TeBackward<T>(ctx, {{dout, w.wo, dw.wo, nullptr, c}}, s.attn.as<T>(), dattn.as<T>(), d.n, qd));
+  SHARDSIM_RETURN_IF_ERROR(
+      TeBackward<T>(ctx, kTeProj, {{dout, w.wo, dw.wo, nullptr, c}}, saved_in(s.attn, s.proj_in), dattn.as<T>(), d.n, qd));
   if (dw.bo != nullptr) k.AddColumnSums(dresid, dw.bo, d.n_local, c);
   if (stash != nullptr) {
     SHARDSIM_ASSIGN_OR_RETURN(dout, Keep(ctx, d, dout, gathered, *stash));
-    defer(&G::wo, nullptr, dout, s.attn.as<T>(), qd, c);
+    defer(&G::wo, nullptr, dout, saved_in(s.attn, s.proj_in), qd, c);
   }
   gathered.Reset();
+  keep(s.proj_in.codes);
   if (!d.flash) keep(s.attn);  // flash's backward needs the output (D = rowsum(dO o O))
   SHARDSIM_RETURN_IF_ERROR(zeros(dq, d.n * qd, "query gradient"));
   SHARDSIM_RETURN_IF_ERROR(zeros(dk, d.n * kvd, "key gradient"));
@@ -358,8 +414,8 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   if (d.flash) keep(s.attn);
   dattn.Reset();
   RopeQueriesKeys(ctx, d, dq.as<T>(), dk.as<T>(), /*backward=*/true);
-  if (norm1 == nullptr) {
-    SHARDSIM_ASSIGN_OR_RETURN(norm1, ctx.Gather(s.norm1.as<T>(), norm_in, d.n_local, c));
+  if (!norm1) {
+    SHARDSIM_ASSIGN_OR_RETURN(norm1, RegatherInput<T>(ctx, d, s.norm1, s.qkv_in, norm_in, nullptr));
   }
   SHARDSIM_RETURN_IF_ERROR(zeros(dnorm_full, d.n * c, "attention norm gradient"));
   dn = dnorm_full.as<T>();
@@ -372,22 +428,22 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
                                               {dk.as<T>(), w.wk, dw.wk, dw.bk, kvd},
                                               {dv.as<T>(), w.wv, dw.wv, dw.bv, kvd}};
     SHARDSIM_ASSIGN_OR_RETURN(
-        dn, ColumnParallelBackwardOverlapped(ctx, d, projs, norm1, std::exchange(pending, -1),
+        dn, ColumnParallelBackwardOverlapped(ctx, d, kTeQkv, projs, *norm1, std::exchange(pending, -1),
                                              dnorm_full.as<T>(), dnorm, "attention norm gradient rows"));
     dq.Reset();
     dk.Reset();
     dv.Reset();
     norm_in.Reset();
   } else {
-    SHARDSIM_RETURN_IF_ERROR(TeBackward<T>(ctx,
+    SHARDSIM_RETURN_IF_ERROR(TeBackward<T>(ctx, kTeQkv,
                                            {{dq.as<T>(), w.wq, dw.wq, dw.bq, qd},
                                             {dk.as<T>(), w.wk, dw.wk, dw.bk, kvd},
                                             {dv.as<T>(), w.wv, dw.wv, dw.bv, kvd}},
-                                           norm1, dnorm_full.as<T>(), d.n, c));
+                                           *norm1, dnorm_full.as<T>(), d.n, c));
     if (stash != nullptr) {
-      defer(&G::wq, &G::bq, dq.as<T>(), norm1, c, qd);
-      defer(&G::wk, &G::bk, dk.as<T>(), norm1, c, kvd);
-      defer(&G::wv, &G::bv, dv.as<T>(), norm1, c, kvd);
+      defer(&G::wq, &G::bq, dq.as<T>(), *norm1, c, qd);
+      defer(&G::wk, &G::bk, dk.as<T>(), *norm1, c, kvd);
+      defer(&G::wv, &G::bv, dv.as<T>(), *norm1, c, kvd);
     }
     keep(dq);
     keep(dk);
@@ -405,7 +461,10 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   }
   k.NormBackward(m.norm, dn, x, w.attn_norm_gain, s.norm1_mean.f(), s.norm1_rstd.f(), dresid,
                  dw.attn_norm_gain, dw.attn_norm_bias, d.n_local, c);
-  if (!gathered1) keep(s.norm1);  // the W pass's input of Q, K and V without SP
+  if (!gathered1) {  // the W pass's input of Q, K and V without SP
+    keep(s.norm1);
+    keep(s.qkv_in.codes);
+  }
   s.Clear();
   return Status::Ok();
 }
@@ -433,7 +492,9 @@ Status BlockWeightGrad(ExecContext& ctx, const BlockDims& d, WeightGradStash& st
       if (!g.te || g.in != first.in || g.rows != first.rows || g.k != first.k) break;
       module.push_back({static_cast<const T*>(g.dout), nullptr, dweight(g), g.bias != nullptr ? dw.*g.bias : nullptr, g.m});
     }
-    SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, module, static_cast<const T*>(first.in), static_cast<T*>(nullptr), rows, first.k));
+    const TeIn<T> in = first.in_fp8 ? TeIn<T>(static_cast<const uint8_t*>(first.in), first.in_scale_inv)
+                                    : TeIn<T>(static_cast<const T*>(first.in));
+    SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, /*module=*/-1, module, in, static_cast<T*>(nullptr), rows, first.k));
     i = j;
   }
   const int64_t c = d.m->hidden;

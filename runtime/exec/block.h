@@ -18,6 +18,7 @@
 #include "runtime/exec/cp_split.h"
 #include "runtime/exec/exec_context.h"
 #include "runtime/exec/moe_saved.h"
+#include "runtime/exec/te_gemm.h"
 #include "src/model/model_spec.h"
 
 namespace shardsim::runtime {
@@ -44,6 +45,11 @@ struct BlockSaved {
   DeviceBuffer norm2, norm2_mean, norm2_rstd;
   DeviceBuffer hidden, up, act;                // (n, F) local; up for SwiGLU only
   MoeSaved moe;                                // an MoE layer's routing and experts' rows
+  // dtype=fp8: the TE modules' inputs as TE saves them for the weight gradients (te_gemm.h), in
+  // place of norm1 (Q, K, V's; this rank's rows under SP), attn (linear_proj's; attn stays
+  // when attention=flash, whose backward reads the output), norm2 (a dense MLP's fc1) and act
+  // (fc2's).
+  Fp8Saved qkv_in, proj_in, fc1_in, fc2_in;
   void Clear() { *this = BlockSaved(); }
 };
 
@@ -66,11 +72,13 @@ struct WeightGradStash {
     float* BlockWeights<float>::*weight;  // the weight gradient it adds into (null: `direct`)
     float* BlockWeights<float>::*bias;    // a column-parallel bias's, or null
     const void* dout;                     // (rows, m) T
-    const void* in;                       // (rows, k) T
+    const void* in;                       // (rows, k) T, or fp8 codes when in_fp8
     int64_t k = 0, m = 0;
     int64_t rows = -1;                    // -1: the micro-batch's n (an expert's or a row range's otherwise)
     float* direct = nullptr;              // an expert's weight gradient (outside the layer's bucket)
     bool te = true;                       // a Transformer Engine module's (te_gemm.h); the router's is not
+    bool in_fp8 = false;                  // dtype=fp8: `in` is the module's saved codes
+    float in_scale_inv = 1;
   };
   std::vector<Gemm> gemms;          // in the B pass's order
   std::vector<DeviceBuffer> keep;   // what the pointers above point into

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "runtime/exec/fp8_weight_cache.h"
 #include "runtime/exec/timeline.h"
 #include "src/util/status.h"
 
@@ -36,6 +37,7 @@ class ExecContext {
   // is then Bf16, and the backend has Fp8Kernels).
   bool fp8() const { return fp8_; }
   void set_fp8(bool on) { fp8_ = on; }
+  Fp8WeightCache& fp8_weights() { return fp8_weights_; }
 
   // The storage type T's kernels (float, or Bf16 under mixed precision).
   template <typename T>
@@ -97,6 +99,7 @@ class ExecContext {
   // the calls below; Comm pauses it for the duration of `fn`.
   void SetPass(Phase compute, int32_t microbatch, int32_t chunk);
   void SetLayer(int32_t layer) { layer_ = layer; }
+  int32_t layer() const { return layer_; }
   // Continues the open pass as another compute phase (recompute inside a backward pass).
   void SwitchCompute(Phase compute);
   void EndPass();  // closes the open compute segment
@@ -121,6 +124,7 @@ class ExecContext {
   bool sp_;
   bool overlap_tp_;
   bool fp8_ = false;
+  Fp8WeightCache fp8_weights_;
   Timeline* timeline_;
   bool in_pass_ = false;
   Phase compute_ = Phase::kForward;

@@ -45,6 +45,9 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   }
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16 && l.dtype != DType::kFp8,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32, bf16 mixed precision or bf16 with fp8 GEMMs)");
+  no(l.dtype == DType::kFp8 && l.sp && l.tp > 1 && m.hidden % 2 != 0,
+     "dtype=fp8 with sp=on and an odd hidden size (" + std::to_string(m.hidden) +
+         "): the runtime gathers the saved fp8 codes two bytes an element");
   no(l.fp8_params, "fp8_params=on (the runtime keeps bf16 weights and quantizes them for each GEMM: fp8_params=off)");
   no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
   no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +
@@ -314,6 +317,7 @@ StatusOr<double> TypedExecutor<T>::Step(const TokenSource& data, int64_t step) {
   if (offloaded()) host_.Zero(host_grads_.data(), host_grads_.bytes());
   ctx_.Record(Phase::kOptimizer, zero_start);
   loss_sum_ = 0;
+  ctx_.fp8_weights().NewStep();  // the weights changed: each TE module quantizes them again
   const int32_t stage = backend_->comm().rank(Group::kPp);
   for (const PipelineStep& s : ScheduleOrder(layout_, stage)) {
     if (s.pass == Pass::kForward) {

@@ -184,7 +184,7 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
     // The grouped fc1 (gate and up: one weight per expert, as TEGroupedLinear keeps it).
     std::vector<TeProj<T>> fc1 = {{w.w_in, nullptr, h, f}};
     if (swiglu) fc1.push_back({w.w_up, nullptr, s.up.as<T>() + at * f, f});
-    SHARDSIM_RETURN_IF_ERROR(TeForward(ctx, in, re, c, fc1));
+    SHARDSIM_RETURN_IF_ERROR(TeForward(ctx, TeExpertModule(le, false), in, re, c, fc1));
     if (swiglu) {
       kt.SwigluForward(h, s.up.as<T>() + at * f, a, re * f);
     } else {
@@ -194,7 +194,7 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
     T* sc = scaled.as<T>() + at * f;
     ctx.mem().Copy(sc, a, re * f * static_cast<int64_t>(sizeof(T)));
     kt.ScaleRows(sc, s.weight.f() + at, re, f);
-    SHARDSIM_RETURN_IF_ERROR(TeForward<T>(ctx, sc, re, f, {{w.w_out, nullptr, y.as<T>() + at * c, c}}));
+    SHARDSIM_RETURN_IF_ERROR(TeForward<T>(ctx, TeExpertModule(le, true), sc, re, f, {{w.w_out, nullptr, y.as<T>() + at * c, c}}));
     at += re;
   }
   scaled.Reset();
@@ -266,7 +266,7 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     kt.ScaleRows(sc, s.weight.f() + at, re, f);
     const T* gy = dy.as<T>() + at * c;
     SHARDSIM_RETURN_IF_ERROR(
-        TeBackward<T>(ctx, {{gy, w.w_out, stash == nullptr ? dw.w_out : nullptr, nullptr, c}}, sc, ds, re, f));
+        TeBackward<T>(ctx, TeExpertModule(le, true), {{gy, w.w_out, stash == nullptr ? dw.w_out : nullptr, nullptr, c}}, sc, ds, re, f));
     if (stash != nullptr) defer(dw.w_out, nullptr, gy, sc, re, f, c);
     // d weight = d(weighted activation) . activation; d activation = weight d(weighted).
     kt.RowDots(ds, a, dots.as<double>() + at, re, f);
@@ -278,9 +278,9 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
       kt.GeluBackward(ds, s.hidden.as<T>() + at * f, dh, re * f);
     }
     std::vector<TeGrad<T>> fc1;  // up, then gate
-    if (swiglu) fc1.push_back({du, w.w_up, stash == nullptr ? dw.w_up : nullptr, nullptr, f});
-    fc1.push_back({dh, w.w_in, stash == nullptr ? dw.w_in : nullptr, nullptr, f});
-    SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, fc1, in, di, re, c));
+    if (swiglu) fc1.push_back({du, w.w_up, stash == nullptr ? dw.w_up : nullptr, nullptr, f, 1});  // forward: gate, up
+    fc1.push_back({dh, w.w_in, stash == nullptr ? dw.w_in : nullptr, nullptr, f, swiglu ? 0 : -1});
+    SHARDSIM_RETURN_IF_ERROR(TeBackward(ctx, TeExpertModule(le, false), fc1, in, di, re, c));
     if (stash != nullptr) {
       if (swiglu) defer(dw.w_up, nullptr, du, in, re, c, f);
       defer(dw.w_in, nullptr, dh, in, re, c, f);

@@ -113,11 +113,13 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
 
   // Tensor parallel splits heads, KV heads, the MLP and the vocabulary.
   if (!Divides(l.tp, m.heads)) err("tp=" + S(l.tp) + " does not divide heads=" + S(m.heads));
-  if (!Divides(l.tp, m.kv_heads) && !Divides(m.kv_heads, l.tp)) {
-    err("tp=" + S(l.tp) + " and kv_heads=" + S(m.kv_heads) + ": neither divides the other");
-  } else if (l.tp > m.kv_heads) {
-    warn("tp=" + S(l.tp) + " > kv_heads=" + S(m.kv_heads) + ": KV heads are replicated " +
-         S(l.tp / m.kv_heads) + "x");
+  // Each TP rank holds whole KV heads: Megatron-Core divides the query groups over TP
+  // (megatron/core/transformer/attention.py: divide(num_query_groups, tp), which asserts), and
+  // torchtitan's ColwiseParallel wk / wv split the KV heads' rows; no stack shardsim plans for
+  // replicates KV heads over TP ranks.
+  if (!Divides(l.tp, m.kv_heads)) {
+    err("tp=" + S(l.tp) + " does not divide kv_heads=" + S(m.kv_heads) +
+        " (Megatron-Core splits the KV heads over TP ranks; none replicates them)");
   }
   if (!m.moe || m.MoeLayerCount() < m.layers) {
     if (!Divides(l.tp, m.ffn_hidden)) {
