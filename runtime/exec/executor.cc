@@ -64,10 +64,6 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
     no(l.tp > 0 && count % l.tp != 0, "tp=" + std::to_string(l.tp) + " does not divide the model's " + name + " (" +
                                           std::to_string(count) + ")");
   }
-  // Under ZB-V the head's stage is the first (HeadStage), which holds the table anyway.
-  no(m.tied_embeddings && HeadStage(l) != 0, "pp=" + std::to_string(l.pp) +
-                                                 " with tied embeddings (the runtime does not yet keep the LM head's copy on "
-                                                 "the last pipeline stage: use pp=1, schedule=zb-v or an untied model)");
   return why;
 }
 
@@ -396,7 +392,7 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
     // Vocab-parallel embedding: this rank's rows of the table, zero elsewhere, summed over TP
     // (Megatron's VocabParallelEmbedding); positions added once, by TP rank 0.
     DeviceBuffer tmp;
-    SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->embedding()));
+    SHARDSIM_RETURN_IF_ERROR(zero_->Gather(zero_->embedding(), zero_->positions()));
     SHARDSIM_ASSIGN_OR_RETURN(T* partial, ctx_.PartialTarget(s.residual[0].template as<T>(), tmp, nl, c));
     const T* wpe = shard_.tp_rank() == 0 ? Param("embed.positions") : nullptr;
     ForEachEmbeddingRun([&](int64_t row, int64_t rows, int64_t position) {
@@ -405,6 +401,7 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
                                     model_.seq_len, c);
     });
     zero_->Release(zero_->embedding());
+    zero_->Release(zero_->positions());
     SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(partial, s.residual[0].template as<T>(), nl, c));
   } else {
     const int peer = StageOfPosition(layout_, static_cast<int32_t>(info.model_chunk - 1));
@@ -525,6 +522,9 @@ Status TypedExecutor<T>::HeadBackward(ChunkState& s, T* dres, bool last_mb) {
   zero_->Release(zero_->head());
   zero_->Release(head_bucket);
   SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->head(), last_mb));
+  // The head's copy of a tied table: its part of the gradient is complete here (the embedding
+  // stage's part is added at the step, SumTiedTableGrads).
+  if (shard_.holds_table_copy()) SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(head_bucket, last_mb));
   s.final_out.Reset();
   s.final_mean.Reset();
   s.final_rstd.Reset();
@@ -552,6 +552,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     ctx_.SetPass(Phase::kBackward, mb, chunk);
     SHARDSIM_RETURN_IF_ERROR(HeadBackward(s, dres.template as<T>(), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kHead));
+    if (last_mb && shard_.holds_table_copy()) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kEmbedding));
   } else {
     const int peer = StageOfPosition(layout_, static_cast<int32_t>(info.model_chunk + 1));
     const int64_t start = ctx_.Mark();
@@ -607,12 +608,14 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     DeviceBuffer gathered;
     SHARDSIM_ASSIGN_OR_RETURN(const T* dfull, ctx_.Gather(dres.template as<T>(), gathered, nl, c));
     SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->embedding()));
+    if (zero_->positions() >= 0) SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->positions()));
     ForEachEmbeddingRun([&](int64_t row, int64_t rows, int64_t position) {
       ctx_.kt<T>().EmbeddingBackward(dfull + row * c, s.tokens.i32() + row, Grad("embed.tokens"), shard_.vocab_begin(),
                                      shard_.local_model().vocab, Grad("embed.positions"), rows, position,
                                      model_.seq_len, c);
     });
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->embedding(), last_mb));
+    if (zero_->positions() >= 0) SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->positions(), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kEmbedding));
     SHARDSIM_RETURN_IF_ERROR(zero_->WaitReductions());  // ZeRO-2/3 overlap: none outlives the pass
     ctx_.EndPass();
@@ -742,6 +745,62 @@ Status TypedExecutor<T>::ReduceGradients() {
 }
 
 template <typename T>
+std::pair<int64_t, int64_t> TypedExecutor<T>::TableCopy() const {
+  if (!shard_.holds_table_copy()) return {0, 0};
+  const ParamTensor& t = shard_.layout().Get("embed.tokens");
+  return {t.offset, t.offset + t.size()};
+}
+
+template <typename T>
+Status TypedExecutor<T>::SumTiedTableGrads() {
+  const bool first = shard_.chunks().front().has_embedding;
+  if (!shard_.table_on_two_stages() || !(first || shard_.holds_table_copy())) return Status::Ok();  // no table here
+  Collectives& comm = backend_->comm();
+  Memory& mem = backend_->memory();
+  const int peer = first ? HeadStage(layout_) : 0;
+  // Both stages shard the table alike (its own bucket, zero_buckets.h), so the chunk this rank
+  // owns is its peer's (the same TP and DP ranks): only those are exchanged, where Megatron-LM
+  // all-reduces the whole table (the simulator prices that). fp32 addition is commutative, so
+  // both copies get the same bits.
+  const ParamTensor& table = shard_.layout().Get("embed.tokens");
+  const int tag = Tag(layout_.microbatches(), 0, false);  // past every pipeline message's
+  for (const auto& [begin, end] : zero_->OwnedRanges()) {
+    const int64_t from = std::max(begin, table.offset), to = std::min(end, table.offset + table.size());
+    if (from >= to) continue;
+    const int64_t n = to - from, bytes = n * static_cast<int64_t>(sizeof(float));
+    float* grads = StepGrad(from);  // host memory under offload
+    DeviceBuffer mine, theirs, host_theirs;
+    const float* send = grads;
+    if (offloaded()) {  // collectives move device memory: this rank's chunk up first
+      SHARDSIM_ASSIGN_OR_RETURN(mine, mem.AllocateFloats(kWork, n, "tied table gradient"));
+      mem.CopyToDevice(mine.data(), grads, bytes);
+      send = mine.f();
+    }
+    SHARDSIM_ASSIGN_OR_RETURN(theirs, mem.AllocateFloats(kWork, n, "tied table gradient (other copy)"));
+    // The lower stage sends first, the higher receives first: no deadlock where a send blocks.
+    SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(bytes), [&]() -> Status {
+      StatusOr<int64_t> handle = Status::Error("not sent");
+      if (first) handle = comm.Isend(Group::kPp, send, n, peer, tag);
+      if (first && !handle.ok()) return handle.status();
+      SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, theirs.f(), n, peer, tag));
+      if (!first) handle = comm.Isend(Group::kPp, send, n, peer, tag);
+      if (!handle.ok()) return handle.status();
+      return comm.Wait(*handle);
+    }));
+    const int64_t start = ctx_.Mark();
+    if (offloaded()) {
+      SHARDSIM_ASSIGN_OR_RETURN(host_theirs, host_.AllocateFloats(kWork, n, "tied table gradient (host)"));
+      mem.CopyToHost(host_theirs.data(), theirs.data(), bytes);
+      host_k_.f32().Add(grads, host_theirs.f(), n);
+    } else {
+      ctx_.k().f32().Add(grads, theirs.f(), n);
+    }
+    ctx_.Record(offloaded() ? Phase::kHostOptimizer : Phase::kOptimizer, start);
+  }
+  return Status::Ok();
+}
+
+template <typename T>
 StatusOr<double> TypedExecutor<T>::GradSquaredNorm() {
   // Each parameter counted once in the world: a replicated tensor by TP rank 0 only, and
   // without ZeRO (every DP rank holds the same sums) by DP rank 0 only.
@@ -749,9 +808,11 @@ StatusOr<double> TypedExecutor<T>::GradSquaredNorm() {
   double sum = 0;
   const int64_t start = ctx_.Mark();  // the local sum is part of the optimizer step (clipping)
   const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
+  const auto [copy_begin, copy_end] = TableCopy();  // a tied table's second copy: the first stage counts it
   for (const auto& [begin, end] : zero_->OwnedRanges()) {
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!CountsOnce(tensors[i].offset)) continue;
+      if (copy_end > copy_begin && tensors[i].offset == copy_begin) continue;
       if (shard_.split(i) == TensorSplit::kReplicated && shard_.tp_rank() != 0) continue;
       const int64_t from = std::max(begin, tensors[i].offset);
       const int64_t to = std::min(end, tensors[i].offset + tensors[i].size());
@@ -770,6 +831,7 @@ StatusOr<double> TypedExecutor<T>::GradSquaredNorm() {
 template <typename T>
 Status TypedExecutor<T>::OptimizerStep() {
   SHARDSIM_RETURN_IF_ERROR(ReduceGradients());
+  SHARDSIM_RETURN_IF_ERROR(SumTiedTableGrads());
   SHARDSIM_ASSIGN_OR_RETURN(const double sq, GradSquaredNorm());
   const int64_t start = ctx_.Mark();
   const double norm = std::sqrt(sq);
@@ -824,6 +886,8 @@ StatusOr<std::vector<float>> TypedExecutor<T>::FullParams() {
       StateMemory().CopyToHost(local.data() + from, Master(from), (to - from) * static_cast<int64_t>(sizeof(float)));
     }
   }
+  // A tied table's second copy (the same values) is the first stage's to contribute.
+  std::fill(local.begin() + TableCopy().first, local.begin() + TableCopy().second, 0.0f);
   const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
   for (size_t i = 0; i < tensors.size() && shard_.tp_rank() != 0; ++i) {
     if (shard_.split(i) != TensorSplit::kReplicated) continue;

@@ -73,6 +73,12 @@ class TypedExecutor final : public Executor {
   // updated range of the working weights all-gathered into every rank's whole copy.
   Status GatherWorkingWeights();
   Status ReduceGradients();
+  // A tied table held on two stages (RankShard::table_on_two_stages): after the DP reductions,
+  // the first stage's and the head stage's reduced chunks of its gradient are summed, so both
+  // copies take the same step (Megatron-LM's _allreduce_word_embedding_grads).
+  Status SumTiedTableGrads();
+  // The head stage's copy of such a table, [begin, end) of this rank's buffer; empty elsewhere.
+  std::pair<int64_t, int64_t> TableCopy() const;
   // An MoE layer's local experts (and with `grads` their gradients and the load-balancing
   // loss's weight) for BlockForward / BlockBackward; nothing for a dense layer.
   std::optional<MoeArgs<T>> MoeOf(int64_t layer, bool grads);

@@ -40,12 +40,8 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
     return Status::Error("pp x vpp = " + std::to_string(l.pp * l.vpp) + " must divide the model '" +
                          m.name + "''s " + std::to_string(m.layers) + " layers");
   }
-  if (m.tied_embeddings && HeadStage(l) != 0) {  // ZB-V's head sits on the first stage, with the table
-    return Status::Error("model '" + m.name +
-                         "' ties its embeddings: the runtime does not yet keep the LM head's copy "
-                         "on the last pipeline stage (use pp=1, schedule=zb-v or an untied model)");
-  }
   RankShard s;
+  s.table_on_two_stages_ = m.tied_embeddings && HeadStage(l) != 0;  // ZB-V's head sits with the table
   s.full_spec_ = m;
   s.local_spec_ = m;
   s.local_spec_.heads /= tp;
@@ -79,7 +75,8 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
         return layer >= c.first_layer && layer < c.first_layer + c.layers;
       });
     }
-    if (t.name.rfind("embed.", 0) == 0) return first || (last && m.tied_embeddings);
+    // The head's stage keeps a copy of a tied table (the word embeddings only).
+    if (t.name.rfind("embed.", 0) == 0) return first || (last && m.tied_embeddings && t.name == "embed.tokens");
     return last;  // final_norm.*, lm_head.weight
   });
   for (const ParamTensor& t : s.local_.tensors()) {

@@ -7,7 +7,11 @@
 //             attention output and MLP down projections by columns (row-parallel); norms,
 //             row-parallel biases and learned positions are replicated;
 //   expert    an MoE layer's experts are split over the EP group, E / ep consecutive ones a
-//             rank (its routers stay whole); they come last in the flat buffer.
+//             rank (its routers stay whole); they come last in the flat buffer;
+//   tied      with tied embeddings and the head on another stage than the embedding, the
+//             head's stage keeps a copy of the word embeddings (embed.tokens, not the learned
+//             positions), initialised alike and kept alike by summing the two copies'
+//             gradients (Megatron-LM's shared embedding, _allreduce_word_embedding_grads).
 // A tensor's names are the single-process model's (param_layout.h), so a shard can be cut
 // from, and gathered back into, the single-process layout.
 #pragma once
@@ -37,7 +41,7 @@ struct ChunkInfo {
 class RankShard {
  public:
   // Checks what the runtime needs of the layout (tp divides heads, kv_heads, ffn_hidden and
-  // vocab; pp * vpp divides layers; no tied embeddings across pipeline stages).
+  // vocab; pp * vpp divides layers).
   // ep_rank: the rank in its EP group, whose experts (its E / ep consecutive ones) it holds.
   static StatusOr<RankShard> Create(const ModelSpec& m, const Layout& l, int64_t tp_rank,
                                     int64_t pp_rank, int64_t ep_rank = 0);
@@ -51,6 +55,13 @@ class RankShard {
   TensorSplit split(size_t i) const { return splits_[i]; }  // of layout().tensors()[i]
   int64_t tp_rank() const { return tp_rank_; }
   int64_t vocab_begin() const { return tp_rank_ * local_spec_.vocab; }
+  // Tied embeddings with the head on another stage than the embedding (HeadStage != 0): the
+  // table is held twice, on the first stage and on the head's.
+  bool table_on_two_stages() const { return table_on_two_stages_; }
+  // This rank holds the head's copy of such a table (the head's stage; not the embedding's).
+  bool holds_table_copy() const {
+    return table_on_two_stages_ && chunks_.back().has_head && !chunks_.front().has_embedding;
+  }
 
   // Replicated over TP but computed from this rank's rows only under sequence parallelism,
   // so its gradient must be summed over the TP group (Megatron's allreduce of the layer-norm
@@ -77,6 +88,7 @@ class RankShard {
   std::vector<TensorSplit> splits_;
   std::vector<bool> partial_;
   int64_t tp_rank_ = 0;
+  bool table_on_two_stages_ = false;
 };
 
 }  // namespace shardsim::runtime

@@ -13,11 +13,19 @@
 namespace shardsim::runtime {
 namespace {
 
-// The global layer of a tensor, or -1 for the embeddings and -2 for the final norm and head.
-int64_t BucketId(const std::string& name) {
+// Bucket ids (ZeroBuckets::layer_of_): a tensor's global layer, kEmbeddingId, kHeadId,
+// kPositionsId, or kExpertsId - layer for an MoE layer's experts.
+constexpr int64_t kEmbeddingId = -1, kHeadId = -2, kPositionsId = -3, kExpertsId = -4;
+
+// The bucket id of a tensor. `own_table`: the word embeddings are a bucket of their own, the
+// learned positions another (a tied table held on two stages: both stages then shard the table
+// alike, so its two copies' reduced chunks line up; Megatron-Core's param_and_grad_buffer puts
+// the shared embedding in its own bucket for the same reason).
+int64_t BucketId(const std::string& name, bool own_table) {
   if (name.rfind("blocks.", 0) == 0) return std::stoll(name.substr(7, name.find('.', 7) - 7));
-  if (IsExpertParam(name)) return -3 - std::stoll(name.substr(8, name.find('.', 8) - 8));  // experts.<layer>.
-  return name.rfind("embed.", 0) == 0 ? -1 : -2;
+  if (IsExpertParam(name)) return kExpertsId - std::stoll(name.substr(8, name.find('.', 8) - 8));  // experts.<layer>.
+  if (own_table && name == "embed.positions") return kPositionsId;
+  return name.rfind("embed.", 0) == 0 ? kEmbeddingId : kHeadId;
 }
 
 constexpr int64_t kFloat = static_cast<int64_t>(sizeof(float));
@@ -47,14 +55,14 @@ ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, 
   shards_experts_ = edp > 1 && experts_begin_ < shard->layout().total_size();
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].offset >= experts_begin_ && !shards_experts_) break;  // the experts: whole, no bucket
-    const int64_t id = BucketId(tensors[i].name);
+    const int64_t id = BucketId(tensors[i].name, shard->table_on_two_stages());
     if (layer_of_.empty() || layer_of_.back() != id) {
       CHECK(std::find(layer_of_.begin(), layer_of_.end(), id) == layer_of_.end())
           << "the tensors of bucket " << id << " are not contiguous at " << tensors[i].name;
       layer_of_.push_back(id);
       Bucket bucket;
       bucket.begin = bucket.end = tensors[i].offset;
-      if (id <= -3) {  // a layer's experts, over their replicas
+      if (id <= kExpertsId) {  // a layer's experts, over their replicas
         bucket.group = Group::kEdp;
         bucket.replicas = edp;
       } else {
@@ -70,8 +78,9 @@ ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, 
     k.layout = shard->layout().Select(
         [&](const ParamTensor& t) { return t.offset >= k.begin && t.offset < k.end; });
     CHECK(k.layout.total_size() == k.size()) << "bucket " << b << " is not contiguous";
-    if (layer_of_[b] == -1) embedding_ = static_cast<int>(b);
-    if (layer_of_[b] == -2) head_ = static_cast<int>(b);
+    if (layer_of_[b] == kEmbeddingId) embedding_ = static_cast<int>(b);
+    if (layer_of_[b] == kHeadId) head_ = static_cast<int>(b);
+    if (layer_of_[b] == kPositionsId) positions_ = static_cast<int>(b);
   }
   state_size_ = 0;
   for (Bucket& k : buckets_) {
@@ -120,7 +129,7 @@ int ZeroBuckets<T>::layer(int64_t global_layer) const {
 
 template <typename T>
 int ZeroBuckets<T>::experts(int64_t global_layer) const {
-  const auto it = std::find(layer_of_.begin(), layer_of_.end(), -3 - global_layer);
+  const auto it = std::find(layer_of_.begin(), layer_of_.end(), kExpertsId - global_layer);
   return it == layer_of_.end() ? -1 : static_cast<int>(it - layer_of_.begin());
 }
 

@@ -2,7 +2,8 @@
 // per-bucket transients (Rajbhandari et al. 2020, Sec. 5.2 P_g and 5.3 P_p).
 //
 // A bucket is a contiguous range of the rank's flat parameter buffer (ParamLayout order) that
-// moves as one unit: the embeddings, one transformer layer, or the final norm + LM head.
+// moves as one unit: the embeddings, one transformer layer, or the final norm + LM head (a tied
+// table held on two stages is a bucket of its own on both, the positions another).
 // Each bucket is sharded evenly over DP (as FSDP shards a unit): padded to dp x chunk floats,
 // rank r owns the r-th chunk; the rank's sharded state is its chunks, bucket after bucket.
 //   ZeRO-2 (P_os+g): the persistent gradients are this rank's chunks. A bucket's backward
@@ -99,6 +100,9 @@ class ZeroBuckets {
   // Bucket indices; -1 when this rank holds no such tensors.
   int embedding() const { return embedding_; }
   int head() const { return head_; }
+  // The learned positions' own bucket where the word embeddings have one (a tied table on two
+  // stages, first stage); else -1 (they are in embedding()'s).
+  int positions() const { return positions_; }
   int layer(int64_t global_layer) const;
   int experts(int64_t global_layer) const;  // an MoE layer's experts' bucket (shards_experts)
   int BucketOf(int64_t offset) const;  // the bucket holding flat-buffer element `offset`
@@ -179,8 +183,8 @@ class ZeroBuckets {
   float* host_grads_ = nullptr;        // offload: the gradient shard, in host memory
   bool params_on_host_ = false;        // offload=optimizer+params: params_ is host memory
   std::vector<Bucket> buckets_;    // in flat-buffer order
-  std::vector<int64_t> layer_of_;  // per bucket: global layer, -1 (embeddings), -2 (head), -3 - layer (experts)
-  int embedding_ = -1, head_ = -1;
+  std::vector<int64_t> layer_of_;  // per bucket: its id (zero_buckets.cc BucketId)
+  int embedding_ = -1, head_ = -1, positions_ = -1;
   int in_flight_ = -1;  // ZeRO-2/3 with overlap: the bucket whose reduce-scatter is in flight
 };
 

@@ -29,6 +29,7 @@
 #include "runtime/mpi/mpi_collectives.h"
 #include "src/hardware/cluster.h"
 #include "src/sim/simulator.h"
+#include "tests/test_models.h"
 
 namespace {
 
@@ -182,14 +183,19 @@ int main(int argc, char** argv) {
   int me = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  // "--model NAME" (first) picks another bundled model than tiny (tiny-moe for the MoE cases).
+  // "--model NAME" (first) picks another bundled model than tiny (tiny-moe for the MoE cases), or
+  // "gpt4" below.
   int first = 1;
   std::string name = "tiny";
   if (argc >= 3 && std::string(argv[1]) == "--model") {
     name = argv[2];
     first = 3;
   }
-  StatusOr<ModelSpec> model = LoadModel(name);
+  // "gpt4": the GPT-style test model (tests/test_models.h: learned positions, tied embeddings)
+  // with 4 layers, so pipeline stages hold the tied table twice.
+  ModelSpec gpt4 = testing::TinyGptModel();
+  gpt4.layers = 4;
+  StatusOr<ModelSpec> model = name == "gpt4" ? StatusOr<ModelSpec>(gpt4) : LoadModel(name);
   StatusOr<HardwareSpec> hw = LoadHardware("cpu-host");
   if (!model.ok() || !hw.ok()) {
     std::fprintf(stderr, "cannot load %s / cpu-host (run from the repository root)\n", name.c_str());
