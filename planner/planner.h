@@ -3,8 +3,9 @@
 // the layout whose simulated time (or objective) is best over the whole space by branch and
 // bound: three lower bounds of the simulated time, each above the last and each cheaper than
 // the next (the compute alone; the layer plan's isolated passes, with the exact memory; the
-// estimate, the simulation without contention), examined lazily in order, so a layout is
-// simulated only while its estimate could still beat the best simulated one. --top sets how
+// critical path, the simulation without contention, EstimateTime), examined lazily in order,
+// so a layout is simulated only while its critical path could still beat the best simulated
+// one. --top sets how
 // many are simulated and shown at least; it cannot change the winner. Multi-threaded and
 // deterministic: the result does not depend on the thread count.
 #pragma once
@@ -53,7 +54,7 @@ StatusOr<std::map<std::string, std::set<std::string>>> ParseForbidden(const std:
 struct Candidate {
   Layout layout;
   double memory_bytes = 0;       // analytical peak (largest stage)
-  double estimated_time_s = 0;   // analytical iteration time
+  double estimated_time_s = 0;   // the last bound evaluated: the critical path once estimated
   bool simulated = false;
   SimResult sim;                 // when simulated
   double time_s() const { return simulated ? sim.iteration_time_s : estimated_time_s; }
@@ -68,7 +69,7 @@ struct PlanResult {
   int64_t pruned_memory = 0;      // over the memory limit (cheap bound, or the exact peak)
   int64_t dominated = 0;          // fit, but a layout with less recompute/offload also fits
   int64_t bounded = 0;            // layer plan built: exact memory and a time bound
-  int64_t estimated = 0;          // the estimate evaluated (the simulation without contention)
+  int64_t estimated = 0;          // the critical path evaluated (the simulation without contention)
   int64_t simulated = 0;
   int64_t unexamined = 0;         // never bounded: their compute alone exceeds the winner's time
   std::vector<Candidate> ranked;  // the simulated top K, best first

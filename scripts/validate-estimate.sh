@@ -20,26 +20,32 @@ grep -q '\[  PASSED  \] 1 test' "$log" || { cat "$log"; echo "validate-estimate:
   echo "(GQA 4:1, SwiGLU, RMSNorm, RoPE) and a Mixtral-style MoE model (8 experts, top 2), each"
   echo "8 layers, on 8 to 64 GPUs of the bundled \`dgx-a100-80gb\` and \`dgx-h100\` clusters, over"
   echo "every schedule, ZeRO stage, SP, CP, EP, recompute, offload, overlap switch, dtype and"
-  echo "attention kernel the planner searches. For every layout the test asserts that the estimate"
-  echo "equals the critical path of the simulator's program (an independent Boost.Graph longest"
-  echo "path) to 1e-9, is never above the simulated time, and has the simulator's peak memory; and"
-  echo "that the planner's two cheaper bounds are never above the estimate."
+  echo "attention kernel the planner searches. For every layout the test asserts that the critical"
+  echo "path without contention (\`critical_path_s\`, what the planner searches by) equals the"
+  echo "critical path of the simulator's program (an independent Boost.Graph longest path) to 1e-9"
+  echo "and is never above the simulated time, that the planner's two cheaper bounds are never above"
+  echo "it, that the estimate (each pass's transfers sharing links, \`src/cost/pass_contention.h\`)"
+  echo "is never below it and its breakdown adds up, and that the peak memory is the simulator's."
   echo
   echo "| figure | median | p90 | max |"
   echo "|---|---:|---:|---:|"
-  sed -n 's/^estimate vs simulation over \([0-9]*\) layouts: median \([0-9.]*\) %, mean \([0-9.]*\) %, p90 \([0-9.]*\) %, max \([0-9.]*\) %/| simulation above the estimate, (sim - est) \/ sim | \2 % | \4 % | \5 % |/p' "$log"
-  sed -n "s/^planner's bound vs estimate: median \([0-9.]*\) %, p90 \([0-9.]*\) %, max \([0-9.]*\) %/| plan bound (\`BoundPlan\`) below the estimate | \1 % | \2 % | \3 % |/p" "$log"
-  sed -n "s/^planner's compute bound vs estimate: median \([0-9.]*\) %, p90 \([0-9.]*\) %, max \([0-9.]*\) %/| compute bound (\`ComputeLowerBound\`) below the estimate | \1 % | \2 % | \3 % |/p" "$log"
+  sed -n 's/^estimate vs simulation over \([0-9]*\) layouts: |sim - est| \/ sim median \([0-9.]*\) %, p90 \([0-9.]*\) %, max \([0-9.]*\) %.*/| estimate against the simulation, abs(sim - est) \/ sim | \2 % | \3 % | \4 % |/p' "$log"
+  sed -n 's/^critical path vs simulation: median \([0-9.]*\) %, p90 \([0-9.]*\) %, max \([0-9.]*\) %/| simulation above the critical path, (sim - path) \/ sim | \1 % | \2 % | \3 % |/p' "$log"
+  sed -n "s/^planner's bound vs critical path: median \([0-9.]*\) %, p90 \([0-9.]*\) %, max \([0-9.]*\) %/| plan bound (\`BoundPlan\`) below the critical path | \1 % | \2 % | \3 % |/p" "$log"
+  sed -n "s/^planner's compute bound vs critical path: median \([0-9.]*\) %, p90 \([0-9.]*\) %, max \([0-9.]*\) %/| compute bound (\`ComputeLowerBound\`) below the critical path | \1 % | \2 % | \3 % |/p" "$log"
   echo
-  echo "The gap is contention, which the estimate does not model: transfers of different streams"
-  echo "sharing a link (a ZeRO-3 gather or reduce-scatter and a CP exchange or pipeline send on one"
-  echo "NIC). Issue 13 asks for a maximum of 8 %; the median (2 % asked) is met, the maximum is"
-  echo "not. The layouts above 5 %:"
+  sed -n 's/^estimate vs simulation over .*; \(simulation above by at most [0-9.]* %, below by at most [0-9.]* %\)$/Signed: the \1./p' "$log"
   echo
-  echo "| gap | model on cluster | layout |"
-  echo "|---:|---|---|"
-  grep '^gap ' "$log" | sort -t' ' -k2 -g -r | awk '$2 > 5 && n++ < 20' |
-    sed 's/^gap \([0-9.]*\) % \([^ ]*\) on \([^:]*\): \(.*\)$/| \1 % | \2 on \3 | `\4` |/'
+  echo "What is left is contention the estimate does not see: with the ranks of other stages (a"
+  echo "pipeline send into a rank while it reduces gradients), and between passes further apart"
+  echo "than one. Issue 13 asks for a maximum of 8 %; the median (2 % asked) is met, the maximum"
+  echo "is not. The layouts where estimate and simulation differ by more than 3 % (gap = (sim -"
+  echo "est) / sim; in brackets the critical path's):"
+  echo
+  echo "| gap | critical path | model on cluster | layout |"
+  echo "|---:|---:|---|---|"
+  grep '^gap ' "$log" | awk '{g = $2 < 0 ? -$2 : $2; print g, $0}' | sort -g -r | awk '$1 > 3 && n++ < 20' |
+    sed 's/^[0-9.]* gap \([-0-9.]*\) % (critical path \([0-9.]*\) %) \([^ ]*\) on \([^:]*\): \(.*\)$/| \1 % | \2 % | \3 on \4 | `\5` |/'
 } > "$out.tmp"
 mv "$out.tmp" "$out"
 echo "wrote $out"

@@ -81,8 +81,12 @@ TEST(Fp8Codec, Subnormals) {
 TEST(Fp8Codec, EveryFiniteCodeRoundTrips) {
   for (int c = 0; c < 256; ++c) {
     const uint8_t code = static_cast<uint8_t>(c);
-    if ((code & 0x7F) != 0x7F) EXPECT_EQ(ToFp8(FromFp8(code, kE4M3), kE4M3), code) << c;
-    if ((code & 0x7C) != 0x7C) EXPECT_EQ(ToFp8(FromFp8(code, kE5M2), kE5M2), code) << c;
+    if ((code & 0x7F) != 0x7F) {
+      EXPECT_EQ(ToFp8(FromFp8(code, kE4M3), kE4M3), code) << c;
+    }
+    if ((code & 0x7C) != 0x7C) {
+      EXPECT_EQ(ToFp8(FromFp8(code, kE5M2), kE5M2), code) << c;
+    }
   }
 }
 

@@ -149,9 +149,10 @@ TEST(OverlapsCommunicationSim, OverlapSwitchesChangeNoTime) {
         "pp=2,mbs=1,gbs=4,schedule=1f1b,overlap_pp=on");
 }
 
-// The estimate is the simulation without contention (src/cost/estimate.h). On this node no
-// two transfers of these layouts share a link at once (one TP, DP or pipeline stream each;
-// links are full duplex), so the two agree to the simulator's picosecond rounding; and on the
+// The estimate is the simulation's closed form (src/cost/estimate.h). On this node no two
+// transfers of these layouts share a link at once (one TP, DP or pipeline stream each; links
+// are full duplex; the pipeline's last gradient send has arrived before the embedding group's
+// all-reduce meets it), so the two agree to the simulator's picosecond rounding; and on the
 // serial device an overlap switch changes nothing in either.
 TEST(OverlapsCommunicationEstimate, EqualsTheSimulationAndHidesNothingWhenSerial) {
   const Cluster overlapping(Node(true)), serial(Node(false));

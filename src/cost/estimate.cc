@@ -115,8 +115,9 @@ Estimate EstimateIteration(const ModelSpec& m, const Cluster& cluster, const Lay
 Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, const Layout& l) {
   const HardwareSpec& hw = comm.cluster().hardware();
   const IterationPlan plan = BuildIterationPlan(m, hw, l);
-  const PlanEval ev = EvaluatePlan(plan, comm, l, EvalDetail::kBreakdown);
+  const PlanEval ev = EvaluatePlan(plan, comm, l, EvalDetail::kBreakdown, Contention::kWithinPass);
   Estimate est;
+  est.critical_path_s = EvaluatePlan(plan, comm, l, EvalDetail::kTime).iteration_time_s;
   est.layout = l;
   est.parameters = m.TotalParams();
   est.stage_memory = StageMemories(plan, ev);

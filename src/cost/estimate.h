@@ -1,8 +1,9 @@
-// The estimate of one training iteration: the layer plan (layer_plan.h) evaluated without
-// contention (plan_eval.h), i.e. the critical path of the very program the event simulator
-// runs, with every collective at its isolated cost on the cluster graph. So it can never
-// drift from the simulation: it equals it where nothing shares a link, and is below it
-// (contention only delays) everywhere else, which makes it the planner's bound. Also: memory
+// The estimate of one training iteration: the layer plan (layer_plan.h) evaluated as the
+// simulation's closed form (plan_eval.h): the very program the event simulator runs, every
+// collective at its cost on the cluster graph, each pass's transfers slowed where they share
+// links with the rank's other transfers of that pass and the one before it
+// (pass_contention.h). Beside it the critical path without contention, a lower bound of the
+// simulated time, which is what the planner ranks and prunes by (EstimateTime). Also: memory
 // per stage (static states from memory.h plus the activation peak of the schedule's running
 // sum, as the simulator counts it), the per-op and per-collective tables, and the breakdown of
 // the busiest stage.
@@ -53,7 +54,8 @@ struct Estimate {
   std::vector<OpTiming> ops;
   std::vector<CollectiveTiming> collectives;
   TimeBreakdown time;
-  double iteration_time_s = 0;
+  double iteration_time_s = 0;  // with each pass's transfers sharing links
+  double critical_path_s = 0;   // without contention: a lower bound of the simulation
   double tokens_per_s = 0;
   double model_flops = 0, hardware_flops = 0;  // per iteration, all GPUs
   double model_tflops_per_gpu = 0, hardware_tflops_per_gpu = 0, mfu = 0;
@@ -68,8 +70,9 @@ Estimate EstimateIteration(const ModelSpec& m, const Cluster& cluster, const Lay
 // estimates: the planner shares one across all the layouts it ranks).
 Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, const Layout& l);
 
-// What the planner ranks by: the same iteration time and peak memory, without the breakdown
-// and tables (plan_eval.h's kTime).
+// What the planner ranks by: the critical path without contention (Estimate::critical_path_s,
+// a lower bound of the simulated time) and the peak memory, without the breakdown and tables
+// (plan_eval.h's kTime).
 struct QuickEstimate {
   double iteration_time_s = 0;
   double peak_memory_bytes = 0;

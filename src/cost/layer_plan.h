@@ -5,7 +5,7 @@
 // weight-gradient pass, and the iteration's tail: gradient buckets, optimizer, parameter
 // gathers), with every collective's kind, group and bytes, when it may start (its
 // dependencies) and what waits for it. The simulator stamps these lists into its programs
-// (src/sim/program.h); the estimate evaluates the same lists without contention
+// (src/sim/program.h); the estimate evaluates the same lists in closed form
 // (estimate.h); the memory model reads the ops' saved bytes; calibrate times the ops by role.
 #pragma once
 

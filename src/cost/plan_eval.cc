@@ -9,10 +9,12 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <deque>
 #include <map>
 #include <memory>
 #include <tuple>
 
+#include "src/cost/pass_contention.h"
 #include "src/layout/placement.h"
 #include "src/util/check.h"
 
@@ -61,11 +63,14 @@ void MaxInto(Vec& a, const Vec& b) {
   for (int j = 0; j < kInputs; ++j) a[j] = std::max(a[j], b[j]);
 }
 
-// Task durations on one stage, collective prices cached by what decides them.
+// Task durations on one stage, collective prices cached by what decides them; with
+// contention, each pass list's transfers as they share links within the pass
+// (pass_contention.h).
 class Durations {
  public:
-  Durations(const CollectiveModel& comm, const Layout& l, int32_t stage) : comm_(comm), l_(l), stage_(stage) {}
-  // Task t of pass list p (its send's peer is p's, SendPeer).
+  Durations(const CollectiveModel& comm, const Layout& l, int32_t stage, Contention contention)
+      : comm_(comm), l_(l), stage_(stage), contention_(contention) {}
+  // Task t of pass list p (its send's peer is p's, SendPeer), alone.
   double Of(const PassPlan& p, const TaskSpec& t) {
     if (t.kind == TaskKind::kCompute || t.kind == TaskKind::kHostCompute) return t.duration_s;
     TaskSpec task = t;
@@ -79,13 +84,42 @@ class Durations {
     cache_.emplace_back(key, d);
     return d;
   }
+  // Every task of p, in order, alone.
+  const std::vector<double>& Of(const PassPlan& p) {
+    for (const auto& [q, v] : alone_) {
+      if (q == &p) return v;
+    }
+    std::vector<double> d(p.tasks.size());
+    for (size_t i = 0; i < d.size(); ++i) d[i] = Of(p, p.tasks[i]);
+    alone_.emplace_back(&p, std::move(d));
+    return alone_.back().second;
+  }
+  // Every task of p, in order, when p follows `prev` (nullptr: p is the stage's first pass);
+  // `tail`: p is the stage's tail.
+  const std::vector<double>& Of(const PassPlan* prev, const PassPlan& p, bool tail = false) {
+    if (contention_ == Contention::kNone) return Of(p);
+    for (const auto& [q, v] : after_) {
+      if (q.first == prev && q.second == &p) return v;
+    }
+    std::vector<const PassPlan*> window = {&p};
+    std::vector<const std::vector<double>*> alone = {&Of(p)};
+    if (prev) {
+      window.insert(window.begin(), prev);
+      alone.insert(alone.begin(), &Of(*prev));
+    }
+    after_.emplace_back(std::make_pair(prev, &p), ContendedDurations(window, tail, stage_, comm_, l_, alone));
+    return after_.back().second;
+  }
 
  private:
   using Key = std::tuple<int, int, int, int32_t, double>;
   const CollectiveModel& comm_;
   const Layout& l_;
   int32_t stage_;
+  Contention contention_;
   std::vector<std::pair<Key, double>> cache_;
+  std::deque<std::pair<const PassPlan*, std::vector<double>>> alone_;
+  std::deque<std::pair<std::pair<const PassPlan*, const PassPlan*>, std::vector<double>>> after_;
 };
 
 // A pass list compiled for one stage: out_k = max_j (in_j + m[k][j]), kept sparse: for each
@@ -110,10 +144,11 @@ PassMap Sparse(const std::array<Vec, kOutputs>& m) {
   return out;
 }
 
-PassMap Compile(const PassPlan& p, Durations& dur) {
+PassMap Compile(const PassPlan* prev, const PassPlan& p, Durations& dur) {
   std::array<Vec, kStreamCount> free;
   for (int s = 0; s < kStreamCount; ++s) free[s] = Unit(s);
   std::vector<Vec> fin(p.tasks.size());
+  const std::vector<double>& durations = dur.Of(prev, p);
   struct {
     std::array<Vec, kOutputs> m;
   } out;
@@ -126,7 +161,7 @@ PassMap Compile(const PassPlan& p, Durations& dur) {
       MaxInto(ready, p.deps[d] == kEntryDep ? Unit(kCarryIn) : fin[p.deps[d]]);
     }
     if (static_cast<int32_t>(i) == p.receive) MaxInto(ready, Unit(kRemoteIn));
-    const double d = dur.Of(p, t);
+    const double d = durations[i];
     for (double& x : ready) x += d;
     fin[i] = ready;
     free[st] = ready;
@@ -159,6 +194,7 @@ struct Clock {
   double last_compute = 0;                    // finish of the last compute task
   double act = 0, peak = 0;
   size_t next = 0;
+  int32_t last_pass = -1;                     // IterationPlan::passes index of the last pass run
   std::vector<const TaskSpec*> deferred;      // ZeRO 0/1 buckets for the tail
   // kBreakdown: the last task of each stream (for the time after the last compute).
   std::array<Category, kStreamCount> last_category{};
@@ -175,8 +211,8 @@ enum class From { kNone, kTask, kEarlier, kEntry, kRemote };
 // Walks one pass (or the tail) task by task, charging the compute stream's time (kBreakdown).
 class Walker {
  public:
-  Walker(const PassPlan& p, Durations& dur, Clock& c, bool breakdown)
-      : p_(p), dur_(dur), c_(c), breakdown_(breakdown), start_(p.tasks.size()), fin_(p.tasks.size()),
+  Walker(const PassPlan* prev, const PassPlan& p, Durations& dur, Clock& c, bool breakdown, bool tail = false)
+      : p_(p), durs_(dur.Of(prev, p, tail)), c_(c), breakdown_(breakdown), start_(p.tasks.size()), fin_(p.tasks.size()),
         from_(p.tasks.size(), From::kNone), from_task_(p.tasks.size(), -1) {}
 
   // A collective of a group spanning stages (the embedding group) starts when every member
@@ -230,7 +266,7 @@ class Walker {
           from_[i] = From::kNone;  // waited for the other stage: its bubble
         }
       }
-      const double d = dur_.Of(p_, t);
+      const double d = durs_[i];
       start_[i] = ready;
       fin_[i] = ready + d;
       prev[st] = static_cast<int32_t>(i);
@@ -296,7 +332,7 @@ class Walker {
   }
 
   const PassPlan& p_;
-  Durations& dur_;
+  const std::vector<double>& durs_;
   Clock& c_;
   bool breakdown_;
   std::vector<double> start_, fin_;
@@ -311,14 +347,17 @@ class Walker {
 
 class Evaluator {
  public:
-  Evaluator(const IterationPlan& plan, const CollectiveModel& comm, const Layout& l, EvalDetail detail)
+  Evaluator(const IterationPlan& plan, const CollectiveModel& comm, const Layout& l, EvalDetail detail,
+            Contention contention)
       : plan_(plan), l_(l), breakdown_(detail == EvalDetail::kBreakdown),
         m_(static_cast<int32_t>(l.microbatches())), positions_(PositionCount(l)),
         send_fin_(2 * static_cast<size_t>(m_) * positions_, std::nan("")),
         send_start_(breakdown_ ? send_fin_.size() : 0, kNone), clocks_(l.pp) {
     for (int32_t s = 0; s < l.pp; ++s) {
-      durations_.emplace_back(comm, l, s);
-      maps_.emplace_back(plan.passes.size());
+      durations_.emplace_back(comm, l, s, contention);
+      // Without contention a pass list's map is the same whatever ran before it.
+      maps_.emplace_back(contention == Contention::kNone ? plan.passes.size()
+                                                         : (plan.passes.size() + 1) * plan.passes.size());
       last_mb_.push_back(LastGradientMicrobatch(l, plan.stages[s].order));
     }
   }
@@ -365,6 +404,14 @@ class Evaluator {
     return (static_cast<size_t>(pass == Pass::kForward ? 0 : 1) * m_ + mb) * positions_ + position;
   }
 
+  // The pass list stage s ran last, unless the next pass waits for its input (`remote`, the
+  // received send, after the compute stream is free): then what the last one left running has
+  // had that bubble to end in, and the next pass's transfers are counted as if it ran first.
+  const PassPlan* Previous(const Clock& c, double remote = kNone) const {
+    if (c.last_pass < 0 || remote > c.free[kCompute]) return nullptr;
+    return &plan_.passes[c.last_pass];
+  }
+
   // Runs stage s's next pass if its input has arrived.
   bool Advance(int32_t s) {
     const StagePlan& sp = plan_.stages[s];
@@ -386,7 +433,7 @@ class Evaluator {
     double send = kNone, send_start = kNone, carry = kNone, carry_start = kNone;
     Category carry_category = Category::kPp;
     if (breakdown_) {
-      Walker w(p, durations_[s], c, true);
+      Walker w(Previous(c, remote), p, durations_[s], c, true);
       w.Run(c.carry, c.carry_start, c.carry_category, remote, remote_start);
       for (int32_t i : p.step_deps) c.step = std::max(c.step, w.finish(i));
       if (p.send >= 0) {
@@ -401,8 +448,12 @@ class Evaluator {
         }
       }
     } else {
-      if (!maps_[s][id]) maps_[s][id] = std::make_unique<PassMap>(Compile(p, durations_[s]));
-      const PassMap& map = *maps_[s][id];
+      const PassPlan* prev = Previous(c, remote);
+      const size_t key = maps_[s].size() == plan_.passes.size() || !prev
+                             ? static_cast<size_t>(id)
+                             : static_cast<size_t>(c.last_pass + 1) * plan_.passes.size() + id;
+      if (!maps_[s][key]) maps_[s][key] = std::make_unique<PassMap>(Compile(prev, p, durations_[s]));
+      const PassMap& map = *maps_[s][key];
       Vec in;
       for (int st = 0; st < kStreamCount; ++st) in[st] = c.free[st];
       in[kCarryIn] = c.carry;
@@ -427,6 +478,7 @@ class Evaluator {
     c.carry_start = carry_start;
     c.carry_category = carry_category;
     ++c.next;
+    c.last_pass = id;
     return true;
   }
 
@@ -452,7 +504,7 @@ class Evaluator {
     // What the entry waited for, for the breakdown: the gradient reductions, or the send.
     const bool dp_bound = c.step >= c.carry;
     const double entry_start = dp_bound ? c.last_compute : c.carry_start;
-    Walker w(tail, dur, c, breakdown_);
+    Walker w(Previous(c), tail, dur, c, breakdown_, true);
     w.Meet(std::move(meet));
     w.Run(entry, entry_start, dp_bound ? Category::kDp : c.carry_category, kNone, kNone);
     StageEval e;
@@ -566,7 +618,7 @@ PlanBound BoundPlan(const IterationPlan& plan, const CollectiveModel& comm, cons
   std::vector<double> busy(pp), before_last_bwd(pp), after_last_bwd(pp);
   for (int32_t s = 0; s < pp; ++s) {
     const StagePlan& sp = plan.stages[s];
-    durations.emplace_back(comm, l, s);
+    durations.emplace_back(comm, l, s, Contention::kNone);
     iso[s].assign(plan.passes.size(), Offsets{});
     std::vector<bool> used(plan.passes.size(), false);
     for (const auto& kinds : sp.pass_of) {
@@ -619,8 +671,8 @@ PlanBound BoundPlan(const IterationPlan& plan, const CollectiveModel& comm, cons
 }
 
 PlanEval EvaluatePlan(const IterationPlan& plan, const CollectiveModel& comm, const Layout& l,
-                      EvalDetail detail) {
-  Evaluator e(plan, comm, l, detail);
+                      EvalDetail detail, Contention contention) {
+  Evaluator e(plan, comm, l, detail, contention);
   return e.Run();
 }
 

@@ -1,14 +1,20 @@
-// Evaluates an iteration plan without contention: every task at its isolated duration (a
-// collective at the cost the collective model gives its group, as the simulator prices it
-// before links are shared), each stream in issue order, each pipeline receive after its send.
-// That is the critical path of the simulator's program (src/sim/task_graph.h), computed from
-// the plan's pass lists without stamping them: the estimate the planner ranks by, and a lower
-// bound of the simulated time (contention only delays tasks).
+// Evaluates an iteration plan as the closed form of the simulator's program, in two ways:
+//   - Contention::kNone: every task at its isolated duration (a collective at the cost the
+//     collective model gives its group, as the simulator prices it before links are shared),
+//     each stream in issue order, each pipeline receive after its send. That is the critical
+//     path of the simulator's program (src/sim/task_graph.h) computed from the plan's pass
+//     lists without stamping them, and a lower bound of the simulated time (contention only
+//     delays): the bound the planner searches by.
+//   - Contention::kWithinPass: the same with each pass list's transfers at their durations
+//     when they share links with the rank's other transfers of that pass and the one before it
+//     (pass_contention.h): the estimate `shardsim estimate` reports. Not a bound: it may
+//     price a sharing the simulation's timing avoids (docs/validation/estimate-vs-simulation.md).
 //
-// Two ways, equal up to rounding: kTime applies each pass as a max-plus linear map of its
-// inputs (stream free times, the previous pass's blocking send, the received send), built once
-// per pass list and stage; kBreakdown walks every task and also charges each stage's
-// compute-stream time to the categories of its breakdown.
+// Two evaluations, equal up to rounding: kTime applies each pass as a max-plus linear map of
+// its inputs (stream free times, the previous pass's blocking send, the received send), built
+// once per pass list and stage (and, with contention, per pass list before it); kBreakdown
+// walks every task and also charges each stage's compute-stream time to the categories of its
+// breakdown.
 #pragma once
 
 #include <vector>
@@ -30,12 +36,14 @@ struct PlanEval {
 };
 
 enum class EvalDetail { kTime, kBreakdown };
+// See the top of this file.
+enum class Contention { kNone, kWithinPass };
 
 // `plan` built for `l` on comm's cluster.
 PlanEval EvaluatePlan(const IterationPlan& plan, const CollectiveModel& comm, const Layout& l,
-                      EvalDetail detail);
+                      EvalDetail detail, Contention contention = Contention::kNone);
 
-// A lower bound of EvaluatePlan's time in O(pass lists + passes) rather than O(passes x their
+// A lower bound of EvaluatePlan's time (without contention) in O(pass lists + passes) rather than O(passes x their
 // inputs), and the exact activation peaks (a running sum that needs no times), for the
 // planner to order and prune by before it evaluates. The bound is the longest of two chains
 // per stage s, each pass counted at its isolated duration (its compute and blocking send with

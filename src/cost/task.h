@@ -2,7 +2,7 @@
 // a compute block, a collective, a pipeline send, a host transfer or a host step, on one of a
 // rank's streams, with its dependencies. The layer plan (layer_plan.h) describes every pass as
 // a list of these; the simulator stamps them into per-stage programs (src/sim/program.h) and
-// the estimate evaluates the same lists without contention (src/cost/estimate.h).
+// the estimate evaluates the same lists in closed form (src/cost/estimate.h).
 #pragma once
 
 #include <cstdint>

@@ -82,7 +82,7 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
     out << "  " << name << Fmt("%10.4f s", s) << Fmt("  %5.1f %%", 100 * s / total) << "\n";
   };
   out << "\niteration time breakdown (stage " << e.reported_stage
-      << ", the busiest; critical path without contention):\n";
+      << ", the busiest; each pass's transfers sharing links):\n";
   row("compute         ", t.compute);
   row("recompute       ", t.recompute);
   row("tp comm exposed ", t.tp_comm);
@@ -94,7 +94,8 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
   row("optimizer       ", t.optimizer);
   row("offload         ", t.offload);
   out << "  total           " << Fmt("%10.4f s", total) << "\n";
-  out << "\nestimated iteration time: " << Fmt("%.3f s", total) << "\n"
+  out << "\nestimated iteration time: " << Fmt("%.3f s", total) << " (without contention, a lower bound: "
+      << Fmt("%.3f s", e.critical_path_s) << ")\n"
       << "throughput: " << Fmt("%.0f tokens/s", e.tokens_per_s) << ", "
       << Fmt("%.1f", e.model_tflops_per_gpu) << " model TFLOP/s per GPU ("
       << Fmt("%.1f", e.hardware_tflops_per_gpu) << " with recompute), MFU "
@@ -119,6 +120,7 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   w.Field("device_memory_in_use_bytes", hw.gpu.DeviceMemoryInUse(e.peak_memory().total()));
   w.Field("fits", e.fits);
   w.Field("estimated_iteration_time_s", e.iteration_time_s);
+  w.Field("critical_path_s", e.critical_path_s);
   ComputeFitJson(w, hw);
   ErrorBandJson(w, hw, e.layout.dtype, e.iteration_time_s);
   w.Key("time_breakdown").BeginObject();

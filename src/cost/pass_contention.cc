@@ -1,0 +1,232 @@
+// See pass_contention.h. A small event loop over one pass list, with the simulator's two
+// primitives: the Engine's (integer time, sequence) order and FlowNetwork's max-min sharing.
+#include "src/cost/pass_contention.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+
+#include "src/layout/placement.h"
+#include "src/sim/engine.h"
+#include "src/sim/flow_network.h"
+#include "src/util/check.h"
+
+namespace shardsim {
+namespace {
+
+bool IsTransfer(const TaskSpec& t) { return t.kind == TaskKind::kSend || t.kind == TaskKind::kCollective; }
+
+// A transfer as the simulator moves it: a latency, then `volume` bytes of progress over links.
+struct Flow {
+  double latency_s = 0, volume = 0;
+  double alone_rate = 0;  // its rate with its links to itself
+  std::vector<FlowNetwork::Usage> usage;
+};
+
+class PassRun {
+ public:
+  PassRun(const std::vector<const PassPlan*>& window, bool tail, int32_t stage, const CollectiveModel& comm,
+          const Layout& l, const std::vector<const std::vector<double>*>& isolated)
+      : net_({}) {
+    const int64_t rank = RankOf(l, RankCoord{0, 0, 0, stage});
+    std::vector<int32_t> carry;  // the previous pass's, in the window's numbering
+    int32_t sent = -1;           // the previous pass's pipeline send, in the window's numbering
+    for (size_t w = 0; w < window.size(); ++w) {
+      const PassPlan& p = *window[w];
+      const int32_t base = static_cast<int32_t>(tasks_.size());
+      if (w + 1 == window.size()) last_ = base;
+      for (size_t k = 0; k < p.tasks.size(); ++k) {
+        const TaskSpec& t = p.tasks[k];
+        const int32_t i = base + static_cast<int32_t>(k);
+        tasks_.push_back(&t);
+        duration_.push_back((*isolated[w])[k]);
+        waiting_.push_back(0);
+        dependents_.emplace_back();
+        order_[static_cast<int>(t.stream)].push_back(i);
+        for (int32_t d = t.dep_begin; d < t.dep_end; ++d) {
+          // The entry: what the previous pass left blocking (nothing before the first).
+          const std::vector<int32_t> on = p.deps[d] == kEntryDep ? carry : std::vector<int32_t>{base + p.deps[d]};
+          for (int32_t j : on) Depend(i, j);
+        }
+        // The tail's collective over the embedding group meets the other end of the pipeline,
+        // which ends only after this stage's last gradient send has arrived there.
+        if (tail && w + 1 == window.size() && sent >= 0 && t.kind == TaskKind::kCollective &&
+            t.group == GroupKind::kEmbedding) {
+          Depend(i, sent);
+        }
+        Flow f;
+        if (t.kind == TaskKind::kSend) {
+          const int64_t to = RankOf(l, RankCoord{0, 0, 0, SendPeer(l, stage, p)});
+          f = MakeFlow(comm.Plan(Collective::kSendRecv, {rank, to}, t.bytes));
+        } else if (t.kind == TaskKind::kCollective) {
+          f = MakeFlow(comm.Plan(t.collective, GroupMembers(l, rank, t.group), t.bytes));
+        }
+        flow_.push_back(std::move(f));
+      }
+      carry.clear();
+      for (int32_t j : p.carry) carry.push_back(base + j);
+      sent = p.send >= 0 ? base + p.send : -1;
+      if (tail && w + 2 == window.size()) {
+        // The tail's entry is also the last compute and every gradient reduction.
+        for (int32_t j : p.step_deps) carry.push_back(base + j);
+        for (int32_t j = static_cast<int32_t>(p.tasks.size()) - 1; j >= 0; --j) {
+          if (p.tasks[j].kind == TaskKind::kCompute) {
+            carry.push_back(base + j);
+            break;
+          }
+        }
+      }
+    }
+    n_ = tasks_.size();
+    start_.assign(n_, 0);
+    finish_.assign(n_, 0);
+    shared_.assign(n_, 0);
+  }
+
+  // Task i waits for task j.
+  void Depend(int32_t i, int32_t j) {
+    ++waiting_[i];
+    dependents_[j].push_back(i);
+  }
+
+  Flow MakeFlow(const CollectivePlan& plan) {
+    Flow f;
+    f.latency_s = plan.cost.latency_s;
+    f.volume = plan.volume;
+    f.alone_rate = std::numeric_limits<double>::infinity();
+    for (const auto& [link, load] : plan.loads) {
+      if (load <= 0) continue;
+      auto [it, fresh] = link_.emplace(link, 0);
+      if (fresh) it->second = net_.AddLink(link->bandwidth);
+      f.usage.push_back({it->second, load});
+      f.alone_rate = std::min(f.alone_rate, link->bandwidth / load);
+    }
+    return f;
+  }
+
+  std::vector<double> Run() {
+    for (int st = 0; st < kStreamCount; ++st) TryStart(st);
+    Event ev;
+    std::vector<int32_t> changed;
+    while (engine_.Next(&ev)) {
+      const int32_t i = static_cast<int32_t>(ev.target);
+      switch (ev.kind) {
+        case kDone: Complete(i); break;
+        case kLatency: {
+          const Flow& f = flow_[i];
+          if (f.usage.empty() || f.volume <= 0) {
+            Complete(i);
+            break;
+          }
+          AddCoflow(f, i);
+          Reschedule(&changed);
+          break;
+        }
+        case kFlow: {
+          const int32_t c = static_cast<int32_t>(ev.tag >> 32);
+          if (!net_.Active(c) || (net_.Version(c) & 0xffffffffu) != (ev.tag & 0xffffffffu)) break;
+          const int32_t owner = task_of_coflow_[c];
+          net_.Remove(c, engine_.now());
+          Reschedule(&changed);
+          Complete(owner);
+          break;
+        }
+      }
+    }
+    CHECK(done_.size() == n_) << "a pass list's tasks never all ran";
+    std::vector<double> out(duration_.begin() + last_, duration_.end());
+    for (size_t i = last_; i < n_; ++i) {
+      if (shared_[i]) out[i - last_] = std::max(duration_[i], ToSeconds(finish_[i] - start_[i]));
+    }
+    return out;
+  }
+
+ private:
+  enum Kind : uint32_t { kDone, kLatency, kFlow };
+
+  void TryStart(int st) {
+    const std::vector<int32_t>& order = order_[st];
+    if (busy_[st] || next_[st] >= order.size()) return;
+    const int32_t i = order[next_[st]];
+    if (waiting_[i] > 0) return;
+    busy_[st] = true;
+    start_[i] = engine_.now();
+    if (IsTransfer(*tasks_[i])) {
+      engine_.Schedule(engine_.now() + ToSimTime(flow_[i].latency_s), kLatency, static_cast<uint32_t>(i));
+    } else {
+      engine_.Schedule(engine_.now() + ToSimTime(duration_[i]), kDone, static_cast<uint32_t>(i));
+    }
+  }
+
+  void Complete(int32_t i) {
+    finish_[i] = engine_.now();
+    done_.push_back(i);
+    const int st = static_cast<int>(tasks_[i]->stream);
+    busy_[st] = false;
+    ++next_[st];
+    uint32_t streams = 1u << st;
+    for (int32_t d : dependents_[i]) {
+      if (--waiting_[d] == 0) streams |= 1u << static_cast<int>(tasks_[d]->stream);
+    }
+    for (int s = 0; s < kStreamCount; ++s) {
+      if (streams >> s & 1u) TryStart(s);
+    }
+  }
+
+  // Task i's coflow.
+  void AddCoflow(const Flow& f, int32_t i) {
+    const int32_t c = net_.Add(f.usage, f.volume, engine_.now());
+    task_of_coflow_.resize(std::max<size_t>(task_of_coflow_.size(), c + 1), -1);
+    task_of_coflow_[c] = i;
+  }
+
+  // New finish events for the coflows whose rate changed; a task's coflow slowed below its
+  // rate alone marks it as sharing.
+  void Reschedule(std::vector<int32_t>* changed) {
+    net_.TakeChanged(changed);
+    for (int32_t c : *changed) {
+      const int32_t i = task_of_coflow_[c];
+      if (net_.Rate(c) < flow_[i].alone_rate * (1 - 1e-12)) shared_[i] = 1;
+      const uint64_t tag = static_cast<uint64_t>(c) << 32 | (net_.Version(c) & 0xffffffffu);
+      engine_.Schedule(net_.FinishTime(c), kFlow, 0, tag);
+    }
+  }
+
+  std::vector<const TaskSpec*> tasks_;
+  std::vector<double> duration_;  // alone
+  size_t n_ = 0;
+  int32_t last_ = 0;  // the last pass's first task
+  Engine engine_;
+  FlowNetwork net_;
+  std::map<const ClusterLink*, int32_t> link_;
+  std::vector<Flow> flow_;
+  std::vector<int32_t> task_of_coflow_;
+  std::vector<int32_t> waiting_;
+  std::vector<std::vector<int32_t>> dependents_;
+  std::array<std::vector<int32_t>, kStreamCount> order_;
+  std::array<size_t, kStreamCount> next_{};
+  std::array<bool, kStreamCount> busy_{};
+  std::vector<SimTime> start_, finish_;
+  std::vector<char> shared_;
+  std::vector<int32_t> done_;
+};
+
+}  // namespace
+
+std::vector<double> ContendedDurations(const std::vector<const PassPlan*>& window, bool tail, int32_t stage,
+                                       const CollectiveModel& comm, const Layout& l,
+                                       const std::vector<const std::vector<double>*>& isolated) {
+  CHECK(!window.empty() && window.size() == isolated.size()) << "a window of passes and their durations";
+  // Transfers on one stream run one at a time: no contention without two streams' transfers.
+  uint32_t streams = 0;
+  for (const PassPlan* p : window) {
+    for (const TaskSpec& t : p->tasks) {
+      if (IsTransfer(t)) streams |= 1u << static_cast<int>(t.stream);
+    }
+  }
+  if ((streams & (streams - 1)) == 0) return *isolated.back();
+  return PassRun(window, tail, stage, comm, l, isolated).Run();
+}
+
+}  // namespace shardsim
