@@ -167,6 +167,17 @@ void BM_SimulateGpt3Full(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateGpt3Full)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 
+// The same with every rank run: tp = 8 fills a dgx-a100-80gb node, whose GPUs each have a NIC
+// on a rail-optimized fabric, so the full run above runs one rank per TP group
+// (TpPeersInLockstep) and gives the same result.
+void BM_SimulateGpt3FullEveryRank(benchmark::State& state) {
+  SimOptions options;
+  options.full = true;
+  options.tp_lockstep = false;
+  SimulateGpt3(state, options);
+}
+BENCHMARK(BM_SimulateGpt3FullEveryRank)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+
 // Llama 3 405B, tp 8, pp 2, dp = GPUs / 16, 2 sequences per GPU (dgx-h100 with GPUs / 8
 // nodes), cold: the cluster graph built and every route found, as one command pays. Arg = GPUs:
 // how a symmetric simulation grows from 1,024 to 131,072 GPUs.

@@ -24,8 +24,11 @@ std::string SimulationText(const ModelSpec& m, const HardwareSpec& hw, const Sim
       << hw.name << "), " << (r.full ? "full (every rank)" : "symmetric (one rank per stage)")
       << "\nlayout: " << FormatLayout(l) << "\nsequence length: " << m.seq_len << " tokens\n";
   for (const std::string& w : warnings) out << "warning: " << w << "\n";
-  out << "simulated " << r.tasks << " tasks, " << r.events << " events on " << r.ranks.size()
-      << " ranks\n";
+  out << "simulated " << r.tasks << " tasks, " << r.events << " events on " << r.ranks.size() << " ranks";
+  if (r.simulated_ranks < static_cast<int64_t>(r.ranks.size())) {
+    out << " (TP peers in lockstep: " << r.simulated_ranks << " run, each for its " << l.tp << " TP ranks)";
+  }
+  out << "\n";
   const RankResult& crit = r.ranks[r.critical];
   out << "\niteration time breakdown (rank " << crit.rank << ", stage " << crit.stage
       << ", the busiest):\n";

@@ -200,6 +200,8 @@ class Runner {
   std::vector<CachedPlan> plans_;
   SimResult result_;
   size_t executed_ = 0;
+  // Full mode's TP peers in lockstep (TpPeersInLockstep): only TP index 0 is run.
+  const bool lockstep_ = TpPeersInLockstep(cluster_.hardware(), l_, options_);
 };
 
 void Runner::ClassifyStages() {
@@ -237,7 +239,9 @@ void Runner::InitRanks() {
   state_of_rank_.assign(world, -1);
   std::vector<int64_t> ranks;
   if (options_.full) {
-    for (int64_t r = 0; r < world; ++r) ranks.push_back(r);
+    // TP is the innermost dimension: a rank of TP index 0 every l.tp ranks.
+    const int64_t step = lockstep_ ? l_.tp : 1;
+    for (int64_t r = 0; r < world; r += step) ranks.push_back(r);
   } else {
     for (int32_t s = 0; s < l_.pp; ++s) ranks.push_back(RankOf(l_, RankCoord{0, 0, 0, s}));
   }
@@ -700,7 +704,9 @@ StatusOr<SimResult> Runner::Run() {
   for (const RankState& r : states_) end = std::max(end, r.last_end);
   res.iteration_time_s = ToSeconds(end);
   res.events = engine_.events_processed();
-  res.tasks = executed_;
+  const int64_t peers = lockstep_ ? l_.tp : 1;
+  res.tasks = executed_ * static_cast<size_t>(peers);
+  res.simulated_ranks = static_cast<int64_t>(states_.size());
   const HardwareSpec& hw = cluster_.hardware();
   res.memory_capacity_bytes = hw.gpu.memory_bytes;
   res.usable_memory_bytes = hw.gpu.UsableMemoryBytes();
@@ -724,13 +730,17 @@ StatusOr<SimResult> Runner::Run() {
     const double busy = rr.breakdown_s[0] + rr.breakdown_s[1] + rr.breakdown_s[static_cast<int>(Category::kOptimizer)];
     if (busy > best_busy + 1e-12) {
       best_busy = busy;
-      res.critical = i;
+      res.critical = res.ranks.size();
     }
     if (rr.peak_memory.total() > res.peak_memory_bytes) {
       res.peak_memory_bytes = rr.peak_memory.total();
-      res.peak_rank = i;
+      res.peak_rank = res.ranks.size();
     }
-    res.ranks.push_back(rr);
+    // The rank, then its TP peers in lockstep (ranks rank + 1 ... rank + tp - 1): the same.
+    for (int64_t k = 0; k < peers; ++k) {
+      res.ranks.push_back(rr);
+      res.ranks.back().rank = r.rank + k;
+    }
   }
   // As the estimate's verdict (MemoryFits): within the usable memory, offloaded states within
   // the node's host memory.
@@ -750,16 +760,24 @@ StatusOr<SimResult> Runner::Run() {
 
 }  // namespace
 
+bool TpPeersInLockstep(const HardwareSpec& hw, const Layout& l, const SimOptions& options) {
+  return options.full && options.tp_lockstep && !options.trace && l.tp > 1 && l.tp == hw.node.gpus && hw.network &&
+         hw.network->nics == hw.node.gpus && hw.network->topology == NetworkTopology::kRailOptimized;
+}
+
 StatusOr<SimResult> RunProgram(const ModelSpec& m, const Cluster& cluster, const Layout& l,
                                const IterationProgram& program, const SimOptions& options) {
   Runner runner(m, cluster, l, program, options);
   return runner.Run();
 }
 
-SimulationSize SizeOfSimulation(const IterationProgram& program, const Layout& l, const SimOptions& options) {
+SimulationSize SizeOfSimulation(const IterationProgram& program, const Layout& l, const SimOptions& options,
+                                const HardwareSpec* hw) {
   SimulationSize z;
-  // Symmetric mode runs one rank per stage; full mode world / pp ranks of every stage.
-  const double per_stage = options.full ? static_cast<double>(l.world()) / static_cast<double>(l.pp) : 1.0;
+  // Symmetric mode runs one rank per stage; full mode world / pp ranks of every stage, or
+  // one per TP group where TP peers run in lockstep.
+  const double peers = hw && TpPeersInLockstep(*hw, l, options) ? static_cast<double>(l.tp) : 1.0;
+  const double per_stage = options.full ? static_cast<double>(l.world()) / static_cast<double>(l.pp) / peers : 1.0;
   double stage_tasks = 0;
   for (const StageProgram& p : program.stages) stage_tasks += static_cast<double>(p.tasks.size());
   z.ranks = per_stage * static_cast<double>(program.stages.size());
@@ -787,7 +805,7 @@ StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const L
   const IterationProgram program = BuildIteration(m, cluster.hardware(), l);
   // What was asked costs what it costs before any of it is allocated: a full simulation of
   // 800k GPUs used to end in bad_alloc after 6.4 GB, and a full trace of 1,024 GPUs is 8.7 GB.
-  const SimulationSize size = SizeOfSimulation(program, l, options);
+  const SimulationSize size = SizeOfSimulation(program, l, options, &cluster.hardware());
   if (std::getenv("SHARDSIM_PROFILE")) {  // the figures behind kSimBytesPerTask (docs/performance.md)
     std::fprintf(stderr, "simulation size: %.0f ranks, %.0f tasks, about %.3f GiB, trace about %.3f GiB\n", size.ranks,
                  size.tasks, size.bytes / kGiB, size.trace_bytes / kGiB);

@@ -26,10 +26,22 @@ struct SimOptions {
   bool critical_path = true;  // also find the no-contention critical path (task_graph.h)
   bool check_acyclic = true;  // reject a cyclic task graph before running (a deadlock is
                               // still reported without it)
+  bool tp_lockstep = true;    // full mode: run TP peers in lockstep once where that is exact
+                              // (TpPeersInLockstep); off, every rank is run
   // Prices collectives with this model (sharing its cache of priced groups) instead of a
   // fresh one; must be built on the same cluster.
   const CollectiveModel* collectives = nullptr;
 };
+
+// Full mode on a cluster where a TP group is a whole node whose every GPU has its own NIC on
+// a rail-optimized network (and no trace is kept): the TP peers of a rank then run in
+// lockstep, exactly. Each GPU's transfers other than TP's leave the node on its own rail
+// (every other group has one member per node, at the same local index), so the transfers of
+// different TP indices share no link, and TP's collectives use only the node's fabric links,
+// which nothing else loads: the peers' transfers are translations of the first's, on
+// disjoint links, and take the same times. So full mode simulates the ranks of TP index 0
+// and reports each result for its peers too (docs/simulator.md, "TP peers in lockstep").
+bool TpPeersInLockstep(const HardwareSpec& hw, const Layout& l, const SimOptions& options);
 
 // What a simulation would hold, computed from its program before any of it is allocated.
 struct SimulationSize {
@@ -50,7 +62,9 @@ inline constexpr double kTraceBytesPerTask = 290;
 // gets an error saying so (symmetric mode, one rank per stage, is the answer for symmetric
 // layouts) instead of paging or bad_alloc.
 inline constexpr double kMaxSimulationBytes = 8.0 * 1024 * 1024 * 1024;
-SimulationSize SizeOfSimulation(const IterationProgram& program, const Layout& l, const SimOptions& options);
+// `hw`, when given, lets full mode count TP peers in lockstep once (TpPeersInLockstep).
+SimulationSize SizeOfSimulation(const IterationProgram& program, const Layout& l, const SimOptions& options,
+                                const HardwareSpec* hw = nullptr);
 
 struct TraceSpan {
   int32_t rank = 0, stage = 0, name = 0, microbatch = -1, layer = -1;
@@ -86,7 +100,9 @@ struct SimResult {
   bool fits = false;
   CriticalPath critical_path;  // when SimOptions::critical_path
   uint64_t events = 0;
-  size_t tasks = 0;  // task instances executed
+  size_t tasks = 0;  // task instances executed (in full mode, TP peers in lockstep counted too)
+  int64_t simulated_ranks = 0;  // ranks run by the event loop (full mode with TP peers in
+                                // lockstep: one per TP group; `ranks` lists every rank)
   std::vector<TraceSpan> trace;
   std::vector<MemorySample> memory_trace;
   std::vector<std::vector<std::string>> names;  // per stage
