@@ -202,10 +202,7 @@ TEST(SimulatorTest, DeadlockIsReported) {
   b.dep_end = 2;
   p.tasks = {a, b};
   p.deps = {1, 0};  // a waits on b, b on a
-  p.dependents = {{1}, {0}};
-  p.stream_order.assign(kStreamCount, {});
-  p.stream_order[0] = {0};
-  p.stream_order[static_cast<int>(Stream::kTp)] = {1};
+  p.Index();
   prog.remote_dependents = {{{}, {}}};
   Layout l = Pipeline(1, 1, 1, Schedule::k1F1B);
   const Cluster cluster(IdealNode());

@@ -2,6 +2,7 @@
 #include "src/sim/program.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -9,6 +10,25 @@
 #include "src/util/check.h"
 
 namespace shardsim {
+
+void StageProgram::Index() {
+  const int32_t n = static_cast<int32_t>(tasks.size());
+  dependents_begin.assign(static_cast<size_t>(n) + 1, 0);
+  for (int32_t i = 0; i < n; ++i) {
+    for (int32_t d = tasks[i].dep_begin; d < tasks[i].dep_end; ++d) ++dependents_begin[deps[d] + 1];
+  }
+  for (int32_t i = 0; i < n; ++i) dependents_begin[i + 1] += dependents_begin[i];
+  dependents.assign(static_cast<size_t>(dependents_begin[n]), 0);
+  std::vector<int32_t> fill(dependents_begin.begin(), dependents_begin.end() - 1);
+  stream_of.assign(static_cast<size_t>(n), 0);
+  stream_order.assign(kStreamCount, {});
+  for (int32_t i = 0; i < n; ++i) {
+    const TaskSpec& t = tasks[i];
+    for (int32_t d = t.dep_begin; d < t.dep_end; ++d) dependents[fill[deps[d]]++] = i;  // in task order
+    stream_of[i] = static_cast<uint8_t>(t.stream);
+    stream_order[static_cast<int>(t.stream)].push_back(i);
+  }
+}
 
 size_t IterationProgram::task_count() const {
   size_t n = 0;
@@ -27,15 +47,15 @@ class Stamper {
   // program index of p's task 0.
   int32_t Stamp(const PassPlan& p, int32_t mb, int32_t chunk, int64_t first_layer) {
     const int32_t base = static_cast<int32_t>(prog_->tasks.size());
-    std::vector<int32_t> names(p.names.size());
-    for (size_t i = 0; i < p.names.size(); ++i) names[i] = Name(p.names[i]);
+    const std::vector<int32_t>& names = NamesOf(p);
     for (const TaskSpec& src : p.tasks) {
       TaskSpec t = src;
       t.name = names[src.name];
       if (t.microbatch >= 0) t.microbatch = mb;
       if (t.chunk >= 0) t.chunk = chunk;
       if (t.layer >= 0) t.layer = static_cast<int32_t>(first_layer + t.layer);
-      std::vector<int32_t> deps;
+      std::vector<int32_t>& deps = scratch_;
+      deps.clear();
       for (int32_t d = src.dep_begin; d < src.dep_end; ++d) {
         const int32_t dep = p.deps[d];
         if (dep == kEntryDep) {
@@ -44,7 +64,7 @@ class Stamper {
           deps.push_back(base + dep);
         }
       }
-      Add(t, std::move(deps));
+      Add(t, deps);
     }
     entry_.clear();
     for (int32_t c : p.carry) entry_.push_back(base + c);
@@ -69,7 +89,8 @@ class Stamper {
   // last pass left pending.
   void StampTail(const PassPlan& tail) {
     for (const auto& [t, producer] : deferred_) {
-      step_deps_.push_back(Add(t, {producer, last_compute_}));
+      std::vector<int32_t> deps = {producer, last_compute_};
+      step_deps_.push_back(Add(t, deps));
     }
     entry_.insert(entry_.end(), step_deps_.begin(), step_deps_.end());
     entry_.push_back(last_compute_);
@@ -83,7 +104,18 @@ class Stamper {
     prog_->names.push_back(n);
     return name_ids_[n] = static_cast<int32_t>(prog_->names.size() - 1);
   }
-  int32_t Add(TaskSpec t, std::vector<int32_t> deps) {
+  // The program's name index of each of p's names (looked up once per pass list).
+  const std::vector<int32_t>& NamesOf(const PassPlan& p) {
+    for (const auto& [q, ids] : pass_names_) {
+      if (q == &p) return ids;
+    }
+    std::vector<int32_t> ids(p.names.size());
+    for (size_t i = 0; i < p.names.size(); ++i) ids[i] = Name(p.names[i]);
+    pass_names_.emplace_back(&p, std::move(ids));
+    return pass_names_.back().second;
+  }
+  // Sorts and dedups `deps` in place.
+  int32_t Add(TaskSpec t, std::vector<int32_t>& deps) {
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     t.dep_begin = static_cast<int32_t>(prog_->deps.size());
@@ -101,6 +133,8 @@ class Stamper {
   std::vector<int32_t> step_deps_;
   std::vector<std::pair<TaskSpec, int32_t>> deferred_;
   int32_t last_compute_ = -1;
+  std::deque<std::pair<const PassPlan*, std::vector<int32_t>>> pass_names_;
+  std::vector<int32_t> scratch_;  // one task's dependencies
 };
 
 }  // namespace
@@ -147,15 +181,7 @@ IterationProgram BuildIteration(const IterationPlan& plan, const Layout& l) {
     t.remote_task = task;
     it.remote_dependents[stage][task].emplace_back(receiver.first, receiver.second);
   }
-  for (StageProgram& p : it.stages) {
-    p.dependents.assign(p.tasks.size(), {});
-    p.stream_order.assign(kStreamCount, {});
-    for (int32_t i = 0; i < static_cast<int32_t>(p.tasks.size()); ++i) {
-      const TaskSpec& t = p.tasks[i];
-      for (int32_t d = t.dep_begin; d < t.dep_end; ++d) p.dependents[p.deps[d]].push_back(i);
-      p.stream_order[static_cast<int>(t.stream)].push_back(i);
-    }
-  }
+  for (StageProgram& p : it.stages) p.Index();
   return it;
 }
 

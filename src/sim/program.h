@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,18 @@ struct StageProgram {
   std::vector<TaskSpec> tasks;
   std::vector<int32_t> deps;
   std::vector<std::string> names;
-  std::vector<std::vector<int32_t>> dependents;   // local tasks waiting on each task
+  // The local tasks waiting on each task, all in one array: task i's are
+  // dependents[dependents_begin[i] .. dependents_begin[i + 1]) (SetDependents).
+  std::vector<int32_t> dependents_begin, dependents;
+  std::vector<uint8_t> stream_of;                  // each task's stream, packed (the runner's hot loop)
   std::vector<std::vector<int32_t>> stream_order;  // task indices per stream, in issue order
   MemoryBreakdown static_memory;  // weights, gradients, optimizer, other (activations 0)
+
+  std::span<const int32_t> DependentsOf(int32_t task) const {
+    return {dependents.data() + dependents_begin[task], dependents.data() + dependents_begin[task + 1]};
+  }
+  // Fills dependents_begin, dependents, stream_of and stream_order from the tasks and deps.
+  void Index();
 };
 
 struct IterationProgram {

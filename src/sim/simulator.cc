@@ -600,8 +600,8 @@ void Runner::Complete(int32_t s, int32_t task) {
   // Only a stream whose first task may have become ready can start one: this task's (its
   // next task is first now) and those of the dependents left with nothing to wait for.
   uint32_t ready = 1u << st;
-  for (int32_t dep : p.dependents[task]) {
-    if (r.At(dep).DependencyDone() == 0) ready |= 1u << static_cast<int>(p.tasks[dep].stream);
+  for (int32_t dep : p.DependentsOf(task)) {
+    if (r.At(dep).DependencyDone() == 0) ready |= 1u << p.stream_of[dep];
   }
   for (const auto& [stage, other] : prog_.remote_dependents[r.stage][task]) {
     const int32_t o = state_of_rank_[RankAtStage(r, stage)];
