@@ -1,6 +1,8 @@
-// Kernel launches on the host for the CUDA emulator: each block runs as blockDim.x std::threads
-// (one per CUDA thread), blocks one after another; __syncthreads and __syncwarp are barriers
-// and __shfl_xor_sync goes through a per-warp exchange array. A launch first checks what the
+// Kernel launches on the host for the CUDA emulator: each block runs as blockDim.x fibers (one
+// per CUDA thread, cooperative, on the launching OS thread), blocks one after another;
+// __syncthreads and __syncwarp are barriers at which a fiber waits until every live thread of
+// the block (of the warp) has reached it, and __shfl_xor_sync goes through a per-warp exchange
+// array. Threads left waiting at different barriers abort the launch (a GPU would hang). A launch first checks what the
 // hardware would refuse (block and grid sizes, dynamic shared memory against the kernel's
 // cudaFuncSetAttribute value and sm_90's opt-in limit), and each block ends with checks the
 // hardware would not make but a correct kernel passes: every thread reached the same number of
@@ -21,8 +23,12 @@
 
 namespace cuda_emu {
 
-// The order blocks run in. A kernel whose blocks each own their outputs gives bitwise the same
-// results either way; the test flips it to check that.
+// The order blocks run in, and the threads of a block between its barriers (fibers run one at
+// a time, each until it waits: in thread order, or the reverse). A kernel whose blocks each own
+// their outputs gives bitwise the same results either way, and so does one whose threads meet
+// at a barrier between a shared-memory write and another thread's read of it; without that
+// barrier one of the two orders reads the word before it is written (NaN, 0xff bytes) or a
+// stale value. The tests flip it to check both.
 enum class BlockOrder { kForward, kReverse };
 void SetBlockOrder(BlockOrder order);
 

@@ -40,6 +40,15 @@ __global__ void EarlyReturn() {
   __syncthreads();
 }
 
+// Lane 0 waits at the block's barrier, lanes 1-31 at the warp's: neither can complete.
+__global__ void SplitBarriers() {
+  if (threadIdx.x == 0) {
+    __syncthreads();
+  } else {
+    __syncwarp();
+  }
+}
+
 __global__ void WritePast(int bytes) {
   if (threadIdx.x == 0) Smem()[bytes] = 0;
 }
@@ -58,6 +67,13 @@ __global__ void StaticArray(float* out, bool half) {
   if (!half || threadIdx.x < 32) s[threadIdx.x] = static_cast<float>(threadIdx.x + blockIdx.x);
   __syncthreads();
   out[blockIdx.x * 64 + threadIdx.x] = half ? s[63 - threadIdx.x] : s[threadIdx.x ^ 1];
+}
+
+// The same exchange without the barrier: a race.
+__global__ void StaticArrayNoBarrier(float* out) {
+  auto& s = cuda_emu::StaticShared<float[64]>([] {});
+  s[threadIdx.x] = static_cast<float>(threadIdx.x);
+  out[threadIdx.x] = s[threadIdx.x ^ 1];
 }
 
 __global__ void StaticArrayPast() {
@@ -114,6 +130,12 @@ TEST_F(EmulatorTest, ReportsDivergentBarriers) {
                "thread 5 passed 0 __syncthreads, thread 0 1");
 }
 
+// On a GPU this hangs; the emulator's scheduler sees that no barrier can be released.
+TEST_F(EmulatorTest, ReportsThreadsStuckAtDifferentBarriers) {
+  EXPECT_DEATH(cuda_emu::Launch(dim3(1), dim3(32), 0, nullptr, SplitBarriers),
+               "1 threads wait at __syncthreads and the other 31 live ones at a warp barrier");
+}
+
 TEST_F(EmulatorTest, ReportsWritesPastSharedMemory) {
   EXPECT_DEATH(cuda_emu::Launch(dim3(1), dim3(32), 256, nullptr, WritePast, 256),
                "wrote byte 256 of dynamic shared memory, past its 256");
@@ -136,6 +158,27 @@ TEST_F(EmulatorTest, StaticSharedArraysAreTheBlocks) {
   for (int t = 0; t < 64; ++t) EXPECT_EQ(std::isnan(out[64 + t]), t < 32) << t;
   EXPECT_DEATH(cuda_emu::Launch(dim3(1), dim3(32), 0, nullptr, CUDA_EMU_KERNEL(StaticArrayPast)),
                "wrote byte 32 of a 32-byte static __shared__ array");
+}
+
+// Between barriers the threads run one at a time, in thread order or (SetBlockOrder kReverse)
+// the reverse, so a read of another thread's write with no barrier between them finds the word
+// unwritten (NaN) in one order or the other: forward, thread 2k reads word 2k + 1 before thread
+// 2k + 1 runs; reversed, thread 2k + 1 reads word 2k before thread 2k runs.
+TEST_F(EmulatorTest, AMissingBarrierReadsUnwrittenSharedMemory) {
+  std::vector<float> out(64);
+  for (cuda_emu::BlockOrder order : {cuda_emu::BlockOrder::kForward, cuda_emu::BlockOrder::kReverse}) {
+    cuda_emu::SetBlockOrder(order);
+    cuda_emu::Launch(dim3(1), dim3(64), 0, nullptr, CUDA_EMU_KERNEL(StaticArrayNoBarrier), out.data());
+    const int stale = order == cuda_emu::BlockOrder::kForward ? 0 : 1;  // parity of the NaN reads
+    for (int t = 0; t < 64; ++t) {
+      if (t % 2 == stale) {
+        EXPECT_TRUE(std::isnan(out[t])) << t;
+      } else {
+        EXPECT_EQ(out[t], static_cast<float>(t ^ 1)) << t;
+      }
+    }
+  }
+  cuda_emu::SetBlockOrder(cuda_emu::BlockOrder::kForward);
 }
 
 // A template kernel is deduced from the arguments, as CUDA does; 64-bit shuffles exchange whole
