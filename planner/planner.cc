@@ -157,6 +157,21 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   base.dtype_given = true;
   base.schedule_given = true;
 
+  // The recompute and offload values --fix/--forbid allow (the innermost loops: checked once).
+  std::vector<Recompute> recomputes;
+  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    if (Allowed(o, "recompute", RecomputeName(rc))) recomputes.push_back(rc);
+  }
+  std::vector<Offload> offloads;
+  for (Offload off : {Offload::kNone, Offload::kOptimizer, Offload::kOptimizerAndParams}) {
+    if (Allowed(o, "offload", OffloadName(off))) offloads.push_back(off);
+  }
+
+  // The interleaved schedule overlaps its sends unless told not to: what Megatron-LM does by
+  // default (validate_args sets overlap_p2p_comm only with virtual stages; the other schedules
+  // cannot overlap them).
+  const bool interleaved_overlaps_pp = !o.fixed.count("overlap_pp") && Allowed(o, "overlap_pp", "on");
+
   // The pipeline splits of each (pp, vpp, schedule): the same for every tp, cp, ep and mbs.
   std::map<std::tuple<int64_t, int64_t, Schedule>, std::vector<PipelineSplit>> splits;
   for (int64_t tp : Divisors(std::min<int64_t>(n, hw.node.gpus))) {
@@ -214,10 +229,8 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                   if (tp > 1 && !Allowed(o, "overlap_tp", TpOverlapName(overlap))) continue;  // (no effect at tp 1)
                   for (DType dtype : dtypes) {
                   ++next_group;
-                  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-                    if (!Allowed(o, "recompute", RecomputeName(rc))) continue;
-                    for (Offload off : {Offload::kNone, Offload::kOptimizer, Offload::kOptimizerAndParams}) {
-                      if (!Allowed(o, "offload", OffloadName(off))) continue;
+                  for (Recompute rc : recomputes) {
+                    for (Offload off : offloads) {
                       if ((off == Offload::kOptimizer && zero == 0) ||
                           (off == Offload::kOptimizerAndParams && zero != 3)) {
                         continue;
@@ -237,13 +250,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                       l.offload = off;
                       l.overlap_tp = overlap;
                       l.dtype = dtype;
-                      // The interleaved schedule overlaps its sends unless told not to: what
-                      // Megatron-LM does by default (validate_args sets overlap_p2p_comm only
-                      // with virtual stages; the other schedules cannot overlap them).
-                      if (schedule == Schedule::kInterleaved && !o.fixed.count("overlap_pp") &&
-                          Allowed(o, "overlap_pp", "on")) {
-                        l.overlap_pp = true;
-                      }
+                      if (schedule == Schedule::kInterleaved && interleaved_overlaps_pp) l.overlap_pp = true;
                       split.ApplyTo(l);
                       // What the stack cannot run is counted, not kept (most of the space
                       // under a stack: the check, the bounds and the memory never see it).
