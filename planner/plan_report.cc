@@ -14,8 +14,9 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// The layout keys that matter for reading the table.
-std::string Short(const Layout& l) {
+}  // namespace
+
+std::string ShortLayout(const Layout& l) {
   std::ostringstream o;
   o << "tp" << l.tp << " pp" << l.pp << " dp" << l.dp;
   if (l.cp > 1) o << " cp" << l.cp;
@@ -36,12 +37,14 @@ std::string Short(const Layout& l) {
   return o.str();
 }
 
-double Share(const Candidate& c, std::initializer_list<Category> cats) {
+double CriticalShare(const Candidate& c, std::initializer_list<Category> cats) {
   const RankResult& r = c.sim.ranks[c.sim.critical];
   double s = 0;
   for (Category k : cats) s += r.breakdown_s[static_cast<int>(k)];
   return s / c.sim.iteration_time_s;
 }
+
+namespace {
 
 
 }  // namespace
@@ -78,9 +81,9 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
   int i = 1;
   for (const Candidate& c : r.ranked) {
     std::snprintf(line, sizeof line, "%-3d %-62s %10.4f %9.1f %5.1f%% %9.1f %7.1f%% %6.1f%% %6.1f%%\n", i++,
-                  Short(c.layout).c_str(), c.sim.iteration_time_s, c.sim.model_tflops_per_gpu,
+                  ShortLayout(c.layout).c_str(), c.sim.iteration_time_s, c.sim.model_tflops_per_gpu,
                   100 * c.sim.mfu, c.sim.peak_memory_bytes / kGiB,
-                  100 * (1 - c.sim.peak_memory_bytes / r.memory_limit_bytes), 100 * Share(c, {Category::kBubble}),
+                  100 * (1 - c.sim.peak_memory_bytes / r.memory_limit_bytes), 100 * CriticalShare(c, {Category::kBubble}),
                   100 * ExposedCommFraction(c));
     out << line;
   }
@@ -124,7 +127,7 @@ std::string ParetoText(const ModelSpec& m, const std::vector<PlanResult>& result
     if (base == 0) base = per_gpu;
     std::snprintf(line, sizeof line, "  %6lld %12.4f %14.0f %12.1f %9.1f%%  %s\n",
                   static_cast<long long>(r.gpus), w.sim.iteration_time_s, w.sim.tokens_per_s, per_gpu,
-                  100 * per_gpu / base, Short(w.layout).c_str());
+                  100 * per_gpu / base, ShortLayout(w.layout).c_str());
     out << line;
   }
   (void)m;
@@ -168,7 +171,7 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
       w.Field("hardware_tflops_per_gpu", c.sim.hardware_tflops_per_gpu).Field("mfu", c.sim.mfu);
       w.Field("peak_memory_bytes", c.sim.peak_memory_bytes);
       w.Field("headroom_bytes", r.memory_limit_bytes - c.sim.peak_memory_bytes);
-      w.Field("bubble_fraction", Share(c, {Category::kBubble})).Field("exposed_comm_fraction", ExposedCommFraction(c));
+      w.Field("bubble_fraction", CriticalShare(c, {Category::kBubble})).Field("exposed_comm_fraction", ExposedCommFraction(c));
       w.Field("score", Score(c, m, hw, o)).EndObject();
     }
     w.EndArray();

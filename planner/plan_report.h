@@ -2,12 +2,18 @@
 // GPU-count (Pareto) table, and the JSON with fixed keys (docs/planner.md).
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "planner/planner.h"
 
 namespace shardsim::planner {
+
+// The layout keys that matter for reading a table, in short: "tp8 pp4 dp2 vpp2 mbs1 z1 sp ...".
+std::string ShortLayout(const Layout& l);
+// The share of a simulated candidate's iteration its critical rank spends in `cats`.
+double CriticalShare(const Candidate& c, std::initializer_list<Category> cats);
 
 // `warnings`: what the inputs hold that is not modelled, how the sequence length was chosen.
 std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptions& o,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # HtmlReportRendersInChromium: the HTML report of `shardsim compare` (runtime/report/compare.h)
-# opened in headless Chromium. It must render to a non-trivial screenshot, and the DOM Chromium
-# builds from it must hold the report's SVG charts (the element ids of ComparisonHtml). Inputs:
-# the fixtures of tests/data/compare (tiny, pp=2 on cpu-host, 2 ranks; README.md there).
+# and the plan page of `shardsim plan --html` (planner/plan_html.h) opened in headless
+# Chromium. Each must render to a non-trivial screenshot, and the DOM Chromium builds from it
+# must hold the page's SVG charts (their element ids). Inputs: the fixtures of tests/data/compare
+# (tiny, pp=2 on cpu-host, 2 ranks; README.md there); Llama 3 8B planned on 8 and 16 H100.
 # Usage: html_render_test.sh SHARDSIM_BINARY FIXTURE_DIR. Exit 77 (ctest's skip) without Chromium.
 set -euo pipefail
 bin=$1
@@ -56,4 +57,35 @@ if [ "$rects" -lt 20 ]; then
   exit 1
 fi
 grep -q '<table id="summary">' "$tmp/dom.html" || { echo "FAIL: no summary table in the DOM"; exit 1; }
-echo "PASS: screenshot $size bytes; DOM has the 5 charts and $rects bars"
+echo "PASS: compare: screenshot $size bytes; DOM has the 5 charts and $rects bars"
+
+# The plan page over a GPU range: a ranked table and a scatter per GPU count, the winner's
+# timeline with its legend, the scaling chart.
+page=$tmp/plan.html
+"$bin" plan --model llama3-8b --hardware dgx-h100 --gpus 8..16 --global-batch 64 --top 5 --html "$page" > /dev/null
+timeout 60 "${browser[@]}" --screenshot="$tmp/plan.png" --window-size=1250,2600 "file://$page" \
+  > "$tmp/plan-screenshot.log" 2>&1 || { cat "$tmp/plan-screenshot.log"; echo "FAIL: chromium --screenshot of the plan failed"; exit 1; }
+size=$(stat -c %s "$tmp/plan.png" 2> /dev/null || echo 0)
+if [ "$size" -lt 20000 ]; then
+  echo "FAIL: screenshot $tmp/plan.png is $size bytes (a blank page?)"
+  exit 1
+fi
+timeout 60 "${browser[@]}" --dump-dom "file://$page" > "$tmp/plan-dom.html" 2> "$tmp/plan-dom.log" \
+  || { cat "$tmp/plan-dom.log"; echo "FAIL: chromium --dump-dom of the plan failed"; exit 1; }
+for id in scatter-8 scatter-16 timeline-winner scaling; do
+  if ! grep -q "<svg id=\"$id\"" "$tmp/plan-dom.html"; then
+    echo "FAIL: the plan's rendered DOM has no <svg id=\"$id\">"
+    exit 1
+  fi
+done
+for id in ranked-8 ranked-16; do
+  grep -q "<table id=\"$id\">" "$tmp/plan-dom.html" || { echo "FAIL: no <table id=\"$id\"> in the plan's DOM"; exit 1; }
+done
+grep -q '<p id="legend">' "$tmp/plan-dom.html" || { echo "FAIL: no legend in the plan's DOM"; exit 1; }
+circles=$(grep -o "<circle" "$tmp/plan-dom.html" | wc -l)
+# At least 5 points in each scatter and one per GPU count in the scaling chart.
+if [ "$circles" -lt 12 ]; then
+  echo "FAIL: the plan's rendered DOM has only $circles points"
+  exit 1
+fi
+echo "PASS: plan: screenshot $size bytes; DOM has the tables, the 4 charts and $circles points"

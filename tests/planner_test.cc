@@ -36,18 +36,7 @@ struct Problem {
   double max_memory_fraction = 1.0;
 };
 
-ModelSpec GqaModel() {  // Llama-style: GQA, SwiGLU, RMSNorm, RoPE, untied
-  ModelSpec m = testing::TinyModel(1024);
-  m.name = "test-gqa";
-  m.layers = 8;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.kv_heads = 4;
-  m.head_dim = 64;
-  m.ffn_hidden = 2816;
-  m.vocab = 8192;
-  return m;
-}
+ModelSpec GqaModel() { return testing::GqaTestModel(); }  // Llama-style: GQA, SwiGLU, RMSNorm, RoPE, untied
 
 ModelSpec MoeModel() {  // Mixtral-style: 4 experts, top 2
   ModelSpec m = GqaModel();

@@ -55,6 +55,21 @@ inline ModelSpec TinyModel(int64_t seq) {
   return m;
 }
 
+// A small Llama-style model (GQA 16:4, SwiGLU, RMSNorm, RoPE, untied) of 8 layers, hidden 1024,
+// 1,024-token sequences: the planner tests' dense model.
+inline ModelSpec GqaTestModel() {
+  ModelSpec m = TinyModel(1024);
+  m.name = "test-gqa";
+  m.layers = 8;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 4;
+  m.head_dim = 64;
+  m.ffn_hidden = 2816;
+  m.vocab = 8192;
+  return m;
+}
+
 // TinyModel(seq) with a mixture of experts in every layer (models/tiny-moe.yaml's: 4 experts of
 // inner size 128, top 2) and its load-balancing loss at Switch Transformer's 1e-2.
 inline ModelSpec TinyMoeModel(int64_t seq) {

@@ -13,6 +13,7 @@
 #include "planner/round_trip.h"
 #include "src/util/strings.h"
 #include "src/io/bundled.h"
+#include "planner/plan_html.h"
 #include "planner/plan_report.h"
 #include "planner/planner.h"
 #include "src/cli/args.h"
@@ -86,6 +87,7 @@ int RunPlan(int argc, char** argv) {
       {"emit", "FMT", "also print the winner as megatron arguments, a deepspeed config, nemo recipe overrides or a torchtitan TOML job config", ""},
       {"emit-out", "FILE", "write the --emit configuration alone to FILE (atomically; works with --json)", ""},
       {"out", "FILE", "write the winner as a plan file (simulate --plan FILE runs it)", ""},
+      {"html", "FILE", "also write the plan as an HTML page: ranked tables, time-memory scatters, the winner's timeline, scaling over a GPU range", ""},
       {"json", "", "print JSON instead of text", ""},
       {"progress", "", "progress lines on stderr even when it is not a terminal (one per stage)", ""},
       {"help", "", "show this help", ""},
@@ -261,6 +263,23 @@ int RunPlan(int argc, char** argv) {
     }
     // The check's line goes with the text report, or to stderr beside --json.
     (json ? std::cerr : std::cout) << (json || emit_out ? "" : "\n") << rt.Summary() << "\n";
+  }
+  if (std::optional<std::string> html = args->Get("html")) {
+    // The winner simulated again with its trace, for the timeline.
+    SimOptions so;
+    so.trace = true;
+    so.critical_path = false;
+    std::vector<TimelineSpan> spans;
+    std::string note;
+    StatusOr<SimResult> traced = Simulate(*model, cluster, win.layout, so);
+    if (traced.ok()) {
+      spans = WinnerTimeline(*traced, 4, 15000, &note);
+    } else {
+      note = "not drawn: " + traced.status().message();
+    }
+    o.gpus = best->gpus;
+    Status st = WriteFileAtomically(*html, PlanHtml(*model, *hw, o, results, spans, note, warnings));
+    if (!st.ok()) return Fail("plan", st.message(), 1);
   }
   if (std::optional<std::string> out = args->Get("out")) {
     Status st = WriteFileAtomically(*out, FormatPlanFile(WinnerPlanFile(*model, *hw, *best, objective)));

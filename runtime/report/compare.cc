@@ -58,20 +58,6 @@ std::string StringOr(const YAML::Node& n, const std::string& key) {
   return v && v.IsScalar() ? v.as<std::string>() : "";
 }
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string Fmt(const char* format, double a, double b = 0, double c = 0, double d = 0) {
   char text[256];
   std::snprintf(text, sizeof(text), format, a, b, c, d);
@@ -85,35 +71,6 @@ std::string Value(const std::string& name, double v) {
   }
   if (name == "tokens_per_s") return Fmt("%.0f", v);
   return Fmt("%.3f ms", v * 1e3);
-}
-
-// A fixed color per breakdown category (and per memory kind).
-std::string Color(std::string category) {
-  if (category.rfind("memory ", 0) == 0) category = category.substr(7);
-  static const std::map<std::string, std::string> kColors = {
-      {"compute", "#4e79a7"}, {"forward", "#4e79a7"}, {"backward", "#76b7b2"},
-      {"recompute", "#59a14f"}, {"tp_comm", "#f28e2b"}, {"cp_comm", "#edc948"},
-      {"ep_comm", "#b07aa1"}, {"pp_comm", "#ff9da7"}, {"dp_comm", "#e15759"},
-      {"bubble", "#bab0ac"}, {"optimizer", "#9c755f"}, {"offload", "#d37295"},
-      {"weights", "#4e79a7"}, {"gradients", "#f28e2b"}, {"activations", "#59a14f"},
-      {"other", "#bab0ac"}};
-  auto it = kColors.find(category);
-  return it == kColors.end() ? "#888888" : it->second;
-}
-
-// simulate --trace names events by task ("layer 3 forward", "dp all-reduce", ...) on the
-// simulator's streams; its breakdown category follows from the stream and, on the compute
-// stream, the task's name.
-std::string CategoryOfSpan(const std::string& stream, const std::string& name) {
-  static const std::map<std::string, std::string> kByStream = {
-      {"tp", "tp_comm"}, {"cp", "cp_comm"}, {"ep", "ep_comm"}, {"pp-forward", "pp_comm"},
-      {"pp-backward", "pp_comm"}, {"dp", "dp_comm"}, {"offload", "offload"}};
-  auto it = kByStream.find(stream);
-  if (it != kByStream.end()) return it->second;
-  if (name.find("recompute") != std::string::npos) return "recompute";
-  if (name.rfind("receive", 0) == 0) return "bubble";  // waiting for the previous stage
-  if (name.find("optimizer") != std::string::npos || name.find("adam") != std::string::npos) return "optimizer";
-  return "compute";
 }
 
 }  // namespace
@@ -262,91 +219,6 @@ StatusOr<std::vector<TraceSpan>> ReadTrace(const std::string& trace_json, const 
 
 namespace {
 
-// The color a span is drawn in: its category's, but compute split into forward and backward
-// (by the event's name), which the report tells apart.
-std::string DrawnCategory(const TraceSpan& s) {
-  if (s.category != "compute") return s.category;
-  if (s.name.find("backward") != std::string::npos) return "backward";
-  if (s.name.find("forward") != std::string::npos) return "forward";
-  return s.category;
-}
-
-// Tick spacing for about `want` ticks over `span`: 1, 2 or 5 times a power of ten.
-double TickStep(double span, int want) {
-  const double raw = span / want;
-  const double p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0}) {
-    if (m * p >= raw) return m * p;
-  }
-  return 10 * p;
-}
-
-// The categories drawn in either timeline, each with its swatch: the legend.
-std::string Legend(const std::vector<TraceSpan>& a, const std::vector<TraceSpan>& b) {
-  std::vector<std::string> seen;
-  for (const std::vector<TraceSpan>* spans : {&a, &b}) {
-    for (const TraceSpan& s : *spans) {
-      const std::string c = DrawnCategory(s);
-      if (std::find(seen.begin(), seen.end(), c) == seen.end()) seen.push_back(c);
-    }
-  }
-  std::sort(seen.begin(), seen.end());
-  std::ostringstream o;
-  o << "<p id=\"legend\">";
-  for (const std::string& c : seen) {
-    o << "<span style=\"display:inline-block;width:12px;height:12px;background:" << Color(c)
-      << ";margin:0 4px 0 12px;vertical-align:middle\"></span>" << Escape(c);
-  }
-  o << "<br><small>The simulator draws a pipeline bubble as a gap on the compute row; the runtime "
-       "measures it as a <code>bubble</code> span (a blocked receive).</small></p>\n";
-  return o.str();
-}
-
-// One timeline as an SVG: a row per (rank, stream) that has spans, time to the right.
-std::string TimelineSvg(const std::string& id, const std::vector<TraceSpan>& spans, double span_us) {
-  std::vector<std::pair<int, std::string>> rows;
-  for (const TraceSpan& s : spans) {
-    const std::pair<int, std::string> key{s.pid, s.thread};
-    if (std::find(rows.begin(), rows.end(), key) == rows.end()) rows.push_back(key);
-  }
-  std::sort(rows.begin(), rows.end());
-  double t0 = spans.empty() ? 0 : spans.front().start_us;
-  for (const TraceSpan& s : spans) t0 = std::min(t0, s.start_us);
-  const double left = 170, width = 900, row_h = 16;
-  const double height = 24 + row_h * static_cast<double>(rows.size());
-  std::ostringstream o;
-  o << "<svg id=\"" << id << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + width + 40
-    << "\" height=\"" << height << "\">\n";
-  // The time axis: about 8 ticks at 1-2-5 steps, each with a faint grid line.
-  const double step_us = TickStep(span_us, 8);
-  for (double t = 0; t <= span_us * (1 + 1e-9); t += step_us) {
-    const double x = left + width * t / span_us;
-    o << "<line class=\"tick\" x1=\"" << Fmt("%.2f", x) << "\" y1=\"12\" x2=\"" << Fmt("%.2f", x) << "\" y2=\""
-      << height << "\" stroke=\"#dddddd\"/><text x=\"" << Fmt("%.2f", x) << "\" y=\"10\" font-size=\"10\" "
-      << "text-anchor=\"middle\">" << (step_us >= 1000 ? Fmt("%g ms", t / 1e3) : Fmt("%g us", t)) << "</text>\n";
-  }
-  for (size_t r = 0; r < rows.size(); ++r) {
-    o << "<text x=\"4\" y=\"" << 12 + row_h * r + 12 << "\" font-size=\"11\">rank " << rows[r].first << " "
-      << Escape(rows[r].second) << "</text>\n";
-  }
-  for (const TraceSpan& s : spans) {
-    const size_t r = std::find(rows.begin(), rows.end(), std::pair<int, std::string>{s.pid, s.thread}) - rows.begin();
-    const double x = left + width * (s.start_us - t0) / span_us;
-    const double w = std::max(0.5, width * s.duration_us / span_us);
-    // The tooltip: what ran, where, when and for how long.
-    std::string tip = s.name.empty() ? s.category : s.name + " (" + DrawnCategory(s) + ")";
-    tip += "\nrank " + std::to_string(s.pid) + ", " + s.thread + Fmt("\nstart %.3f ms, ", (s.start_us - t0) / 1e3) +
-           Fmt("duration %.1f us", s.duration_us);
-    if (s.layer >= 0) tip += "\nlayer " + std::to_string(s.layer);
-    if (s.microbatch >= 0) tip += ", micro-batch " + std::to_string(s.microbatch);
-    o << "<rect x=\"" << Fmt("%.2f", x) << "\" y=\"" << 12 + row_h * r + 2 << "\" width=\"" << Fmt("%.2f", w)
-      << "\" height=\"" << row_h - 4 << "\" fill=\"" << Color(DrawnCategory(s)) << "\"><title>" << Escape(tip)
-      << "</title></rect>\n";
-  }
-  o << "</svg>\n";
-  return o.str();
-}
-
 // Paired horizontal bars, predicted (hatched lighter) above measured, one pair per value.
 std::string BarsSvg(const std::string& id, const std::vector<ComparedValue>& values, bool bytes) {
   double top = 0;
@@ -359,11 +231,11 @@ std::string BarsSvg(const std::string& id, const std::vector<ComparedValue>& val
   for (size_t i = 0; i < values.size(); ++i) {
     const ComparedValue& v = values[i];
     const double y = pair_h * static_cast<double>(i) + 4;
-    o << "<text x=\"4\" y=\"" << y + 16 << "\" font-size=\"12\">" << Escape(v.name) << "</text>\n";
+    o << "<text x=\"4\" y=\"" << y + 16 << "\" font-size=\"12\">" << HtmlEscape(v.name) << "</text>\n";
     o << "<rect class=\"predicted\" x=\"" << left << "\" y=\"" << y << "\" width=\"" << Fmt("%.2f", width * v.predicted / top)
-      << "\" height=\"11\" fill=\"" << Color(v.name) << "\" fill-opacity=\"0.45\"><title>predicted</title></rect>\n";
+      << "\" height=\"11\" fill=\"" << CategoryColor(v.name) << "\" fill-opacity=\"0.45\"><title>predicted</title></rect>\n";
     o << "<rect class=\"measured\" x=\"" << left << "\" y=\"" << y + 12 << "\" width=\"" << Fmt("%.2f", width * v.measured / top)
-      << "\" height=\"11\" fill=\"" << Color(v.name) << "\"><title>measured</title></rect>\n";
+      << "\" height=\"11\" fill=\"" << CategoryColor(v.name) << "\"><title>measured</title></rect>\n";
     const std::string label = bytes ? Fmt("%.2f / %.2f MiB", v.predicted / 1048576.0, v.measured / 1048576.0)
                                     : Fmt("%.2f / %.2f ms", v.predicted * 1e3, v.measured * 1e3);
     o << "<text x=\"" << left + width + 6 << "\" y=\"" << y + 16 << "\" font-size=\"11\">" << label << "</text>\n";
@@ -382,31 +254,24 @@ std::string ComparisonHtml(const Comparison& c, const std::vector<TraceSpan>& pr
        "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child{text-align:left}"
        "code{word-break:break-all}</style>\n"
     << "</head><body>\n<h1>Predicted vs measured</h1>\n";
-  o << "<p>model <b>" << Escape(c.model) << "</b>, hardware <b>" << Escape(c.hardware) << "</b>, backend <b>"
-    << Escape(c.backend) << "</b><br>layout <code>" << Escape(c.layout) << "</code></p>\n";
+  o << "<p>model <b>" << HtmlEscape(c.model) << "</b>, hardware <b>" << HtmlEscape(c.hardware) << "</b>, backend <b>"
+    << HtmlEscape(c.backend) << "</b><br>layout <code>" << HtmlEscape(c.layout) << "</code></p>\n";
   o << "<table id=\"summary\"><tr><th>figure</th><th>predicted</th><th>measured</th><th>error</th></tr>\n";
   for (const ComparedValue* v : {&c.step, &c.tokens_per_s, &c.peak_memory}) {
     o << "<tr><td>" << v->name << "</td><td>" << Value(v->name, v->predicted) << "</td><td>"
       << Value(v->name, v->measured) << "</td><td>" << Fmt("%+.1f %%", 100 * v->error()) << "</td></tr>\n";
   }
   o << "</table>\n";
-  for (const std::string& n : c.notes) o << "<p><i>" << Escape(n) << "</i></p>\n";
+  for (const std::string& n : c.notes) o << "<p><i>" << HtmlEscape(n) << "</i></p>\n";
   // Both timelines on one time scale: the longer of the two steps.
-  auto extent = [](const std::vector<TraceSpan>& spans) {
-    if (spans.empty()) return 0.0;
-    double lo = spans.front().start_us, hi = 0;
-    for (const TraceSpan& s : spans) {
-      lo = std::min(lo, s.start_us);
-      hi = std::max(hi, s.start_us + s.duration_us);
-    }
-    return hi - lo;
-  };
-  const double span_us = std::max({extent(predicted), extent(measured), 1.0});
+  const double span_us = TimelineExtent({&predicted, &measured});
   o << "<h2>One step: predicted (above) and measured (below), on one time scale</h2>\n";
   if (predicted.empty() && measured.empty()) {
     o << "<p>No traces were given (simulate --trace and run --trace).</p>\n";
   } else {
-    o << Legend(predicted, measured);
+    o << TimelineLegend({&predicted, &measured},
+                        "The simulator draws a pipeline bubble as a gap on the compute row; the runtime "
+                        "measures it as a <code>bubble</code> span (a blocked receive).");
     o << "<h3>Predicted</h3>\n" << TimelineSvg("timeline-predicted", predicted, span_us);
     o << "<h3>Measured</h3>\n" << TimelineSvg("timeline-measured", measured, span_us);
   }

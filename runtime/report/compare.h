@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "src/report/timeline_svg.h"
 #include "src/util/status.h"
 
 namespace shardsim::runtime {
@@ -38,15 +39,9 @@ StatusOr<Comparison> Compare(const std::string& sim_json, const std::string& run
 std::string ComparisonMarkdown(const Comparison& c);
 std::string ComparisonJson(const Comparison& c);
 
-// One span of a timeline for the report, from a Chrome trace's complete events.
-struct TraceSpan {
-  int pid = 0;            // rank
-  std::string thread;     // stream name
-  std::string category;   // breakdown category (cat), or the event name
-  double start_us = 0, duration_us = 0;
-  std::string name;       // the event's name ("layer 3 forward", "forward", "dp all-reduce")
-  int64_t layer = -1, microbatch = -1;  // from args, -1 when absent
-};
+// One span of a timeline for the report, from a Chrome trace's complete events
+// (src/report/timeline_svg.h).
+using TraceSpan = ::shardsim::TimelineSpan;
 // The complete ("X") events of a Chrome trace JSON with their thread names resolved.
 StatusOr<std::vector<TraceSpan>> ReadTrace(const std::string& trace_json, const std::string& name);
 
