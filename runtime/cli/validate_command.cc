@@ -228,7 +228,21 @@ std::string Json(const std::vector<Row>& rows, const std::string& model,
 int ValidatePublished(const std::string& file, const cli::Args& args) {
   StatusOr<PublishedSuite> suite = LoadPublishedSuite(file);
   if (!suite.ok()) return cli::Fail("validate", suite.status().message(), 1);
-  const PublishedReport report = EvaluatePublishedSuite(*suite);
+  // Progress on stderr (it takes tens of seconds): on a terminal one line redrawn per run; with
+  // --progress, also when stderr is not a terminal, one line as each pass begins, for logs.
+  const bool tty = !args.Has("json") && ::isatty(2);
+  PublishedProgress progress;
+  if (tty || args.Has("progress")) {
+    progress = [tty](const std::string& pass, size_t run, size_t runs, const std::string& id) {
+      if (tty) {
+        std::fprintf(stderr, "\rvalidate: %-10s %3zu/%zu %-60.60s", pass.c_str(), run + 1, runs, id.c_str());
+        if (pass == "fitted" && run + 1 == runs) std::fprintf(stderr, "\n");
+      } else if (run == 0) {
+        std::fprintf(stderr, "validate: %s replay of %zu runs\n", pass.c_str(), runs);
+      }
+    };
+  }
+  const PublishedReport report = EvaluatePublishedSuite(*suite, progress);
   const std::string markdown = PublishedReportMarkdown(
       *suite, report, "shardsim validate --published " + file + " --out FILE (scripts/validate-published.sh)");
   if (std::optional<std::string> out = args.Get("out")) {
@@ -262,6 +276,7 @@ int Validate(int argc, char** argv) {
       {"published", "FILE", "instead: replay published runs (docs/validation/published-runs.yaml) through estimate and simulate", ""},
       {"bands-out", "FILE", "with --published: also write the error bands (docs/validation/error-bands.yaml)", ""},
       {"fits-out", "FILE", "with --published: also write the fitted sustained_compute per GPU (docs/validation/compute-fits.yaml)", ""},
+      {"progress", "", "with --published: progress lines on stderr even when it is not a terminal (one per pass)", ""},
       {"backend", "B", "cpu or cuda", "cpu"},
       {"steps", "N", "training steps per layout", "20"},
       {"out", "FILE", "also write the Markdown table to FILE (whole or not at all)", ""},

@@ -327,7 +327,7 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const Ra
   return out.str();
 }
 
-PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
+PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const PublishedProgress& progress) {
   PublishedReport report;
   std::map<std::string, StatusOr<StackSpec>> stacks;  // each stack the runs name, read once
   for (const PublishedRun& run : suite.runs) {
@@ -336,6 +336,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
   // 1. Structural replays, and the probe's slope.
   std::vector<std::optional<PreparedRun>> prepared;
   for (const PublishedRun& run : suite.runs) {
+    if (progress) progress("structural", prepared.size(), suite.runs.size(), run.id);
     PublishedResult r;
     prepared.push_back(Prepare(run, stacks, &r));
     if (prepared.back()) {
@@ -396,6 +397,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite) {
   // 3. Replays with the fit and without each run's source.
   for (size_t i = 0; i < report.results.size(); ++i) {
     PublishedResult& r = report.results[i];
+    if (progress) progress("fitted", i, report.results.size(), suite.runs[i].id);
     if (!r.failure.empty()) continue;
     const auto it = fitted.find(r.architecture);
     if (it == fitted.end()) {

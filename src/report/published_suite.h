@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -121,7 +122,10 @@ struct PublishedReport {
 // Replays every run (estimate, then the symmetric simulation) structurally and at a probe
 // factor, fits each GPU's sustained_compute, and replays again with the fit and with each
 // source's leave-one-source-out fit.
-PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite);
+// `progress`, when given, hears of each run as its replay begins: the pass ("structural" or
+// "fitted"), the run's index (from 0) and the count, and its id.
+using PublishedProgress = std::function<void(const std::string& pass, size_t run, size_t runs, const std::string& id)>;
+PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const PublishedProgress& progress = {});
 // The fits as compute_fit.h's records (the file the commands read).
 std::vector<ComputeFit> ComputeFitsOf(const PublishedReport& report);
 ErrorStats StatsOf(const std::vector<double>& errors);
