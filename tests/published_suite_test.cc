@@ -16,6 +16,7 @@
 #include <regex>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "src/model/model_spec.h"
 #include "src/report/compute_fit.h"
@@ -209,6 +210,34 @@ TEST(PublishedSuite, ReplaysARunFromTokensPerGpu) {
   ASSERT_TRUE(tiny.ok());
   EXPECT_NEAR(r.measured_step_s, 16.0 * tiny->seq_len / 8000.0, 1e-12);
   EXPECT_NEAR(r.simulated_error, r.measured_step_s / r.simulated_s - 1, 1e-12);
+}
+
+// Progress hears of each run in each pass, in order: a suite of two runs gives structural 0/2,
+// structural 1/2, fitted 0/2, fitted 1/2, with their ids; the command prints a line per pass
+// with --progress.
+TEST(PublishedSuite, ProgressNamesEachRunOfEachPass) {
+  const std::string file = (testing::FreshTempDir("progress") / "two.yaml").string();
+  std::ofstream(file) << "sources:\n  - {key: a, citation: c, stack: s}\n"
+                         "runs:\n"
+                         "  - id: first\n    source: a\n    model: tiny\n    hardware: dgx-a100-80gb\n"
+                         "    gpus: 8\n    layout: \"tp=1,pp=1,mbs=1,gbs=16\"\n    published: \"1,000 tokens/s/GPU\"\n"
+                         "    measured_tokens_per_s_per_gpu: 1000\n"
+                         "  - id: second\n    source: a\n    model: tiny\n    hardware: dgx-a100-80gb\n"
+                         "    gpus: 8\n    layout: \"tp=2,pp=1,mbs=1,gbs=16\"\n    published: \"900 tokens/s/GPU\"\n"
+                         "    measured_tokens_per_s_per_gpu: 900\n";
+  StatusOr<PublishedSuite> suite = LoadPublishedSuite(file);
+  ASSERT_TRUE(suite.ok()) << suite.status().message();
+  std::vector<std::string> heard;
+  EvaluatePublishedSuite(*suite, [&](const std::string& pass, size_t run, size_t runs, const std::string& id) {
+    heard.push_back(pass + " " + std::to_string(run) + "/" + std::to_string(runs) + " " + id);
+  });
+  EXPECT_EQ(heard, (std::vector<std::string>{"structural 0/2 first", "structural 1/2 second", "fitted 0/2 first",
+                                              "fitted 1/2 second"}));
+  const testing::CommandResult r = testing::RunShardsim("validate --published '" + file + "' --progress");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("validate: structural replay of 2 runs\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("validate: fitted replay of 2 runs\n"), std::string::npos) << r.err;
+  EXPECT_EQ(testing::RunShardsim("validate --published '" + file + "'").err, "");  // not a terminal: quiet
 }
 
 // The fit on a hand-built suite: sources a and b each publish one run of the same layout on
