@@ -4,11 +4,14 @@
 // micro-batch passes a schedule, 64 MiB a description file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 
 #include "runtime/exec/executor.h"
@@ -186,16 +189,48 @@ TEST(Bounds, SimulateFullOfAHugeLayoutWasBadAlloc) {
 }
 
 // Was a 3 GB trace after 77 s and 9.4 GB of memory: GPT-3 175B on 1,024 GPUs, --full --trace.
-// 10,267,904 tasks x 920 bytes (kSimBytesPerTracedTask) = 8.8 GiB, above the bound.
+// Every rank traced (--trace-ranks all): 10,267,904 tasks x 920 bytes (kSimBytesPerTracedTask)
+// = 8.8 GiB, above the bound, refused before anything is allocated, with the way out.
 TEST(Bounds, SimulateFullTraceOf1024GpusWasNineGigabytes) {
-  const std::string trace = (FreshTempDir("trace") / "t.json").string();
+  const std::string all = (FreshTempDir("trace") / "all.json").string();
   const auto r = RunShardsim("simulate --model gpt3-175b --hardware dgx-a100-80gb --gpus 1024 "
-                             "--layout tp=8,pp=16,dp=8,gbs=1536,mbs=1 --full --trace " + trace);
+                             "--layout tp=8,pp=16,dp=8,gbs=1536,mbs=1 --full --trace " + all + " --trace-ranks all");
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(Has(r.err, "simulating 1024 ranks of 1.03e+07 tasks in all, with their trace, would hold about 8.8 GiB"))
       << r.err;
-  EXPECT_FALSE(std::filesystem::exists(trace));
+  EXPECT_TRUE(Has(r.err, "trace fewer ranks (--trace-ranks")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(all));
+}
+
+// By default --full --trace traces one rank per stage (tp = cp = dp = 0), the ranks symmetric
+// mode runs and traces: Llama 3 8B on 64 H100, tp 8 x dp 2 = 16 ranks a stage, so ranks 0, 16,
+// 32 and 48, with as many spans as symmetric mode's trace of them (on this rail-optimized
+// fabric the full run gives them the same tasks); --trace-ranks 5,17 traces those two only.
+TEST(Bounds, SimulateFullTracesOneRankPerStageByDefault) {
+  const std::string dir = FreshTempDir("trace-stages").string();
+  const std::string llama = "simulate --model llama3-8b --hardware dgx-h100 --gpus 64 "
+                            "--layout tp=8,pp=4,mbs=1,gbs=32,sp=on --json --trace ";
+  auto spans_of = [](const std::string& file) {
+    std::map<int, int64_t> n;  // pid -> complete events
+    for (const YAML::Node& e : YAML::LoadFile(file)["traceEvents"]) {
+      if (e["ph"].as<std::string>() == "X") ++n[e["pid"].as<int>()];
+    }
+    return n;
+  };
+  ASSERT_EQ(RunShardsim(llama + dir + "/sym.json").exit_code, 0);
+  ASSERT_EQ(RunShardsim(llama + dir + "/full.json --full").exit_code, 0);
+  ASSERT_EQ(RunShardsim(llama + dir + "/two.json --full --trace-ranks 5,17").exit_code, 0);
+  const std::map<int, int64_t> sym = spans_of(dir + "/sym.json"), full = spans_of(dir + "/full.json");
+  std::set<int> pids;
+  for (const auto& [pid, n] : full) pids.insert(pid);
+  EXPECT_EQ(pids, (std::set<int>{0, 16, 32, 48}));
+  EXPECT_EQ(full, sym);
+  std::set<int> two;
+  for (const auto& [pid, n] : spans_of(dir + "/two.json")) two.insert(pid);
+  EXPECT_EQ(two, (std::set<int>{5, 17}));
+  EXPECT_EQ(RunShardsim(llama + dir + "/x.json --trace-ranks 3").exit_code, 2);  // needs --full
+  EXPECT_EQ(RunShardsim(llama + dir + "/x.json --full --trace-ranks 64").exit_code, 2);  // 64 ranks: 0-63
 }
 
 // Was silence on long work (a 16,384-GPU plan ran a minute, `--gpus 1..2048` errored after

@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <iostream>
 
+#include <cstdlib>
+
 #include "src/cli/commands.h"
+#include "src/layout/placement.h"
+#include "src/util/strings.h"
 #include "src/cli/inputs.h"
 #include "src/report/sim_report.h"
 #include "src/sim/simulator.h"
@@ -18,6 +22,8 @@ int RunSimulate(int argc, char** argv) {
   flags.push_back({"json", "", "print JSON instead of text", ""});
   flags.push_back({"out", "FILE", "also write the JSON to FILE (whole or not at all)", ""});
   flags.push_back({"trace", "FILE", "write a Chrome trace-event JSON (Perfetto) to FILE", ""});
+  flags.push_back({"trace-ranks", "R,R,...|stages|all",
+                   "with --full --trace: the ranks traced (default stages: one rank per pipeline stage, tp = cp = dp = 0)", ""});
   flags.push_back({"help", "", "show this help", ""});
   StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
   if (!args.ok()) return Fail("simulate", args.status().message(), 2);
@@ -35,6 +41,27 @@ int RunSimulate(int argc, char** argv) {
   SimOptions options;
   options.full = args->Has("full");
   options.trace = args->Get("trace").has_value();
+  if (const std::optional<std::string> which = args->Get("trace-ranks"); which && (!options.trace || !options.full)) {
+    return Fail("simulate", "--trace-ranks needs --full and --trace (without --full every simulated rank, one per stage, is traced)", 2);
+  }
+  if (options.trace && options.full) {
+    const std::string which = args->Get("trace-ranks").value_or("stages");
+    if (which == "stages") {
+      for (int32_t s = 0; s < in->layout.pp; ++s) options.trace_ranks.push_back(RankOf(in->layout, RankCoord{0, 0, 0, s}));
+    } else if (which != "all") {
+      for (const std::string& item : Split(which, ',')) {
+        char* end = nullptr;
+        const long long r = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || r < 0 || r >= in->layout.world()) {
+          return Fail("simulate", "--trace-ranks: expected stages, all or ranks 0 to " + std::to_string(in->layout.world() - 1) +
+                                      " separated by commas, found '" + item + "'", 2);
+        }
+        if (std::find(options.trace_ranks.begin(), options.trace_ranks.end(), r) == options.trace_ranks.end()) {
+          options.trace_ranks.push_back(r);
+        }
+      }
+    }
+  }
   StatusOr<SimResult> result = Simulate(in->model, cluster, in->layout, options);
   if (!result.ok()) return Fail("simulate", result.status().message(), 1);
   const std::string json = SimulationJson(in->model, in->hardware, *result, in->warnings);

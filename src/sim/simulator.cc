@@ -188,6 +188,7 @@ class Runner {
   std::vector<TaskState> task_states_;  // every simulated rank's, rank after rank
   std::vector<StageClasses> stage_classes_;
   std::vector<int32_t> state_of_rank_;  // -1 when not simulated
+  std::vector<char> traced_;            // per state: its spans and memory samples are kept
   std::vector<Transfer> transfers_;
   std::vector<int32_t> free_transfers_;
   std::vector<int32_t> transfer_of_coflow_;
@@ -246,6 +247,11 @@ void Runner::InitRanks() {
     for (int32_t s = 0; s < l_.pp; ++s) ranks.push_back(RankOf(l_, RankCoord{0, 0, 0, s}));
   }
   for (size_t i = 0; i < ranks.size(); ++i) state_of_rank_[ranks[i]] = static_cast<int32_t>(i);
+  traced_.assign(ranks.size(), options_.trace && options_.trace_ranks.empty() ? 1 : 0);
+  for (int64_t r : options_.trace_ranks) {
+    CHECK(r >= 0 && r < world && state_of_rank_[r] >= 0) << "traced rank " << r << " is not simulated";
+    traced_[state_of_rank_[r]] = 1;
+  }
   states_.resize(ranks.size());
   size_t total_tasks = 0;
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -581,9 +587,9 @@ void Runner::Complete(int32_t s, int32_t task) {
     r.activations += t.memory_delta;
     CHECK(r.activations > -1.0) << "activations went negative on rank " << r.rank;
     r.peak_activations = std::max(r.peak_activations, r.activations);
-    if (options_.trace) result_.memory_trace.push_back({static_cast<int32_t>(r.rank), now, r.activations});
+    if (traced_[s]) result_.memory_trace.push_back({static_cast<int32_t>(r.rank), now, r.activations});
   }
-  if (options_.trace) {
+  if (traced_[s]) {
     TraceSpan span;
     span.rank = static_cast<int32_t>(r.rank);
     span.stage = r.stage;
@@ -761,7 +767,9 @@ StatusOr<SimResult> Runner::Run() {
 }  // namespace
 
 bool TpPeersInLockstep(const HardwareSpec& hw, const Layout& l, const SimOptions& options) {
-  return options.full && options.tp_lockstep && !options.trace && l.tp > 1 && l.tp == hw.node.gpus && hw.network &&
+  bool traced_tp0 = true;  // every traced rank of TP index 0 (the ones lockstep runs)
+  for (int64_t r : options.trace_ranks) traced_tp0 = traced_tp0 && r % l.tp == 0;
+  return options.full && options.tp_lockstep && (!options.trace || (!options.trace_ranks.empty() && traced_tp0)) && l.tp > 1 && l.tp == hw.node.gpus && hw.network &&
          hw.network->nics == hw.node.gpus && hw.network->topology == NetworkTopology::kRailOptimized;
 }
 
@@ -788,9 +796,23 @@ SimulationSize SizeOfSimulation(const IterationProgram& program, const Layout& l
     if (static_cast<GroupKind>(g) == GroupKind::kEp && l.dp % l.ep != 0) continue;  // as InitRanks
     group_entries += static_cast<double>(GroupMembers(l, 0, static_cast<GroupKind>(g)).size());
   }
-  z.bytes = z.tasks * (options.trace ? kSimBytesPerTracedTask : kSimBytesPerTask) +
+  // The traced ranks' tasks: every simulated rank's, or those of the ranks listed (a rank
+  // of stage s runs stage s's program).
+  if (options.trace) {
+    if (options.trace_ranks.empty()) {
+      z.traced_tasks = z.tasks;
+    } else {
+      for (int64_t r : options.trace_ranks) {
+        const int64_t s = CoordOf(l, r).pp;
+        if (s >= 0 && s < static_cast<int64_t>(program.stages.size())) {
+          z.traced_tasks += static_cast<double>(program.stages[static_cast<size_t>(s)].tasks.size());
+        }
+      }
+    }
+  }
+  z.bytes = (z.tasks - z.traced_tasks) * kSimBytesPerTask + z.traced_tasks * kSimBytesPerTracedTask +
             z.ranks * group_entries * static_cast<double>(sizeof(int64_t));
-  if (options.trace) z.trace_bytes = z.tasks * kTraceBytesPerTask;
+  z.trace_bytes = z.traced_tasks * kTraceBytesPerTask;
   return z;
 }
 
@@ -801,6 +823,12 @@ StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const L
     return Status::Error("layout needs " + std::to_string(l.world()) + " GPUs but the cluster '" +
                          cluster.hardware().name + "' has " + std::to_string(total) +
                          (cluster.gpu_count() < total ? " (" + std::to_string(cluster.gpu_count()) + " of them built)" : ""));
+  }
+  for (int64_t r : options.trace_ranks) {
+    if (!options.full) return Status::Error("traced ranks are chosen in full mode only (symmetric mode runs one rank per stage, and traces each)");
+    if (r < 0 || r >= l.world()) {
+      return Status::Error("traced rank " + std::to_string(r) + " is outside the job's " + std::to_string(l.world()) + " ranks");
+    }
   }
   const IterationProgram program = BuildIteration(m, cluster.hardware(), l);
   // What was asked costs what it costs before any of it is allocated: a full simulation of
@@ -817,8 +845,11 @@ StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const L
                   "bound; %s",
                   size.ranks, size.tasks, options.trace ? ", with their trace," : "", size.bytes / kGiB,
                   kMaxSimulationBytes / kGiB,
-                  options.full ? "without --full the simulator runs one rank per pipeline stage, which gives the "
-                                 "same iteration time for this symmetric layout"
+                  options.full ? (options.trace ? "trace fewer ranks (--trace-ranks; stages, one per pipeline stage, by "
+                                                  "default), or without --full the simulator runs one rank per pipeline "
+                                                  "stage, which gives the same iteration time for this symmetric layout"
+                                                : "without --full the simulator runs one rank per pipeline stage, which gives the "
+                                                  "same iteration time for this symmetric layout")
                                : "the layout is too large to simulate");
     return Status::Error(msg);
   }
@@ -826,9 +857,10 @@ StatusOr<SimResult> Simulate(const ModelSpec& m, const Cluster& cluster, const L
     char msg[400];
     std::snprintf(msg, sizeof msg,
                   "the trace of %.0f ranks would be about %.1f GiB, more than the %.0f GiB a trace may be (shardsim "
-                  "reads none larger, and Perfetto's UI opens about 2 GB); trace without --full (one rank per "
-                  "stage), or a smaller layout",
-                  size.ranks, size.trace_bytes / kGiB, static_cast<double>(kMaxTraceBytes) / kGiB);
+                  "reads none larger, and Perfetto's UI opens about 2 GB); trace fewer ranks (--trace-ranks), "
+                  "without --full (one rank per stage), or a smaller layout",
+                  options.trace_ranks.empty() ? size.ranks : static_cast<double>(options.trace_ranks.size()),
+                  size.trace_bytes / kGiB, static_cast<double>(kMaxTraceBytes) / kGiB);
     return Status::Error(msg);
   }
   if (options.check_acyclic) SHARDSIM_RETURN_IF_ERROR(CheckAcyclic(program));

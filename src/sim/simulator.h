@@ -23,6 +23,9 @@ namespace shardsim {
 struct SimOptions {
   bool full = false;   // every rank, not one per stage
   bool trace = false;  // keep every task's interval and the memory samples
+  // With trace: the ranks whose spans are kept (simulated ones; full mode only); empty: every
+  // simulated rank. `simulate --full --trace` keeps one rank per stage by default.
+  std::vector<int64_t> trace_ranks;
   bool critical_path = true;  // also find the no-contention critical path (task_graph.h)
   bool check_acyclic = true;  // reject a cyclic task graph before running (a deadlock is
                               // still reported without it)
@@ -34,8 +37,8 @@ struct SimOptions {
 };
 
 // Full mode on a cluster where a TP group is a whole node whose every GPU has its own NIC on
-// a rail-optimized network (and no trace is kept): the TP peers of a rank then run in
-// lockstep, exactly. Each GPU's transfers other than TP's leave the node on its own rail
+// a rail-optimized network (and no trace is kept, or only ranks of TP index 0 are traced): the
+// TP peers of a rank then run in lockstep, exactly. Each GPU's transfers other than TP's leave the node on its own rail
 // (every other group has one member per node, at the same local index), so the transfers of
 // different TP indices share no link, and TP's collectives use only the node's fabric links,
 // which nothing else loads: the peers' transfers are translations of the first's, on
@@ -49,6 +52,7 @@ struct SimulationSize {
   double tasks = 0;        // their tasks, in all
   double bytes = 0;        // the runner's memory, about
   double trace_bytes = 0;  // the Chrome trace's size (0 without options.trace)
+  double traced_tasks = 0;  // the tasks whose spans are kept
 };
 // Bytes per simulated task, measured (docs/performance.md, "Size guard"): the growth of the
 // process's peak resident memory from symmetric to full simulation over the growth in tasks
