@@ -33,6 +33,27 @@ std::vector<double> YTicks(const Frame& f) {
   return out;
 }
 
+// y's grid lines and tick labels (in `y_unit`).
+std::string YGrid(const Frame& f, const std::string& y_unit) {
+  std::ostringstream o;
+  for (double v : YTicks(f)) {
+    o << "<line class=\"tick\" x1=\"" << f.left << "\" y1=\"" << Fmt("%.1f", f.Y(v)) << "\" x2=\"" << f.left + f.width
+      << "\" y2=\"" << Fmt("%.1f", f.Y(v)) << "\" stroke=\"#e4e4e4\"/><text x=\"" << f.left - 4 << "\" y=\""
+      << Fmt("%.1f", f.Y(v) + 3) << "\" font-size=\"10\" text-anchor=\"end\">" << Fmt("%g", v) << y_unit << "</text>\n";
+  }
+  return o.str();
+}
+
+// The axes' titles, x under the plot, y turned along it.
+std::string AxisTitles(const Frame& f, const std::string& x_title, const std::string& y_title) {
+  std::ostringstream o;
+  o << "<text class=\"axis-title\" x=\"" << f.left + f.width / 2 << "\" y=\"" << f.top + f.height + 32
+    << "\" font-size=\"12\" text-anchor=\"middle\">" << HtmlEscape(x_title) << "</text>\n";
+  o << "<text class=\"axis-title\" x=\"14\" y=\"" << f.top + f.height / 2 << "\" font-size=\"12\" text-anchor=\"middle\" "
+    << "transform=\"rotate(-90 14 " << f.top + f.height / 2 << ")\">" << HtmlEscape(y_title) << "</text>\n";
+  return o.str();
+}
+
 // Both axes with about 6 ticks at 1-2-5 steps, grid lines, tick labels in `x_unit`/`y_unit`
 // and the axes' titles.
 std::string Axes(const Frame& f, const std::string& x_title, const std::string& x_unit,
@@ -44,18 +65,11 @@ std::string Axes(const Frame& f, const std::string& x_title, const std::string& 
       << "\" y2=\"" << f.top + f.height << "\" stroke=\"#e4e4e4\"/><text x=\"" << Fmt("%.1f", f.X(v)) << "\" y=\""
       << f.top + f.height + 14 << "\" font-size=\"10\" text-anchor=\"middle\">" << Fmt("%g", v) << x_unit << "</text>\n";
   }
-  for (double v : YTicks(f)) {
-    o << "<line class=\"tick\" x1=\"" << f.left << "\" y1=\"" << Fmt("%.1f", f.Y(v)) << "\" x2=\"" << f.left + f.width
-      << "\" y2=\"" << Fmt("%.1f", f.Y(v)) << "\" stroke=\"#e4e4e4\"/><text x=\"" << f.left - 4 << "\" y=\""
-      << Fmt("%.1f", f.Y(v) + 3) << "\" font-size=\"10\" text-anchor=\"end\">" << Fmt("%g", v) << y_unit << "</text>\n";
-  }
+  o << YGrid(f, y_unit);
   o << "<line x1=\"" << f.left << "\" y1=\"" << f.top + f.height << "\" x2=\"" << f.left + f.width << "\" y2=\""
     << f.top + f.height << "\" stroke=\"#444\"/><line x1=\"" << f.left << "\" y1=\"" << f.top << "\" x2=\"" << f.left
     << "\" y2=\"" << f.top + f.height << "\" stroke=\"#444\"/>\n";
-  o << "<text class=\"axis-title\" x=\"" << f.left + f.width / 2 << "\" y=\"" << f.top + f.height + 32
-    << "\" font-size=\"12\" text-anchor=\"middle\">" << HtmlEscape(x_title) << "</text>\n";
-  o << "<text class=\"axis-title\" x=\"14\" y=\"" << f.top + f.height / 2 << "\" font-size=\"12\" text-anchor=\"middle\" "
-    << "transform=\"rotate(-90 14 " << f.top + f.height / 2 << ")\">" << HtmlEscape(y_title) << "</text>\n";
+  o << AxisTitles(f, x_title, y_title);
   return o.str();
 }
 
@@ -129,21 +143,14 @@ std::string PerGpuCount(const std::string& id, const std::vector<PlanResult>& re
   std::ostringstream o;
   o << SvgOpen(id, f);
   // The y axis as in Axes; the x axis labelled with the GPU counts instead of numbers.
-  for (double v : YTicks(f)) {
-    o << "<line class=\"tick\" x1=\"" << f.left << "\" y1=\"" << Fmt("%.1f", f.Y(v)) << "\" x2=\"" << f.left + f.width
-      << "\" y2=\"" << Fmt("%.1f", f.Y(v)) << "\" stroke=\"#e4e4e4\"/><text x=\"" << f.left - 4 << "\" y=\""
-      << Fmt("%.1f", f.Y(v) + 3) << "\" font-size=\"10\" text-anchor=\"end\">" << Fmt("%g", v) << y_unit << "</text>\n";
-  }
+  o << YGrid(f, y_unit);
   for (size_t i = 0; i < results.size(); ++i) {
     o << "<text class=\"gpus\" x=\"" << Fmt("%.1f", f.X(static_cast<double>(i) + 0.5)) << "\" y=\"" << f.top + f.height + 14
       << "\" font-size=\"10\" text-anchor=\"middle\">" << results[i].gpus << "</text>\n";
   }
   o << "<line x1=\"" << f.left << "\" y1=\"" << f.top + f.height << "\" x2=\"" << f.left + f.width << "\" y2=\""
     << f.top + f.height << "\" stroke=\"#444\"/>\n";
-  o << "<text class=\"axis-title\" x=\"" << f.left + f.width / 2 << "\" y=\"" << f.top + f.height + 32
-    << "\" font-size=\"12\" text-anchor=\"middle\">GPUs</text>\n";
-  o << "<text class=\"axis-title\" x=\"14\" y=\"" << f.top + f.height / 2 << "\" font-size=\"12\" text-anchor=\"middle\" "
-    << "transform=\"rotate(-90 14 " << f.top + f.height / 2 << ")\">" << HtmlEscape(y_title) << "</text>\n";
+  o << AxisTitles(f, "GPUs", y_title);
   std::ostringstream line;
   for (const auto& [x, y] : pts) line << Fmt("%.1f", f.X(x)) << "," << Fmt("%.1f", f.Y(y)) << " ";
   o << "<polyline points=\"" << line.str() << "\" fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"1.5\"/>\n";

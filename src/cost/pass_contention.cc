@@ -45,9 +45,11 @@ class PassRun {
         dependents_.emplace_back();
         order_[static_cast<int>(t.stream)].push_back(i);
         for (int32_t d = t.dep_begin; d < t.dep_end; ++d) {
-          // The entry: what the previous pass left blocking (nothing before the first).
-          const std::vector<int32_t> on = p.deps[d] == kEntryDep ? carry : std::vector<int32_t>{base + p.deps[d]};
-          for (int32_t j : on) Depend(i, j);
+          if (p.deps[d] != kEntryDep) {
+            Depend(i, base + p.deps[d]);
+          } else {
+            for (int32_t j : carry) Depend(i, j);  // what the previous pass left blocking (none before the first)
+          }
         }
         // The tail's collective over the embedding group meets the other end of the pipeline,
         // which ends only after this stage's last gradient send has arrived there.

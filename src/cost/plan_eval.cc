@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <limits>
-#include <deque>
 #include <map>
 #include <memory>
 #include <tuple>
