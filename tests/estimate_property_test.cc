@@ -8,17 +8,19 @@
 //     longest path), to rounding, and never exceeds the simulated time (contention only
 //     delays; the simulator rounds each task up to the picosecond), so the planner may use it
 //     as a bound; nor do the planner's two cheaper bounds (ComputeLowerBound, BoundPlan);
-//   - the estimate (each pass's transfers sharing links, Contention::kWithinPass) is the same
-//     in both evaluations, never below the critical path, and its breakdown adds up to it;
+//   - the estimate (each pass's transfers sharing links with those of the passes just before and
+//     after it, Contention::kWithinPass) is the same in both evaluations, never below the
+//     critical path, and its breakdown adds up to it;
 //   - the peak memory equals the simulator's;
-// and over the sample |simulation - estimate| / simulation has a median <= 2 % (issue 13).
-// The issue asks for a maximum of 8 %. Measured on this sample (2026-12-06): median 0.008 %,
-// p90 0.67 %, max 12.06 % (the simulation above: contention with the other stage's transfers,
-// a pipeline send into a rank while it reduces gradients, which only the simulation sees;
-// test-gqa, tp=2, pp=2, dp=4, cp=2, interleaved, ZeRO-2 without overlap_dp), the estimate at
-// most 3.51 % above the simulation (a sharing the simulation's offsets avoid). Before each
-// pass's transfers shared links the estimate was the critical path: max 20.04 %, median
-// 0.50 %. The maximum asserted below is 12.5 %.
+// and over the sample |simulation - estimate| / simulation has a median <= 2 % and a maximum
+// <= 8 % (issue 13). Measured on this sample (2026-12-06): median 0.000 %, p90 0.45 %, max
+// 7.95 % (the simulation above: contention with the other stage's transfers, a pipeline send
+// into a rank while it reduces gradients, which only the simulation sees; test-gqa, tp=2,
+// pp=2, dp=4, cp=2, interleaved, ZeRO-2 without overlap_dp), the estimate at most 4.35 %
+// above the simulation (a sharing the simulation's offsets avoid). History of the maximum:
+// 20.04 % when the estimate was the critical path, 12.06 % with the pass before sharing links
+// (median 0.008 %), 7.95 % with the pass after too (a ZeRO-2 reduce-scatter the next pass's
+// send slows, and the send of the pass that waits for it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -199,7 +201,7 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
               100 * compute_gaps[compute_gaps.size() / 2], 100 * compute_gaps[compute_gaps.size() * 9 / 10],
               100 * compute_gaps.back());
   EXPECT_LE(median, 0.02);
-  EXPECT_LE(worst, 0.125);
+  EXPECT_LE(worst, 0.08);
 }
 
 }  // namespace

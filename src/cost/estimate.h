@@ -1,7 +1,7 @@
 // The estimate of one training iteration: the layer plan (layer_plan.h) evaluated as the
 // simulation's closed form (plan_eval.h): the very program the event simulator runs, every
 // collective at its cost on the cluster graph, each pass's transfers slowed where they share
-// links with the rank's other transfers of that pass and the one before it
+// links with the rank's other transfers of that pass and the ones just before and after it
 // (pass_contention.h). Beside it the critical path without contention, a lower bound of the
 // simulated time, which is what the planner ranks and prunes by (EstimateTime). Also: memory
 // per stage (static states from memory.h plus the activation peak of the schedule's running

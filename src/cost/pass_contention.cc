@@ -26,8 +26,8 @@ struct Flow {
 
 class PassRun {
  public:
-  PassRun(const std::vector<const PassPlan*>& window, bool tail, int32_t stage, const CollectiveModel& comm,
-          const Layout& l, const std::vector<const std::vector<double>*>& isolated)
+  PassRun(const std::vector<const PassPlan*>& window, size_t target, bool tail, int32_t stage,
+          const CollectiveModel& comm, const Layout& l, const std::vector<const std::vector<double>*>& isolated)
       : net_({}) {
     const int64_t rank = RankOf(l, RankCoord{0, 0, 0, stage});
     std::vector<int32_t> carry;  // the previous pass's, in the window's numbering
@@ -35,7 +35,10 @@ class PassRun {
     for (size_t w = 0; w < window.size(); ++w) {
       const PassPlan& p = *window[w];
       const int32_t base = static_cast<int32_t>(tasks_.size());
-      if (w + 1 == window.size()) last_ = base;
+      if (w == target) {
+        first_ = base;
+        end_ = base + static_cast<int32_t>(p.tasks.size());
+      }
       for (size_t k = 0; k < p.tasks.size(); ++k) {
         const TaskSpec& t = p.tasks[k];
         const int32_t i = base + static_cast<int32_t>(k);
@@ -137,9 +140,9 @@ class PassRun {
       }
     }
     CHECK(done_.size() == n_) << "a pass list's tasks never all ran";
-    std::vector<double> out(duration_.begin() + last_, duration_.end());
-    for (size_t i = last_; i < n_; ++i) {
-      if (shared_[i]) out[i - last_] = std::max(duration_[i], ToSeconds(finish_[i] - start_[i]));
+    std::vector<double> out(duration_.begin() + first_, duration_.begin() + end_);
+    for (int32_t i = first_; i < end_; ++i) {
+      if (shared_[i]) out[i - first_] = std::max(duration_[i], ToSeconds(finish_[i] - start_[i]));
     }
     return out;
   }
@@ -198,7 +201,7 @@ class PassRun {
   std::vector<const TaskSpec*> tasks_;
   std::vector<double> duration_;  // alone
   size_t n_ = 0;
-  int32_t last_ = 0;  // the last pass's first task
+  int32_t first_ = 0, end_ = 0;  // the target pass's tasks
   Engine engine_;
   FlowNetwork net_;
   std::map<const ClusterLink*, int32_t> link_;
@@ -216,10 +219,10 @@ class PassRun {
 
 }  // namespace
 
-std::vector<double> ContendedDurations(const std::vector<const PassPlan*>& window, bool tail, int32_t stage,
-                                       const CollectiveModel& comm, const Layout& l,
+std::vector<double> ContendedDurations(const std::vector<const PassPlan*>& window, size_t target, bool tail,
+                                       int32_t stage, const CollectiveModel& comm, const Layout& l,
                                        const std::vector<const std::vector<double>*>& isolated) {
-  CHECK(!window.empty() && window.size() == isolated.size()) << "a window of passes and their durations";
+  CHECK(target < window.size() && window.size() == isolated.size()) << "a window of passes and their durations";
   // Transfers on one stream run one at a time: no contention without two streams' transfers.
   uint32_t streams = 0;
   for (const PassPlan* p : window) {
@@ -227,8 +230,8 @@ std::vector<double> ContendedDurations(const std::vector<const PassPlan*>& windo
       if (IsTransfer(t)) streams |= 1u << static_cast<int>(t.stream);
     }
   }
-  if ((streams & (streams - 1)) == 0) return *isolated.back();
-  return PassRun(window, tail, stage, comm, l, isolated).Run();
+  if ((streams & (streams - 1)) == 0) return *isolated[target];
+  return PassRun(window, target, tail, stage, comm, l, isolated).Run();
 }
 
 }  // namespace shardsim

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 
 #include "src/cost/pass_contention.h"
 #include "src/layout/placement.h"
@@ -96,18 +97,21 @@ class Durations {
   }
   // Every task of p, in order, when p follows `prev` (nullptr: p is the stage's first pass);
   // `tail`: p is the stage's tail.
-  const std::vector<double>& Of(const PassPlan* prev, const PassPlan& p, bool tail = false) {
+  const std::vector<double>& Of(const PassPlan* prev, const PassPlan& p, const PassPlan* next, bool tail = false) {
     if (contention_ == Contention::kNone) return Of(p);
+    const std::array<const PassPlan*, 3> k = {prev, &p, next};
     for (const auto& [q, v] : after_) {
-      if (q.first == prev && q.second == &p) return v;
+      if (q == k) return v;
     }
-    std::vector<const PassPlan*> window = {&p};
-    std::vector<const std::vector<double>*> alone = {&Of(p)};
-    if (prev) {
-      window.insert(window.begin(), prev);
-      alone.insert(alone.begin(), &Of(*prev));
+    std::vector<const PassPlan*> window;
+    std::vector<const std::vector<double>*> alone;
+    for (const PassPlan* w : k) {
+      if (!w) continue;
+      window.push_back(w);
+      alone.push_back(&Of(*w));
     }
-    after_.emplace_back(std::make_pair(prev, &p), ContendedDurations(window, tail, stage_, comm_, l_, alone));
+    const size_t target = prev ? 1 : 0;
+    after_.emplace_back(k, ContendedDurations(window, target, tail, stage_, comm_, l_, alone));
     return after_.back().second;
   }
 
@@ -119,7 +123,7 @@ class Durations {
   Contention contention_;
   std::vector<std::pair<Key, double>> cache_;
   std::deque<std::pair<const PassPlan*, std::vector<double>>> alone_;
-  std::deque<std::pair<std::pair<const PassPlan*, const PassPlan*>, std::vector<double>>> after_;
+  std::deque<std::pair<std::array<const PassPlan*, 3>, std::vector<double>>> after_;
 };
 
 // A pass list compiled for one stage: out_k = max_j (in_j + m[k][j]), kept sparse: for each
@@ -144,11 +148,11 @@ PassMap Sparse(const std::array<Vec, kOutputs>& m) {
   return out;
 }
 
-PassMap Compile(const PassPlan* prev, const PassPlan& p, Durations& dur) {
+PassMap Compile(const PassPlan* prev, const PassPlan& p, const PassPlan* next, Durations& dur) {
   std::array<Vec, kStreamCount> free;
   for (int s = 0; s < kStreamCount; ++s) free[s] = Unit(s);
   std::vector<Vec> fin(p.tasks.size());
-  const std::vector<double>& durations = dur.Of(prev, p);
+  const std::vector<double>& durations = dur.Of(prev, p, next);
   struct {
     std::array<Vec, kOutputs> m;
   } out;
@@ -211,8 +215,9 @@ enum class From { kNone, kTask, kEarlier, kEntry, kRemote };
 // Walks one pass (or the tail) task by task, charging the compute stream's time (kBreakdown).
 class Walker {
  public:
-  Walker(const PassPlan* prev, const PassPlan& p, Durations& dur, Clock& c, bool breakdown, bool tail = false)
-      : p_(p), durs_(dur.Of(prev, p, tail)), c_(c), breakdown_(breakdown), start_(p.tasks.size()), fin_(p.tasks.size()),
+  Walker(const PassPlan* prev, const PassPlan& p, const PassPlan* next, Durations& dur, Clock& c, bool breakdown,
+         bool tail = false)
+      : p_(p), durs_(dur.Of(prev, p, next, tail)), c_(c), breakdown_(breakdown), start_(p.tasks.size()), fin_(p.tasks.size()),
         from_(p.tasks.size(), From::kNone), from_task_(p.tasks.size(), -1) {}
 
   // A collective of a group spanning stages (the embedding group) starts when every member
@@ -349,15 +354,14 @@ class Evaluator {
  public:
   Evaluator(const IterationPlan& plan, const CollectiveModel& comm, const Layout& l, EvalDetail detail,
             Contention contention)
-      : plan_(plan), l_(l), breakdown_(detail == EvalDetail::kBreakdown),
+      : plan_(plan), l_(l), breakdown_(detail == EvalDetail::kBreakdown), contention_(contention),
         m_(static_cast<int32_t>(l.microbatches())), positions_(PositionCount(l)),
         send_fin_(2 * static_cast<size_t>(m_) * positions_, std::nan("")),
         send_start_(breakdown_ ? send_fin_.size() : 0, kNone), clocks_(l.pp) {
     for (int32_t s = 0; s < l.pp; ++s) {
       durations_.emplace_back(comm, l, s, contention);
       // Without contention a pass list's map is the same whatever ran before it.
-      maps_.emplace_back(contention == Contention::kNone ? plan.passes.size()
-                                                         : (plan.passes.size() + 1) * plan.passes.size());
+      maps_.emplace_back();
       last_mb_.push_back(LastGradientMicrobatch(l, plan.stages[s].order));
     }
   }
@@ -412,6 +416,48 @@ class Evaluator {
     return &plan_.passes[c.last_pass];
   }
 
+  // The map of pass list `id` after `prev` with `next` following it (nullptr: none), compiled
+  // once per stage.
+  const PassMap& MapOf(int32_t s, const PassPlan* prev, int32_t id, const PassPlan* next) {
+    const size_t n = plan_.passes.size();
+    auto index = [&](const PassPlan* q) { return q ? static_cast<size_t>(q - plan_.passes.data()) + 1 : 0; };
+    const size_t key = contention_ == Contention::kNone ? static_cast<size_t>(id)
+                                                        : (index(prev) * (n + 1) + index(next)) * n + id;
+    std::unique_ptr<PassMap>& slot = maps_[s][key];
+    if (!slot) slot = std::make_unique<PassMap>(Compile(prev, plan_.passes[id], next, durations_[s]));
+    return *slot;
+  }
+
+  // The pass list stage s runs after pass list `id` (which follows `prev`, its received send
+  // at `remote`), when it starts as soon as the stage is free: what `id` leaves running then
+  // shares links with it. That is when it receives nothing, when its input has arrived by the
+  // time the stage is free, and when the stage that sends it is not evaluated that far yet
+  // (in the steady state of a schedule the input is on time). Else nullptr: the next pass
+  // waits for the other stage, and what `id` left running has that bubble to end in. Only
+  // with contention.
+  const PassPlan* Following(int32_t s, const PassPlan* prev, int32_t id, double remote) {
+    if (contention_ == Contention::kNone) return nullptr;
+    const StagePlan& sp = plan_.stages[s];
+    const Clock& c = clocks_[s];
+    const size_t i = c.next + 1;
+    if (i >= sp.order.size()) return nullptr;
+    const PipelineStep& step = sp.order[i];
+    const bool last = step.mb == last_mb_[s][step.chunk];
+    const int kind = step.pass == Pass::kForward ? 0 : step.pass == Pass::kBackward ? 1 : 2;
+    const PassPlan& next = plan_.passes[sp.pass_of[step.chunk][kind][last ? 1 : 0]];
+    if (next.receive < 0) return &next;
+    const double arrives = send_fin_[SendIndex(step.pass, step.mb, sp.chunks[step.chunk].position)];
+    if (std::isnan(arrives)) return &next;
+    Vec in;
+    for (int st = 0; st < kStreamCount; ++st) in[st] = c.free[st];
+    in[kCarryIn] = c.carry;
+    in[kRemoteIn] = remote;
+    const double free = Apply(MapOf(s, prev, id, &next), in)[kCompute];
+    // Arriving as the stage frees is a tie (both evaluations sum the same durations in a
+    // different order): it does not wait.
+    return arrives > free + 1e-9 * std::abs(free) ? nullptr : &next;
+  }
+
   // Runs stage s's next pass if its input has arrived.
   bool Advance(int32_t s) {
     const StagePlan& sp = plan_.stages[s];
@@ -432,8 +478,10 @@ class Evaluator {
     }
     double send = kNone, send_start = kNone, carry = kNone, carry_start = kNone;
     Category carry_category = Category::kPp;
+    const PassPlan* prev = Previous(c, remote);
+    const PassPlan* next = Following(s, prev, id, remote);
     if (breakdown_) {
-      Walker w(Previous(c, remote), p, durations_[s], c, true);
+      Walker w(prev, p, next, durations_[s], c, true);
       w.Run(c.carry, c.carry_start, c.carry_category, remote, remote_start);
       for (int32_t i : p.step_deps) c.step = std::max(c.step, w.finish(i));
       if (p.send >= 0) {
@@ -448,12 +496,7 @@ class Evaluator {
         }
       }
     } else {
-      const PassPlan* prev = Previous(c, remote);
-      const size_t key = maps_[s].size() == plan_.passes.size() || !prev
-                             ? static_cast<size_t>(id)
-                             : static_cast<size_t>(c.last_pass + 1) * plan_.passes.size() + id;
-      if (!maps_[s][key]) maps_[s][key] = std::make_unique<PassMap>(Compile(prev, p, durations_[s]));
-      const PassMap& map = *maps_[s][key];
+      const PassMap& map = MapOf(s, prev, id, next);
       Vec in;
       for (int st = 0; st < kStreamCount; ++st) in[st] = c.free[st];
       in[kCarryIn] = c.carry;
@@ -504,7 +547,7 @@ class Evaluator {
     // What the entry waited for, for the breakdown: the gradient reductions, or the send.
     const bool dp_bound = c.step >= c.carry;
     const double entry_start = dp_bound ? c.last_compute : c.carry_start;
-    Walker w(Previous(c), tail, dur, c, breakdown_, true);
+    Walker w(Previous(c), tail, nullptr, dur, c, breakdown_, true);
     w.Meet(std::move(meet));
     w.Run(entry, entry_start, dp_bound ? Category::kDp : c.carry_category, kNone, kNone);
     StageEval e;
@@ -542,11 +585,12 @@ class Evaluator {
   const IterationPlan& plan_;
   const Layout& l_;
   bool breakdown_;
+  Contention contention_;
   int32_t m_, positions_;
   std::vector<double> send_fin_, send_start_;
   std::vector<Clock> clocks_;
   std::vector<Durations> durations_;
-  std::vector<std::vector<std::unique_ptr<PassMap>>> maps_;
+  std::vector<std::unordered_map<size_t, std::unique_ptr<PassMap>>> maps_;
   std::vector<std::vector<int32_t>> last_mb_;
   double meet_ = kNone;  // when both ends of the embedding group reach its all-reduce
 };

@@ -6,8 +6,8 @@
 //     lists without stamping them, and a lower bound of the simulated time (contention only
 //     delays): the bound the planner searches by.
 //   - Contention::kWithinPass: the same with each pass list's transfers at their durations
-//     when they share links with the rank's other transfers of that pass and the one before it
-//     (pass_contention.h): the estimate `shardsim estimate` reports. Not a bound: it may
+//     when they share links with the rank's other transfers of that pass and the ones just
+//     before and after it (pass_contention.h): the estimate `shardsim estimate` reports. Not a bound: it may
 //     price a sharing the simulation's timing avoids (docs/validation/estimate-vs-simulation.md).
 //
 // Two evaluations, equal up to rounding: kTime applies each pass as a max-plus linear map of
