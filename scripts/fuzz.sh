@@ -5,8 +5,10 @@
 # Builds with clang into build-fuzz (-DSHARDSIM_FUZZ=ON: every target sanitized), seeds a
 # corpus from the bundled descriptions (models, Hugging Face configs, clusters, stacks, the
 # tests' bad inputs, layouts, and a plan file and the four framework configs that
-# build/shardsim emits when it is built), then fuzzes for SECONDS. Findings (crash-*, leak-*,
-# timeout-*) land in build-fuzz/findings; the exit code is libFuzzer's (0: none).
+# build/shardsim emits when it is built) and the regression corpus tests/data/fuzz, then
+# fuzzes for SECONDS. Findings (crash-*, leak-*, timeout-*) land in build-fuzz/findings; the
+# exit code is libFuzzer's (0: none). A finding, once fixed, joins tests/data/fuzz under a
+# name that says what it was. CI runs `scripts/fuzz.sh 60` after the test suite (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -34,6 +36,9 @@ for spec in "tp=8,pp=16,dp=8,gbs=1536,mbs=1" "tp=2,pp=4,vpp=2,cp=2,ep=2,zero=3,s
   i=$((i + 1))
 done
 for f in stacks/*.yaml; do seed 6 "$(basename "$f")" < "$f"; done
+# The regression corpus: inputs that once crashed, hung or misread, already with their
+# selector byte (ctest's FuzzReplay replays them in every build).
+for f in tests/data/fuzz/*; do cp "$f" "$corpus/regression-$(basename "$f")"; done
 for q in "80 GiB" "1.5 TB" "900 GB/s" "2 us" "1e308 TB"; do
   printf '%s' "$q" | seed 11 "q$(printf '%s' "$q" | md5sum | cut -c1-8)"
 done

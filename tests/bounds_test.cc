@@ -1,7 +1,8 @@
 // Bounds on sizes and counts (issue 18, items 1 and 2): each input the issue found crashing,
 // hanging or giving a wrong number, named after what it was, now a clear error. The bounds are
 // src/util/limits.h's: 2^24 GPUs or any parallel degree, 10^9 sequences a batch, 2^20
-// micro-batch passes a schedule, 64 MiB a description file.
+// micro-batch passes a schedule, 64 MiB a description file, a model's sizes (10^4 layers,
+// 2^20 hidden, ..., 10^15 parameters).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
@@ -56,6 +57,47 @@ TEST(Bounds, AGlobalBatchOf2To56WasABadAlloc) {
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(Has(r.err, "1000000000 micro-batches")) << r.err;
+}
+
+// Was a hang: the cost model walks the model's layers, and a model of 2^40 layers was read
+// (found by replaying tests/data/fuzz/estimate-layers-2pow40-hang, 2026-12-06: bad_alloc
+// after 6 minutes); and 2^30 hidden was a 4e8 s estimate.
+TEST(Bounds, AModelOf2To40LayersWasAHang) {
+  const std::string dir = FreshTempDir("bounds-layers");
+  auto model = [&](const std::string& name, const std::string& sizes) {
+    std::ofstream(dir + "/" + name) << "name: big\nsource: test\n" << sizes
+                                      << "heads: 4\nvocab: 512\nseq_len: 64\nactivation: swiglu\nnorm: rmsnorm\n";
+    return dir + "/" + name;
+  };
+  // Line 3 is the layers field, its value at column 9.
+  auto r = RunShardsim("estimate --hardware dgx-h100 --gpus 8 --model " +
+                       model("layers.yaml", "layers: 1099511627776\nhidden: 64\n"));
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(Has(r.err, "layers.yaml:3:9: field 'layers': layers=1099511627776 is above the bound of 10000")) << r.err;
+  r = RunShardsim("estimate --hardware dgx-h100 --gpus 8 --model " + model("hidden.yaml", "layers: 4\nhidden: 1073741824\n"));
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(Has(r.err, "hidden.yaml:4:9: field 'hidden': hidden=1073741824 is above the bound of 1048576")) << r.err;
+  // Each size within its bound, the product is not: 9,000 layers of hidden and FFN 2^20 are
+  // 9000 x (4 x 2^40 + 3 x 2^40) = 6.93e16 parameters (+ 2 x 2^20 x 512 for the tables).
+  r = RunShardsim("estimate --hardware dgx-h100 --gpus 8 --model " +
+                  model("product.yaml", "layers: 9000\nhidden: 1048576\nffn_hidden: 1048576\n"));
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(Has(r.err, "field 'layers': these sizes make about 6.93e+16 parameters, above the bound of 1e+15")) << r.err;
+  // The same bound holds for a model made in code (ValidateModel, which the readers call).
+  ModelSpec m;
+  m.layers = kMaxLayers + 1;
+  m.hidden = 64;
+  m.heads = m.kv_heads = 4;
+  m.head_dim = 16;
+  m.ffn_hidden = 256;
+  m.vocab = 512;
+  m.seq_len = 64;
+  const Status st = ValidateModel(m, "code");
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st.message(), "code: layers=10001 is above the bound of 10000")) << st.message();
 }
 
 // Was "--gpus must be at least 1, found -8" with no --gpus given: nodes x 8 overflowed.

@@ -4,6 +4,9 @@
 #include "src/model/model_spec.h"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "src/util/limits.h"
 
 namespace shardsim {
 
@@ -107,8 +110,58 @@ double ModelSpec::AttentionSpan() const {
   return full * s + (1 - full) * s * windowed / causal;
 }
 
+std::optional<ModelBoundError> ModelAboveBounds(const ModelSpec& m) {
+  struct Size {
+    const char* field;
+    const char* name;
+    int64_t value, bound;
+  };
+  std::vector<Size> sizes = {
+      {"layers", "layers", m.layers, kMaxLayers},         {"hidden", "hidden", m.hidden, kMaxWidth},
+      {"heads", "heads", m.heads, kMaxHeads},             {"kv_heads", "kv_heads", m.kv_heads, kMaxHeads},
+      {"head_dim", "head_dim", m.head_dim, kMaxWidth},    {"ffn_hidden", "ffn_hidden", m.ffn_hidden, kMaxWidth},
+      {"vocab", "vocab", m.vocab, kMaxVocab},             {"seq_len", "seq_len", m.seq_len, kMaxSeqLen},
+      {"sliding_window", "sliding_window", m.sliding_window, kMaxSeqLen},
+  };
+  if (m.moe) {
+    sizes.push_back({"moe", "moe.experts", m.moe->experts, kMaxExperts});
+    sizes.push_back({"moe", "moe.ffn_hidden", m.moe->ffn_hidden, kMaxWidth});
+    sizes.push_back({"moe", "moe.shared_ffn_hidden", m.moe->shared_ffn_hidden, kMaxWidth * 64});
+  }
+  if (m.mla) {
+    sizes.push_back({"mla", "mla.q_lora_rank", m.mla->q_lora_rank, kMaxWidth});
+    sizes.push_back({"mla", "mla.kv_lora_rank", m.mla->kv_lora_rank, kMaxWidth});
+    sizes.push_back({"mla", "mla.rope_head_dim", m.mla->rope_head_dim, kMaxWidth});
+    sizes.push_back({"mla", "mla.v_head_dim", m.mla->v_head_dim, kMaxWidth});
+  }
+  for (const Size& s : sizes) {
+    if (s.value > s.bound) {
+      return ModelBoundError{s.field, std::string(s.name) + "=" + std::to_string(s.value) + " is above the bound of " +
+                                          std::to_string(s.bound) + " (docs/cli.md, \"Bounds\")"};
+    }
+  }
+  // Each size within its bound, their products may still not be: the parameters, in double
+  // (an upper estimate: attention's four projections, a gated MLP, every layer an MoE one
+  // when there are experts, embedding and head untied).
+  const double h = static_cast<double>(m.hidden), attention = 4.0 * h * static_cast<double>(m.heads * m.head_dim);
+  double mlp = 3.0 * h * static_cast<double>(m.ffn_hidden);
+  if (m.moe) {
+    mlp = std::max(mlp, 3.0 * h * (static_cast<double>(m.moe->experts) * static_cast<double>(m.moe->ffn_hidden) +
+                                   static_cast<double>(m.moe->shared_ffn_hidden)));
+  }
+  const double params = static_cast<double>(m.layers) * (attention + mlp) + 2.0 * h * static_cast<double>(m.vocab);
+  if (params > kMaxModelParams) {
+    char msg[200];
+    std::snprintf(msg, sizeof msg, "these sizes make about %.3g parameters, above the bound of %.0e (docs/cli.md, \"Bounds\")",
+                  params, kMaxModelParams);
+    return ModelBoundError{"layers", msg};
+  }
+  return std::nullopt;
+}
+
 Status ValidateModel(const ModelSpec& m, const std::string& origin) {
   auto fail = [&](const std::string& what) { return Status::Error(origin + ": " + what); };
+  if (std::optional<ModelBoundError> e = ModelAboveBounds(m)) return fail(e->message);
   if (m.heads % m.kv_heads != 0) {
     return fail("kv_heads=" + std::to_string(m.kv_heads) + " must divide heads=" +
                 std::to_string(m.heads));

@@ -141,6 +141,14 @@ struct ModelSpec {
 // Checks internal consistency (kv_heads divides heads, top_k <= experts, ...).
 Status ValidateModel(const ModelSpec& m, const std::string& origin);
 
+// The first of the model's sizes above its bound (src/util/limits.h), as the field it is read
+// from ("moe" for the MoE block's, "mla" for MLA's) and a message naming value and bound; or
+// nothing. ValidateModel refuses it; the YAML reader reports it at the field's line.
+struct ModelBoundError {
+  std::string field, message;
+};
+std::optional<ModelBoundError> ModelAboveBounds(const ModelSpec& m);
+
 // Loads models/*.yaml, or a Hugging Face config.json when the path ends in .json.
 // A bare name ("gpt3-175b") is looked up in the bundled models/ folder.
 StatusOr<ModelSpec> LoadModel(const std::string& path_or_name);

@@ -69,6 +69,7 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
     moe->Finish();
     m.moe = s;
   }
+  if (std::optional<ModelBoundError> e = ModelAboveBounds(m)) r.Error(e->field, e->message);
   r.Finish();
   if (m.hidden % m.heads != 0 && !r.Has("head_dim")) {
     r.Error("heads", "heads=" + std::to_string(m.heads) + " does not divide hidden=" +
