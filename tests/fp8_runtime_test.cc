@@ -223,7 +223,7 @@ TEST(TeGemm, WeightsQuantizedOncePerStep) {
   CpuBackend backend(std::make_unique<LocalCollectives>());
   ExecContext ctx(&backend, 1, false, nullptr);
   ctx.set_fp8(true);
-  ctx.SetLayer(3);
+  ctx.SetLayer(3, SpanLabel::kMlp);
   const std::vector<Bf16> in = Bf16s({1});
   std::vector<Bf16> w = Bf16s({1}), y(1);
   ASSERT_TRUE(TeForward<Bf16>(ctx, kTeFc2, in.data(), 1, 1, {{w.data(), nullptr, y.data(), 1}}).ok());
@@ -235,7 +235,7 @@ TEST(TeGemm, WeightsQuantizedOncePerStep) {
   ASSERT_TRUE(TeForward<Bf16>(ctx, kTeFc2, in.data(), 1, 1, {{w.data(), nullptr, y.data(), 1}}).ok());
   EXPECT_EQ(ToFloat(y[0]), 0.5f);
   // Another layer's module of the same place is another cache entry.
-  ctx.SetLayer(4);
+  ctx.SetLayer(4, SpanLabel::kMlp);
   w[0] = ToBf16(2.0f);
   ASSERT_TRUE(TeForward<Bf16>(ctx, kTeFc2, in.data(), 1, 1, {{w.data(), nullptr, y.data(), 1}}).ok());
   EXPECT_EQ(ToFloat(y[0]), 2.0f);

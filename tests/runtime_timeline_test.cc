@@ -21,8 +21,9 @@ using testing::IsStrictJson;
 using PerRank = std::vector<std::vector<TimelineEvent>>;
 
 TimelineEvent Event(Phase p, int32_t mb, int32_t chunk, int32_t layer, double start_s,
-                    double duration_s, double bytes = 0) {
+                    double duration_s, double bytes = 0, SpanLabel label = SpanLabel::kNone) {
   TimelineEvent e;
+  e.label = label;
   e.phase = p;
   e.microbatch = mb;
   e.chunk = chunk;
@@ -43,6 +44,7 @@ void ExpectSameEvents(const std::vector<TimelineEvent>& a, const std::vector<Tim
     EXPECT_EQ(a[i].start_s, b[i].start_s) << i;  // doubles travel unchanged: exact
     EXPECT_EQ(a[i].duration_s, b[i].duration_s) << i;
     EXPECT_EQ(a[i].bytes, b[i].bytes) << i;
+    EXPECT_EQ(a[i].label, b[i].label) << i;
   }
 }
 
@@ -94,11 +96,11 @@ TEST(RuntimeTimeline, PhasesMapToTheSimulatorsStreamsAndCategories) {
 
 TEST(RuntimeTimeline, EncodeDecodeRoundTrip) {
   const std::vector<TimelineEvent> events = {
-      Event(Phase::kForward, 0, 1, 7, 12.345678901234, 0.001234567),
+      Event(Phase::kForward, 0, 1, 7, 12.345678901234, 0.001234567, 0, SpanLabel::kAttention),
       Event(Phase::kPpSendBackward, 3, 0, -1, 1e9 + 0.1, 2.5e-7, 16777216),
-      Event(Phase::kOptimizer, -1, -1, -1, 0, 0)};
+      Event(Phase::kOptimizer, -1, -1, -1, 0, 0, 0, SpanLabel::kCpuAdam)};
   const std::vector<double> encoded = Encode(events);
-  // 3 events x 8 doubles; the last double of a row tags it as an event.
+  // 3 events x 9 doubles; the last double of a row tags it as an event.
   ASSERT_EQ(encoded.size(), 3u * kEncodedDoubles);
   EXPECT_EQ(encoded[kEncodedDoubles - 1], 1.0);
   ExpectSameEvents(Decode(encoded), events);
@@ -167,15 +169,18 @@ TEST(RuntimeTimeline, SpanTimesItsScopeWithTheGivenClock) {
 
 // Two ranks (stage 0 and stage 1) against the origin t0 = 100 s. Times are binary fractions,
 // so (start - t0) * 1e6 and duration * 1e6 are exact integers of microseconds:
-//   rank 0  forward        mb 0 layer 0   100.5   + 0.25    -> ts  500000, dur 250000, tid 0
+//   rank 0  forward, mlp   mb 0 layer 0   100.5   + 0.25    -> ts  500000, dur 250000, tid 0
 //   rank 0  pp_send_fwd    mb 0 4096 B    100.75  + 0.125   -> ts  750000, dur 125000, tid 4
 //   rank 1  pp_wait        mb 0           100     + 0.875   -> ts       0, dur 875000, tid 0
 //   rank 1  dp_comm        1024 B         101     + 0.0625  -> ts 1000000, dur  62500, tid 6
 // (tid is the simulator's Stream index: compute 0, tp 1, cp 2, ep 3, pp-forward 4, ...).
+// Named as the simulator names its tasks (src/cost/layer_plan.cc): a compute span by its part
+// and pass ("mlp forward"), a pipeline send as "pp send activations" whatever its label, the
+// receive's wait by its label; a span without a label by its phase ("dp_comm").
 PerRank TwoRanks() {
-  return {{Event(Phase::kForward, 0, 0, 0, 100.5, 0.25),
+  return {{Event(Phase::kForward, 0, 0, 0, 100.5, 0.25, 0, SpanLabel::kMlp),
            Event(Phase::kPpSendForward, 0, 0, -1, 100.75, 0.125, 4096)},
-          {Event(Phase::kPpWait, 0, 0, -1, 100.0, 0.875),
+          {Event(Phase::kPpWait, 0, 0, -1, 100.0, 0.875, 0, SpanLabel::kReceiveActivations),
            Event(Phase::kDpComm, -1, -1, -1, 101.0, 0.0625, 1024)}};
 }
 
@@ -185,13 +190,13 @@ TEST(RuntimeTimeline, ChromeTraceHasEveryEventInMicroseconds) {
   const std::string c = Compact(text);
   EXPECT_EQ(Count(c, "\"ph\": \"X\""), 4u);
   EXPECT_TRUE(
-      Contains(c, R"({"ph": "X","name": "forward","cat": "compute","pid": 0,"tid": 0,"ts": 500000,)"
+      Contains(c, R"({"ph": "X","name": "mlp forward","cat": "compute","pid": 0,"tid": 0,"ts": 500000,)"
                   R"("dur": 250000,"args": {"layer": 0,"microbatch": 0,"chunk": 0}})"));
   EXPECT_TRUE(Contains(
-      c, R"({"ph": "X","name": "pp_send_forward","cat": "pp_comm","pid": 0,"tid": 4,"ts": 750000,)"
+      c, R"({"ph": "X","name": "pp send activations","cat": "pp_comm","pid": 0,"tid": 4,"ts": 750000,)"
          R"("dur": 125000,"args": {"layer": -1,"microbatch": 0,"chunk": 0,"bytes": 4096}})"));
   EXPECT_TRUE(Contains(c,
-                       R"({"ph": "X","name": "pp_wait","cat": "bubble","pid": 1,"tid": 0,"ts": 0,)"
+                       R"({"ph": "X","name": "receive activations","cat": "bubble","pid": 1,"tid": 0,"ts": 0,)"
                        R"("dur": 875000,"args": {"layer": -1,"microbatch": 0,"chunk": 0}})"));
   EXPECT_TRUE(Contains(
       c, R"({"ph": "X","name": "dp_comm","cat": "dp_comm","pid": 1,"tid": 6,"ts": 1000000,)"

@@ -460,7 +460,7 @@ int Run(int argc, char** argv) {
     if (!gathered.ok()) return fail("trace: " + gathered.status().message());
     std::vector<int32_t> stages;
     for (int r = 0; r < world; ++r) stages.push_back(static_cast<int32_t>(all[(r + 1) * width - 1]));
-    trace = MeasuredChromeTrace(*gathered, stages, -origin);
+    trace = MeasuredChromeTrace(*gathered, stages, -origin, !req.in.hardware.gpu.overlaps_communication);
   }
   const int64_t ncat = static_cast<int64_t>(categories.size());
   auto at = [&](int r, int64_t j) { return all[r * width + j]; };

@@ -121,12 +121,13 @@ Status AttentionCoreBackward(ExecContext& ctx, const BlockDims& d, BlockSaved& s
   TypedKernels<T>& k = ctx.kt<T>();
   SHARDSIM_ASSIGN_OR_RETURN(Keys<T> keys, KeysOf<T>(ctx, d, s));
   if (!d.flash && s.probs.empty()) {  // selective recompute: the probabilities from Q and K
-    ctx.SwitchCompute(Phase::kRecompute);
+    const SpanLabel part = ctx.part();
+    ctx.SwitchCompute(Phase::kRecompute, SpanLabel::kAttentionCore);  // the simulator's "attention core recompute"
     DeviceBuffer out;
     SHARDSIM_ASSIGN_OR_RETURN(out, ctx.Alloc<T>(kWork, d.n * qd, "recomputed attention output"));
     SHARDSIM_RETURN_IF_ERROR(Probabilities(ctx, d, s, keys, kWork, "recomputed attention probabilities", s.probs,
                                            out.as<T>()));
-    ctx.SwitchCompute(Phase::kBackward);
+    ctx.SwitchCompute(Phase::kBackward, part);
   }
   // Under CP the whole sequence's key and value gradients, this rank's part of their sums.
   DeviceBuffer dk_all, dv_all;

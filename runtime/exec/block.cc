@@ -125,6 +125,7 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
     return Status::Ok();
   };
   // Attention branch.
+  ctx.SetPart(SpanLabel::kAttention);
   SHARDSIM_RETURN_IF_ERROR(alloc(s.norm1, d.n_local * c, "attention norm output"));
   SHARDSIM_RETURN_IF_ERROR(stats(s.norm1_rstd, d.n_local, "attention norm statistics"));
   if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(stats(s.norm1_mean, d.n_local, "attention norm statistics"));
@@ -147,7 +148,9 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   SHARDSIM_RETURN_IF_ERROR(RowParallel(ctx, d, kTeProj, s.attn.as<T>(), w.wo, w.bo, qd, x, s.mid.as<T>(),
                                        ctx.fp8() ? &s.proj_in : nullptr));
   if (ctx.fp8() && !d.flash) s.attn.Reset();  // unfused attention's backward reads the softmax, not its output
-  // MLP branch.
+  // MLP branch (an MoE layer's: the router, the experts and the residual, as the simulator
+  // names them).
+  ctx.SetPart(w.router != nullptr ? SpanLabel::kRouter : SpanLabel::kMlp);
   SHARDSIM_RETURN_IF_ERROR(alloc(s.norm2, d.n_local * c, "mlp norm output"));
   SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_rstd, d.n_local, "mlp norm statistics"));
   if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_mean, d.n_local, "mlp norm statistics"));
@@ -161,6 +164,7 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
     SHARDSIM_RETURN_IF_ERROR(MoeForward(ctx, d, moe->rank, w.router, moe->experts, in, partial, s.moe));
     gathered.Reset();
     SHARDSIM_RETURN_IF_ERROR(ctx.Reduce(partial, out, d.n_local, c));
+    ctx.SetPart(SpanLabel::kMlpResidual);
     k.Add(out, s.mid.as<T>(), d.n_local * c);
     return Status::Ok();
   }
@@ -283,6 +287,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   int64_t pending = -1;
   std::optional<TeIn<T>> norm2;  // fc1's input: s.norm2's rows or fp8 codes, gathered under SP
   // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
+  ctx.SetPart(SpanLabel::kMlp);
   SHARDSIM_ASSIGN_OR_RETURN(const T* dout, ctx.Gather(dresid, gathered, d.n_local, c));
   if (overlap) {
     SHARDSIM_ASSIGN_OR_RETURN(norm2, RegatherInput<T>(ctx, d, s.norm2, s.fc1_in, norm_in, &pending));
@@ -389,6 +394,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   s.mid.Reset();
 
   // dresid is now d(mid). Attention branch.
+  ctx.SetPart(SpanLabel::kAttention);
   SHARDSIM_ASSIGN_OR_RETURN(dout, ctx.Gather(dresid, gathered, d.n_local, c));
   std::optional<TeIn<T>> norm1;  // as norm2, for Q, K and V
   if (overlap) {  // under the output projection's and the attention's backward

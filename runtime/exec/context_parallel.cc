@@ -52,7 +52,7 @@ Status GatherKeysValues(ExecContext& ctx, const BlockDims& d, int64_t kvd, const
   const double bytes = static_cast<double>(split.cp * 2 * part) * sizeof(T);
   SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kCpComm, bytes, [&] {
     return ctx.comm().AllGather(Group::kCp, mine.as<T>(), all.as<T>(), 2 * part);
-  }));
+  }, SpanLabel::kCpKvExchange));
   mine.Reset();
   SHARDSIM_ASSIGN_OR_RETURN(k_all, ctx.Alloc<T>(MemoryKind::kOther, d.b * split.seq * kvd, "cp all keys"));
   SHARDSIM_ASSIGN_OR_RETURN(v_all, ctx.Alloc<T>(MemoryKind::kOther, d.b * split.seq * kvd, "cp all values"));
@@ -95,7 +95,7 @@ Status ReduceScatterKeyValueGrads(ExecContext& ctx, const BlockDims& d, int64_t 
   const double bytes = static_cast<double>(split.cp * 2 * part) * sizeof(T);
   SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kCpComm, bytes, [&] {
     return ctx.comm().ReduceScatterSum(Group::kCp, packed.as<T>(), mine.as<T>(), 2 * part);
-  }));
+  }, SpanLabel::kCpDkDvReduceScatter));
   packed.Reset();
   ctx.kt<T>().Add(dk, mine.as<T>(), part);
   ctx.kt<T>().Add(dv, mine.as<T>() + part, part);

@@ -34,7 +34,8 @@ Status DpOverlap::Issue(int64_t key) {
                           ctx_->comm().IallReduceSum(Group::kDp, data, end - begin));
                       pending_.push_back(handle);
                       return Status::Ok();
-                    });
+                    },
+                    SpanLabel::kDpGradientAllReduce);
 }
 
 Status DpOverlap::WaitAll() {
@@ -43,7 +44,7 @@ Status DpOverlap::WaitAll() {
     for (int64_t handle : pending_) SHARDSIM_RETURN_IF_ERROR(ctx_->comm().Wait(handle));
     pending_.clear();
     return Status::Ok();
-  });
+  }, SpanLabel::kDpGradientAllReduce);
 }
 
 }  // namespace shardsim::runtime

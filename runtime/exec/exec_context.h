@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -87,7 +88,9 @@ class ExecContext {
   // (tp = 1).
   template <typename T>
   Status StartReduce(T* partial, T* out, int64_t n_local, int64_t c, int64_t* handle);
-  Status FinishReduce(int64_t handle) { return FinishGather(handle); }  // the same wait
+  Status FinishReduce(int64_t handle);  // the same wait, named as the reduction
+  // The TP reduction's name: SP's reduce-scatter, else the all-reduce.
+  SpanLabel ReduceLabel() const { return sp_ ? SpanLabel::kTpReduceScatter : SpanLabel::kTpAllReduce; }
 
   // fp32 gradient pieces (pointer, elements) summed over the TP group in one all-reduce of
   // their concatenation (packed into a transient buffer and unpacked): SP's replicated
@@ -97,18 +100,32 @@ class ExecContext {
 
   // --- Timeline. Compute runs in the current phase (forward, backward or recompute) between
   // the calls below; Comm pauses it for the duration of `fn`.
-  void SetPass(Phase compute, int32_t microbatch, int32_t chunk);
-  void SetLayer(int32_t layer) { layer_ = layer; }
+  // Opens a compute pass on `part` of `layer` (the first it runs; -1: the embedding or head).
+  void SetPass(Phase compute, int32_t microbatch, int32_t chunk, SpanLabel part = SpanLabel::kNone,
+               int32_t layer = -1);
+  // Outside a pass: the micro-batch and chunk the next spans are about (a pass's receive,
+  // recorded before the pass opens).
+  void SetMicrobatch(int32_t microbatch, int32_t chunk);
+  // Continues the open pass on `layer`, on `first_part` (the part of it the pass runs first:
+  // attention forward, the MLP backward): the spans of each layer apart, as the simulator's.
+  void SetLayer(int32_t layer, SpanLabel first_part);
   int32_t layer() const { return layer_; }
-  // Continues the open pass as another compute phase (recompute inside a backward pass).
-  void SwitchCompute(Phase compute);
+  // Continues the open pass as another compute phase (recompute inside a backward pass), on
+  // `part` when given.
+  void SwitchCompute(Phase compute, std::optional<SpanLabel> part = std::nullopt);
+  // Continues the open pass on another part of the model (attention, MLP, ...: the span label
+  // the simulator's task names carry).
+  void SetPart(SpanLabel part);
+  SpanLabel part() const { return part_; }
   void EndPass();  // closes the open compute segment
-  Status Comm(Phase phase, double bytes, const std::function<Status()>& fn);
+  // Runs fn as a `phase` span of `bytes` named by `label` (the collective, as the simulator
+  // names it); the compute segment around it is closed before and reopened after.
+  Status Comm(Phase phase, double bytes, const std::function<Status()>& fn, SpanLabel label = SpanLabel::kNone);
   // A mark of the work issued so far (-1 without a timeline).
   int64_t Mark() { return timeline_ == nullptr ? -1 : backend_->Mark(); }
   // Records [start, a mark now) as `phase` with the current micro-batch and chunk; returns the
   // end mark.
-  int64_t Record(Phase phase, int64_t start_mark, double bytes = 0);
+  int64_t Record(Phase phase, int64_t start_mark, double bytes = 0, SpanLabel label = SpanLabel::kNone);
   // Resolves the marks of everything recorded so far into the timeline (waits for the work).
   void Flush();
 
@@ -128,6 +145,7 @@ class ExecContext {
   Timeline* timeline_;
   bool in_pass_ = false;
   Phase compute_ = Phase::kForward;
+  SpanLabel part_ = SpanLabel::kNone;
   int32_t microbatch_ = -1, chunk_ = -1, layer_ = -1;
   int64_t segment_start_ = -1;   // mark
   std::vector<Pending> pending_;  // recorded, not yet flushed

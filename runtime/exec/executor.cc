@@ -234,7 +234,7 @@ Status TypedExecutor<T>::GradientsToHost() {
     backend_->memory().CopyToHost(StepGrad(from), zero_->GradState(from), n);
     bytes += static_cast<double>(n);
   }
-  ctx_.Record(Phase::kOffload, start, bytes);
+  ctx_.Record(Phase::kOffload, start, bytes, SpanLabel::kGradientsToHost);
   return Status::Ok();
 }
 
@@ -264,7 +264,7 @@ Status TypedExecutor<T>::UpdateWorkingWeights(int64_t from, int64_t to) {
   } else {
     backend_->memory().CopyToDevice(zero_->ParamState(from), Master(from), bytes);
   }
-  ctx_.Record(Phase::kOffload, start, static_cast<double>(bytes));
+  ctx_.Record(Phase::kOffload, start, static_cast<double>(bytes), SpanLabel::kWeightsToDevice);
   return Status::Ok();
 }
 
@@ -308,6 +308,7 @@ StatusOr<double> TypedExecutor<T>::Step(const TokenSource& data, int64_t step) {
   phase_ = "forward";
   // Zeroing the gradients is the optimizer's zero_grad (Megatron-LM's train_step does it before
   // the forward passes): timed as optimizer, so the step's phases cover all of it.
+  ctx_.SetMicrobatch(-1, -1);  // the step's, not a micro-batch's
   const int64_t zero_start = ctx_.Mark();
   backend_->memory().Zero(grads_.data(), grads_.bytes());
   if (offloaded()) host_.Zero(host_grads_.data(), host_grads_.bytes());
@@ -331,6 +332,7 @@ StatusOr<double> TypedExecutor<T>::Step(const TokenSource& data, int64_t step) {
   phase_ = "pipeline send";
   SHARDSIM_RETURN_IF_ERROR(WaitSends());
   phase_ = "optimizer";
+  ctx_.SetMicrobatch(-1, -1);
   SHARDSIM_RETURN_IF_ERROR(OptimizerStep());
   // The loss: the head stage's TP rank 0 of every DP rank holds its rows' sum.
   phase_ = "loss";
@@ -388,7 +390,7 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
   }
   SHARDSIM_ASSIGN_OR_RETURN(s.residual[0], ctx_.Alloc<T>(kAct, nl * c, "layer input"));
   if (info.has_embedding) {
-    ctx_.SetPass(Phase::kForward, mb, chunk);
+    ctx_.SetPass(Phase::kForward, mb, chunk, SpanLabel::kEmbedding);
     // Vocab-parallel embedding: this rank's rows of the table, zero elsewhere, summed over TP
     // (Megatron's VocabParallelEmbedding); positions added once, by TP rank 0.
     DeviceBuffer tmp;
@@ -405,16 +407,18 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
     SHARDSIM_RETURN_IF_ERROR(ctx_.Reduce(partial, s.residual[0].template as<T>(), nl, c));
   } else {
     const int peer = StageOfPosition(layout_, static_cast<int32_t>(info.model_chunk - 1));
+    ctx_.SetMicrobatch(mb, chunk);
     const int64_t start = ctx_.Mark();
     SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, s.residual[0].template as<T>(), nl * c, peer,
                                        Tag(mb, info.model_chunk, false)));
-    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(T));
-    ctx_.SetPass(Phase::kForward, mb, chunk);
+    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(T), SpanLabel::kReceiveActivations);
+    ctx_.SetPass(Phase::kForward, mb, chunk, info.layers > 0 ? SpanLabel::kAttention : SpanLabel::kHead,
+                 info.layers > 0 ? static_cast<int32_t>(info.first_layer) : -1);
   }
   const bool full = layout_.recompute == Recompute::kFull;
   for (int64_t i = 0; i < info.layers; ++i) {
     const int64_t layer = info.first_layer + i;
-    ctx_.SetLayer(static_cast<int32_t>(layer));
+    ctx_.SetLayer(static_cast<int32_t>(layer), SpanLabel::kAttention);
     const bool prefetch = PrefetchesZero3() && i + 1 < info.layers;  // the chunk's next layer
     SHARDSIM_RETURN_IF_ERROR(
         zero_->Gather(zero_->layer(layer), prefetch ? zero_->layer(layer + 1) : -1));
@@ -449,6 +453,7 @@ Status TypedExecutor<T>::Forward(const TokenSource& data, int64_t step, int32_t 
 
 template <typename T>
 Status TypedExecutor<T>::HeadForward(ChunkState& s, const ChunkInfo& info, double* loss_sum) {
+  ctx_.SetLayer(-1, SpanLabel::kHead);
   const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;
   const int64_t v = shard_.local_model().vocab;
   TypedKernels<T>& k = ctx_.kt<T>();
@@ -483,7 +488,7 @@ Status TypedExecutor<T>::HeadForward(ChunkState& s, const ChunkInfo& info, doubl
   k.VocabParallelStats(s.logits.template as<T>(), s.targets.i32(), shard_.vocab_begin(), stats.f(), n, v);
   SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kTpComm, static_cast<double>(ctx_.tp() * n * 3) * sizeof(float), [&] {
     return backend_->comm().AllGather(Group::kTp, stats.f(), all.f(), n * 3);
-  }));
+  }, SpanLabel::kTpAllGather));
   *loss_sum = ctx_.k().VocabParallelLogSumExp(all.f(), ctx_.tp(), lse.f(), n);
   k.SoftmaxFromLogSumExp(s.logits.template as<T>(), lse.f(), n, v);
   return Status::Ok();
@@ -491,6 +496,7 @@ Status TypedExecutor<T>::HeadForward(ChunkState& s, const ChunkInfo& info, doubl
 
 template <typename T>
 Status TypedExecutor<T>::HeadBackward(ChunkState& s, T* dres, bool last_mb) {
+  ctx_.SetLayer(-1, SpanLabel::kHead);
   const int64_t n = dims_.n, nl = dims_.n_local, c = model_.hidden;
   const int64_t v = shard_.local_model().vocab;
   const int64_t last = static_cast<int64_t>(s.residual.size()) - 1;
@@ -549,21 +555,23 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
   if (zb) s.stash.resize(info.layers);
   SHARDSIM_ASSIGN_OR_RETURN(DeviceBuffer dres, ctx_.Zeros<T>(kWork, nl * c, "residual gradient"));
   if (info.has_head) {
-    ctx_.SetPass(Phase::kBackward, mb, chunk);
+    ctx_.SetPass(Phase::kBackward, mb, chunk, SpanLabel::kHead);
     SHARDSIM_RETURN_IF_ERROR(HeadBackward(s, dres.template as<T>(), last_mb));
     if (last_mb) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kHead));
     if (last_mb && shard_.holds_table_copy()) SHARDSIM_RETURN_IF_ERROR(overlap_->Issue(DpOverlap::kEmbedding));
   } else {
     const int peer = StageOfPosition(layout_, static_cast<int32_t>(info.model_chunk + 1));
+    ctx_.SetMicrobatch(mb, chunk);
     const int64_t start = ctx_.Mark();
     SHARDSIM_RETURN_IF_ERROR(comm.Recv(Group::kPp, dres.template as<T>(), nl * c, peer,
                                        Tag(mb, info.model_chunk, true)));
-    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(T));
-    ctx_.SetPass(Phase::kBackward, mb, chunk);
+    ctx_.Record(Phase::kPpWait, start, static_cast<double>(nl * c) * sizeof(T), SpanLabel::kReceiveGradients);
+    ctx_.SetPass(Phase::kBackward, mb, chunk, info.layers > 0 ? SpanLabel::kMlp : SpanLabel::kEmbedding,
+                 info.layers > 0 ? static_cast<int32_t>(info.first_layer + info.layers - 1) : -1);
   }
   for (int64_t i = info.layers - 1; i >= 0; --i) {
     const int64_t layer = info.first_layer + i;
-    ctx_.SetLayer(static_cast<int32_t>(layer));
+    ctx_.SetLayer(static_cast<int32_t>(layer), SpanLabel::kMlp);
     // ZeRO-3: one gather serves the recomputed forward and the backward.
     const bool prefetch = PrefetchesZero3() && i > 0;  // the next layer backward: layer - 1
     SHARDSIM_RETURN_IF_ERROR(
@@ -605,6 +613,7 @@ Status TypedExecutor<T>::Backward(int32_t mb, int32_t chunk) {
     s.residual[i + 1].Reset();
   }
   if (info.has_embedding) {
+    ctx_.SetLayer(-1, SpanLabel::kEmbedding);
     DeviceBuffer gathered;
     SHARDSIM_ASSIGN_OR_RETURN(const T* dfull, ctx_.Gather(dres.template as<T>(), gathered, nl, c));
     SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->embedding()));
@@ -644,10 +653,11 @@ Status TypedExecutor<T>::WeightGrad(int32_t mb, int32_t chunk) {
   }
   ChunkState& s = it->second;
   const bool last_mb = mb == layout_.microbatches() - 1;
-  ctx_.SetPass(Phase::kBackward, mb, chunk);
+  ctx_.SetPass(Phase::kBackward, mb, chunk, SpanLabel::kWeightGradients,
+               static_cast<int32_t>(info.first_layer + info.layers - 1));
   for (int64_t i = info.layers - 1; i >= 0; --i) {  // as the B pass left them: top layer first
     const int64_t layer = info.first_layer + i;
-    ctx_.SetLayer(static_cast<int32_t>(layer));
+    ctx_.SetLayer(static_cast<int32_t>(layer), SpanLabel::kWeightGradients);
     SHARDSIM_RETURN_IF_ERROR(zero_->OpenGrads(zero_->layer(layer)));
     SHARDSIM_RETURN_IF_ERROR(BlockWeightGrad<T>(ctx_, dims_, s.stash[i], zero_->LayerGrads(layer)));
     SHARDSIM_RETURN_IF_ERROR(zero_->ReduceGrads(zero_->layer(layer), last_mb));
@@ -698,7 +708,7 @@ Status TypedExecutor<T>::IssueExpertReduction(int64_t layer) {
                               backend_->comm().IallReduceSum(Group::kEdp, zero_->Grad(begin), end - begin));
     expert_pending_.push_back(handle);
     return Status::Ok();
-  });
+  }, SpanLabel::kExpertGradientAllReduce);
 }
 
 template <typename T>
@@ -721,7 +731,8 @@ Status TypedExecutor<T>::ReduceGradients() {
     // The dense tensors (the experts, last, are their replicas' business).
     if (layout_.dp_cp() > 1 && !overlap_->active()) {
       SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(experts_begin_) * sizeof(float),
-                                         [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), experts_begin_); }));
+                                         [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), experts_begin_); },
+                                         SpanLabel::kDpGradientAllReduce));
     }
   }
   if (!expert_pending_.empty()) {
@@ -729,7 +740,7 @@ Status TypedExecutor<T>::ReduceGradients() {
       for (const int64_t handle : expert_pending_) SHARDSIM_RETURN_IF_ERROR(comm.Wait(handle));
       expert_pending_.clear();
       return Status::Ok();
-    }));
+    }, SpanLabel::kExpertGradientAllReduce));
   }
   // SP: replicated tensors saw only this rank's rows; summed over the TP group after the DP
   // reduction, in one coalesced all-reduce (Megatron-LM's finalize_model_grads: the grad sync,
@@ -786,7 +797,7 @@ Status TypedExecutor<T>::SumTiedTableGrads() {
       if (!first) handle = comm.Isend(Group::kPp, send, n, peer, tag);
       if (!handle.ok()) return handle.status();
       return comm.Wait(*handle);
-    }));
+    }, SpanLabel::kEmbeddingGradientAllReduce));
     const int64_t start = ctx_.Mark();
     if (offloaded()) {
       SHARDSIM_ASSIGN_OR_RETURN(host_theirs, host_.AllocateFloats(kWork, n, "tied table gradient (host)"));
@@ -824,7 +835,8 @@ StatusOr<double> TypedExecutor<T>::GradSquaredNorm() {
   // stages, the idle time of a stage that finished early (a bubble, as the simulator counts
   // it); otherwise data-parallel communication.
   SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(layout_.pp > 1 ? Phase::kPpWait : Phase::kDpComm, sizeof(double),
-                                     [&] { return comm.AllReduceSumHost(Group::kWorld, &sum, 1); }));
+                                     [&] { return comm.AllReduceSumHost(Group::kWorld, &sum, 1); },
+                                     SpanLabel::kGradNormAllReduce));
   return sum;
 }
 

@@ -62,7 +62,7 @@ constexpr int kSlotDoubles = 3;
 // no communication to price or run).
 template <typename T>
 Status Exchange(ExecContext& ctx, const MoeRank& er, const T* in, const std::vector<int64_t>& send_rows, T* out,
-                const std::vector<int64_t>& recv_rows, int64_t c) {
+                const std::vector<int64_t>& recv_rows, int64_t c, SpanLabel label) {
   if (er.ep == 1) {
     ctx.mem().Copy(out, in, send_rows[0] * c * static_cast<int64_t>(sizeof(T)));
     return Status::Ok();
@@ -70,7 +70,7 @@ Status Exchange(ExecContext& ctx, const MoeRank& er, const T* in, const std::vec
   const std::vector<int64_t> send = Elements(send_rows, c), recv = Elements(recv_rows, c);
   return ctx.Comm(Phase::kEpComm, static_cast<double>(Sum(send)) * sizeof(T), [&] {
     return ctx.comm().AllToAllVOf(Group::kEp, in, send.data(), out, recv.data());
-  });
+  }, label);
 }
 
 }  // namespace
@@ -96,7 +96,7 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
     std::vector<double> counts(s.routing.selected.begin(), s.routing.selected.end());
     SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kCpComm, 0, [&] {
       return ctx.comm().AllReduceSumHost(Group::kCp, counts.data(), e_n);
-    }));
+    }, SpanLabel::kEpRouting));
     SetAuxStatistics(s.routing, std::vector<int64_t>(counts.begin(), counts.end()), n * er.cp);
   }
   const MoeRouting& r = s.routing;
@@ -109,7 +109,7 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
   }
   SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kEpComm, 0, [&] {
     return ctx.comm().AllGatherHost(Group::kEp, mine.data(), all.data(), static_cast<int64_t>(mine.size()));
-  }));
+  }, SpanLabel::kEpRouting));
   // What each member sends: this rank's dispatch, cut at the members' expert ranges.
   s.send_rows.assign(er.ep, 0);
   for (int64_t e = 0; e < e_n; ++e) s.send_rows[e / local] += r.per_expert[e];
@@ -153,13 +153,15 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
   SHARDSIM_ASSIGN_OR_RETURN(s.ungroup, ToDevice(ctx, ungroup, "moe regrouping"));
   SHARDSIM_ASSIGN_OR_RETURN(s.weight, ToDevice(ctx, weight, "moe combine weights"));
   // Dispatch: this rank's slots in expert order, to the members holding their experts.
+  if (ctx.part() == SpanLabel::kRouter) ctx.SetPart(SpanLabel::kExperts);  // the forward's
   DeviceBuffer received;
   {
     DeviceBuffer dispatch;
     SHARDSIM_ASSIGN_OR_RETURN(dispatch, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe dispatched tokens"));
     kt.GatherRows(x, s.slot_token.i32(), dispatch.as<T>(), sent, c);
     SHARDSIM_ASSIGN_OR_RETURN(received, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "moe received tokens"));
-    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c));
+    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c,
+                                      SpanLabel::kEpDispatch));
   }
   // The local experts, each on its rows.
   SHARDSIM_ASSIGN_OR_RETURN(s.input, ctx.Alloc<T>(kAct, std::max<int64_t>(rows, 1) * c, "expert inputs"));
@@ -204,7 +206,8 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
   kt.GatherRows(y.as<T>(), s.ungroup.i32(), back.as<T>(), rows, c);
   y.Reset();
   SHARDSIM_ASSIGN_OR_RETURN(returned, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe returned outputs"));
-  SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c));
+  SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c,
+                                      SpanLabel::kEpCombine));
   back.Reset();
   ctx.mem().Zero(out, n * c * static_cast<int64_t>(sizeof(T)));
   kt.ScatterAddRows(returned.as<T>(), s.slot_token.i32(), out, sent, c);
@@ -236,7 +239,8 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     SHARDSIM_ASSIGN_OR_RETURN(dispatch, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe output gradients to send"));
     kt.GatherRows(dout, s.slot_token.i32(), dispatch.as<T>(), sent, c);
     SHARDSIM_ASSIGN_OR_RETURN(received, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "moe received output gradients"));
-    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c));
+    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c,
+                                      SpanLabel::kEpDispatch));
     dispatch.Reset();
     SHARDSIM_ASSIGN_OR_RETURN(dy, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert output gradients"));
     kt.GatherRows(received.as<T>(), s.regroup.i32(), dy.as<T>(), rows, c);
@@ -304,7 +308,8 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     kt.GatherRows(dxin.as<T>(), s.ungroup.i32(), back.as<T>(), rows, c);
     dxin.Reset();
     SHARDSIM_ASSIGN_OR_RETURN(returned, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe returned input gradients"));
-    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c));
+    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c,
+                                      SpanLabel::kEpCombine));
     back.Reset();
     kt.ScatterAddRows(returned.as<T>(), s.slot_token.i32(), dx, sent, c);
   }
@@ -317,11 +322,11 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
   for (int64_t i = 0; i < rows; ++i) dweights[s.origin[i].first * n * k + s.origin[i].second] = host_dots[i];
   SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kEpComm, 0, [&] {
     return ctx.comm().AllReduceSumHost(Group::kEp, dweights.data(), static_cast<int64_t>(dweights.size()));
-  }));
+  }, SpanLabel::kEpRouting));
   if (er.tp > 1) {  // each TP rank's dots cover its slice of the experts' F: summed
     SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kTpComm, 0, [&] {
       return ctx.comm().AllReduceSumHost(Group::kTp, dweights.data(), static_cast<int64_t>(dweights.size()));
-    }));
+    }, SpanLabel::kEpRouting));
   }
   std::vector<float> dlogits(static_cast<size_t>(n * e_n));
   RouteBackward<float>(s.routing, dweights.data() + er.rank * n * k, aux_scale, dlogits.data());

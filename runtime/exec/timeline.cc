@@ -41,6 +41,21 @@ const PhaseInfo& Info(Phase p) {
   return kPhases[i];
 }
 
+// A collective or a pipeline send (or its wait): what a device that cannot overlap runs on its
+// compute stream (the simulator's PassBuilder::Finish). Host copies and the host's optimizer
+// keep the offload stream.
+bool Transfers(Phase p) {
+  switch (p) {
+    case Phase::kTpComm:
+    case Phase::kPpSendForward:
+    case Phase::kPpSendBackward:
+    case Phase::kDpComm:
+    case Phase::kCpComm:
+    case Phase::kEpComm: return true;
+    default: return false;
+  }
+}
+
 // A double that must hold an integer in [lo, hi] (an encoded field).
 int32_t AsInt(double v, int32_t lo, int32_t hi) {
   CHECK(std::floor(v) == v && v >= lo && v <= hi)
@@ -48,7 +63,74 @@ int32_t AsInt(double v, int32_t lo, int32_t hi) {
   return static_cast<int32_t>(v);
 }
 
+// Indexed by SpanLabel: the simulator's names (src/cost/layer_plan.cc). A compute part's
+// name is completed by its pass.
+constexpr const char* kLabels[kSpanLabelCount] = {
+    "",
+    "embedding",
+    "attention",
+    "attention core",
+    "mlp",
+    "router",
+    "experts",
+    "mlp residual",
+    "lm head + loss",
+    "weight gradients",
+    "optimizer step",
+    "tp all-reduce",
+    "tp all-gather",
+    "tp reduce-scatter",
+    "sp gradient all-reduce",
+    "cp k/v exchange",
+    "cp dk/dv reduce-scatter",
+    "ep all-to-all dispatch",
+    "ep all-to-all combine",
+    "pp send activations",
+    "pp send gradients",
+    "receive activations",
+    "receive gradients",
+    "dp gradient all-reduce",
+    "dp gradient reduce-scatter",
+    "zero-2 gradient reduce-scatter",
+    "zero-3 gradient reduce-scatter",
+    "zero-3 parameter all-gather",
+    "zero-3 expert all-gather",
+    "dp parameter all-gather",
+    "expert parameter all-gather",
+    "embedding gradient all-reduce",
+    "expert gradient all-reduce",
+    "expert gradient reduce-scatter",
+    "gradients to host",
+    "weights to device",
+    "parameters to device",
+    "cpu adam",
+    "gradient norm all-reduce",
+    "ep routing exchange",
+};
+
 }  // namespace
+
+std::string SpanName(Phase phase, SpanLabel label) {
+  const int i = static_cast<int>(label);
+  CHECK(i >= 0 && i < kSpanLabelCount) << "span label " << i << " out of range";
+  if (label == SpanLabel::kNone) {
+    switch (phase) {  // the phases that are one task of the simulator's whatever they run
+      case Phase::kPpSendForward: return kLabels[static_cast<int>(SpanLabel::kPpSendActivations)];
+      case Phase::kPpSendBackward: return kLabels[static_cast<int>(SpanLabel::kPpSendGradients)];
+      case Phase::kOptimizer: return kLabels[static_cast<int>(SpanLabel::kOptimizerStep)];
+      case Phase::kHostOptimizer: return kLabels[static_cast<int>(SpanLabel::kCpuAdam)];
+      default: return PhaseName(phase);
+    }
+  }
+  const bool part = label <= SpanLabel::kHead;  // completed by the pass
+  if (!part) return kLabels[i];
+  switch (phase) {
+    case Phase::kForward: return std::string(kLabels[i]) + " forward";
+    case Phase::kBackward: return std::string(kLabels[i]) + " backward";
+    case Phase::kRecompute: return std::string(kLabels[i]) + " recompute";
+    default: return kLabels[i];
+  }
+}
 
 const char* PhaseName(Phase p) { return Info(p).name; }
 Stream PhaseStream(Phase p) { return Info(p).stream; }
@@ -91,7 +173,7 @@ std::vector<double> Encode(const std::vector<TimelineEvent>& events) {
   for (const TimelineEvent& e : events) {
     out.insert(out.end(), {static_cast<double>(e.phase), static_cast<double>(e.microbatch),
                            static_cast<double>(e.chunk), static_cast<double>(e.layer), e.start_s,
-                           e.duration_s, e.bytes, 1.0});
+                           e.duration_s, e.bytes, static_cast<double>(e.label), 1.0});
   }
   return out;
 }
@@ -103,8 +185,8 @@ std::vector<TimelineEvent> Decode(const std::vector<double>& encoded) {
   std::vector<TimelineEvent> out;
   for (size_t i = 0; i < encoded.size(); i += kEncodedDoubles) {
     const double* r = &encoded[i];
-    if (r[7] == 0) continue;  // padding
-    CHECK(r[7] == 1) << "encoded event " << i / kEncodedDoubles << " has tag " << r[7];
+    if (r[8] == 0) continue;  // padding
+    CHECK(r[8] == 1) << "encoded event " << i / kEncodedDoubles << " has tag " << r[8];
     TimelineEvent e;
     e.phase = static_cast<Phase>(AsInt(r[0], 0, kPhaseCount - 1));
     e.microbatch = AsInt(r[1], -1, INT32_MAX);
@@ -113,6 +195,7 @@ std::vector<TimelineEvent> Decode(const std::vector<double>& encoded) {
     e.start_s = r[4];
     e.duration_s = r[5];
     e.bytes = r[6];
+    e.label = static_cast<SpanLabel>(AsInt(r[7], 0, kSpanLabelCount - 1));
     out.push_back(e);
   }
   return out;
@@ -144,7 +227,7 @@ StatusOr<std::vector<std::vector<TimelineEvent>>> GatherTimelines(
 }
 
 std::string MeasuredChromeTrace(const std::vector<std::vector<TimelineEvent>>& per_rank,
-                                const std::vector<int32_t>& stage_of_rank, double t0_s) {
+                                const std::vector<int32_t>& stage_of_rank, double t0_s, bool serialised) {
   CHECK(stage_of_rank.size() == per_rank.size())
       << stage_of_rank.size() << " stages for " << per_rank.size() << " ranks";
   JsonWriter w;
@@ -156,10 +239,10 @@ std::string MeasuredChromeTrace(const std::vector<std::vector<TimelineEvent>>& p
     for (const TimelineEvent& e : per_rank[r]) {
       w.BeginObject()
           .Field("ph", "X")
-          .Field("name", PhaseName(e.phase))
+          .Field("name", SpanName(e.phase, e.label))
           .Field("cat", CategoryOf(e.phase));
       w.Field("pid", static_cast<int64_t>(r))
-          .Field("tid", static_cast<int64_t>(PhaseStream(e.phase)));
+          .Field("tid", static_cast<int64_t>(serialised && Transfers(e.phase) ? Stream::kCompute : PhaseStream(e.phase)));
       w.Field("ts", (e.start_s - t0_s) * 1e6).Field("dur", e.duration_s * 1e6);
       w.Key("args").BeginObject().Field("layer", static_cast<int64_t>(e.layer));
       w.Field("microbatch", static_cast<int64_t>(e.microbatch));

@@ -57,6 +57,62 @@ enum class Phase : uint8_t {
 };
 inline constexpr int kPhaseCount = 13;
 
+// What a span is at the simulator's granularity, so that a measured trace names its spans as
+// `simulate --trace` names the same work (src/cost/layer_plan.cc's task names): for a compute
+// phase the part of the model it ran (attention, MLP, ...: the name is the part and the pass,
+// "attention forward", "mlp backward", "lm head + loss forward"); for a transfer the
+// collective ("tp all-reduce", "zero-2 gradient reduce-scatter", ...). kNone: the phase's own
+// name (PhaseName).
+enum class SpanLabel : uint8_t {
+  kNone,
+  // Compute: the part of the model.
+  kEmbedding,
+  kAttention,
+  kAttentionCore,  // the attention core alone (selective recompute)
+  kMlp,
+  kRouter,
+  kExperts,
+  kMlpResidual,    // an MoE layer's residual add after the combine
+  kHead,           // the lm head and the loss
+  kWeightGradients,  // zero-bubble's W pass
+  kOptimizerStep,
+  // Transfers: the collective.
+  kTpAllReduce,
+  kTpAllGather,
+  kTpReduceScatter,
+  kSpGradientAllReduce,
+  kCpKvExchange,
+  kCpDkDvReduceScatter,
+  kEpDispatch,
+  kEpCombine,
+  kPpSendActivations,
+  kPpSendGradients,
+  kReceiveActivations,
+  kReceiveGradients,
+  kDpGradientAllReduce,
+  kDpGradientReduceScatter,
+  kZero2GradientReduceScatter,
+  kZero3GradientReduceScatter,
+  kZero3ParameterAllGather,
+  kZero3ExpertAllGather,
+  kDpParameterAllGather,
+  kExpertParameterAllGather,
+  kEmbeddingGradientAllReduce,
+  kExpertGradientAllReduce,
+  kExpertGradientReduceScatter,
+  kGradientsToHost,
+  kWeightsToDevice,
+  kParametersToDevice,
+  kCpuAdam,
+  // Work the simulator does not price (a few bytes each), named for what it is.
+  kGradNormAllReduce,  // the global gradient norm's sum over the world (clipping)
+  kEpRouting,          // MoE routing metadata over the EP group (slots, combine weights)
+};
+inline constexpr int kSpanLabelCount = 41;
+// The span's name in a trace: the simulator's task name for its label and phase, or
+// PhaseName(phase) without a label.
+std::string SpanName(Phase phase, SpanLabel label);
+
 const char* PhaseName(Phase p);   // "forward", "backward", ..., "pp_wait", "optimizer"
 Stream PhaseStream(Phase p);      // the simulator stream the phase lies on
 Category PhaseCategory(Phase p);  // the breakdown category the phase counts towards
@@ -70,6 +126,7 @@ struct TimelineEvent {
   double start_s = 0;
   double duration_s = 0;
   double bytes = 0;  // communication phases: bytes this rank sent or reduced; else 0
+  SpanLabel label = SpanLabel::kNone;
 };
 
 // Seconds per breakdown category (every CategoryName key of simulate --json, 0 when none),
@@ -110,9 +167,9 @@ class Timeline {
 };
 
 // Fixed-width encoding for gathering over host collectives: kEncodedDoubles per event
-// (phase, microbatch, chunk, layer, start_s, duration_s, bytes, 1 = an event). Rows of zeros
-// are padding and Decode drops them.
-inline constexpr int64_t kEncodedDoubles = 8;
+// (phase, microbatch, chunk, layer, start_s, duration_s, bytes, label, 1 = an event). Rows of
+// zeros are padding and Decode drops them.
+inline constexpr int64_t kEncodedDoubles = 9;
 std::vector<double> Encode(const std::vector<TimelineEvent>& events);
 std::vector<TimelineEvent> Decode(const std::vector<double>& encoded);
 
@@ -123,10 +180,13 @@ StatusOr<std::vector<std::vector<TimelineEvent>>> GatherTimelines(
 
 // The Chrome trace-event JSON of measured timelines, in ChromeTrace's layout (src/report/
 // sim_report.h): process `r` named "rank r (stage stage_of_rank[r])", one thread per simulator
-// stream, each span a complete ("X") event named PhaseName with cat = CategoryOf, ts and dur in
+// stream, each span a complete ("X") event named SpanName with cat = CategoryOf, ts and dur in
 // microseconds from t0_s, args layer, microbatch, chunk and bytes (when > 0). Ranks' clocks
-// must share an origin (one host's monotonic clock). Deterministic for the same input.
+// must share an origin (one host's monotonic clock). `serialised`: the device cannot overlap
+// communication with computation (the hardware description's overlaps_communication false, a
+// CPU): collectives and sends lie on the compute thread, where the simulator puts that
+// device's. Deterministic for the same input.
 std::string MeasuredChromeTrace(const std::vector<std::vector<TimelineEvent>>& per_rank,
-                                const std::vector<int32_t>& stage_of_rank, double t0_s);
+                                const std::vector<int32_t>& stage_of_rank, double t0_s, bool serialised = false);
 
 }  // namespace shardsim::runtime

@@ -206,15 +206,29 @@ Status ZeroBuckets<T>::Gather(int b, int also) {
       SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kOffload, static_cast<double>(own), [&] {
         if (own > 0) ctx_->mem().CopyToDevice(up.data(), params_ + k.base, own);
         return Status::Ok();
-      }));
+      }, SpanLabel::kParametersToDevice));
       mine = up.template as<T>();
     }
     // Rank r's chunk lands at r x chunk: the bucket in order, then padding.
     SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(
         Phase::kDpComm, static_cast<double>(k.replicas * k.chunk * kElem),
-        [&] { return ctx_->comm().AllGather(k.group, mine, k.params.template as<T>(), k.chunk); }));
+        [&] { return ctx_->comm().AllGather(k.group, mine, k.params.template as<T>(), k.chunk); },
+        GatherLabel(k)));
   }
   return Status::Ok();
+}
+
+template <typename T>
+SpanLabel ZeroBuckets<T>::GradientLabel(const Bucket& k) const {
+  if (k.group == Group::kEdp) return SpanLabel::kExpertGradientReduceScatter;
+  if (!shards_grads_) return SpanLabel::kDpGradientReduceScatter;  // ZeRO-1
+  return shards_params_ ? SpanLabel::kZero3GradientReduceScatter : SpanLabel::kZero2GradientReduceScatter;
+}
+
+template <typename T>
+SpanLabel ZeroBuckets<T>::GatherLabel(const Bucket& k) const {
+  if (shards_params_) return k.group == Group::kEdp ? SpanLabel::kZero3ExpertAllGather : SpanLabel::kZero3ParameterAllGather;
+  return k.group == Group::kEdp ? SpanLabel::kExpertParameterAllGather : SpanLabel::kDpParameterAllGather;
 }
 
 template <typename T>
@@ -248,7 +262,7 @@ Status ZeroBuckets<T>::ReduceGrads(int b, bool last_microbatch) {
   if (!overlap_) {
     SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, bytes, [&] {
       return ctx_->comm().ReduceScatterSum(k.group, k.grads.f(), k.reduced.f(), k.chunk);
-    }));
+    }, GradientLabel(k)));
     return CompleteReduction(b);
   }
   // Issued (timed as communication, as ZeRO-1's), then the bucket before it completed: it has
@@ -256,7 +270,7 @@ Status ZeroBuckets<T>::ReduceGrads(int b, bool last_microbatch) {
   SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, bytes, [&]() -> Status {
     SHARDSIM_ASSIGN_OR_RETURN(k.pending, ctx_->comm().IreduceScatterSum(k.group, k.grads.f(), k.reduced.f(), k.chunk));
     return Status::Ok();
-  }));
+  }, GradientLabel(k)));
   SHARDSIM_RETURN_IF_ERROR(WaitReductions());
   in_flight_ = b;
   return Status::Ok();
@@ -268,7 +282,7 @@ Status ZeroBuckets<T>::CompleteReduction(int b) {
   if (k.pending >= 0) {
     SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, 0, [&] {
       return ctx_->comm().Wait(std::exchange(k.pending, -1));
-    }));
+    }, GradientLabel(k)));
   }
   k.grads.Reset();
   const int64_t n = k.own_end - k.own_begin;
@@ -277,7 +291,7 @@ Status ZeroBuckets<T>::CompleteReduction(int b) {
     SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kOffload, static_cast<double>(n * kFloat), [&] {
       ctx_->mem().CopyToHost(down.f(), k.reduced.f(), n * kFloat);
       return Status::Ok();
-    }));
+    }, SpanLabel::kGradientsToHost));
     host_kernels_->f32().Add(host_grads_ + k.base, down.f(), n);
   } else if (n > 0) {
     ctx_->k().f32().Add(grads_ + k.base, k.reduced.f(), n);
@@ -319,13 +333,13 @@ Status ZeroBuckets<T>::IssueReduction(int b, bool blocking) {
   if (blocking) {
     return ctx_->Comm(Phase::kDpComm, bytes, [&] {
       return ctx_->comm().ReduceScatterSum(k.group, in, k.reduced.f(), k.chunk);
-    });
+    }, GradientLabel(k));
   }
   // Issuing is timed as communication (it is, on a host backend, where MPI copies eagerly).
   return ctx_->Comm(Phase::kDpComm, bytes, [&]() -> Status {
     SHARDSIM_ASSIGN_OR_RETURN(k.pending, ctx_->comm().IreduceScatterSum(k.group, in, k.reduced.f(), k.chunk));
     return Status::Ok();
-  });
+  }, GradientLabel(k));
 }
 
 template <typename T>
@@ -343,7 +357,7 @@ Status ZeroBuckets<T>::FinishReductions() {
       SHARDSIM_RETURN_IF_ERROR(ctx_->comm().Wait(handle));
     }
     return Status::Ok();
-  }));
+  }, SpanLabel::kDpGradientReduceScatter));
   for (Bucket& k : buckets_) {
     if (k.own_begin < k.own_end) {
       ctx_->mem().Copy(grads_ + k.own_begin, k.reduced.f(), (k.own_end - k.own_begin) * kFloat);
@@ -366,7 +380,7 @@ Status ZeroBuckets<T>::AllGatherParams() {
     }
     SHARDSIM_RETURN_IF_ERROR(ctx_->Comm(Phase::kDpComm, static_cast<double>(k.replicas * k.chunk * kElem), [&] {
       return ctx_->comm().AllGather(k.group, chunk.template as<T>(), all.template as<T>(), k.chunk);
-    }));
+    }, GatherLabel(k)));
     ctx_->mem().Copy(params_ + k.begin, all.template as<T>(), k.size() * kElem);
   }
   return Status::Ok();

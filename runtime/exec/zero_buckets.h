@@ -159,6 +159,10 @@ class ZeroBuckets {
     int64_t replicas = 1;         // that group's size
     int64_t size() const { return end - begin; }
   };
+  // The names the simulator gives bucket k's gradient reduce-scatter and parameter all-gather
+  // (src/cost/layer_plan.cc): by ZeRO stage, a layer's experts apart.
+  SpanLabel GradientLabel(const Bucket& k) const;
+  SpanLabel GatherLabel(const Bucket& k) const;
   // ZeRO-1: bucket b's TP sum and DP reduce-scatter, non-blocking or not.
   Status IssueReduction(int b, bool blocking);
   // ZeRO-2/3 with overlap: waits for bucket b's reduce-scatter, adds this rank's chunk into the
