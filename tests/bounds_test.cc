@@ -289,6 +289,21 @@ TEST(Bounds, PlanOverAGpuRangeWasSilent) {
   EXPECT_FALSE(Has(r.out, "plan: 1 GPUs")) << r.out;
 }
 
+// Was silence too: `simulate --full` of a 16,384-GPU plan runs 3 s, of 65,536 GPUs 17 s.
+// --progress prints its stage on stderr (a terminal gets a bar redrawn as the simulated tasks
+// complete); without it and off a terminal, stderr stays empty.
+TEST(Bounds, SimulateFullWasSilent) {
+  const std::string cmd = "simulate --model tiny --hardware cpu-host --gpus 2 --layout dp=2,mbs=1,gbs=4 --full";
+  auto r = RunShardsim(cmd + " --progress");
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "simulate: running\n");
+  EXPECT_TRUE(Has(r.out, "iteration time")) << r.out;
+  r = RunShardsim(cmd);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
 // Was an abort on an uncaught YAML::BadSubscript: a run file whose ranks hold strings.
 TEST(Bounds, CompareOnStringRanksWasAnAbort) {
   const std::string sim = R"({"iteration_time_s": 2, "time_breakdown": {"compute": 1}, "ranks": [{"rank": 0, "stage": 0}]})";

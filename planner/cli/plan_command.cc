@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -23,6 +22,7 @@
 #include "src/report/compute_fit.h"
 #include "src/report/error_band.h"
 #include "src/util/atomic_file.h"
+#include "src/util/progress_line.h"
 
 namespace shardsim::planner {
 namespace {
@@ -194,28 +194,12 @@ int RunPlan(int argc, char** argv) {
   if (emit && json && !emit_out) {
     return Fail("plan", "--emit with --json: the JSON report has no place for the configuration; add --emit-out FILE to write it there", 2);
   }
-  // Progress on stderr: on a terminal one line redrawn at most 5 times a second (the stage,
-  // the GPU count of a range, a bar); with --progress, also when stderr is not a terminal, one
-  // line at each stage's start, for logs.
+  // Progress on stderr (src/util/progress_line.h): the stage, the GPU count of a range, a bar.
   std::string count_prefix;
-  std::string last_stage;
-  auto last_draw = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   const bool tty = !json && ::isatty(2);
+  ProgressLine line("plan", tty, "simulate");
   if (tty || args->Has("progress")) {
-    o.progress = [&, tty](const std::string& stage, double f) {
-      const auto now = std::chrono::steady_clock::now();
-      const bool changed = stage != last_stage;
-      last_stage = stage;
-      if (!tty) {
-        if (changed) std::fprintf(stderr, "plan: %s%s\n", count_prefix.c_str(), stage.c_str());
-        return;
-      }
-      if (!changed && f < 1 && now - last_draw < std::chrono::milliseconds(200)) return;
-      last_draw = now;
-      std::fprintf(stderr, "\r%s%-9s [%-30s] %3.0f%%", count_prefix.c_str(), stage.c_str(),
-                   std::string(static_cast<size_t>(30 * f), '#').c_str(), 100 * f);
-      if (f >= 1 && stage == "simulate") std::fprintf(stderr, "\n");
-    };
+    o.progress = [&](const std::string& stage, double f) { line.Update(count_prefix, stage, f); };
   }
 
   // The nodes the largest GPU count uses (a plan places its ranks on the first GPUs).
@@ -226,7 +210,7 @@ int RunPlan(int argc, char** argv) {
     count_prefix = counts->size() > 1 ? std::to_string(n) + " GPUs (" + std::to_string(results.size() + 1) + "/" +
                                             std::to_string(counts->size()) + "): "
                                       : "";
-    last_stage.clear();
+    line.Restart();
     StatusOr<PlanResult> r = Plan(*model, cluster, o);
     if (!r.ok()) return Fail("plan", r.status().message(), 1);
     results.push_back(std::move(r).value());

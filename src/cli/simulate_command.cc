@@ -1,10 +1,11 @@
 // `shardsim simulate`: a discrete-event simulation of one training iteration (src/sim/):
 // iteration time, throughput, MFU, a breakdown summing to the iteration time, peak memory
 // per rank from the schedule, and optionally a Chrome/Perfetto trace.
-#include <algorithm>
-#include <iostream>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iostream>
 
 #include "src/cli/commands.h"
 #include "src/layout/placement.h"
@@ -13,6 +14,7 @@
 #include "src/report/sim_report.h"
 #include "src/sim/simulator.h"
 #include "src/util/atomic_file.h"
+#include "src/util/progress_line.h"
 
 namespace shardsim::cli {
 
@@ -24,6 +26,7 @@ int RunSimulate(int argc, char** argv) {
   flags.push_back({"trace", "FILE", "write a Chrome trace-event JSON (Perfetto) to FILE", ""});
   flags.push_back({"trace-ranks", "R,R,...|stages|all",
                    "with --full --trace: the ranks traced (default stages: one rank per pipeline stage, tp = cp = dp = 0)", ""});
+  flags.push_back({"progress", "", "a progress line per stage on stderr even when it is not a terminal (on a terminal one redrawn line is the default, off under --json)", ""});
   flags.push_back({"help", "", "show this help", ""});
   StatusOr<Args> args = Args::Parse(argc, argv, 2, flags);
   if (!args.ok()) return Fail("simulate", args.status().message(), 2);
@@ -62,6 +65,10 @@ int RunSimulate(int argc, char** argv) {
       }
     }
   }
+  // Progress on stderr (src/util/progress_line.h): the share of the simulated tasks done.
+  const bool tty = !args->Has("json") && ::isatty(2);
+  ProgressLine line("simulate", tty, "running");
+  if (tty || args->Has("progress")) options.progress = [&](double f) { line.Update("", "running", f); };
   StatusOr<SimResult> result = Simulate(in->model, cluster, in->layout, options);
   if (!result.ok()) return Fail("simulate", result.status().message(), 1);
   const std::string json = SimulationJson(in->model, in->hardware, *result, in->warnings);

@@ -201,6 +201,7 @@ class Runner {
   std::vector<CachedPlan> plans_;
   SimResult result_;
   size_t executed_ = 0;
+  size_t total_tasks_ = 0;  // of the simulated ranks: what executed_ reaches
   // Full mode's TP peers in lockstep (TpPeersInLockstep): only TP index 0 is run.
   const bool lockstep_ = TpPeersInLockstep(cluster_.hardware(), l_, options_);
 };
@@ -260,6 +261,7 @@ void Runner::InitRanks() {
     total_tasks += prog_.stages[states_[i].stage].tasks.size();
   }
   task_states_.assign(total_tasks, TaskState{});
+  total_tasks_ = total_tasks;
   std::vector<size_t> stage_ranks(prog_.stages.size(), 0), lane(states_.size());
   for (size_t i = 0; i < states_.size(); ++i) lane[i] = stage_ranks[states_[i].stage]++;
   std::vector<size_t> stage_offset(prog_.stages.size(), 0);
@@ -649,6 +651,9 @@ StatusOr<SimResult> Runner::Run() {
   for (size_t s = 0; s < states_.size(); ++s) TryStart(static_cast<int32_t>(s));
   Event ev;
   while (engine_.Next(&ev)) {
+    if (options_.progress && (engine_.events_processed() & 0xffff) == 0) {
+      options_.progress(static_cast<double>(executed_) / static_cast<double>(std::max<size_t>(total_tasks_, 1)));
+    }
     switch (ev.kind) {
       case kTaskDone:
         Complete(static_cast<int32_t>(ev.target), static_cast<int32_t>(ev.tag));
@@ -702,6 +707,7 @@ StatusOr<SimResult> Runner::Run() {
     }
   }
 
+  if (options_.progress) options_.progress(1.0);
   // Results.
   SimResult& res = result_;
   res.layout = l_;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "src/cost/collective.h"
@@ -34,6 +35,9 @@ struct SimOptions {
   // Prices collectives with this model (sharing its cache of priced groups) instead of a
   // fresh one; must be built on the same cluster.
   const CollectiveModel* collectives = nullptr;
+  // Called now and then (every 2^16 events) with the share of the simulated tasks done, from 0
+  // to 1, and once with 1 at the end: `simulate`'s progress line.
+  std::function<void(double)> progress;
 };
 
 // Full mode on a cluster where a TP group is a whole node whose every GPU has its own NIC on
