@@ -36,6 +36,20 @@ double MatmulRate(const GpuSpec& gpu, DType gemm, const Op& op) {
   return base * WaveEfficiency(gpu, op.m, op.n);
 }
 
+// The fused attention kernel's executed FLOPs against the op's: its head sizes padded to the
+// size the kernel is compiled for (GpuEfficiency::attention_head_dims). FlashAttention-2 runs
+// one kHeadDim for queries, keys and values, the smallest bucket not below the largest of them
+// (csrc/flash_attn/src/static_switch.h, HEADDIM_SWITCH); both products (QK^T over the key
+// size, PV over the value size) then run at kHeadDim: 2 kHeadDim / (head_dim + v_head_dim).
+double HeadDimPadding(const GpuSpec& gpu, const Op& op) {
+  const std::vector<int64_t>& dims = gpu.efficiency.attention_head_dims;
+  const int64_t d = std::max(op.head_dim, op.v_head_dim);
+  if (dims.empty() || d <= 0) return 1;
+  const auto it = std::lower_bound(dims.begin(), dims.end(), d);
+  if (it == dims.end()) return 1;  // beyond the kernel's sizes: priced as given
+  return 2.0 * static_cast<double>(*it) / static_cast<double>(op.head_dim + op.v_head_dim);
+}
+
 // Time for `work` units of the op's forward (1 = forward, backward_factor = backward).
 double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
   const GpuEfficiency& e = gpu.efficiency;
@@ -46,7 +60,7 @@ double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
     const DType gemm = dtype == DType::kFp8 && op.bf16_under_fp8 ? DType::kBf16 : dtype;
     compute = work * op.executed_flops / (MatmulRate(gpu, gemm, op) * e.sustained());
   } else if (op.kind == OpKind::kAttention) {
-    compute = work * op.executed_flops / (AttentionPeak(gpu, dtype) * e.attention * e.sustained());
+    compute = work * op.executed_flops * HeadDimPadding(gpu, op) / (AttentionPeak(gpu, dtype) * e.attention * e.sustained());
   }
   double memory = work * op.bytes / (gpu.memory_bandwidth * e.memory);
   if (gpu.transcendental_rate > 0) memory += work * op.transcendentals / gpu.transcendental_rate;

@@ -147,6 +147,8 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     const double v_head = static_cast<double>(m.v_head_dim());
     attn.flops = 2.0 * static_cast<double>(T) * m.AttentionSpan() * (static_cast<double>(m.head_dim) + v_head) * heads;
     attn.executed_flops = attn.flops / 2;
+    attn.head_dim = m.head_dim;
+    attn.v_head_dim = m.v_head_dim();
     attn.bytes = b * static_cast<double>(T) * (static_cast<double>(q + o_width) + static_cast<double>(kv + v_width) * l.cp);
     attn.recomputed_selective = true;
     ops.push_back(attn);

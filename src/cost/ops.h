@@ -79,6 +79,9 @@ struct Op {
   // operand layout Hopper's fp8 GEMMs need, its transpose: 2 + 1 + 1 bytes per element).
   // Zero outside fp8 runs.
   double fp8_cast_forward_bytes = 0, fp8_cast_backward_bytes = 0;
+  // The fused attention kernel's query/key and value head sizes: its executed FLOPs scale with
+  // the head size it is compiled for (GpuEfficiency::attention_head_dims, op_time.cc). 0 else.
+  int64_t head_dim = 0, v_head_dim = 0;
 };
 
 // Per-rank forward ops of one transformer layer for one micro-batch.

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "src/util/status.h"
 
@@ -27,6 +28,11 @@ struct GpuEfficiency {
   double memory = 1.0;        // fraction of HBM bandwidth reached by streaming kernels
   double kernel_latency_s = 0;  // fixed cost per kernel
   int64_t tile_m = 128, tile_n = 128;  // GEMM output tile, for wave quantization
+  // The head sizes the fused attention kernel is compiled for, ascending (FlashAttention-2's
+  // HEADDIM_SWITCH: 32, 64, 96, ..., 256): a head size runs the kernel of the smallest not
+  // below it, its loads padded and its MMAs over the whole size, so attention executes
+  // FLOPs in that ratio (a head of 80 at 96: 1.2x). Empty (absent): as given.
+  std::vector<int64_t> attention_head_dims;
   // Measured bf16 GEMM rates by shape (efficiency.matmul_table): when set, 16-bit GEMMs are
   // priced by interpolation in it instead of peak x matmul x wave (src/cost/gemm_table.h),
   // and fp8 GEMMs take its shape factor. Null (absent): the scalar model. Loaded once and

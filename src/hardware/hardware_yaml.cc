@@ -1,4 +1,5 @@
 // Strict loader for hardware/*.yaml (schema: docs/hardware.md).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -117,6 +118,14 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
       gpu.efficiency.tile_n = (*tile)[1];
     } else {
       e.Error("matmul_tile", "expected a list of two integers [m, n]");
+    }
+  }
+  if (auto dims = e.OptionalIntList("attention_head_dims", 1)) {
+    if (dims->empty() || !std::is_sorted(dims->begin(), dims->end()) ||
+        std::adjacent_find(dims->begin(), dims->end()) != dims->end() || dims->back() > kMaxWidth) {
+      e.Error("attention_head_dims", "expected head sizes in ascending order, each at most " + std::to_string(kMaxWidth));
+    } else {
+      gpu.efficiency.attention_head_dims.assign(dims->begin(), dims->end());
     }
   }
   e.Finish();

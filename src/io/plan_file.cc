@@ -84,6 +84,13 @@ std::string HardwareYaml(const HardwareSpec& hw) {
     << "\n    kernel_latency: " << Q(g.efficiency.kernel_latency_s, "s") << "\n    matmul_tile: ["
     << g.efficiency.tile_m << ", " << g.efficiency.tile_n << "]\n";
   if (g.efficiency.matmul_table) o << "    matmul_table: " << YamlQuoted(g.efficiency.matmul_table_path) << "\n";
+  if (!g.efficiency.attention_head_dims.empty()) {
+    o << "    attention_head_dims: [";
+    for (size_t i = 0; i < g.efficiency.attention_head_dims.size(); ++i) {
+      o << (i ? ", " : "") << g.efficiency.attention_head_dims[i];
+    }
+    o << "]\n";
+  }
   // Written when set (by the description or the fit), so a plan read back is priced as planned.
   if (g.efficiency.sustained_compute) o << "    sustained_compute: " << Num(*g.efficiency.sustained_compute) << "\n";
   // Written only where it differs from the default, like transcendental_rate above.
