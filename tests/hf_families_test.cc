@@ -156,6 +156,22 @@ TEST(HfFamilies, DeepseekV3) {
   EXPECT_EQ(m.MoeLayerCount(), 58);
   EXPECT_FALSE(m.IsMoeLayer(2));
   EXPECT_TRUE(m.IsMoeLayer(3));
+  // Per range (a stage's layers): layers 3..60 are MoE, so [0, 61) holds 58, [0, 3) none,
+  // [2, 5) two (3 and 4), [40, 61) 21.
+  EXPECT_EQ(m.MoeLayersIn(0, 61), 58);
+  EXPECT_EQ(m.MoeLayersIn(0, 3), 0);
+  EXPECT_EQ(m.MoeLayersIn(2, 5), 2);
+  EXPECT_EQ(m.MoeLayersIn(40, 61), 21);
+  // Every second layer from 1 (interval 2): 1, 3, 5 in [0, 6); 3, 5 in [2, 6); none in [4, 5);
+  // 5 in [5, 6); none in an empty range.
+  ModelSpec every_other = m;
+  every_other.moe->first_dense = 1;
+  every_other.moe->interval = 2;
+  EXPECT_EQ(every_other.MoeLayersIn(0, 6), 3);
+  EXPECT_EQ(every_other.MoeLayersIn(2, 6), 2);
+  EXPECT_EQ(every_other.MoeLayersIn(4, 5), 0);
+  EXPECT_EQ(every_other.MoeLayersIn(5, 6), 1);
+  EXPECT_EQ(every_other.MoeLayersIn(6, 6), 0);
   // Attention: q_a 7168 x 1536 + its norm 1536 + q_b 1536 x 128 x 192 = 48,760,320;
   // kv_a 7168 x 576 + its norm 512 + kv_b 512 x 128 x 256 = 20,906,496; o 128 x 128 x 7168 =
   // 117,440,512: 187,107,328. Dense layer + 3 x 7168 x 18432 + 2 x 7168 = 583,483,392.

@@ -1024,10 +1024,9 @@ double StreamLoadPerMicrobatch(const ModelSpec& m, const CollectiveModel& comm, 
   }
   for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
     const ModelChunk c = ChunkOf(m, l, stage, ci);
-    for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
-      dp += layer_dp[m.IsMoeLayer(i) ? 1 : 0];
-      cp += layer_cp;
-    }
+    const int64_t moe = m.MoeLayersIn(c.first_layer, c.first_layer + c.layers);
+    dp += static_cast<double>(c.layers - moe) * layer_dp[0] + static_cast<double>(moe) * layer_dp[1];
+    cp += static_cast<double>(c.layers) * layer_cp;
   }
   return std::max(dp, cp);
 }
@@ -1087,12 +1086,15 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
   // One micro-batch of one chunk: forward, and backward with its recomputation.
   auto chunk_compute = [&](const ModelChunk& c, double* fwd, double* bwd) {
     *fwd = *bwd = 0;
-    for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
-      const LayerCost& k = costs[m.IsMoeLayer(i) ? 1 : 0];
+    const int64_t moe = m.MoeLayersIn(c.first_layer, c.first_layer + c.layers);
+    for (const int kind : {0, 1}) {  // each kind's layers at once (counted, MoeLayersIn)
+      const double n = static_cast<double>(kind == 1 ? moe : c.layers - moe);
+      if (n == 0) continue;
+      const LayerCost& k = costs[kind];
       const double f = k.attn.fwd + k.mlp_pre.fwd + k.mlp.fwd + k.mlp_post.fwd;
-      *fwd += f;
-      *bwd += k.attn.bwd + k.mlp_pre.bwd + k.mlp.bwd + k.mlp_post.bwd +
-              (l.recompute == Recompute::kFull ? f : l.recompute == Recompute::kSelective ? k.attn.selective : 0);
+      *fwd += n * f;
+      *bwd += n * (k.attn.bwd + k.mlp_pre.bwd + k.mlp.bwd + k.mlp_post.bwd +
+                   (l.recompute == Recompute::kFull ? f : l.recompute == Recompute::kSelective ? k.attn.selective : 0));
     }
     if (c.has_embedding) {
       *fwd += embedding.fwd;

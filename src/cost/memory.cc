@@ -32,7 +32,7 @@ std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int
   if (m.moe) {
     for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
       const ModelChunk c = ChunkOf(m, l, static_cast<int32_t>(stage), ci);
-      for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) moe_layers += m.IsMoeLayer(i) ? 1 : 0;
+      moe_layers += m.MoeLayersIn(c.first_layer, c.first_layer + c.layers);
     }
   }
   return {static_cast<double>(layers), static_cast<double>(moe_layers)};
@@ -412,12 +412,11 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   std::vector<double> chunk_activations;
   for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
     const ModelChunk c = ChunkOf(m, l, s32, ci);
-    double chunk_bytes = 0;
-    for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) {
-      const int k = m.IsMoeLayer(i) ? 1 : 0;
-      chunk_bytes += stored[k];
-      largest_layer = std::max(largest_layer, full[k]);
-    }
+    const int64_t moe_layers = m.MoeLayersIn(c.first_layer, c.first_layer + c.layers);
+    const int64_t dense_layers = c.layers - moe_layers;
+    const double chunk_bytes = static_cast<double>(dense_layers) * stored[0] + static_cast<double>(moe_layers) * stored[1];
+    if (dense_layers > 0) largest_layer = std::max(largest_layer, full[0]);
+    if (moe_layers > 0) largest_layer = std::max(largest_layer, full[1]);
     per_microbatch += chunk_bytes;
     chunk_activations.push_back(chunk_bytes);
     if (l.schedule == Schedule::kZeroBubbleV) {

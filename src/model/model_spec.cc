@@ -17,6 +17,16 @@ int64_t ModelSpec::MoeLayerCount() const {
   return (layers - first + moe->interval - 1) / moe->interval;
 }
 
+int64_t ModelSpec::MoeLayersIn(int64_t begin, int64_t end) const {
+  if (!moe) return 0;
+  // Layers first_dense + j interval, j >= 0, in [begin, end): j from ceil((a - fd) / iv) to
+  // ceil((end - fd) / iv) - 1, with a = max(begin, fd).
+  const int64_t fd = moe->first_dense, iv = moe->interval, a = std::max(begin, fd);
+  if (end <= a) return 0;
+  auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };  // x >= 0
+  return ceil_div(end - fd, iv) - ceil_div(a - fd, iv);
+}
+
 int64_t ModelSpec::AttentionParams() const {
   const int64_t proj = o_dim() * hidden + (bias ? hidden : 0);
   const int64_t qk_norms = !qk_norm ? 0 : qk_norm_full ? q_dim() + kv_dim() : 2 * head_dim;

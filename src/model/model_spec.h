@@ -117,6 +117,9 @@ struct ModelSpec {
   bool HasQkvBias() const { return bias || qkv_bias; }
   bool IsMoeLayer(int64_t layer) const { return moe && moe->Covers(layer); }
   int64_t MoeLayerCount() const;
+  // MoE layers among layers [begin, end), counted in closed form (the planner asks per stage
+  // of every layout).
+  int64_t MoeLayersIn(int64_t begin, int64_t end) const;
 
   // Parameter counts (elements, not bytes).
   int64_t AttentionParams() const;             // QKV + output projection (+ biases, + Q/K norms)
