@@ -52,7 +52,9 @@ std::vector<OpTiming> StageOps(const ModelSpec& m, const GpuSpec& gpu, const Lay
   int64_t dense = 0, moe = 0;
   bool embedding = false, head = false;
   for (const ModelChunk& c : stage.chunks) {
-    for (int64_t i = c.first_layer; i < c.first_layer + c.layers; ++i) ++(m.IsMoeLayer(i) ? moe : dense);
+    const int64_t n_moe = m.MoeLayersIn(c.first_layer, c.first_layer + c.layers);
+    moe += n_moe;
+    dense += c.layers - n_moe;
     embedding = embedding || c.has_embedding;
     head = head || c.has_head;
   }

@@ -650,8 +650,9 @@ StatusOr<SimResult> Runner::Run() {
   PlanAll();
   for (size_t s = 0; s < states_.size(); ++s) TryStart(static_cast<int32_t>(s));
   Event ev;
+  const bool progress = static_cast<bool>(options_.progress);  // tested once, not per event
   while (engine_.Next(&ev)) {
-    if (options_.progress && (engine_.events_processed() & 0xffff) == 0) {
+    if (progress && (engine_.events_processed() & 0xffff) == 0) {
       options_.progress(static_cast<double>(executed_) / static_cast<double>(std::max<size_t>(total_tasks_, 1)));
     }
     switch (ev.kind) {
