@@ -72,5 +72,31 @@ TEST(RuntimeAcceptsSearched, EveryValidSearchedLayout) {
   EXPECT_TRUE(searched["ep"].count("2"));
 }
 
+// compress is not searched but may be fixed (--fix compress=R): the planner then searches ZeRO 0
+// alone (CheckLayout refuses compression with ZeRO 1-3), and the runtime runs every such layout
+// (PowerSGD, runtime/exec/powersgd.h).
+TEST(RuntimeAcceptsSearched, EveryLayoutWithCompressionFixed) {
+  const StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  const StatusOr<ModelSpec> m = LoadModel("tiny");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  planner::PlanOptions o;
+  o.gpus = 4;
+  o.global_batch = 8;
+  o.fixed["compress"] = "4";
+  int64_t checked = 0, compressing = 0;
+  for (const Layout& l : planner::EnumerateLayouts(*m, *hw, o)) {
+    if (!CheckLayout(l, *m, *hw, o.gpus).ok()) continue;
+    ASSERT_EQ(l.grad_compression, 4);
+    EXPECT_EQ(l.zero, 0) << FormatLayout(l);
+    const std::vector<std::string> why = runtime::UnsupportedLayout(*m, l);
+    EXPECT_TRUE(why.empty()) << FormatLayout(l) << ": " << (why.empty() ? "" : why.front());
+    ++checked;
+    compressing += l.dp_cp() > 1;
+  }
+  EXPECT_GT(checked, 10);
+  EXPECT_GT(compressing, 0);  // layouts with DP replicas, where the gradients are compressed
+}
+
 }  // namespace
 }  // namespace shardsim

@@ -269,8 +269,10 @@ int Run(int argc, char** argv) {
                  "weights and activations, fp32 gradients, master weights and AdamW states; on\n"
                  "the CPU, bf16 storage with fp32 arithmetic), or bf16 with Transformer\n"
                  "Engine's GEMMs in fp8 (dtype=fp8, CPU backend: E4M3 / E5M2, current\n"
-                 "scaling). Not run yet, and rejected before any work with the reason:\n"
-                 "compress, fp8_params, fp8, cp or MoE on CUDA, moe_capacity with cp > 1.\n\n"
+                 "scaling). compress=R runs PowerSGD (ZeRO 0; CPU backend): each gradient\n"
+                 "matrix sent as rank-r factors of about 1/R of its size, with error feedback.\n"
+                 "Not run yet, and rejected before any work with the reason: fp8_params;\n"
+                 "fp8, cp, MoE or compress on CUDA; moe_capacity with cp > 1.\n\n"
               << cli::FlagHelp(flags);
     return 0;
   }

@@ -177,7 +177,7 @@ int64_t ExecContext::Record(Phase phase, int64_t start_mark, double bytes, SpanL
   // The reductions of the whole step's gradients (ZeRO 0/1, a layer's on the last micro-batch):
   // the step's, as the simulator's tasks, not the micro-batch that issued them.
   if (label == SpanLabel::kDpGradientAllReduce || label == SpanLabel::kDpGradientReduceScatter ||
-      label == SpanLabel::kExpertGradientAllReduce) {
+      label == SpanLabel::kExpertGradientAllReduce || label == SpanLabel::kDpGradientAllReduceQ) {
     p.event.microbatch = p.event.chunk = -1;
   }
   p.start_mark = start_mark;

@@ -15,6 +15,7 @@
 #include "runtime/cpu/param_layout.h"
 #include "runtime/exec/context_parallel.h"
 #include "runtime/exec/executor_impl.h"
+#include "src/cost/grad_compression.h"
 #include "src/cost/memory.h"
 #include "src/layout/pipeline.h"
 
@@ -49,7 +50,6 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
      "dtype=fp8 with sp=on and an odd hidden size (" + std::to_string(m.hidden) +
          "): the runtime gathers the saved fp8 codes two bytes an element");
   no(l.fp8_params, "fp8_params=on (the runtime keeps bf16 weights and quantizes them for each GEMM: fp8_params=off)");
-  no(l.grad_compression != 1, "compress (gradient compression is not implemented)");
   no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +
                                " (the runtime reduces one bucket per layer, the embeddings and the head: bucket_params=0)");
   no(l.zero == 3 && static_cast<double>(l.live_params) < DenseLayerParamsOnRank(m, l),
@@ -102,6 +102,12 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
   if (l.cp > 1 && backend->name() != "cpu") {
     return Status::Error("cp=" + std::to_string(l.cp) + ": context parallelism runs on the CPU backend only so far (the " +
                          std::string(backend->name()) + " attention kernels take no causal offset)");
+  }
+  if (CompressesGradients(l) && backend->name() != "cpu") {
+    return Status::Error("compress=" + LayoutValue(l, "compress").value_or("?") +
+                         ": gradient compression runs on the CPU backend only so far (PowerSGD's kernels are the "
+                         "backend's, but its host-side orthonormalization has not been run against a " +
+                         std::string(backend->name()) + " stream)");
   }
   Collectives& comm = backend->comm();
   if (comm.size(Group::kTp) != l.tp || comm.size(Group::kPp) != l.pp || comm.size(Group::kCp) != l.cp ||
@@ -197,8 +203,10 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
     for (const auto& [from, to] : owned) SHARDSIM_RETURN_IF_ERROR(UpdateWorkingWeights(from, to));
     SHARDSIM_RETURN_IF_ERROR(GatherWorkingWeights());
   }
-  overlap_ = std::make_unique<DpOverlap>(&ctx_, shard_, grads_.f(),
-                                         layout_.overlap_dp && layout_.zero == 0 && dp > 1);
+  SHARDSIM_ASSIGN_OR_RETURN(overlap_, DpOverlap::Create(&ctx_, shard_, grads_.f(),
+                                                        layout_.overlap_dp && layout_.zero == 0 && dp > 1,
+                                                        CompressesGradients(layout_) ? layout_.grad_compression : 1,
+                                                        dp));
   ctx_.Flush();  // setup's collectives belong to no step
   return Status::Ok();
 }
@@ -729,7 +737,9 @@ Status TypedExecutor<T>::ReduceGradients() {
     // overlap_dp: the DP sums were issued during the backward pass; they finish first.
     SHARDSIM_RETURN_IF_ERROR(overlap_->WaitAll());
     // The dense tensors (the experts, last, are their replicas' business).
-    if (layout_.dp_cp() > 1 && !overlap_->active()) {
+    if (overlap_->compresses() && !overlap_->active()) {
+      SHARDSIM_RETURN_IF_ERROR(overlap_->ReduceAll());  // PowerSGD, every tensor at once
+    } else if (layout_.dp_cp() > 1 && !overlap_->active()) {
       SHARDSIM_RETURN_IF_ERROR(ctx_.Comm(Phase::kDpComm, static_cast<double>(experts_begin_) * sizeof(float),
                                          [&] { return comm.AllReduceSum(Group::kDp, grads_.f(), experts_begin_); },
                                          SpanLabel::kDpGradientAllReduce));

@@ -106,6 +106,8 @@ constexpr const char* kLabels[kSpanLabelCount] = {
     "cpu adam",
     "gradient norm all-reduce",
     "ep routing exchange",
+    "gradient compression",
+    "dp gradient all-reduce (q)",
 };
 
 }  // namespace

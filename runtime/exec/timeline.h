@@ -107,8 +107,12 @@ enum class SpanLabel : uint8_t {
   // Work the simulator does not price (a few bytes each), named for what it is.
   kGradNormAllReduce,  // the global gradient norm's sum over the world (clipping)
   kEpRouting,          // MoE routing metadata over the EP group (slots, combine weights)
+  // Gradient compression (PowerSGD, src/cost/grad_compression.h): the compressor's kernels, and
+  // the second all-reduce of a bucket, its Q factors (the first is kDpGradientAllReduce).
+  kGradientCompression,
+  kDpGradientAllReduceQ,
 };
-inline constexpr int kSpanLabelCount = 41;
+inline constexpr int kSpanLabelCount = 43;
 // The span's name in a trace: the simulator's task name for its label and phase, or
 // PhaseName(phase) without a label.
 std::string SpanName(Phase phase, SpanLabel label);

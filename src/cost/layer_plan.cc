@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "src/cost/grad_compression.h"
 #include "src/cost/op_time.h"
 #include "src/cost/plan_eval.h"
 #include "src/layout/placement.h"
@@ -234,8 +235,11 @@ struct StageContext {
 // One unit of gradients (a layer, the embeddings, the final norm + LM head) as its backward
 // completes it: the parameters reduced over DP, those of them SP leaves partial over TP, and
 // the expert parameters (reduced over the expert-data-parallel group, per layer).
+// Under gradient compression (CompressesGradients), `sent` is what the unit's DP reduction
+// sends (grad_compression.h); otherwise empty.
 struct Unit {
   double params = 0, replicated = 0, expert = 0;
+  CompressedGradients sent;
 };
 
 // The units whose gradients a pass of `chunk` completes, in order: its backward completes the
@@ -243,15 +247,23 @@ struct Unit {
 // the W pass instead.
 std::vector<Unit> UnitsOf(const StageContext& c, const ModelChunk& chunk, Pass pass) {
   const bool zb = SplitsWeightGradients(c.l);
+  const bool compress = CompressesGradients(c.l);
   std::vector<Unit> out;
-  if (pass == Pass::kBackward && chunk.has_head) out.push_back({c.head_params, static_cast<double>(c.m.NormParams()), 0});
+  if (pass == Pass::kBackward && chunk.has_head) {
+    out.push_back({c.head_params, static_cast<double>(c.m.NormParams()), 0,
+                   compress ? HeadGradients(c.m, c.l, c.head_params) : CompressedGradients{}});
+  }
   if ((pass == Pass::kBackward) != zb) {
     for (int64_t k = chunk.layers; k-- > 0;) {
       const LayerPlan& p = *c.Layer(chunk.first_layer + k).plan;
-      out.push_back({p.params, p.replicated_params, p.expert_params});
+      out.push_back({p.params, p.replicated_params, p.expert_params,
+                     compress ? LayerGradients(c.m, c.l, p.moe, p.params) : CompressedGradients{}});
     }
   }
-  if (pass == Pass::kBackward && chunk.has_embedding) out.push_back({c.embedding_params, 0, 0});
+  if (pass == Pass::kBackward && chunk.has_embedding) {
+    out.push_back({c.embedding_params, 0, 0,
+                   compress ? EmbeddingGradients(c.m, c.l, c.embedding_params) : CompressedGradients{}});
+  }
   return out;
 }
 
@@ -747,7 +759,7 @@ void PassBuilder::WeightGrad(const ModelChunk& chunk, bool last_mb) {
 
 void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t layer, bool last_mb) {
   if (l_.dp_cp() == 1) return;
-  const double gb = c_.state.gradients / l_.grad_compression;
+  const double gb = c_.state.gradients;
   // Expert gradients, each MoE layer's a bucket of their own over their replicas (kEdp), as the
   // layer's are over kDp: ZeRO-0 all-reduces them once; ZeRO-1 reduce-scatters them once,
   // during the last backward with overlap_dp and after it without; ZeRO-2/3 every micro-batch.
@@ -767,6 +779,7 @@ void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t
   }
   bucket_.params += u.params;
   bucket_.replicated += u.replicated;
+  bucket_.sent += u.sent;
   if (!closes) return;
   const Unit b = bucket_;
   bucket_ = Unit{};
@@ -794,6 +807,20 @@ void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t
   // backward with overlap_dp (Megatron-LM's overlap_grad_reduce), else after it (ZeRO-0: one
   // all-reduce of everything, in the tail; ZeRO-1: bucket by bucket, deferred).
   if (!last_mb || (l_.zero == 0 && !l_.overlap_dp)) return;
+  if (CompressesGradients(l_)) {
+    // PowerSGD (grad_compression.h): the compressor's kernels, then [whole ++ P] and Q
+    // all-reduced one after the other, overlapped with the rest of the backward.
+    const int32_t compress = Compute("gradient compression", CompressionTime(c_.hw.gpu, b.sent), 0, Category::kOptimizer,
+                                     Pass::kBackward, layer, {producer});
+    int32_t last = Coll("dp gradient all-reduce", Collective::kAllReduce, GroupKind::kDp, b.sent.first() * gb,
+                        Stream::kDp, Category::kDp, Pass::kBackward, layer, {compress});
+    if (b.sent.second() > 0) {
+      last = Coll("dp gradient all-reduce (q)", Collective::kAllReduce, GroupKind::kDp, b.sent.second() * gb,
+                  Stream::kDp, Category::kDp, Pass::kBackward, layer, {last});
+    }
+    out_->step_deps.push_back(last);
+    return;
+  }
   const bool rs = l_.zero == 1;
   const TaskSpec bucket = CollTask(rs ? Collective::kReduceScatter : Collective::kAllReduce,
                                    GroupKind::kDp, b.params * gb, Stream::kDp, Category::kDp,
@@ -813,8 +840,25 @@ void PassBuilder::Tail() {
   // last pass left pending; stamping and evaluation resolve kEntryDep to all of them.
   std::vector<int32_t> deps = TakePassJoins(-1);
   const StageParams params = ParamsOnStage(c_.m, l_, c_.stage);
-  const double gb = c_.state.gradients / l_.grad_compression;
-  if (l_.dp_cp() > 1 && l_.zero == 0 && !l_.overlap_dp) {
+  const double gb = c_.state.gradients;
+  if (CompressesGradients(l_) && !l_.overlap_dp) {
+    // PowerSGD without overlap: the stage's units compressed together, after the backward.
+    CompressedGradients sent;
+    for (const ModelChunk& ch : StageChunks(c_.m, l_, c_.stage)) {
+      for (const Pass pass : {Pass::kBackward, Pass::kWeightGrad}) {
+        for (const Unit& u : UnitsOf(c_, ch, pass)) sent += u.sent;
+      }
+    }
+    const int32_t compress = Compute("gradient compression", CompressionTime(c_.hw.gpu, sent), 0, Category::kOptimizer,
+                                     Pass::kStep, -1, {kEntryDep});
+    int32_t last = Coll("dp gradient all-reduce", Collective::kAllReduce, GroupKind::kDp, sent.first() * gb,
+                        Stream::kDp, Category::kDp, Pass::kStep, -1, {compress});
+    if (sent.second() > 0) {
+      last = Coll("dp gradient all-reduce (q)", Collective::kAllReduce, GroupKind::kDp, sent.second() * gb,
+                  Stream::kDp, Category::kDp, Pass::kStep, -1, {last});
+    }
+    deps.push_back(last);
+  } else if (l_.dp_cp() > 1 && l_.zero == 0 && !l_.overlap_dp) {
     // ZeRO-0 without overlap: one all-reduce of the stage's gradients (the runtime's, and
     // DDP's when nothing overlaps).
     deps.push_back(Coll("dp gradient all-reduce", Collective::kAllReduce, GroupKind::kDp,
@@ -1011,7 +1055,7 @@ double StreamLoadPerMicrobatch(const ModelSpec& m, const CollectiveModel& comm, 
       const double params = costs[k].plan->params;
       if (l.zero == 3) layer_dp[k] += 2 * comm.Estimate(Collective::kAllGather, group, params * sb.weights).time_s;
       if (l.bucket_params == 0) {
-        layer_dp[k] += comm.Estimate(Collective::kReduceScatter, group, params * sb.gradients / l.grad_compression).time_s;
+        layer_dp[k] += comm.Estimate(Collective::kReduceScatter, group, params * sb.gradients).time_s;
       }
     }
     if (!m.moe) layer_dp[1] = layer_dp[0];

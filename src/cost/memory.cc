@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "src/cost/grad_compression.h"
 #include "src/layout/pipeline.h"
 
 namespace shardsim {
@@ -23,9 +24,6 @@ StateBytes StateBytesPerParam(DType dtype) {
   return {2, 4, 12};
 }
 
-namespace {
-
-// The transformer layers on `stage` (StageLayers), and how many of them are MoE layers.
 std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   const int64_t layers = StageLayers(m, l, static_cast<int32_t>(stage));
   int64_t moe_layers = 0;
@@ -37,6 +35,8 @@ std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int
   }
   return {static_cast<double>(layers), static_cast<double>(moe_layers)};
 }
+
+namespace {
 
 // The most layers one chunk of `stage` holds (chunks differ under an uneven split).
 int64_t LargestChunk(const ModelSpec& m, const Layout& l, int64_t stage) {
@@ -396,6 +396,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
                             int64_t stage) {
   const StageParams params = ParamsOnStage(m, l, stage);
   MemoryBreakdown mem = ModelStateMemory(params, l);
+  mem.gradients += CompressionStateBytes(m, l, stage);  // PowerSGD's error feedback and factors
 
   // Activations of the stage's layers for every micro-batch in flight.
   // (Chunk by chunk, ChunkOf: this runs for every layout the planner enumerates.)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "src/hardware/hardware_spec.h"
@@ -50,6 +51,8 @@ struct StageParams {
   double total() const { return dense + expert; }
 };
 StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage);
+// The transformer layers on `stage` (StageLayers), and how many of them are MoE layers.
+std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int64_t stage);
 
 // Under fp8, what Transformer Engine keeps of the weights of every layer GEMM on the stage
 // (attention, MLP, experts; not the router, embedding or head, which stay 16-bit): their fp8

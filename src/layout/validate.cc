@@ -208,6 +208,11 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
         " (no peak rate for it in " + hw.name + ")");
   }
   if (l.grad_compression > 1 && l.dp_cp() == 1) warn("compress has no effect with dp x cp = 1");
+  if (l.grad_compression > 1 && l.zero > 0) {
+    err("compress=" + LayoutValue(l, "compress").value_or("?") + " with zero=" + S(l.zero) +
+        ": gradient compression runs PowerSGD on all-reduced gradients (PyTorch DDP's powerSGD_hook); "
+        "ZeRO 1-3 reduce-scatter them. Use zero=0, or compress=1");
+  }
   if (l.schedule == Schedule::kZeroBubbleV && (l.vpp != 2 || l.pp < 2)) {
     err("schedule=zb-v places two chunks per stage in a V: it needs vpp=2 and pp >= 2 (found vpp=" +
         S(l.vpp) + ", pp=" + S(l.pp) + ")");
