@@ -238,6 +238,7 @@ TEST(Cli, DescribeTheDefaults) {
 const std::map<std::string, std::string> kModelRuns = {
     {"tiny", "--hardware cpu-host --gpus 1 --layout mbs=1,dtype=fp32"},
     {"tiny-moe", "--hardware cpu-host --gpus 2 --layout ep=2,mbs=1,gbs=4,dtype=fp32"},
+    {"small-17m", "--hardware cpu-host --gpus 2 --layout dp=2,mbs=4,gbs=8,dtype=fp32"},
     {"gpt-1.7b", "--gpus 8 --layout tp=1,mbs=1,gbs=64,zero=1"},
     {"gpt-3.6b", "--gpus 8 --layout tp=2,mbs=1,gbs=64,zero=1"},
     {"gpt-7.5b", "--gpus 16 --layout tp=4,mbs=1,gbs=64,sp=on,zero=1"},

@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "runtime/cli/run_backend.h"
+#include "runtime/cpu/cpu_threads.h"
 #include "runtime/cpu/lr_schedule.h"
 #include "runtime/cpu/markov_stream.h"
 #include "runtime/cpu/token_file.h"
@@ -151,6 +152,13 @@ StatusOr<RunRequest> ReadRunRequest(const Args& args, const RunProcess& process,
   r.steps = *steps;
   r.seed = *seed;
   r.timeout = *timeout;
+  if (args.Get("threads")) {
+    StatusOr<int64_t> threads = args.GetInt("threads");
+    if (!threads.ok() || *threads < 1 || *threads > 256) {
+      return Status::Error("--threads: expected an integer in 1..256, found '" + *args.Get("threads") + "'");
+    }
+    SetCpuThreads(static_cast<int>(*threads));  // every rank's matrix products (cpu_threads.h)
+  }
   // Finite and at most 1: an infinite rate made every parameter NaN and the run "succeeded"
   // with a null loss; AdamW's step is lr in size, and no recipe goes above 1e-2.
   const std::string lr = *args.Get("lr");
@@ -230,6 +238,8 @@ int Run(int argc, char** argv) {
   flags.push_back({"emulate-rank", "R", "run only rank R of the layout, alone: its shards, schedule and "
                                         "memory, collectives replaced by copies (give --gpus or --plan)", ""});
   flags.push_back({"steps", "N", "training steps", "20"});
+  flags.push_back({"threads", "N", "CPU backend: threads of each rank's matrix products (OpenBLAS; default 1, or "
+                                   "OPENBLAS_NUM_THREADS)", ""});
   flags.push_back({"seed", "S", "initialization and data seed", "1234"});
   flags.push_back({"lr", "X", "AdamW learning rate", "0.003"});
   flags.push_back({"lr-schedule", "S", "constant, linear or cosine decay after the warm-up (Megatron-LM's "
@@ -474,6 +484,9 @@ int Run(int argc, char** argv) {
   JsonWriter w;
   w.BeginObject().Field("model", req.in.model.name).Field("hardware", req.in.hardware.name);
   w.Field("backend", std::string(backend.name())).Field("world_size", req.in.layout.world());
+  if (backend.name() == "cpu") {  // each rank's matrix-product threads, and whether OpenBLAS runs them
+    w.Field("cpu_threads", static_cast<int64_t>(CpuThreads())).Field("cpu_blas", CpuProductsUseBlas());
+  }
   if (emulate >= 0) w.Field("emulated_rank", emulate);
   // What the device reports in use after the run (this process's rank; -1 on a CPU host):
   // the tracked allocations' peak plus what no allocator tracks (CUDA context, cuBLAS).

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "runtime/cpu/bf16_convert.h"
+#include "runtime/cpu/dnnl_gemm.h"
 #include "runtime/cpu/row_ops.h"
 #include "src/util/check.h"
 
@@ -33,7 +35,7 @@ class CpuBf16Kernels::Scratch {
   float* Wide(const Bf16* src, int64_t n) {
     if (src == nullptr) return nullptr;
     float* dst = Take(n);
-    for (int64_t i = 0; i < n; ++i) dst[i] = ToFloat(src[i]);
+    Bf16ToFloats(src, dst, n);
     return dst;
   }
 
@@ -47,7 +49,7 @@ namespace {
 // dst (n) = src rounded to nearest even; nothing for a null dst (an absent output).
 void Narrow(const float* src, Bf16* dst, int64_t n) {
   if (dst == nullptr) return;
-  for (int64_t i = 0; i < n; ++i) dst[i] = ToBf16(src[i]);
+  FloatsToBf16(src, dst, n);
 }
 
 // Elements of a (B, T, heads, d) query tensor, of a (B, Tk, heads, d) key one, and of the
@@ -97,11 +99,23 @@ void CpuBf16Kernels::NormBackward(Norm kind, const Bf16* dout, const Bf16* x, co
   Narrow(dx_f, dx, n * c);
 }
 
+// The linear layers' products on bf16 operands directly where oneDNN is there (dnnl_gemm.h:
+// the bf16 values multiplied exactly and summed in fp32, as the widened fp32 product does, in
+// another order), else widened.
 void CpuBf16Kernels::LinearForward(const Bf16* in, const Bf16* w, const Bf16* bias, Bf16* out,
                                    int64_t n, int64_t k, int64_t m) {
   Scratch s(buffers_);
   float* out_f = s.Take(n * m);
-  f32_.LinearForward(s.Wide(in, n * k), s.Wide(w, m * k), s.Wide(bias, m), out_f, n, k, m);
+  if (HaveBf16Gemm()) {
+    Bf16Gemm(false, true, n, m, k, in, w, out_f, false);  // (n x k) (m x k)^T
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < m; ++j) out_f[i * m + j] += ToFloat(bias[j]);
+      }
+    }
+  } else {
+    f32_.LinearForward(s.Wide(in, n * k), s.Wide(w, m * k), s.Wide(bias, m), out_f, n, k, m);
+  }
   Narrow(out_f, out, n * m);
 }
 
@@ -109,9 +123,19 @@ void CpuBf16Kernels::LinearBackward(const Bf16* dout, const Bf16* in, const Bf16
                                     float* dw, float* db, int64_t n, int64_t k, int64_t m) {
   Scratch s(buffers_);
   float* din_f = s.Wide(din, n * k);  // accumulated; null when not needed
-  // Only what is used is widened: w for din, in for dw.
-  f32_.LinearBackward(s.Wide(dout, n * m), s.Wide(dw != nullptr ? in : nullptr, n * k),
-                      s.Wide(din != nullptr ? w : nullptr, m * k), din_f, dw, db, n, k, m);
+  if (HaveBf16Gemm()) {
+    if (din_f != nullptr) Bf16Gemm(false, false, n, k, m, dout, w, din_f, true);  // += (n x m) (m x k)
+    if (dw != nullptr) Bf16Gemm(true, false, m, k, n, dout, in, dw, true);        // += (n x m)^T (n x k)
+    if (db != nullptr) {
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < m; ++j) db[j] += ToFloat(dout[i * m + j]);
+      }
+    }
+  } else {
+    // Only what is used is widened: w for din, in for dw.
+    f32_.LinearBackward(s.Wide(dout, n * m), s.Wide(dw != nullptr ? in : nullptr, n * k),
+                        s.Wide(din != nullptr ? w : nullptr, m * k), din_f, dw, db, n, k, m);
+  }
   Narrow(din_f, din, n * k);
 }
 

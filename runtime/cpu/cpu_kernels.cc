@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "runtime/cpu/attention.h"
+#include "runtime/cpu/bf16_convert.h"
+#include "runtime/cpu/parallel.h"
 #include "runtime/cpu/cross_entropy.h"
 #include "runtime/cpu/eigen_types.h"
 #include "runtime/cpu/embedding.h"
@@ -260,19 +262,19 @@ void CpuKernels::AdamW(float* p, const float* g, float* m, float* v, int64_t n, 
   const float b1 = a.beta1, b2 = a.beta2, c1 = a.bias_correction1, c2 = a.bias_correction2;
   const float lr = a.lr, eps = a.eps, decay = a.weight_decay;
   const bool scaled = grad_scale != 1.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i];
-    if (scaled) gi *= grad_scale;
-    m[i] = b1 * m[i] + (1.0f - b1) * gi;
-    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-    const float m_hat = m[i] * c1;
-    const float v_hat = v[i] * c2;
-    p[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + decay * p[i]);
-  }
+  ParallelFor(n, 1 << 16, [&](int64_t begin, int64_t end) {  // independent elements (parallel.h)
+    for (int64_t i = begin; i < end; ++i) {
+      float gi = g[i];
+      if (scaled) gi *= grad_scale;
+      m[i] = b1 * m[i] + (1.0f - b1) * gi;
+      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+      const float m_hat = m[i] * c1;
+      const float v_hat = v[i] * c2;
+      p[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + decay * p[i]);
+    }
+  });
 }
 
-void CpuKernels::CastToBf16(const float* src, Bf16* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = ToBf16(src[i]);
-}
+void CpuKernels::CastToBf16(const float* src, Bf16* dst, int64_t n) { FloatsToBf16(src, dst, n); }
 
 }  // namespace shardsim::runtime

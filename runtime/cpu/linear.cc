@@ -2,9 +2,14 @@
 // ones (e.g. Goodfellow et al. 2016, sec. 6.5.6 for a matrix-multiply node).
 #include "runtime/cpu/linear.h"
 
+#include "runtime/cpu/cpu_threads.h"
 #include "runtime/cpu/eigen_types.h"
 
 namespace shardsim::runtime {
+
+namespace {
+const bool kDefaultThreads = SetDefaultCpuThreads();  // cpu_threads.h
+}  // namespace
 
 template <typename S>
 void LinearForward(const S* x, const S* w, const S* b, S* y, int64_t n, int64_t c, int64_t oc) {

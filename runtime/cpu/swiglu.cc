@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "runtime/cpu/parallel.h"
+
 namespace shardsim::runtime {
 namespace {
 
@@ -11,21 +13,28 @@ S Sigmoid(S z) {
   return S(1) / (S(1) + std::exp(-z));
 }
 
+
+constexpr int64_t kGrain = 1 << 14;  // elements a thread takes at least (parallel.h)
+
 }  // namespace
 
 template <typename S>
 void SwigluForward(const S* gate, const S* up, S* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = gate[i] * Sigmoid(gate[i]) * up[i];
+  ParallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = gate[i] * Sigmoid(gate[i]) * up[i];
+  });
 }
 
 template <typename S>
 void SwigluBackward(const S* dy, const S* gate, const S* up, S* dgate, S* dup, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const S z = gate[i];
-    const S s = Sigmoid(z);
-    dgate[i] += dy[i] * up[i] * s * (S(1) + z * (S(1) - s));
-    dup[i] += dy[i] * z * s;
-  }
+  ParallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const S z = gate[i];
+      const S s = Sigmoid(z);
+      dgate[i] += dy[i] * up[i] * s * (S(1) + z * (S(1) - s));
+      dup[i] += dy[i] * z * s;
+    }
+  });
 }
 
 template void SwigluForward<float>(const float*, const float*, float*, int64_t);
