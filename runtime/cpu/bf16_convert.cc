@@ -9,7 +9,17 @@ namespace shardsim::runtime {
 
 // GCC and clang build one copy per target and pick one at load (function multi-versioning); the
 // loops are branch-free (a select for NaN) so that each copy vectorizes.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__)
+// Not under AddressSanitizer (scripts/fuzz.sh): its run-time would be called from the ifunc
+// resolver before it is set up.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHARDSIM_NO_CLONES 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define SHARDSIM_NO_CLONES 1
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SHARDSIM_NO_CLONES)
 #define SHARDSIM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define SHARDSIM_VECTOR_CLONES
