@@ -128,14 +128,16 @@ TEST(Fp8OpsTest, GemmInputsAreSavedInFp8) {
 // (biases included, as the weights' tensors; not norms, embeddings or the head). One GPT layer
 // at h = 4096 with biases: attention 4096 x 12288 + 12288 + 4096 x 4096 + 4096 = 67,125,248,
 // MLP 2 x 4096 x 16384 + 16384 + 4096 = 134,238,208; two layers on one stage: 2 x 2 x
-// 201,363,456 = 805,453,824 bytes; with tp = 2 half that. fp8_params=on stores the weights in
-// fp8 instead (no extra copy), and bf16 has none.
+// 201,363,456 = 805,453,824 bytes. With tp = 2 the weights and the column-parallel biases halve
+// and the two row-parallel biases (4,096 each) stay whole on every rank: a layer's 201,363,456 / 2
+// + 2 x 4,096 / 2 = 100,685,824, two layers 2 x 2 x 100,685,824 = 402,743,296 bytes.
+// fp8_params=on stores the weights in fp8 instead (no extra copy), and bf16 has none.
 TEST(Fp8OpsTest, TransformerEngineCachesFp8Weights) {
   const ModelSpec m = testing::GptModel(2, 4096, 32, 51200, 2048);
   Layout l = OneSequence(DType::kFp8);
   EXPECT_DOUBLE_EQ(Fp8CachedWeightBytes(m, l, 0), 805453824.0);
   l.tp = 2;
-  EXPECT_DOUBLE_EQ(Fp8CachedWeightBytes(m, l, 0), 402726912.0);
+  EXPECT_DOUBLE_EQ(Fp8CachedWeightBytes(m, l, 0), 402743296.0);
   l.fp8_params = true;
   EXPECT_EQ(Fp8CachedWeightBytes(m, l, 0), 0);
   l.fp8_params = false;

@@ -288,10 +288,11 @@ TEST(RuntimePricedCollectivesTest, GradientCompression) {
   gpt.layers = 4;
   // (ZB-V keeps the tied head beside its table on the first stage: the runtime's exchange of a
   // table's two copies is point-to-point, the plan's an all-reduce over the embedding group, so
-  // 1F1B's tied pipelines are not compared here. With tp the plan splits the row-parallel
-  // biases, which every TP rank holds whole, so biased models are compared without tp.)
+  // 1F1B's tied pipelines are not compared here. With tp, the row-parallel biases, whole on every
+  // TP rank, go whole in the plan too since 2026-12-06: the gradient all-reduce's bytes agree.)
   for (const char* spec : {"dp=2,mbs=2,compress=4", "dp=2,pp=2,vpp=2,mbs=1,schedule=zb-v,compress=4",
-                           "dp=2,pp=2,vpp=2,mbs=1,schedule=zb-v,compress=4,overlap_dp=off"}) {
+                           "dp=2,pp=2,vpp=2,mbs=1,schedule=zb-v,compress=4,overlap_dp=off",
+                           "dp=2,tp=2,sp=on,mbs=1,compress=4", "dp=2,tp=2,mbs=2"}) {
     ExpectSameCalls(gpt, spec);
   }
   for (const char* spec : {"dp=2,mbs=2,compress=4", "dp=4,ep=2,mbs=1,compress=4", "dp=2,tp=2,sp=on,mbs=1,compress=4"}) {

@@ -144,7 +144,7 @@ double CompressionStateBytes(const ModelSpec& m, const Layout& l, int64_t stage)
     all.q += c.q * count;
     all.matrices += c.matrices * count;
   };
-  add(LayerGradients(m, l, false, attention + static_cast<double>(m.MlpParams(m.ffn_hidden)) / static_cast<double>(l.tp)),
+  add(LayerGradients(m, l, false, attention + MlpParamsOnRank(m, l, m.ffn_hidden)),
       n - n_moe);
   if (n_moe > 0) {
     add(LayerGradients(m, l, true, attention + static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l)),

@@ -133,15 +133,15 @@ LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
   LayerPlan p;
   p.moe = moe && m.moe.has_value();
   p.ops = LayerOps(m, l, p.moe);
-  const double t = static_cast<double>(l.tp);
   p.params = AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams());
   if (p.moe) {
     p.params += static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l);
-    p.expert_params = static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
+    p.expert_params = static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden);
   } else {
-    p.params += static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
+    p.params += MlpParamsOnRank(m, l, m.ffn_hidden);
   }
-  p.replicated_params = static_cast<double>(m.LayerNormParams() + m.AttentionReplicatedParams()) + (m.bias ? 2.0 * m.hidden : 0.0) +
+  // (The attention output's bias is among AttentionReplicatedParams; the MLP's second bias here.)
+  p.replicated_params = static_cast<double>(m.LayerNormParams() + m.AttentionReplicatedParams()) + (m.bias ? static_cast<double>(m.hidden) : 0.0) +
                         (p.moe ? static_cast<double>(m.hidden * m.moe->experts) : 0.0) +
                         (p.moe && m.moe->shared_ffn_hidden > 0 && m.moe->shared_gate ? static_cast<double>(m.hidden) : 0.0);
   p.saved_bytes = LayerActivationBytes(m, l, p.moe);

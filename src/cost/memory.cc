@@ -54,12 +54,11 @@ double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage) 
   // bf16 weights the model states count (2 bytes): nothing extra.
   if (l.dtype != DType::kFp8 || l.fp8_params) return 0;
   const auto [n, n_moe] = LayersOnStage(m, l, stage);
-  const double t = static_cast<double>(l.tp);
   double gemm_params = n * AttentionParamsOnRank(m, l) +
-                       (n - n_moe) * static_cast<double>(m.MlpParams(m.ffn_hidden)) / t;
+                       (n - n_moe) * MlpParamsOnRank(m, l, m.ffn_hidden);
   if (n_moe > 0) {
-    gemm_params += n_moe * static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t;
-    if (m.moe->shared_ffn_hidden > 0) gemm_params += n_moe * static_cast<double>(m.MlpParams(m.moe->shared_ffn_hidden)) / t;
+    gemm_params += n_moe * static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden);
+    if (m.moe->shared_ffn_hidden > 0) gemm_params += n_moe * MlpParamsOnRank(m, l, m.moe->shared_ffn_hidden);
   }
   return 2.0 * gemm_params;
 }
@@ -72,10 +71,10 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   // The stage's layers (StageLayers); only MoE needs to know which.
   const auto [n, n_moe] = LayersOnStage(m, l, stage);
   p.dense = n * (AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams()));
-  p.dense += (n - n_moe) * (static_cast<double>(m.MlpParams(m.ffn_hidden)) / t);
+  p.dense += (n - n_moe) * MlpParamsOnRank(m, l, m.ffn_hidden);
   if (n_moe > 0) {
     p.dense += n_moe * (static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l));
-    p.expert = n_moe * (static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t);
+    p.expert = n_moe * (static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden));
   }
   // First stage: embeddings (vocabulary split over TP). The head's stage (the last; the first
   // under ZB-V, HeadStage): final norm and LM head; with tied embeddings on another stage than
@@ -279,8 +278,7 @@ MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
 
 double SharedExpertParamsOnRank(const ModelSpec& m, const Layout& l) {
   if (!m.moe || m.moe->shared_ffn_hidden <= 0) return 0;
-  return static_cast<double>(m.MlpParams(m.moe->shared_ffn_hidden)) / static_cast<double>(l.tp) +
-         (m.moe->shared_gate ? static_cast<double>(m.hidden) : 0.0);
+  return MlpParamsOnRank(m, l, m.moe->shared_ffn_hidden) + (m.moe->shared_gate ? static_cast<double>(m.hidden) : 0.0);
 }
 
 double AttentionParamsOnRank(const ModelSpec& m, const Layout& l) {
@@ -288,9 +286,13 @@ double AttentionParamsOnRank(const ModelSpec& m, const Layout& l) {
   return (static_cast<double>(m.AttentionParams()) - replicated) / static_cast<double>(l.tp) + replicated;
 }
 
+double MlpParamsOnRank(const ModelSpec& m, const Layout& l, int64_t ffn) {
+  const double row_bias = m.bias ? static_cast<double>(m.hidden) : 0.0;
+  return (static_cast<double>(m.MlpParams(ffn)) - row_bias) / static_cast<double>(l.tp) + row_bias;
+}
+
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l) {
-  return AttentionParamsOnRank(m, l) + static_cast<double>(m.MlpParams(m.ffn_hidden)) / static_cast<double>(l.tp) +
-         static_cast<double>(m.LayerNormParams());
+  return AttentionParamsOnRank(m, l) + MlpParamsOnRank(m, l, m.ffn_hidden) + static_cast<double>(m.LayerNormParams());
 }
 
 double LargestLayerTensorOnRank(const ModelSpec& m, const Layout& l) {
@@ -328,7 +330,7 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
     const double moe_dense = AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams()) +
                              static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l);
     const double moe_experts =
-        l.edp() > 1 ? static_cast<double>(m.moe->experts / l.ep) * m.MlpParams(m.moe->ffn_hidden) / t : 0;
+        l.edp() > 1 ? static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden) : 0;
     const bool dense_layers = m.MoeLayerCount() < m.layers;
     layer = dense_layers ? std::max(layer, moe_dense + moe_experts) : moe_dense + moe_experts;
     next = dense_layers ? std::max(next, moe_dense) : moe_dense;

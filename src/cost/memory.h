@@ -119,6 +119,9 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
 // One layer's attention parameters on a rank: what TP splits over tp, plus what it replicates
 // (ModelSpec::AttentionReplicatedParams: per-head Q/K norms, MLA's down-projections).
 double AttentionParamsOnRank(const ModelSpec& m, const Layout& l);
+// One MLP of inner size ffn on a rank: its weights and column-parallel biases split over TP, the
+// row-parallel second projection's bias (hidden, with biases) whole on every rank.
+double MlpParamsOnRank(const ModelSpec& m, const Layout& l, int64_t ffn);
 double SharedExpertParamsOnRank(const ModelSpec& m, const Layout& l);
 
 // One dense layer's parameters on a rank: attention and MLP split over TP, the two norms whole.

@@ -47,7 +47,9 @@ int64_t ModelSpec::AttentionParams() const {
 }
 
 int64_t ModelSpec::AttentionReplicatedParams() const {
-  int64_t r = qk_norm && !qk_norm_full ? 2 * head_dim : 0;
+  // The output projection's bias: the projection is row-parallel, so every TP rank adds the
+  // whole bias to its partial sum's reduction (Megatron-LM's RowParallelLinear keeps it whole).
+  int64_t r = (qk_norm && !qk_norm_full ? 2 * head_dim : 0) + (bias ? hidden : 0);
   if (mla) {
     const MlaSpec& a = *mla;
     r += (a.q_lora_rank > 0 ? hidden * a.q_lora_rank + a.q_lora_rank : 0) +

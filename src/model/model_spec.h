@@ -125,7 +125,7 @@ struct ModelSpec {
   int64_t AttentionParams() const;             // QKV + output projection (+ biases, + Q/K norms)
   // Of those, what tensor parallelism does not split: per-head Q/K norms, MLA's down-projections
   // and their norms (Megatron-Core's MLASelfAttention runs linear_q_down_proj and
-  // linear_kv_down_proj duplicated on every TP rank).
+  // linear_kv_down_proj duplicated on every TP rank), the row-parallel output projection's bias.
   int64_t AttentionReplicatedParams() const;
   int64_t MlpParams(int64_t ffn) const;        // one MLP of inner size ffn (+ biases)
   int64_t NormParams() const;                  // one norm: 2h (LayerNorm) or h (RMSNorm)
