@@ -50,7 +50,8 @@ StatusOr<std::unique_ptr<DpOverlap>> DpOverlap::Create(ExecContext* ctx, const R
   if (compress > 1) {
     std::vector<std::vector<CompressedTensor>> groups;
     if (enabled) {
-      for (const auto& [key, range] : d->ranges_) {
+      for (const auto& part : d->ranges_) {
+        const int64_t key = part.first;  // not a structured binding: clang 14 cannot capture one
         d->group_of_[key] = static_cast<int>(groups.size());
         groups.push_back(CompressedTensorsOf(shard, [&](const ParamTensor& t) { return PartOf(t) == key; }));
       }
