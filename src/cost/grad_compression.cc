@@ -136,20 +136,10 @@ double CompressionStateBytes(const ModelSpec& m, const Layout& l, int64_t stage)
   if (!CompressesGradients(l)) return 0;
   // The units' parameters as ParamsOnStage counts them (memory.cc).
   const auto [n, n_moe] = LayersOnStage(m, l, stage);
-  const double attention = AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams());
-  CompressedGradients all;
-  auto add = [&](const CompressedGradients& c, double count) {
-    all.whole += c.whole * count;
-    all.p += c.p * count;
-    all.q += c.q * count;
-    all.matrices += c.matrices * count;
-  };
-  add(LayerGradients(m, l, false, attention + MlpParamsOnRank(m, l, m.ffn_hidden)),
-      n - n_moe);
-  if (n_moe > 0) {
-    add(LayerGradients(m, l, true, attention + static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l)),
-        n_moe);
-  }
+  double elements = 0;  // matrices + whole + p + q of each unit, times its count
+  auto add = [&](const CompressedGradients& c, double count) { elements += count * (c.matrices + c.Sent()); };
+  add(LayerGradients(m, l, false, DenseLayerParamsOnRank(m, l)), n - n_moe);
+  if (n_moe > 0) add(LayerGradients(m, l, true, MoeLayerParamsOnRank(m, l)), n_moe);
   const double table = static_cast<double>(m.vocab * m.hidden) / static_cast<double>(l.tp);
   if (stage == 0) {
     add(EmbeddingGradients(m, l, table + (m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0)), 1);
@@ -157,7 +147,7 @@ double CompressionStateBytes(const ModelSpec& m, const Layout& l, int64_t stage)
   if (stage == HeadStage(l)) {
     add(HeadGradients(m, l, static_cast<double>(m.NormParams()) + (!m.tied_embeddings || HeadStage(l) != 0 ? table : 0)), 1);
   }
-  return 4.0 * (all.matrices + all.Sent());
+  return 4.0 * elements;
 }
 
 bool CompressesGradients(const Layout& l) { return l.grad_compression > 1 && l.zero == 0 && l.dp_cp() > 1; }

@@ -133,13 +133,8 @@ LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
   LayerPlan p;
   p.moe = moe && m.moe.has_value();
   p.ops = LayerOps(m, l, p.moe);
-  p.params = AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams());
-  if (p.moe) {
-    p.params += static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l);
-    p.expert_params = static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden);
-  } else {
-    p.params += MlpParamsOnRank(m, l, m.ffn_hidden);
-  }
+  p.params = p.moe ? MoeLayerParamsOnRank(m, l) : DenseLayerParamsOnRank(m, l);
+  if (p.moe) p.expert_params = static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden);
   // (The attention output's bias is among AttentionReplicatedParams; the MLP's second bias here.)
   p.replicated_params = static_cast<double>(m.LayerNormParams() + m.AttentionReplicatedParams()) + (m.bias ? static_cast<double>(m.hidden) : 0.0) +
                         (p.moe ? static_cast<double>(m.hidden * m.moe->experts) : 0.0) +
@@ -229,7 +224,11 @@ struct StageContext {
   double embedding_params = 0, head_params = 0;
   bool head_shares_table = false;  // tied embeddings on one stage: the head's table is the embedding's
   double embedding_table = 0;  // the table's share on this rank (vocab x hidden / tp)
+  // Under gradient compression (CompressesGradients), what each unit's DP reduction sends
+  // (grad_compression.h), once per stage; empty otherwise.
+  CompressedGradients dense_sent{}, moe_sent{}, embedding_sent{}, head_sent{};
   const LayerCost& Layer(int64_t index) const { return m.IsMoeLayer(index) ? moe : dense; }
+  const CompressedGradients& LayerSent(int64_t index) const { return m.IsMoeLayer(index) ? moe_sent : dense_sent; }
 };
 
 // One unit of gradients (a layer, the embeddings, the final norm + LM head) as its backward
@@ -247,23 +246,18 @@ struct Unit {
 // the W pass instead.
 std::vector<Unit> UnitsOf(const StageContext& c, const ModelChunk& chunk, Pass pass) {
   const bool zb = SplitsWeightGradients(c.l);
-  const bool compress = CompressesGradients(c.l);
   std::vector<Unit> out;
   if (pass == Pass::kBackward && chunk.has_head) {
-    out.push_back({c.head_params, static_cast<double>(c.m.NormParams()), 0,
-                   compress ? HeadGradients(c.m, c.l, c.head_params) : CompressedGradients{}});
+    out.push_back({c.head_params, static_cast<double>(c.m.NormParams()), 0, c.head_sent});
   }
   if ((pass == Pass::kBackward) != zb) {
     for (int64_t k = chunk.layers; k-- > 0;) {
-      const LayerPlan& p = *c.Layer(chunk.first_layer + k).plan;
-      out.push_back({p.params, p.replicated_params, p.expert_params,
-                     compress ? LayerGradients(c.m, c.l, p.moe, p.params) : CompressedGradients{}});
+      const int64_t index = chunk.first_layer + k;
+      const LayerPlan& p = *c.Layer(index).plan;
+      out.push_back({p.params, p.replicated_params, p.expert_params, c.LayerSent(index)});
     }
   }
-  if (pass == Pass::kBackward && chunk.has_embedding) {
-    out.push_back({c.embedding_params, 0, 0,
-                   compress ? EmbeddingGradients(c.m, c.l, c.embedding_params) : CompressedGradients{}});
-  }
+  if (pass == Pass::kBackward && chunk.has_embedding) out.push_back({c.embedding_params, 0, 0, c.embedding_sent});
   return out;
 }
 
@@ -457,6 +451,9 @@ class PassBuilder {
   // The gradient unit `u` is complete once `producer` ends: into the open bucket, which is
   // reduced when full (ZeRO 2/3: every micro-batch; ZeRO 0/1: on the last).
   void UnitDone(const Unit& u, bool closes, int32_t producer, int32_t layer, bool last_mb);
+  // PowerSGD (grad_compression.h): the compressor's kernels after `after`, then [whole ++ P] and
+  // Q all-reduced one after the other on the DP stream. Returns the last task.
+  int32_t CompressedReduction(const CompressedGradients& sent, Pass pass, int32_t layer, int32_t after);
 
   // A zero-time task on the compute stream that waits for the previous pipeline position's
   // send; every task of the pass that needs the input depends on it (directly or through
@@ -807,18 +804,8 @@ void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t
   // backward with overlap_dp (Megatron-LM's overlap_grad_reduce), else after it (ZeRO-0: one
   // all-reduce of everything, in the tail; ZeRO-1: bucket by bucket, deferred).
   if (!last_mb || (l_.zero == 0 && !l_.overlap_dp)) return;
-  if (CompressesGradients(l_)) {
-    // PowerSGD (grad_compression.h): the compressor's kernels, then [whole ++ P] and Q
-    // all-reduced one after the other, overlapped with the rest of the backward.
-    const int32_t compress = Compute("gradient compression", CompressionTime(c_.hw.gpu, b.sent), 0, Category::kOptimizer,
-                                     Pass::kBackward, layer, {producer});
-    int32_t last = Coll("dp gradient all-reduce", Collective::kAllReduce, GroupKind::kDp, b.sent.first() * gb,
-                        Stream::kDp, Category::kDp, Pass::kBackward, layer, {compress});
-    if (b.sent.second() > 0) {
-      last = Coll("dp gradient all-reduce (q)", Collective::kAllReduce, GroupKind::kDp, b.sent.second() * gb,
-                  Stream::kDp, Category::kDp, Pass::kBackward, layer, {last});
-    }
-    out_->step_deps.push_back(last);
+  if (CompressesGradients(l_)) {  // overlapped with the rest of the backward
+    out_->step_deps.push_back(CompressedReduction(b.sent, Pass::kBackward, layer, producer));
     return;
   }
   const bool rs = l_.zero == 1;
@@ -835,6 +822,19 @@ void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t
   }
 }
 
+int32_t PassBuilder::CompressedReduction(const CompressedGradients& sent, Pass pass, int32_t layer, int32_t after) {
+  const double gb = c_.state.gradients;
+  const int32_t compress =
+      Compute("gradient compression", CompressionTime(c_.hw.gpu, sent), 0, Category::kOptimizer, pass, layer, {after});
+  int32_t last = Coll("dp gradient all-reduce", Collective::kAllReduce, GroupKind::kDp, sent.first() * gb, Stream::kDp,
+                      Category::kDp, pass, layer, {compress});
+  if (sent.second() > 0) {
+    last = Coll("dp gradient all-reduce (q)", Collective::kAllReduce, GroupKind::kDp, sent.second() * gb, Stream::kDp,
+                Category::kDp, pass, layer, {last});
+  }
+  return last;
+}
+
 void PassBuilder::Tail() {
   // Entry: the stage's last compute, every gradient reduction of the iteration and what the
   // last pass left pending; stamping and evaluation resolve kEntryDep to all of them.
@@ -849,15 +849,7 @@ void PassBuilder::Tail() {
         for (const Unit& u : UnitsOf(c_, ch, pass)) sent += u.sent;
       }
     }
-    const int32_t compress = Compute("gradient compression", CompressionTime(c_.hw.gpu, sent), 0, Category::kOptimizer,
-                                     Pass::kStep, -1, {kEntryDep});
-    int32_t last = Coll("dp gradient all-reduce", Collective::kAllReduce, GroupKind::kDp, sent.first() * gb,
-                        Stream::kDp, Category::kDp, Pass::kStep, -1, {compress});
-    if (sent.second() > 0) {
-      last = Coll("dp gradient all-reduce (q)", Collective::kAllReduce, GroupKind::kDp, sent.second() * gb,
-                  Stream::kDp, Category::kDp, Pass::kStep, -1, {last});
-    }
-    deps.push_back(last);
+    deps.push_back(CompressedReduction(sent, Pass::kStep, -1, kEntryDep));
   } else if (l_.dp_cp() > 1 && l_.zero == 0 && !l_.overlap_dp) {
     // ZeRO-0 without overlap: one all-reduce of the stage's gradients (the runtime's, and
     // DDP's when nothing overlaps).
@@ -972,6 +964,12 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   c.head_shares_table = shares_table;
   c.embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
   c.head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
+  if (CompressesGradients(l)) {
+    c.dense_sent = LayerGradients(m, l, false, plan.dense.params);
+    if (m.moe) c.moe_sent = LayerGradients(m, l, true, plan.moe.params);
+    c.embedding_sent = EmbeddingGradients(m, l, c.embedding_params);
+    c.head_sent = HeadGradients(m, l, c.head_params);
+  }
   return c;
 }
 

@@ -292,7 +292,12 @@ double MlpParamsOnRank(const ModelSpec& m, const Layout& l, int64_t ffn) {
 }
 
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l) {
-  return AttentionParamsOnRank(m, l) + MlpParamsOnRank(m, l, m.ffn_hidden) + static_cast<double>(m.LayerNormParams());
+  return AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams()) + MlpParamsOnRank(m, l, m.ffn_hidden);
+}
+
+double MoeLayerParamsOnRank(const ModelSpec& m, const Layout& l) {
+  return AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams()) +
+         static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l);
 }
 
 double LargestLayerTensorOnRank(const ModelSpec& m, const Layout& l) {
@@ -327,8 +332,7 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   // largest the prefetch of the next layer's dense unit brings.
   double layer = DenseLayerParamsOnRank(m, l), next = layer;
   if (m.moe) {
-    const double moe_dense = AttentionParamsOnRank(m, l) + static_cast<double>(m.LayerNormParams()) +
-                             static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l);
+    const double moe_dense = MoeLayerParamsOnRank(m, l);
     const double moe_experts =
         l.edp() > 1 ? static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden) : 0;
     const bool dense_layers = m.MoeLayerCount() < m.layers;

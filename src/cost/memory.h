@@ -126,6 +126,9 @@ double SharedExpertParamsOnRank(const ModelSpec& m, const Layout& l);
 
 // One dense layer's parameters on a rank: attention and MLP split over TP, the two norms whole.
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l);
+// One MoE layer's parameters on a rank but its experts: attention, the norms, the router (whole)
+// and the shared experts.
+double MoeLayerParamsOnRank(const ModelSpec& m, const Layout& l);
 
 // The largest weight tensor of a dense layer on a rank, Megatron's fused forms (QKV; the MLP's
 // first projection, gate and up together under SwiGLU; its second; the attention output), split
