@@ -11,7 +11,7 @@ packages=(
   chromium  # headless, for the HTML report's render test (HtmlReportRendersInChromium)
   python3   # scripts/gpu-check.sh's table (GpuCheckDryRun) and the validation scripts
   python3-torch libopenblas0  # the PyTorch reference test (tests/torch, TorchReference)
-  libopenblas-dev libdnnl-dev # the CPU runtime's fp32 and bf16 matrix products (CMakeLists.txt SHARDSIM_BLAS, SHARDSIM_DNNL; optional to build)
+  libopenblas-dev libopenblas-openmp-dev libdnnl-dev # the CPU runtime's fp32 and bf16 matrix products on one OpenMP team (CMakeLists.txt SHARDSIM_OPENMP, SHARDSIM_BLAS, SHARDSIM_DNNL; optional to build)
   clang libclang-rt-14-dev    # CI's bounded fuzz run (scripts/fuzz.sh: libFuzzer, ASan, UBSan) and scripts/build-clang.sh
 )
 

@@ -16,9 +16,10 @@ cd "$(dirname "$0")/.."
 build=${BUILD:-build-gpu}
 # x86-64-v3 (AVX2, FMA): any GPU server's CPU has it; "native" would be this machine's. No
 # OpenBLAS or oneDNN (SHARDSIM_BLAS=OFF, SHARDSIM_DNNL=OFF): their libraries are tens of MB, over
-# what a device call carries, and the GPU machine trains on the GPU.
+# what a device call carries, and the GPU machine trains on the GPU. No libgomp either
+# (SHARDSIM_OPENMP=OFF): nothing says the GPU machine has GCC's runtime libraries.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDSIM_MPI=OFF -DSHARDSIM_CUDA=ON \
-  -DSHARDSIM_MARCH=x86-64-v3 -DSHARDSIM_BLAS=OFF -DSHARDSIM_DNNL=OFF -DSHARDSIM_BUILD_BENCH=OFF > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+  -DSHARDSIM_MARCH=x86-64-v3 -DSHARDSIM_BLAS=OFF -DSHARDSIM_DNNL=OFF -DSHARDSIM_OPENMP=OFF -DSHARDSIM_BUILD_BENCH=OFF > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 cmake --build "$build" -j"$(nproc)" --target shardsim shardsim_cuda shardsim_cuda_tests
 rm -rf gpu-carry
 mkdir -p gpu-carry/bin gpu-carry/lib

@@ -18,6 +18,7 @@
 
 #include "runtime/cli/run_backend.h"
 #include "runtime/cpu/cpu_threads.h"
+#include "runtime/cpu/host_memory.h"
 #include "runtime/cpu/lr_schedule.h"
 #include "runtime/cpu/markov_stream.h"
 #include "runtime/cpu/token_file.h"
@@ -141,6 +142,7 @@ StatusOr<RunRequest> ReadRunRequest(const Args& args, const RunProcess& process,
   }
   if (args.Get("backend").value_or("cpu") == "cpu") {
     SHARDSIM_RETURN_IF_ERROR(CheckHostMemory(r.in.model, r.in.hardware, r.in.layout, process, emulate));
+    KeepFreedHostMemory();  // reuse freed activations' pages (host_memory.h)
   }
   r.warnings = NotHonoured(r.in.layout);
   StatusOr<int64_t> steps = args.GetInt("steps");

@@ -1,11 +1,16 @@
 // Attention as per-(sequence, head) Eigen products over blocks of the (B*T, heads*d) maps.
 // The full T x Tk score matrix is formed (the masked part is overwritten by zeros): simple and
-// fine at the sequence lengths the CPU runtime trains.
+// fine at the sequence lengths the CPU runtime trains. The (sequence, head) pairs run in
+// parallel (parallel.h): forward, each pair writes only its own rows; backward, the heads that
+// share a key-value head accumulate into its dK and dV, so the parts are (sequence, key-value
+// head) with their query heads in order, as the serial loop adds them: the same bits on any
+// thread count.
 #include "runtime/cpu/attention.h"
 
 #include <cmath>
 
 #include "runtime/cpu/eigen_types.h"
+#include "runtime/cpu/parallel.h"
 #include "src/util/check.h"
 
 namespace shardsim::runtime {
@@ -23,11 +28,13 @@ void CausalAttentionForward(const S* q, const S* k, const S* v, S* probs, S* lse
   ConstMatrixMap<S> K(k, s.batch * tk, s.kv_heads * d);
   ConstMatrixMap<S> V(v, s.batch * tk, s.kv_heads * d);
   MatrixMap<S> O(out, s.batch * t, s.heads * d);
-  Matrix<S> workspace(probs == nullptr ? t : 0, probs == nullptr ? tk : 0);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.heads; ++h) {
+  ParallelFor(s.batch * s.heads, 1, [&](int64_t begin, int64_t end) {
+    Matrix<S> workspace(probs == nullptr ? t : 0, probs == nullptr ? tk : 0);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / s.heads, h = bh % s.heads;
       const int64_t g = h / group;
-      MatrixMap<S> P(probs == nullptr ? workspace.data() : probs + (b * s.heads + h) * t * tk, t, tk);
+      MatrixMap<S> P(probs == nullptr ? workspace.data() : probs + (b * s.heads + h) * t * tk, t,
+                     tk);
       S* l = lse == nullptr ? nullptr : lse + (b * s.heads + h) * t;
       P.noalias() = scale * Q.block(b * t, h * d, t, d) * K.block(b * tk, g * d, tk, d).transpose();
       for (int64_t i = 0; i < t; ++i) {
@@ -42,7 +49,7 @@ void CausalAttentionForward(const S* q, const S* k, const S* v, S* probs, S* lse
       }
       O.block(b * t, h * d, t, d).noalias() = P * V.block(b * tk, g * d, tk, d);
     }
-  }
+  });
 }
 
 template <typename S>
@@ -65,23 +72,25 @@ void AttentionBackward(const S* dout, const S* q, const S* k, const S* v, const 
   MatrixMap<S> dQ(dq, s.batch * t, s.heads * d);
   MatrixMap<S> dK(dk, s.batch * tk, s.kv_heads * d);
   MatrixMap<S> dV(dv, s.batch * tk, s.kv_heads * d);
-  Matrix<S> dP(t, tk);  // (T, Tk), then overwritten by dS
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.heads; ++h) {
-      const int64_t g = h / group;
-      ConstMatrixMap<S> P(probs + (b * s.heads + h) * t * tk, t, tk);
-      auto dO_h = dO.block(b * t, h * d, t, d);
-      dP.noalias() = dO_h * V.block(b * tk, g * d, tk, d).transpose();
-      dV.block(b * tk, g * d, tk, d).noalias() += P.transpose() * dO_h;
-      for (int64_t i = 0; i < t; ++i) {
-        const S dot = P.row(i).dot(dP.row(i));
-        dP.row(i) = P.row(i).cwiseProduct((dP.row(i).array() - dot).matrix());
+  ParallelFor(s.batch * s.kv_heads, 1, [&](int64_t begin, int64_t end) {
+    Matrix<S> dP(t, tk);  // (T, Tk), then overwritten by dS
+    for (int64_t bg = begin; bg < end; ++bg) {
+      const int64_t b = bg / s.kv_heads, g = bg % s.kv_heads;
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        ConstMatrixMap<S> P(probs + (b * s.heads + h) * t * tk, t, tk);
+        auto dO_h = dO.block(b * t, h * d, t, d);
+        dP.noalias() = dO_h * V.block(b * tk, g * d, tk, d).transpose();
+        dV.block(b * tk, g * d, tk, d).noalias() += P.transpose() * dO_h;
+        for (int64_t i = 0; i < t; ++i) {
+          const S dot = P.row(i).dot(dP.row(i));
+          dP.row(i) = P.row(i).cwiseProduct((dP.row(i).array() - dot).matrix());
+        }
+        dQ.block(b * t, h * d, t, d).noalias() += scale * dP * K.block(b * tk, g * d, tk, d);
+        dK.block(b * tk, g * d, tk, d).noalias() +=
+            scale * dP.transpose() * Q.block(b * t, h * d, t, d);
       }
-      dQ.block(b * t, h * d, t, d).noalias() += scale * dP * K.block(b * tk, g * d, tk, d);
-      dK.block(b * tk, g * d, tk, d).noalias() +=
-          scale * dP.transpose() * Q.block(b * t, h * d, t, d);
     }
-  }
+  });
 }
 
 template void CausalAttentionForward<float>(const float*, const float*, const float*, float*,

@@ -3,12 +3,13 @@
 // restate that operator's float operations in the same order and say so.
 #include "runtime/cpu/cpu_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "runtime/cpu/attention.h"
 #include "runtime/cpu/bf16_convert.h"
-#include "runtime/cpu/parallel.h"
 #include "runtime/cpu/cross_entropy.h"
 #include "runtime/cpu/eigen_types.h"
 #include "runtime/cpu/embedding.h"
@@ -16,6 +17,7 @@
 #include "runtime/cpu/gelu.h"
 #include "runtime/cpu/linear.h"
 #include "runtime/cpu/norm.h"
+#include "runtime/cpu/parallel.h"
 #include "runtime/cpu/row_ops.h"
 #include "runtime/cpu/swiglu.h"
 #include "src/util/check.h"
@@ -99,11 +101,13 @@ const RopeTable<float>& CpuKernels::Rope(int64_t t, int64_t d, double base) {
   return table;
 }
 
-void CpuKernels::RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) {
+void CpuKernels::RopeForward(float* x, int64_t b, int64_t t, int64_t heads, int64_t d, double base,
+                             int64_t pos0) {
   runtime::RopeForward<float>(x, Rope(pos0 + t, d, base), b, t, heads, pos0);
 }
 
-void CpuKernels::RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d, double base, int64_t pos0) {
+void CpuKernels::RopeBackward(float* dx, int64_t b, int64_t t, int64_t heads, int64_t d,
+                              double base, int64_t pos0) {
   runtime::RopeBackward<float>(dx, Rope(pos0 + t, d, base), b, t, heads, pos0);
 }
 
@@ -125,7 +129,8 @@ void CpuKernels::FlashAttentionForward(const float* q, const float* k, const flo
 
 void CpuKernels::FlashAttentionBackward(const float* dout, const float* q, const float* k,
                                         const float* v, const float* out, const float* lse,
-                                        float* dq, float* dk, float* dv, const AttentionDims& dims) {
+                                        float* dq, float* dk, float* dv,
+                                        const AttentionDims& dims) {
   runtime::FlashAttentionBackward<float>(dout, q, k, v, out, lse, dq, dk, dv, ShapeOf(dims));
 }
 
@@ -150,19 +155,25 @@ void CpuKernels::SwigluBackward(const float* dout, const float* gate, const floa
 // probs may alias logits: p = exp(z - max) / sum, -log p[target] = log(sum) - (z[target] - max).
 double CpuKernels::SoftmaxCrossEntropy(const float* logits, const int32_t* targets, float* probs,
                                        int64_t n, int64_t v) {
-  double total = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int32_t target = targets[i];
-    CHECK(target >= 0 && target < v) << "target " << target << " outside vocab " << v;
-    ConstRowVectorMap<float> z(logits + i * v, v);
-    RowVectorMap<float> p(probs + i * v, v);
-    const float max = z.maxCoeff();
-    const float shifted_target = z[target] - max;
-    p = (z.array() - max).exp().matrix();  // elementwise: safe when p and z are one buffer
-    const float sum = p.sum();
-    p /= sum;
-    total += static_cast<double>(std::log(sum) - shifted_target);
+    CHECK(targets[i] >= 0 && targets[i] < v) << "target " << targets[i] << " outside vocab " << v;
   }
+  // Rows in parallel (parallel.h), each row's loss kept; then summed in row order, as before.
+  std::vector<double> row_loss(static_cast<size_t>(n));
+  ParallelFor(n, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      ConstRowVectorMap<float> z(logits + i * v, v);
+      RowVectorMap<float> p(probs + i * v, v);
+      const float max = z.maxCoeff();
+      const float shifted_target = z[targets[i]] - max;
+      p = (z.array() - max).exp().matrix();  // elementwise: safe when p and z are one buffer
+      const float sum = p.sum();
+      p /= sum;
+      row_loss[static_cast<size_t>(i)] = static_cast<double>(std::log(sum) - shifted_target);
+    }
+  });
+  double total = 0;
+  for (const double loss : row_loss) total += loss;
   return total;
 }
 
@@ -173,12 +184,14 @@ void CpuKernels::CrossEntropyBackward(const float* probs, const int32_t* targets
                                       int64_t vocab_begin) {
   CHECK(mean_over > 0) << mean_over;
   const float per_token = scale / static_cast<float>(mean_over);
-  for (int64_t i = 0; i < n; ++i) {
-    RowVectorMap<float> d(dlogits + i * v, v);
-    d = per_token * ConstRowVectorMap<float>(probs + i * v, v);
-    const int64_t local = targets[i] - vocab_begin;
-    if (local >= 0 && local < v) d[local] -= per_token;
-  }
+  ParallelFor(n, 8, [&](int64_t begin, int64_t end) {  // independent rows
+    for (int64_t i = begin; i < end; ++i) {
+      RowVectorMap<float> d(dlogits + i * v, v);
+      d = per_token * ConstRowVectorMap<float>(probs + i * v, v);
+      const int64_t local = targets[i] - vocab_begin;
+      if (local >= 0 && local < v) d[local] -= per_token;
+    }
+  });
 }
 
 void CpuKernels::VocabParallelStats(const float* logits, const int32_t* targets,
@@ -231,11 +244,13 @@ void CpuKernels::AddColumnSums(const float* x, float* out, int64_t n, int64_t c)
   RowVectorMap<float>(out, c) += ConstMatrixMap<float>(x, n, c).colwise().sum();
 }
 
-void CpuKernels::GatherRows(const float* src, const int32_t* idx, float* dst, int64_t rows, int64_t c) {
+void CpuKernels::GatherRows(const float* src, const int32_t* idx, float* dst, int64_t rows,
+                            int64_t c) {
   runtime::GatherRows(src, idx, dst, rows, c);
 }
 
-void CpuKernels::ScatterAddRows(const float* src, const int32_t* idx, float* dst, int64_t rows, int64_t c) {
+void CpuKernels::ScatterAddRows(const float* src, const int32_t* idx, float* dst, int64_t rows,
+                                int64_t c) {
   runtime::ScatterAddRows(src, idx, dst, rows, c);
 }
 
@@ -249,9 +264,23 @@ void CpuKernels::RowDots(const float* a, const float* b, double* out, int64_t ro
 
 void CpuKernels::Scale(float* x, float s, int64_t n) { RowVectorMap<float>(x, n) *= s; }
 
+// Blocks of a fixed size summed in parallel, each in index order, then the block sums in block
+// order: one summation order whatever the thread count.
 double CpuKernels::SumSquares(const float* x, int64_t n) {
+  constexpr int64_t kBlock = 1 << 14;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> block_sum(static_cast<size_t>(blocks));
+  ParallelFor(blocks, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      double sum = 0;
+      for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
+        sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      }
+      block_sum[static_cast<size_t>(b)] = sum;
+    }
+  });
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  for (const double s : block_sum) sum += s;
   return sum;
 }
 

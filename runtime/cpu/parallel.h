@@ -3,7 +3,8 @@
 // least `grain` indices, part i = [n i / parts, n (i + 1) / parts), each run by one thread; the
 // calling thread runs part 0 and waits for the others. Every index is computed by the same code
 // whatever the number of parts, so a kernel whose iterations are independent gives the same bits
-// on any thread count. With one thread (the default) fn runs inline, no thread is started.
+// on any thread count. With one thread (the default) fn runs inline, no thread is started. fn
+// must not call ParallelFor itself.
 #pragma once
 
 #include <cstdint>
