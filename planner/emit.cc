@@ -162,6 +162,8 @@ void AddModelShape(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
                        "arguments have no flag for TransformerConfig.moe_shared_expert_gate");
     }
   }
+  // _add_mtp_args: --mtp-num-layers (multi-token prediction depths, on the last stage).
+  if (m.mtp_layers > 0) a.Flag("--mtp-num-layers", m.mtp_layers);
 }
 
 // _add_distributed_args (tp, pp, vpp, p2p overlap, cp) and _add_moe_args (ep). Megatron

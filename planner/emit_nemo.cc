@@ -93,6 +93,8 @@ void ModelConfig(const ModelSpec& m, Overrides& o) {
       if (m.moe->shared_gate) o.Set("model.config.moe_shared_expert_gate", Py(true));
     }
   }
+  // TransformerConfig.mtp_num_layers (Megatron-Core's multi-token prediction depths).
+  if (m.mtp_layers > 0) o.Set("model.config.mtp_num_layers", Py(m.mtp_layers));
 }
 
 void Parallelism(const ModelSpec& m, const Layout& l, Overrides& o) {

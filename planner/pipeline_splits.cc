@@ -19,10 +19,18 @@ void PipelineSplit::ApplyTo(Layout& l) const {
 }
 
 double HeadInLayers(const ModelSpec& m) {
-  const double body = static_cast<double>(m.ActiveParams() - m.EmbeddingParams() - m.HeadParams());
-  const double layer = 2.0 * body / static_cast<double>(m.layers) +
-                       2.0 * static_cast<double>(m.seq_len) * static_cast<double>(m.heads * m.head_dim);
-  return 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden) / layer;
+  const double body = static_cast<double>(m.ActiveParams() - m.MtpActiveParams() -
+                                          m.EmbeddingParams() - m.HeadParams());
+  const double attention =
+      2.0 * static_cast<double>(m.seq_len) * static_cast<double>(m.heads * m.head_dim);
+  const double layer = 2.0 * body / static_cast<double>(m.layers) + attention;
+  // Multi-token prediction: each depth's layer, projection and norms (its active weights) and
+  // attention, and the head once more.
+  const double depths = static_cast<double>(m.mtp_layers);
+  const double logits = 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  return ((1 + depths) * logits + 2.0 * static_cast<double>(m.MtpActiveParams()) +
+          depths * attention) /
+         layer;
 }
 
 PipelineSplit BalancedSplit(const ModelSpec& m, int64_t pp, int64_t vpp) {

@@ -21,8 +21,10 @@ struct PipelineSplit {
 // layer's (the average over the model's dense and MoE layers): 2 V h for the logits against
 // 2 x (a layer's active weights) + 2 s a d_head for its GEMMs and causal attention (Narayanan
 // et al. 2021, Sec. 5.1's 24 B s h^2 + 4 B s^2 h per layer and 6 B s h V for the logits are
-// these figures times 3 passes and B s tokens). What the cost-balanced split weighs the end
-// stages' extra work with; the embedding lookup is taken as free.
+// these figures times 3 passes and B s tokens). With multi-token prediction the head's stage
+// also runs each depth's layer, projection and head (ModelSpec::mtp_layers): (1 + D) 2 V h plus
+// 2 x the depths' active weights plus D x the attention term. What the cost-balanced split
+// weighs the end stages' extra work with; the embedding lookup is taken as free.
 double HeadInLayers(const ModelSpec& m);
 
 // The splits searched for (pp, vpp) with schedule `s`, each distinct and valid:

@@ -78,6 +78,8 @@ const std::map<std::string, MegatronOption>& KnownMegatronOptions() {
       {"--qk-head-dim", {Kind::kInt, {}}},
       {"--qk-pos-emb-head-dim", {Kind::kInt, {}}},
       {"--v-head-dim", {Kind::kInt, {}}},
+      // _add_mtp_args
+      {"--mtp-num-layers", {Kind::kInt, {}}},
       {"--fp8-param-gather", {Kind::kSwitch, {}}},
       {"--optimizer-cpu-offload", {Kind::kSwitch, {}}},
       {"--sequence-parallel", {Kind::kSwitch, {}}},

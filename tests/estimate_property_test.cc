@@ -1,5 +1,6 @@
 // Property test of issue 13's item 2: the estimate is the simulation's closed form. Over 1,200
-// random valid layouts (dense MHA, GQA and MoE models; the bundled A100 and H100 clusters;
+// (and 150 more of an MoE model with a multi-token prediction depth) random valid layouts
+// (dense MHA, GQA and MoE models; the bundled A100 and H100 clusters;
 // every schedule, ZeRO stage, SP, CP, EP, recompute, offload, overlap switch, dtype and
 // attention kernel the planner searches), for each layout:
 //   - the critical path without contention (Estimate::critical_path_s and the planner's
@@ -66,6 +67,13 @@ ModelSpec Moe() {  // Mixtral-style: 8 experts, top 2, every layer
   return m;
 }
 
+ModelSpec MoeMtp() {  // the same with one multi-token prediction depth (DeepSeek-V3's)
+  ModelSpec m = Moe();
+  m.name = "test-moe-mtp";
+  m.mtp_layers = 1;
+  return m;
+}
+
 struct Case {
   ModelSpec model;
   const Cluster* cluster;
@@ -77,106 +85,126 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
   const Cluster h100(*LoadHardware("dgx-h100"));
   const std::vector<ModelSpec> models = {testing::GptModel(8, 2048, 16, 32000, 2048), Gqa(), Moe()};
   std::mt19937 rng(20261201);
-  auto pick = [&](auto& v) -> decltype(v[0])& { return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)]; };
-  std::vector<double> gaps;        // (sim - est) / sim
-  std::vector<double> path_gaps;   // (sim - critical path) / sim
-  std::vector<double> bound_gaps;  // (critical path - bound) / critical path
+  auto pick = [&](auto& v) -> decltype(v[0])& {
+    return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+  };
+  std::vector<double> gaps;          // (sim - est) / sim
+  std::vector<double> path_gaps;     // (sim - critical path) / sim
+  std::vector<double> bound_gaps;    // (critical path - bound) / critical path
   std::vector<double> compute_gaps;  // (critical path - compute bound) / critical path
   int checked = 0;
-  const int kLayouts = 1200;
-  while (checked < kLayouts) {
-    Case c{models[checked % 3], checked % 2 ? &h100 : &a100, 0, 0};
-    std::vector<int64_t> gpus = {8, 16, 32, 64};
-    std::vector<int64_t> gbs = {16, 32, 64};
-    c.gpus = pick(gpus);
-    c.gbs = pick(gbs);
-    const HardwareSpec& hw = c.cluster->hardware();
-    planner::PlanOptions o;
-    o.gpus = c.gpus;
-    o.global_batch = c.gbs;
-    std::vector<Layout> space = planner::EnumerateLayouts(c.model, hw, o);
-    std::shuffle(space.begin(), space.end(), rng);
-    int taken = 0;
-    for (Layout l : space) {
-      if (taken == 25 || checked == kLayouts) break;
-      // The switches the planner does not search, at random.
-      l.overlap_dp = rng() % 4 != 0;
-      l.overlap_tp = static_cast<TpOverlap>(rng() % 3);
-      l.overlap_pp = rng() % 2 == 0;
-      l.prefetch = rng() % 4 != 0;
-      l.attention = rng() % 4 == 0 ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
-      l.dtype = rng() % 5 == 0 ? DType::kFp32 : DType::kBf16;
-      if (!CheckLayout(l, c.model, hw, c.gpus).ok()) continue;
-      ++taken;
-      ++checked;
-      SCOPED_TRACE(c.model.name + " on " + hw.name + ": " + FormatLayout(l));
-      const CollectiveModel comm(*c.cluster);
-      const Estimate est = EstimateIteration(c.model, comm, l);
-      const QuickEstimate quick = EstimateTime(c.model, comm, l);
-      const IterationProgram program = BuildIteration(c.model, hw, l);
-      const double path = FindCriticalPath(program, *c.cluster, l).length_s;
-      SimOptions so;
-      so.critical_path = false;
-      so.collectives = &comm;
-      StatusOr<SimResult> sim = Simulate(c.model, *c.cluster, l, so);
-      ASSERT_TRUE(sim.ok()) << sim.status().message();
-      const double t = est.critical_path_s;
-      ASSERT_NEAR(t, path, 1e-9 * path);
-      ASSERT_NEAR(quick.iteration_time_s, t, 1e-9 * t);
-      const QuickEstimate bound = EstimateBound(c.model, comm, l);
-      ASSERT_LE(bound.iteration_time_s, t * (1 + 1e-12));
-      ASSERT_NEAR(bound.peak_memory_bytes, quick.peak_memory_bytes, 1e-9 * quick.peak_memory_bytes);
-      bound_gaps.push_back((t - bound.iteration_time_s) / t);
-      const double compute_bound = ComputeLowerBound(c.model, comm, l);
-      ASSERT_LE(compute_bound, t * (1 + 1e-12));
-      {
-        // The planner prepares each layer shape once: a layout that differs only in what
-        // LayerShapeKey leaves out (pipeline, DP side, schedule, overlap but overlap_tp=on, whose
-        // reduce-scatters hold SMs of the row-parallel GEMMs) gives the same bound.
-        Layout other = l;
-        other.pp = l.pp * 2;
-        other.dp = l.dp + 3;
-        other.vpp = l.vpp + 1;
-        other.gbs = l.gbs * 5;
-        other.zero = (l.zero + 1) % 4;
-        other.schedule = l.schedule == Schedule::kGpipe ? Schedule::k1F1B : Schedule::kGpipe;
-        other.offload = l.offload == Offload::kNone ? Offload::kOptimizer : Offload::kNone;
-        other.overlap_dp = !l.overlap_dp;
-        other.overlap_pp = !l.overlap_pp;
-        other.prefetch = !l.prefetch;
-        if (l.overlap_tp != TpOverlap::kOn) {
-          other.overlap_tp = l.overlap_tp == TpOverlap::kOff ? TpOverlap::kBackward : TpOverlap::kOff;
+  // 1,200 layouts of the three models, then 150 of the MoE model with an MTP depth, each from
+  // its own seed (so adding the second set left the first's sample as it was).
+  int kLayouts = 1200;
+  std::vector<ModelSpec> set = models;
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {
+      set = {MoeMtp()};
+      kLayouts += 150;
+      rng.seed(20261206);
+    }
+    while (checked < kLayouts) {
+      Case c{set[checked % set.size()], checked % 2 ? &h100 : &a100, 0, 0};
+      std::vector<int64_t> gpus = {8, 16, 32, 64};
+      std::vector<int64_t> gbs = {16, 32, 64};
+      c.gpus = pick(gpus);
+      c.gbs = pick(gbs);
+      const HardwareSpec& hw = c.cluster->hardware();
+      planner::PlanOptions o;
+      o.gpus = c.gpus;
+      o.global_batch = c.gbs;
+      std::vector<Layout> space = planner::EnumerateLayouts(c.model, hw, o);
+      std::shuffle(space.begin(), space.end(), rng);
+      int taken = 0;
+      for (Layout l : space) {
+        if (taken == 25 || checked == kLayouts) break;
+        // The switches the planner does not search, at random.
+        l.overlap_dp = rng() % 4 != 0;
+        l.overlap_tp = static_cast<TpOverlap>(rng() % 3);
+        l.overlap_pp = rng() % 2 == 0;
+        l.prefetch = rng() % 4 != 0;
+        l.attention = rng() % 4 == 0 ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
+        l.dtype = rng() % 5 == 0 ? DType::kFp32 : DType::kBf16;
+        if (!CheckLayout(l, c.model, hw, c.gpus).ok()) continue;
+        ++taken;
+        ++checked;
+        SCOPED_TRACE(c.model.name + " on " + hw.name + ": " + FormatLayout(l));
+        const CollectiveModel comm(*c.cluster);
+        const Estimate est = EstimateIteration(c.model, comm, l);
+        const QuickEstimate quick = EstimateTime(c.model, comm, l);
+        const IterationProgram program = BuildIteration(c.model, hw, l);
+        const double path = FindCriticalPath(program, *c.cluster, l).length_s;
+        SimOptions so;
+        so.critical_path = false;
+        so.collectives = &comm;
+        StatusOr<SimResult> sim = Simulate(c.model, *c.cluster, l, so);
+        ASSERT_TRUE(sim.ok()) << sim.status().message();
+        const double t = est.critical_path_s;
+        ASSERT_NEAR(t, path, 1e-9 * path);
+        ASSERT_NEAR(quick.iteration_time_s, t, 1e-9 * t);
+        const QuickEstimate bound = EstimateBound(c.model, comm, l);
+        ASSERT_LE(bound.iteration_time_s, t * (1 + 1e-12));
+        ASSERT_NEAR(bound.peak_memory_bytes, quick.peak_memory_bytes,
+                    1e-9 * quick.peak_memory_bytes);
+        bound_gaps.push_back((t - bound.iteration_time_s) / t);
+        const double compute_bound = ComputeLowerBound(c.model, comm, l);
+        ASSERT_LE(compute_bound, t * (1 + 1e-12));
+        {
+          // The planner prepares each layer shape once: a layout that differs only in what
+          // LayerShapeKey leaves out (pipeline, DP side, schedule, overlap but overlap_tp=on, whose
+          // reduce-scatters hold SMs of the row-parallel GEMMs) gives the same bound.
+          Layout other = l;
+          other.pp = l.pp * 2;
+          other.dp = l.dp + 3;
+          other.vpp = l.vpp + 1;
+          other.gbs = l.gbs * 5;
+          other.zero = (l.zero + 1) % 4;
+          other.schedule = l.schedule == Schedule::kGpipe ? Schedule::k1F1B : Schedule::kGpipe;
+          other.offload = l.offload == Offload::kNone ? Offload::kOptimizer : Offload::kNone;
+          other.overlap_dp = !l.overlap_dp;
+          other.overlap_pp = !l.overlap_pp;
+          other.prefetch = !l.prefetch;
+          if (l.overlap_tp != TpOverlap::kOn) {
+            other.overlap_tp =
+                l.overlap_tp == TpOverlap::kOff ? TpOverlap::kBackward : TpOverlap::kOff;
+          }
+          other.bucket_params = l.bucket_params + 777;
+          other.live_params = l.live_params / 2 + 1;
+          other.grad_compression = 4;
+          ASSERT_EQ(LayerShapeKey(other), LayerShapeKey(l));
+          ASSERT_EQ(
+              ComputeLowerBound(c.model, comm, l, PrepareLayerShape(c.model, hw, other).get()),
+              compute_bound);
         }
-        other.bucket_params = l.bucket_params + 777;
-        other.live_params = l.live_params / 2 + 1;
-        other.grad_compression = 4;
-        ASSERT_EQ(LayerShapeKey(other), LayerShapeKey(l));
-        ASSERT_EQ(ComputeLowerBound(c.model, comm, l, PrepareLayerShape(c.model, hw, other).get()), compute_bound);
-      }
-      compute_gaps.push_back((t - compute_bound) / t);
-      // The simulator rounds every task up to the picosecond: 1 ps per task at most.
-      ASSERT_LE(t, sim->iteration_time_s + 1e-12 * static_cast<double>(program.task_count()));
-      // The estimate: both evaluations of the contended plan agree, never below the bound.
-      const double e = est.iteration_time_s;
-      const IterationPlan plan = BuildIterationPlan(c.model, hw, l);
-      ASSERT_NEAR(EvaluatePlan(plan, comm, l, EvalDetail::kTime, Contention::kWithinPass).iteration_time_s, e, 1e-9 * e);
-      ASSERT_GE(e, t * (1 - 1e-12));
-      ASSERT_NEAR(est.peak_memory().total(), sim->peak_memory_bytes, 1e-9 * sim->peak_memory_bytes);
-      ASSERT_NEAR(quick.peak_memory_bytes, sim->peak_memory_bytes, 1e-9 * sim->peak_memory_bytes);
-      EXPECT_EQ(est.fits, sim->fits);
-      double sum = 0;
-      for (double x : {est.time.compute, est.time.recompute, est.time.tp_comm, est.time.cp_comm,
-                       est.time.ep_comm, est.time.pp_comm, est.time.dp_comm, est.time.bubble,
-                       est.time.optimizer, est.time.offload}) {
-        ASSERT_GE(x, -1e-12);
-        sum += x;
-      }
-      ASSERT_NEAR(sum, e, 1e-9 * e);  // the breakdown adds up
-      path_gaps.push_back(std::max(0.0, sim->iteration_time_s - t) / sim->iteration_time_s);
-      gaps.push_back((sim->iteration_time_s - e) / sim->iteration_time_s);
-      if (std::getenv("SHARDSIM_PROPERTY_VERBOSE") && std::abs(gaps.back()) > 0.02) {
-        std::printf("gap %.2f %% (critical path %.2f %%) %s on %s: %s\n", 100 * gaps.back(), 100 * path_gaps.back(),
-                    c.model.name.c_str(), hw.name.c_str(), FormatLayout(l).c_str());
+        compute_gaps.push_back((t - compute_bound) / t);
+        // The simulator rounds every task up to the picosecond: 1 ps per task at most.
+        ASSERT_LE(t, sim->iteration_time_s + 1e-12 * static_cast<double>(program.task_count()));
+        // The estimate: both evaluations of the contended plan agree, never below the bound.
+        const double e = est.iteration_time_s;
+        const IterationPlan plan = BuildIterationPlan(c.model, hw, l);
+        ASSERT_NEAR(EvaluatePlan(plan, comm, l, EvalDetail::kTime, Contention::kWithinPass)
+                        .iteration_time_s,
+                    e, 1e-9 * e);
+        ASSERT_GE(e, t * (1 - 1e-12));
+        ASSERT_NEAR(est.peak_memory().total(), sim->peak_memory_bytes,
+                    1e-9 * sim->peak_memory_bytes);
+        ASSERT_NEAR(quick.peak_memory_bytes, sim->peak_memory_bytes, 1e-9 * sim->peak_memory_bytes);
+        EXPECT_EQ(est.fits, sim->fits);
+        double sum = 0;
+        for (double x : {est.time.compute, est.time.recompute, est.time.tp_comm, est.time.cp_comm,
+                         est.time.ep_comm, est.time.pp_comm, est.time.dp_comm, est.time.bubble,
+                         est.time.optimizer, est.time.offload}) {
+          ASSERT_GE(x, -1e-12);
+          sum += x;
+        }
+        ASSERT_NEAR(sum, e, 1e-9 * e);  // the breakdown adds up
+        path_gaps.push_back(std::max(0.0, sim->iteration_time_s - t) / sim->iteration_time_s);
+        gaps.push_back((sim->iteration_time_s - e) / sim->iteration_time_s);
+        if (std::getenv("SHARDSIM_PROPERTY_VERBOSE") && std::abs(gaps.back()) > 0.02) {
+          std::printf("gap %.2f %% (critical path %.2f %%) %s on %s: %s\n", 100 * gaps.back(),
+                      100 * path_gaps.back(), c.model.name.c_str(), hw.name.c_str(),
+                      FormatLayout(l).c_str());
+        }
       }
     }
   }
@@ -185,21 +213,25 @@ TEST(EstimateProperty, EqualsTheCriticalPathAndBoundsTheSimulation) {
   const double below = *lowest, above = *highest;
   std::sort(gaps.begin(), gaps.end(), [](double a, double b) { return std::abs(a) < std::abs(b); });
   const double median = std::abs(gaps[gaps.size() / 2]), worst = std::abs(gaps.back());
-  std::printf("estimate vs simulation over %zu layouts: |sim - est| / sim median %.3f %%, p90 %.3f %%, max %.3f %%; "
-              "simulation above by at most %.3f %%, below by at most %.3f %%\n",
-              gaps.size(), 100 * median, 100 * std::abs(gaps[gaps.size() * 9 / 10]), 100 * worst,
-              100 * std::max(0.0, above), 100 * std::max(0.0, -below));
+  std::printf(
+      "estimate vs simulation over %zu layouts: |sim - est| / sim median %.3f %%, p90 %.3f %%, max "
+      "%.3f %%; "
+      "simulation above by at most %.3f %%, below by at most %.3f %%\n",
+      gaps.size(), 100 * median, 100 * std::abs(gaps[gaps.size() * 9 / 10]), 100 * worst,
+      100 * std::max(0.0, above), 100 * std::max(0.0, -below));
   std::sort(path_gaps.begin(), path_gaps.end());
   std::printf("critical path vs simulation: median %.3f %%, p90 %.3f %%, max %.3f %%\n",
-              100 * path_gaps[path_gaps.size() / 2], 100 * path_gaps[path_gaps.size() * 9 / 10], 100 * path_gaps.back());
+              100 * path_gaps[path_gaps.size() / 2], 100 * path_gaps[path_gaps.size() * 9 / 10],
+              100 * path_gaps.back());
   std::sort(bound_gaps.begin(), bound_gaps.end());
   std::printf("planner's bound vs critical path: median %.3f %%, p90 %.3f %%, max %.3f %%\n",
               100 * bound_gaps[bound_gaps.size() / 2], 100 * bound_gaps[bound_gaps.size() * 9 / 10],
               100 * bound_gaps.back());
   std::sort(compute_gaps.begin(), compute_gaps.end());
-  std::printf("planner's compute bound vs critical path: median %.3f %%, p90 %.3f %%, max %.3f %%\n",
-              100 * compute_gaps[compute_gaps.size() / 2], 100 * compute_gaps[compute_gaps.size() * 9 / 10],
-              100 * compute_gaps.back());
+  std::printf(
+      "planner's compute bound vs critical path: median %.3f %%, p90 %.3f %%, max %.3f %%\n",
+      100 * compute_gaps[compute_gaps.size() / 2], 100 * compute_gaps[compute_gaps.size() * 9 / 10],
+      100 * compute_gaps.back());
   EXPECT_LE(median, 0.02);
   EXPECT_LE(worst, 0.08);
 }

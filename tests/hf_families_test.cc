@@ -179,12 +179,29 @@ TEST(HfFamilies, DeepseekV3) {
   EXPECT_EQ(m.DenseLayerParams(), 583483392);
   // MoE layer: attention + 257 MLPs of 3 x 7168 x 2048 = 44,040,192 + router 256 x 7168 +
   // norms = 11,507,286,016. Total 3 x 583,483,392 + 58 x 11,507,286,016 + 2 x 129280 x 7168
-  // + 7168 = 671,026,404,352 (the report's 671B, the MTP module not counted).
-  EXPECT_EQ(m.TotalParams(), 671026404352);
+  // + 7168 = 671,026,404,352: the main model, the report's 671B.
+  EXPECT_EQ(m.mtp_layers, 1);
+  EXPECT_EQ(m.TotalParams() - m.MtpParams(), 671026404352);
+  // The MTP depth (num_nextn_predict_layers 1): a layer of the last one's kind (MoE,
+  // 11,507,286,016), eh_proj 2 x 7168 x 7168 = 102,760,448 and three norms 3 x 7168 = 21,504:
+  // 11,610,067,968; its layer index 61 is MoE; total 682,636,472,320.
+  EXPECT_TRUE(m.IsMoeLayer(61));
+  EXPECT_EQ(m.MoeLayersIn(0, 62), 59);
+  EXPECT_EQ(m.MoeLayersIn(61, 62), 1);
+  EXPECT_EQ(m.MtpParams(), 11610067968);
+  EXPECT_EQ(m.TotalParams(), 682636472320);
+  // The model card's "685B total ... including 14B of the MTP module" counts the HF files, whose
+  // layer 61 also holds copies of the embedding and the head (2 x 129280 x 7168 =
+  // 1,853,358,080): 682,636,472,320 + 1,853,358,080 = 684,489,830,400, 0.07 % under 685B.
+  const double files = static_cast<double>(m.TotalParams()) + 2.0 * 129280 * 7168;
+  EXPECT_NEAR(files / 685e9, 1.0, 0.005);
   // Active: 248 routed experts of 58 layers idle: 671,026,404,352 - 58 x 248 x 44,040,192 =
-  // 37,552,282,624 (the report's 37B; 36.6B without the input embedding's 0.93B).
-  EXPECT_EQ(m.ActiveParams(), 37552282624);
-  EXPECT_TRUE(Warns(m, "num_nextn_predict_layers 1"));
+  // 37,552,282,624 (the report's 37B; 36.6B without the input embedding's 0.93B); the MTP
+  // depth's 248 too: 11,610,067,968 - 248 x 44,040,192 = 688,100,352.
+  EXPECT_EQ(m.ActiveParams() - m.MtpActiveParams(), 37552282624);
+  EXPECT_EQ(m.MtpActiveParams(), 688100352);
+  EXPECT_EQ(m.ActiveParams(), 37552282624 + 688100352);
+  EXPECT_FALSE(Warns(m, "num_nextn_predict_layers"));
   EXPECT_TRUE(Warns(m, "topk_method noaux_tc"));
   // What TP replicates: q_a and its norm, kv_a and its norm: 11,010,048 + 1536 + 4,128,768 + 512.
   EXPECT_EQ(m.AttentionReplicatedParams(), 15140864);

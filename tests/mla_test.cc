@@ -85,16 +85,20 @@ TEST(Mla, KeepsTheLatentsWholeOnEveryRank) {
 TEST(Mla, DenseLayersFirst) {
   const ModelSpec m = DeepseekV3();
   EXPECT_EQ(m.MoeLayerCount(), 58);
-  // 3 x 583,483,392 + 58 x 11,507,286,016 + 2 x 129280 x 7168 + 7168 (HfFamilies.DeepseekV3).
-  EXPECT_EQ(m.TotalParams(), 671026404352);
+  // 3 x 583,483,392 + 58 x 11,507,286,016 + 2 x 129280 x 7168 + 7168 (HfFamilies.DeepseekV3),
+  // the main model; the MTP depth's 11,610,067,968 beside it (HfFamilies.DeepseekV3).
+  EXPECT_EQ(m.mtp_layers, 1);
+  EXPECT_EQ(m.TotalParams() - m.MtpParams(), 671026404352);
+  EXPECT_EQ(m.MtpParams(), 11610067968);
 }
 
 TEST(Mla, GoesThroughTheExportsAndBack) {
   const ModelSpec m = DeepseekV3();
   const Layout l = Resolved("tp=8,ep=8,mbs=1,gbs=64", 64);
   const std::string megatron = planner::EmitMegatron(m, l);
-  for (const char* flag : {"--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512", "--qk-head-dim 128",
-                           "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--moe-layer-freq '([0]*3+[1]*58)'"}) {
+  for (const char* flag : {"--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512",
+                           "--qk-head-dim 128", "--qk-pos-emb-head-dim 64", "--v-head-dim 128",
+                           "--moe-layer-freq '([0]*3+[1]*58)'", "--mtp-num-layers 1"}) {
     EXPECT_NE(megatron.find(flag), std::string::npos) << flag << "\n" << megatron;
   }
   EXPECT_EQ(megatron.find("--kv-channels"), std::string::npos);

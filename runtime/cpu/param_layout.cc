@@ -46,6 +46,13 @@ StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
   if (m.qk_norm) {
     return Status::Error("model '" + m.name + "': the CPU runtime does not implement Q/K norms (qk_norm)");
   }
+  if (m.mtp_layers > 0) {
+    return Status::Error("model '" + m.name +
+                         "': the CPU runtime does not train multi-token prediction "
+                         "(mtp_layers " +
+                         std::to_string(m.mtp_layers) +
+                         "); set mtp_layers: 0 to train the main model");
+  }
   if (m.norms_per_layer != 2 || !m.norm_weights || m.sliding_window > 0 || m.mla ||
       (m.moe && m.moe->shared_ffn_hidden > 0)) {
     return Status::Error("model '" + m.name + "': the CPU runtime trains two norms with weights a layer, full "

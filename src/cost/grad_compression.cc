@@ -145,7 +145,12 @@ double CompressionStateBytes(const ModelSpec& m, const Layout& l, int64_t stage)
     add(EmbeddingGradients(m, l, table + (m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0)), 1);
   }
   if (stage == HeadStage(l)) {
-    add(HeadGradients(m, l, static_cast<double>(m.NormParams()) + (!m.tied_embeddings || HeadStage(l) != 0 ? table : 0)), 1);
+    // As MakeContext's head unit (layer_plan.cc); the MTP depths' eh_proj and table copy whole.
+    add(HeadGradients(m, l,
+                      static_cast<double>(m.NormParams()) +
+                          (!m.tied_embeddings || HeadStage(l) != 0 ? table : 0) +
+                          MtpHeadParamsOnRank(m, l)),
+        1);
   }
   return 4.0 * elements;
 }

@@ -870,8 +870,10 @@ void PassBuilder::Tail() {
                         replicated * c_.state.gradients, Stream::kTp, Category::kTp, Pass::kStep, -1,
                         {kEntryDep}));
   }
-  if (c_.m.tied_embeddings && HeadStage(l_) != 0 && (c_.stage == 0 || c_.stage == HeadStage(l_))) {
-    // The two copies of a tied table (first and last stage) summed (Megatron-LM's
+  if ((c_.m.tied_embeddings || c_.m.mtp_layers > 0) && HeadStage(l_) != 0 &&
+      (c_.stage == 0 || c_.stage == HeadStage(l_))) {
+    // The two copies of a tied table, or of the embedding table multi-token prediction looks up
+    // on the head's stage (MtpHeadParamsOnRank), summed (Megatron-LM's
     // _allreduce_word_embedding_grads), after the DP reductions.
     deps.push_back(Coll("embedding gradient all-reduce", Collective::kAllReduce, GroupKind::kEmbedding,
                         c_.embedding_table * c_.state.gradients, Stream::kDp, Category::kDp, Pass::kStep,
@@ -960,7 +962,8 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   c.embedding_params = c.embedding_table +
                        (m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0);
   const bool shares_table = m.tied_embeddings && HeadStage(l) == 0;  // one stage, or ZB-V's first
-  c.head_params = static_cast<double>(m.NormParams()) + (shares_table ? 0 : c.embedding_table);
+  c.head_params = static_cast<double>(m.NormParams()) + (shares_table ? 0 : c.embedding_table) +
+                  MtpHeadParamsOnRank(m, l);
   c.head_shares_table = shares_table;
   c.embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
   c.head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));

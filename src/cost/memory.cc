@@ -42,7 +42,7 @@ namespace {
 int64_t LargestChunk(const ModelSpec& m, const Layout& l, int64_t stage) {
   int64_t most = 0;
   for (int32_t ci = 0; ci < ChunksPerStage(l); ++ci) {
-    most = std::max(most, PositionLayers(m, l, PositionOf(l, static_cast<int32_t>(stage), ci)));
+    most = std::max(most, ChunkOf(m, l, static_cast<int32_t>(stage), ci).layers);
   }
   return most;
 }
@@ -84,7 +84,7 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
     p.dense += embed + (m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0);
   }
   if (stage == HeadStage(l)) {
-    p.dense += m.NormParams();
+    p.dense += m.NormParams() + MtpHeadParamsOnRank(m, l);
     if (!m.tied_embeddings || HeadStage(l) != 0) p.dense += embed;
   }
   return p;
@@ -300,6 +300,15 @@ double MoeLayerParamsOnRank(const ModelSpec& m, const Layout& l) {
          static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l);
 }
 
+double MtpHeadParamsOnRank(const ModelSpec& m, const Layout& l) {
+  if (m.mtp_layers == 0) return 0;
+  const double h = static_cast<double>(m.hidden), t = static_cast<double>(l.tp);
+  const double depth = 2 * h * h / t + 3 * static_cast<double>(m.NormParams());
+  const double table =
+      !m.tied_embeddings && HeadStage(l) != 0 ? static_cast<double>(m.vocab * m.hidden) / t : 0;
+  return static_cast<double>(m.mtp_layers) * depth + table;
+}
+
 double LargestLayerTensorOnRank(const ModelSpec& m, const Layout& l) {
   const double h = static_cast<double>(m.hidden), t = static_cast<double>(l.tp);
   const double ffn = static_cast<double>(m.ffn_hidden) * (m.activation == Activation::kSwiglu ? 2 : 1);
@@ -343,7 +352,8 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
       m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0;
   const double embed = static_cast<double>(m.vocab * m.hidden) / t + positions;
   const bool tied = m.tied_embeddings && HeadStage(l) == 0;  // the head's table is the embedding's (one stage, or ZB-V's first)
-  const double head = m.NormParams() + (tied ? 0 : static_cast<double>(m.vocab * m.hidden) / t);
+  const double head = m.NormParams() + (tied ? 0 : static_cast<double>(m.vocab * m.hidden) / t) +
+                      MtpHeadParamsOnRank(m, l);
   // Gradients: a unit's bucket lives from its backward to its reduction, so one at a time;
   // with tied embeddings the table's bucket stays open from the head's backward to the
   // embedding's, i.e. through every layer's.
@@ -484,7 +494,9 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     // under the 1F1B family. The head's backward adds the gradient of its input (all rows) and
     // of the residual stream; a layer's backward runs after the newest logits are freed.
     const double tokens = static_cast<double>(l.mbs) * m.seq_len / l.cp;
-    const double logits = 4.0 * tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp);
+    // One set per cross-entropy: the main head's and each multi-token prediction depth's.
+    const double logits = 4.0 * tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp) *
+                          static_cast<double>(1 + m.mtp_layers);
     const double k = l.schedule == Schedule::kGpipe ? static_cast<double>(l.microbatches()) : 1.0;
     const double e = l.dtype == DType::kFp32 ? 4 : 2;
     const double head = e * tokens * m.hidden * (1.0 + 1.0 / (l.sp ? l.tp : 1));

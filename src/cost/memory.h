@@ -129,6 +129,13 @@ double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l);
 // One MoE layer's parameters on a rank but its experts: attention, the norms, the router (whole)
 // and the shared experts.
 double MoeLayerParamsOnRank(const ModelSpec& m, const Layout& l);
+// The multi-token prediction depths' parameters outside their layers, on the head's stage: per
+// depth eh_proj (2h x h, split over TP) and three norms; and, where the head's stage is not the
+// embedding's and the table is not tied (a tied one is there already), the copy of the
+// embedding table the depths look the shifted tokens up in (Megatron-Core builds the embedding
+// on the last stage too when it runs MTP, its gradient summed with the first stage's over the
+// embedding group, as a tied table's). 0 without MTP.
+double MtpHeadParamsOnRank(const ModelSpec& m, const Layout& l);
 
 // The largest weight tensor of a dense layer on a rank, Megatron's fused forms (QKV; the MLP's
 // first projection, gate and up together under SwiGLU; its second; the attention output), split

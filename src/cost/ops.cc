@@ -253,14 +253,31 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
   const double Tn = l.sp ? static_cast<double>(T) / l.tp : static_cast<double>(T);
   const int64_t v = (m.vocab + l.tp - 1) / l.tp;
   std::vector<Op> ops;
-  ops.push_back(Memory("final_norm", OpRole::kNorm, b * 2.0 * Tn * m.hidden));
-  ops.push_back(Matmul("lm_head", OpRole::kLmHead, T, v, m.hidden, b));
-  ops.back().bf16_under_fp8 = true;  // Megatron-Core's output layer is not a TE module
-  // Softmax cross-entropy over the vocabulary shard in fp32: read logits, write grads.
-  Op loss = Memory("cross_entropy", OpRole::kCrossEntropy, 4.0 * 2.0 * static_cast<double>(T) * v);
-  loss.backward_factor = 0.5;  // the gradient is produced in the forward kernel's pass
-  loss.transcendentals = static_cast<double>(T) * v;  // exp per logit
-  ops.push_back(loss);
+  const auto head = [&] {
+    ops.push_back(Memory("final_norm", OpRole::kNorm, b * 2.0 * Tn * m.hidden));
+    ops.push_back(Matmul("lm_head", OpRole::kLmHead, T, v, m.hidden, b));
+    ops.back().bf16_under_fp8 = true;  // Megatron-Core's output layer is not a TE module
+    // Softmax cross-entropy over the vocabulary shard in fp32: read logits, write grads.
+    Op loss =
+        Memory("cross_entropy", OpRole::kCrossEntropy, 4.0 * 2.0 * static_cast<double>(T) * v);
+    loss.backward_factor = 0.5;  // the gradient is produced in the forward kernel's pass
+    loss.transcendentals = static_cast<double>(T) * v;  // exp per logit
+    ops.push_back(loss);
+  };
+  head();
+  // Multi-token prediction (ModelSpec::mtp_layers; each depth's transformer layer is a layer of
+  // the head's chunk, ChunkOf): per depth the shifted tokens' embedding lookup, hnorm and enorm,
+  // eh_proj over their concatenation (2h -> h, Megatron-Core's column-parallel linear, so over
+  // all T rows under SP), then the final norm, the shared head and the depth's own
+  // cross-entropy (megatron/core/transformer/multi_token_prediction.py, models/gpt/gpt_model.py).
+  // Not priced: eh_proj's output gathered over TP for the layer (gather_output).
+  for (int64_t d = 0; d < m.mtp_layers; ++d) {
+    for (const Op& op : EmbeddingOps(m, l)) ops.push_back(op);
+    ops.push_back(Memory("mtp_norms", OpRole::kNorm, 2 * b * 2.0 * Tn * m.hidden));
+    ops.push_back(Matmul("mtp_eh_proj", OpRole::kProjection, T, (m.hidden + l.tp - 1) / l.tp,
+                         2 * m.hidden, b));
+    head();
+  }
   return ops;
 }
 
@@ -275,7 +292,9 @@ double IterationFlops(const ModelSpec& m, const Layout& l, bool with_recompute) 
   whole.moe_imbalance = 1;
   double per_sequence = 0;
   for (int moe = 0; moe < 2; ++moe) {
-    const int64_t count = moe ? m.MoeLayerCount() : m.layers - m.MoeLayerCount();
+    // The decoder's layers and the MTP depths' (ModelSpec::MoeLayersIn counts those too).
+    const int64_t moe_count = m.MoeLayersIn(0, m.layers + m.mtp_layers);
+    const int64_t count = moe ? moe_count : m.layers + m.mtp_layers - moe_count;
     if (count == 0) continue;
     double fwd = 0, selective = 0;
     for (const Op& op : LayerOps(m, whole, moe == 1)) {

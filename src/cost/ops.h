@@ -88,7 +88,9 @@ struct Op {
 std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer);
 // Embedding lookup on the first stage.
 std::vector<Op> EmbeddingOps(const ModelSpec& m, const Layout& l);
-// Final norm, LM head and cross-entropy on the last stage.
+// Final norm, LM head and cross-entropy on the last stage; with multi-token prediction, each
+// depth's embedding lookup, norms, projection and its own final norm, head and cross-entropy
+// too (its transformer layer is one of the head chunk's layers, pipeline.h ChunkOf).
 std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l);
 
 // Model FLOPs of one whole iteration (all ranks, all micro-batches), forward + backward

@@ -123,6 +123,7 @@ const std::map<std::string, Kind>& Known() {
       {"--moe-ffn-hidden-size", Kind::kInt},
       {"--moe-layer-freq", Kind::kText},
       {"--moe-shared-expert-intermediate-size", Kind::kInt},
+      {"--mtp-num-layers", Kind::kInt},
       {"--tensor-model-parallel-size", Kind::kInt},
       {"--pipeline-model-parallel-size", Kind::kInt},
       {"--context-parallel-size", Kind::kInt},
@@ -216,6 +217,7 @@ ModelSpec ReadModel(LocatedValues& r, MegatronRead& out) {
     s.shared_ffn_hidden = r.Int("--moe-shared-expert-intermediate-size", 0, 0);
     m.moe = s;
   }
+  m.mtp_layers = r.Int("--mtp-num-layers", 0, 0);  // _add_mtp_args: None, no MTP
   return m;
 }
 
@@ -414,6 +416,7 @@ std::vector<std::string> ModelMismatches(const ModelSpec& m, const ModelSpec& a)
     cmp("--moe-layer-freq", MoeLayerFreqText(*a.moe, a.layers), MoeLayerFreqText(*m.moe, m.layers));
     cmp("--moe-shared-expert-intermediate-size", num(a.moe->shared_ffn_hidden), num(m.moe->shared_ffn_hidden));
   }
+  cmp("multi-token prediction depths (--mtp-num-layers)", num(a.mtp_layers), num(m.mtp_layers));
   return out;
 }
 

@@ -23,7 +23,7 @@ const std::vector<std::string>& Paths() {
       "model.config.qk_pos_emb_head_dim", "model.config.v_head_dim", "model.config.attention_dropout", "model.config.hidden_dropout",
       "model.config.num_moe_experts", "model.config.moe_router_topk", "model.config.moe_ffn_hidden_size",
       "model.config.moe_layer_freq", "model.config.moe_shared_expert_intermediate_size",
-      "model.config.moe_shared_expert_gate", "model.config.recompute_granularity", "model.config.recompute_method",
+      "model.config.moe_shared_expert_gate", "model.config.mtp_num_layers", "model.config.recompute_granularity", "model.config.recompute_method",
       "model.config.recompute_num_layers", "model.config.attention_backend",
       "trainer.strategy.tensor_model_parallel_size", "trainer.strategy.pipeline_model_parallel_size",
       "trainer.strategy.virtual_pipeline_model_parallel_size", "trainer.strategy.context_parallel_size",
@@ -145,6 +145,7 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
     s.shared_gate = r.Bool("model.config.moe_shared_expert_gate", false);
     m.moe = s;
   }
+  if (r.Text("model.config.mtp_num_layers", "None") != "None") m.mtp_layers = r.Int("model.config.mtp_num_layers", 0, 0);
 
   Layout& l = out.layout;
   l.tp = r.Int("trainer.strategy.tensor_model_parallel_size", 1);

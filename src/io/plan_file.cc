@@ -47,6 +47,7 @@ std::string ModelYaml(const ModelSpec& m) {
   if (m.qk_norm_full) o << "qk_norm_full: true\n";
   if (!m.norm_weights) o << "norm_weights: false\n";
   if (m.full_attention_layers > 0) o << "full_attention_layers: " << m.full_attention_layers << "\n";
+  if (m.mtp_layers > 0) o << "mtp_layers: " << m.mtp_layers << "\n";
   if (m.mla) {
     o << "mla:\n  q_lora_rank: " << m.mla->q_lora_rank << "\n  kv_lora_rank: " << m.mla->kv_lora_rank
       << "\n  rope_head_dim: " << m.mla->rope_head_dim << "\n  v_head_dim: " << m.mla->v_head_dim << "\n";

@@ -82,7 +82,7 @@ int64_t PositionLayers(const ModelSpec& m, const Layout& l, int32_t position) {
 
 int64_t StageLayers(const ModelSpec& m, const Layout& l, int32_t stage) {
   int64_t n = 0;
-  for (int32_t c = 0; c < ChunksPerStage(l); ++c) n += PositionLayers(m, l, PositionOf(l, stage, c));
+  for (int32_t c = 0; c < ChunksPerStage(l); ++c) n += ChunkOf(m, l, stage, c).layers;
   return n;
 }
 
@@ -93,6 +93,9 @@ ModelChunk ChunkOf(const ModelSpec& m, const Layout& l, int32_t stage, int32_t c
   c.first_layer = FirstLayerOf(m, l, c.position);
   c.has_embedding = c.position == 0;
   c.has_head = c.position == PositionCount(l) - 1;
+  // The multi-token prediction depths' layers follow the last decoder layer on the head's
+  // chunk (Megatron-Core builds them on the last stage): layer indices layers.. (ModelSpec).
+  if (c.has_head) c.layers += m.mtp_layers;
   return c;
 }
 

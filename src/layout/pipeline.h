@@ -57,9 +57,11 @@ bool SplitsWeightGradients(const Layout& l);
 // Megatron-Core: megatron/core/transformer/transformer_block.py get_num_layers_to_build and
 // transformer_layer.py get_transformer_layer_offset, NVIDIA/Megatron-LM d98e8a64dd.
 int64_t PositionLayers(const ModelSpec& m, const Layout& l, int32_t position);
-// The layers of every chunk of `stage` together.
+// The layers of every chunk of `stage` together, the MTP depths' included (ChunkOf).
 int64_t StageLayers(const ModelSpec& m, const Layout& l, int32_t stage);
-// Chunk `chunk` of `stage`: the position's layers (PositionLayers), positions in order.
+// Chunk `chunk` of `stage`: the position's layers (PositionLayers), positions in order; the
+// head's chunk also holds the multi-token prediction depths' layers (ModelSpec::mtp_layers),
+// after the decoder's.
 ModelChunk ChunkOf(const ModelSpec& m, const Layout& l, int32_t stage, int32_t chunk);
 // Every chunk of `stage`, chunk 0 first.
 std::vector<ModelChunk> StageChunks(const ModelSpec& m, const Layout& l, int32_t stage);

@@ -217,11 +217,8 @@ void ReadDeepseek(YamlMap& r, ModelSpec& m) {
   s.first_dense = r.OptionalInt("first_k_dense_replace", 0).value_or(0);
   s.shared_ffn_hidden = r.OptionalInt("n_shared_experts", 0).value_or(0) * s.ffn_hidden;
   m.moe = s;
-  if (const std::optional<long long> mtp = r.OptionalInt("num_nextn_predict_layers", 0); mtp && *mtp > 0) {
-    m.not_modelled.push_back("num_nextn_predict_layers " + std::to_string(*mtp) +
-                             ": the multi-token prediction module (a projection and a transformer layer a depth, "
-                             "sharing the embedding and output head) is neither counted nor priced");
-  }
+  // num_nextn_predict_layers: the multi-token prediction depths (ModelSpec::mtp_layers).
+  m.mtp_layers = r.OptionalInt("num_nextn_predict_layers", 0).value_or(0);
   const std::string method = r.OptionalString("topk_method").value_or("greedy");
   if (method == "group_limited_greedy" || method == "noaux_tc") {
     m.not_modelled.push_back("topk_method " + method + ": routing restricted to topk_group of n_group expert groups "

@@ -19,6 +19,10 @@ int64_t ModelSpec::MoeLayerCount() const {
 
 int64_t ModelSpec::MoeLayersIn(int64_t begin, int64_t end) const {
   if (!moe) return 0;
+  if (end > layers && layers > 0) {  // the MTP depths' layers: the last layer's kind
+    const int64_t mtp = end - std::max(begin, layers);
+    return MoeLayersIn(begin, layers) + (IsMoeLayer(layers - 1) ? mtp : 0);
+  }
   // Layers first_dense + j interval, j >= 0, in [begin, end): j from ceil((a - fd) / iv) to
   // ceil((end - fd) / iv) - 1, with a = max(begin, fd).
   const int64_t fd = moe->first_dense, iv = moe->interval, a = std::max(begin, fd);
@@ -94,16 +98,27 @@ int64_t ModelSpec::HeadParams() const {
   return NormParams() + (tied_embeddings ? 0 : vocab * hidden);
 }
 
+int64_t ModelSpec::MtpDepthParams() const {
+  // Megatron-Core's MultiTokenPredictionLayer: enorm, hnorm, eh_proj (ColumnParallelLinear
+  // 2h -> h, bias=False), the transformer layer, final_layernorm.
+  return 3 * NormParams() + 2 * hidden * hidden + LayerParams(layers);
+}
+
 int64_t ModelSpec::TotalParams() const {
   const int64_t moe_layers = MoeLayerCount();
   return (layers - moe_layers) * DenseLayerParams() + moe_layers * MoeLayerParams() +
-         EmbeddingParams() + HeadParams();
+         EmbeddingParams() + HeadParams() + MtpParams();
+}
+
+int64_t ModelSpec::MtpActiveParams() const {
+  if (!moe || !IsMoeLayer(layers)) return MtpParams();
+  return MtpParams() - mtp_layers * (moe->experts - moe->top_k) * MlpParams(moe->ffn_hidden);
 }
 
 int64_t ModelSpec::ActiveParams() const {
   if (!moe) return TotalParams();
   const int64_t inactive = (moe->experts - moe->top_k) * MlpParams(moe->ffn_hidden);
-  return TotalParams() - MoeLayerCount() * inactive;
+  return TotalParams() - MtpParams() - MoeLayerCount() * inactive + MtpActiveParams();
 }
 
 int64_t ModelSpec::SharedExpertParams() const {
@@ -181,6 +196,9 @@ Status ValidateModel(const ModelSpec& m, const std::string& origin) {
   if (m.head_dim <= 0) return fail("head_dim must be positive");
   if (m.norms_per_layer < 0) return fail("norms_per_layer must not be negative");
   if (m.sliding_window < 0) return fail("sliding_window must be positive (or absent: no window)");
+  if (m.mtp_layers < 0 || m.mtp_layers > m.layers) {
+    return fail("mtp_layers must be between 0 and layers=" + std::to_string(m.layers));
+  }
   if (m.full_attention_layers < 0 || m.full_attention_layers > m.layers) {
     return fail("full_attention_layers must be between 0 and layers=" + std::to_string(m.layers));
   }

@@ -2,6 +2,7 @@
 // Loaded from models/*.yaml (model_yaml.cc) or a Hugging Face config.json (hf_config.cc).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -94,6 +95,15 @@ struct ModelSpec {
   int64_t full_attention_layers = 0;
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
+  // Multi-token prediction depths (DeepSeek-V3, arXiv:2412.19437 Sec. 2.2; Megatron-Core's
+  // --mtp-num-layers, megatron/core/transformer/multi_token_prediction.py). Depth k predicts the
+  // token k + 1 places ahead: RMSNorms of the previous depth's hidden states and of the shifted
+  // tokens' embeddings (hnorm, enorm), their concatenation projected 2h -> h (eh_proj, no bias),
+  // one transformer layer of the last decoder layer's kind, a final norm, then the main model's
+  // output head and a cross-entropy of its own. The embedding table and the head are shared
+  // with the main model. Megatron-Core builds the depths on the last pipeline stage, after its
+  // decoder layers, and applies the head to every depth's output there. 0: none.
+  int64_t mtp_layers = 0;
   // Where the description states no training sequence length (a Hugging Face config holds a
   // context limit, max_position_embeddings): the one-line notice of the default taken, which
   // commands print unless --seq-len sets the length; "" when the description states it.
@@ -115,10 +125,12 @@ struct ModelSpec {
   int64_t v_dim() const { return kv_heads * v_head_dim(); }
   int64_t o_dim() const { return heads * v_head_dim(); }
   bool HasQkvBias() const { return bias || qkv_bias; }
-  bool IsMoeLayer(int64_t layer) const { return moe && moe->Covers(layer); }
-  int64_t MoeLayerCount() const;
+  // Layer indices from `layers` on are the MTP depths' layers: the last decoder layer's kind
+  // (Megatron-LM's pretrain_gpt.py builds them from the decoder block's last layer spec).
+  bool IsMoeLayer(int64_t layer) const { return moe && moe->Covers(std::min(layer, layers - 1)); }
+  int64_t MoeLayerCount() const;  // decoder layers only
   // MoE layers among layers [begin, end), counted in closed form (the planner asks per stage
-  // of every layout).
+  // of every layout); indices from `layers` on count as the MTP depths' layers.
   int64_t MoeLayersIn(int64_t begin, int64_t end) const;
 
   // Parameter counts (elements, not bytes).
@@ -136,9 +148,15 @@ struct ModelSpec {
   int64_t LayerParams(int64_t layer) const;
   int64_t EmbeddingParams() const;             // token (+ learned position) embedding
   int64_t HeadParams() const;                  // final norm + LM head (0 head if tied)
-  int64_t TotalParams() const;
-  // Parameters a token actually uses (top_k experts instead of all).
+  // One MTP depth's own parameters: hnorm, enorm and the final norm, eh_proj (2 h^2), its
+  // layer; the embedding and the head are the main model's.
+  int64_t MtpDepthParams() const;
+  int64_t MtpParams() const { return mtp_layers * MtpDepthParams(); }
+  int64_t TotalParams() const;  // with the MTP depths
+  // Parameters a token actually uses (top_k experts instead of all), with the MTP depths.
   int64_t ActiveParams() const;
+  // The MTP depths' share of ActiveParams.
+  int64_t MtpActiveParams() const;
 };
 
 // Checks internal consistency (kv_heads divides heads, top_k <= experts, ...).

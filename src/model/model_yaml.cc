@@ -46,6 +46,12 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
   m.norm_weights = r.OptionalBool("norm_weights").value_or(true);
   m.full_attention_layers = r.OptionalInt("full_attention_layers", 0).value_or(0);
   m.norms_per_layer = r.OptionalInt("norms_per_layer", 0).value_or(2);
+  m.mtp_layers = r.OptionalInt("mtp_layers", 0).value_or(0);
+  if (m.mtp_layers > m.layers) {
+    r.Error("mtp_layers", "mtp_layers=" + std::to_string(m.mtp_layers) +
+                              " is more than layers=" + std::to_string(m.layers) +
+                              " (multi-token prediction depths, usually 1)");
+  }
   if (std::optional<YamlMap> mla = r.OptionalMap("mla")) {
     MlaSpec a;
     a.q_lora_rank = mla->OptionalInt("q_lora_rank", 0).value_or(0);
