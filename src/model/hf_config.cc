@@ -221,8 +221,15 @@ void ReadDeepseek(YamlMap& r, ModelSpec& m) {
   m.mtp_layers = r.OptionalInt("num_nextn_predict_layers", 0).value_or(0);
   const std::string method = r.OptionalString("topk_method").value_or("greedy");
   if (method == "group_limited_greedy" || method == "noaux_tc") {
-    m.not_modelled.push_back("topk_method " + method + ": routing restricted to topk_group of n_group expert groups "
-                             "(device-limited routing) is priced as unrestricted top-k with balanced load");
+    // Megatron-Core's alltoall dispatcher (the one priced) sends one copy of a token per routed
+    // expert, so confining a token's experts to topk_group groups changes which ranks receive
+    // it, not the bytes each sends or receives under balanced load; a dispatcher that sends a
+    // token once per destination node and fans it out there (DeepEP, DeepSeek-V3 Sec. 3.2.2)
+    // would move fewer inter-node bytes, and that is what stays unpriced.
+    m.not_modelled.push_back("topk_method " + method + ": routing confined to topk_group of n_group expert groups "
+                             "(device/node-limited routing) is priced as the alltoall dispatcher sends it, one copy a "
+                             "routed expert, balanced; a dispatcher that sends a token once per node (DeepEP) is not "
+                             "modelled");
   }
 }
 
