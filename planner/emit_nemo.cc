@@ -75,6 +75,11 @@ void ModelConfig(const ModelSpec& m, Overrides& o) {
     o.NotExpressible(std::to_string(m.norms_per_layer) + " norms a layer (Megatron-Core's layer has 2)");
   }
   if (!m.norm_weights) o.NotExpressible("norms without weights (OLMo's LayerNorm)");
+  if (m.final_logit_softcap > 0) {
+    o.NotExpressible(
+        "the logits' soft-cap (Gemma 2's final_logit_softcapping): no Megatron-Core "
+        "TransformerConfig field");
+  }
   if (m.sliding_window > 0) {
     o.NotExpressible("sliding_window " + std::to_string(m.sliding_window) + " (TransformerConfig.window_size is not "
                      "written: set it as your Megatron-Core version counts the window; priced as a causal window)");

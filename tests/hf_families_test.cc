@@ -53,7 +53,9 @@ TEST(HfFamilies, Gemma2) {
   m.seq_len = 8192;
   EXPECT_NEAR(m.AttentionSpan(), 7167.87502, 1e-4);
   EXPECT_TRUE(Warns(m, "attn_logit_softcapping 50"));
-  EXPECT_TRUE(Warns(m, "final_logit_softcapping 30"));
+  // The logits' cap is read and priced (LogitSoftcap.*), no longer a warning.
+  EXPECT_EQ(m.final_logit_softcap, 30.0);
+  EXPECT_FALSE(Warns(m, "final_logit_softcapping"));
 }
 
 TEST(HfFamilies, Gemma3HasPerHeadQkNormsAndOneGlobalLayerInSix) {

@@ -46,6 +46,10 @@ StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
   if (m.qk_norm) {
     return Status::Error("model '" + m.name + "': the CPU runtime does not implement Q/K norms (qk_norm)");
   }
+  if (m.final_logit_softcap > 0) {
+    return Status::Error("model '" + m.name +
+                         "': the CPU runtime does not soft-cap the logits (final_logit_softcap)");
+  }
   if (m.mtp_layers > 0) {
     return Status::Error("model '" + m.name +
                          "': the CPU runtime does not train multi-token prediction "

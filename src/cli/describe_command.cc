@@ -64,10 +64,15 @@ int RunDescribe(int argc, char** argv) {
     return 0;
   }
   std::cout << "model " << m.name << ": " << m.layers << " layers, hidden " << m.hidden << ", "
-            << m.heads << " heads (" << m.kv_heads << " kv), head_dim " << m.head_dim
-            << ", ffn " << m.ffn_hidden << ", vocab " << m.vocab << ", seq " << m.seq_len << "\n"
+            << m.heads << " heads (" << m.kv_heads << " kv), head_dim " << m.head_dim << ", ffn "
+            << m.ffn_hidden << ", vocab " << m.vocab << ", seq " << m.seq_len << "\n"
             << "  parameters: " << m.TotalParams() << " total, " << m.ActiveParams()
-            << " active per token, " << m.DenseLayerParams() << " per dense layer\n"
+            << " active per token, " << m.DenseLayerParams() << " per dense layer"
+            << (m.mtp_layers > 0
+                    ? ", " + std::to_string(m.MtpParams()) + " in " + std::to_string(m.mtp_layers) +
+                          " multi-token prediction depth(s)"
+                    : std::string())
+            << "\n"
             << "  source: " << m.source << "\n";
   const Cluster cluster(hw);
   std::cout << "hardware " << hw.name << ": " << hw.nodes << " nodes x " << hw.node.gpus << " "

@@ -494,9 +494,11 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     // under the 1F1B family. The head's backward adds the gradient of its input (all rows) and
     // of the residual stream; a layer's backward runs after the newest logits are freed.
     const double tokens = static_cast<double>(l.mbs) * m.seq_len / l.cp;
-    // One set per cross-entropy: the main head's and each multi-token prediction depth's.
+    // One set per cross-entropy: the main head's and each multi-token prediction depth's; with
+    // a logit soft-cap, its tanh's fp32 output kept too (ModelSpec::final_logit_softcap).
     const double logits = 4.0 * tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp) *
-                          static_cast<double>(1 + m.mtp_layers);
+                          static_cast<double>(1 + m.mtp_layers) *
+                          (m.final_logit_softcap > 0 ? 2.0 : 1.0);
     const double k = l.schedule == Schedule::kGpipe ? static_cast<double>(l.microbatches()) : 1.0;
     const double e = l.dtype == DType::kFp32 ? 4 : 2;
     const double head = e * tokens * m.hidden * (1.0 + 1.0 / (l.sp ? l.tp : 1));

@@ -262,6 +262,16 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
         Memory("cross_entropy", OpRole::kCrossEntropy, 4.0 * 2.0 * static_cast<double>(T) * v);
     loss.backward_factor = 0.5;  // the gradient is produced in the forward kernel's pass
     loss.transcendentals = static_cast<double>(T) * v;  // exp per logit
+    if (m.final_logit_softcap > 0) {
+      // Gemma 2's cap * tanh(logits / cap) (ModelSpec::final_logit_softcap), elementwise in fp32
+      // over the shard as the eager model runs it: read the logits, write the capped ones;
+      // backward reads the gradient and the kept tanh, writes the gradient (1.5x).
+      Op cap =
+          Memory("logit_softcap", OpRole::kCrossEntropy, 4.0 * 2.0 * static_cast<double>(T) * v);
+      cap.backward_factor = 1.5;
+      cap.transcendentals = static_cast<double>(T) * v;  // tanh per logit
+      ops.push_back(cap);
+    }
     ops.push_back(loss);
   };
   head();

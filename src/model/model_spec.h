@@ -104,6 +104,11 @@ struct ModelSpec {
   // with the main model. Megatron-Core builds the depths on the last pipeline stage, after its
   // decoder layers, and applies the head to every depth's output there. 0: none.
   int64_t mtp_layers = 0;
+  // Soft-capping of the output logits (Gemma 2's final_logit_softcapping; transformers
+  // models/gemma2/modeling_gemma2.py Gemma2ForCausalLM.forward): cap * tanh(logits / cap) before
+  // the loss, in fp32 over the vocabulary shard. 0: none. The tanh's output is kept for its
+  // backward (1 - tanh^2).
+  double final_logit_softcap = 0;
   // Where the description states no training sequence length (a Hugging Face config holds a
   // context limit, max_position_embeddings): the one-line notice of the default taken, which
   // commands print unless --seq-len sets the length; "" when the description states it.

@@ -47,6 +47,7 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
   m.full_attention_layers = r.OptionalInt("full_attention_layers", 0).value_or(0);
   m.norms_per_layer = r.OptionalInt("norms_per_layer", 0).value_or(2);
   m.mtp_layers = r.OptionalInt("mtp_layers", 0).value_or(0);
+  m.final_logit_softcap = r.OptionalNumber("final_logit_softcap", 1e-6, 1e6).value_or(0);
   if (m.mtp_layers > m.layers) {
     r.Error("mtp_layers", "mtp_layers=" + std::to_string(m.mtp_layers) +
                               " is more than layers=" + std::to_string(m.layers) +

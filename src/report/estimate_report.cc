@@ -32,7 +32,11 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
   std::ostringstream out;
   const Layout& l = e.layout;
   out << "shardsim estimate: " << m.name << " (" << Fmt("%.2f", e.parameters / 1e9)
-      << "B parameters) on " << l.world() << " x " << hw.gpu.name << " (" << hw.name << ")\n";
+      << "B parameters"
+      << (m.mtp_layers > 0 ? ", " + Fmt("%.2f", static_cast<double>(m.MtpParams()) / 1e9) +
+                                 "B of them multi-token prediction"
+                           : std::string())
+      << ") on " << l.world() << " x " << hw.gpu.name << " (" << hw.name << ")\n";
   out << "layout: " << FormatLayout(l) << "\n";
   out << "sequence length: " << m.seq_len << " tokens; micro-batches per iteration: " << l.microbatches() << "\n";
   for (const std::string& w : e.warnings) out << "warning: " << w << "\n";
@@ -111,6 +115,7 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   w.Field("seq_len", m.seq_len);
   w.Field("layout", FormatLayout(e.layout));
   w.Field("parameters", e.parameters);
+  if (m.mtp_layers > 0) w.Field("mtp_parameters", m.MtpParams());  // of `parameters`
   w.Field("peak_memory_bytes", e.peak_memory().total());
   w.Key("memory_breakdown");
   BreakdownJson(w, e.peak_memory());

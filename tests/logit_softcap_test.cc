@@ -1,0 +1,74 @@
+// Gemma 2's soft-capped logits (ModelSpec::final_logit_softcap, issue 16 item 1): cap x
+// tanh(logits / cap) over the vocabulary shard in fp32 before the loss, priced as a
+// memory-bound op on the head's stage with its tanh's output kept for backward; the exports
+// say they cannot express it and the CPU runtime refuses it. Values worked by hand.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "planner/emit.h"
+#include "runtime/cpu/param_layout.h"
+#include "src/cost/memory.h"
+#include "src/cost/ops.h"
+#include "src/hardware/hardware_spec.h"
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+#include "tests/test_models.h"
+
+namespace shardsim {
+namespace {
+
+Layout Resolved(const std::string& spec, int64_t gpus) {
+  static const HardwareSpec h100 = *LoadHardware("dgx-h100");
+  StatusOr<Layout> l = ResolveLayoutFor(*ParseLayout(spec), gpus, h100);
+  EXPECT_TRUE(l.ok()) << spec;
+  return *l;
+}
+
+const Op* Find(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+// One micro-batch of 2 sequences of 1024 tokens at tp = 2 over a 51,200-word vocabulary: the
+// cap reads and writes T x V / t = 2048 x 25,600 = 52,428,800 fp32 logits, 2 x 4 x that =
+// 419,430,400 bytes, one tanh each; its backward 1.5 times the forward's traffic.
+TEST(LogitSoftcap, IsAMemoryBoundOpOfTheHead) {
+  ModelSpec m = testing::GptModel(2, 1024, 16, 51200, 1024);
+  const Layout l = Resolved("tp=2,mbs=2,gbs=2", 2);
+  EXPECT_EQ(Find(HeadOps(m, l), "logit_softcap"), nullptr);
+  m.final_logit_softcap = 30;
+  const Op* cap = Find(HeadOps(m, l), "logit_softcap");
+  ASSERT_NE(cap, nullptr);
+  EXPECT_EQ(cap->bytes, 419430400.0);
+  EXPECT_EQ(cap->transcendentals, 52428800.0);
+  EXPECT_EQ(cap->backward_factor, 1.5);
+  EXPECT_EQ(cap->flops, 0.0);
+}
+
+// The head's stage keeps one more fp32 T x V / t tensor for backward: 4 x 2048 x 25,600 =
+// 209,715,200 bytes more at the peak (one micro-batch in flight under 1F1B), the rest alike.
+TEST(LogitSoftcap, KeepsTheTanhForBackward) {
+  ModelSpec m = testing::GptModel(2, 1024, 16, 51200, 1024);
+  const Layout l = Resolved("tp=2,mbs=2,gbs=2,recompute=none", 2);
+  const HardwareSpec hw = *LoadHardware("dgx-h100");
+  const double before = StageMemory(m, hw, l, 0).total();
+  m.final_logit_softcap = 30;
+  EXPECT_EQ(StageMemory(m, hw, l, 0).total() - before, 209715200.0);
+}
+
+TEST(LogitSoftcap, ExportsSayTheyCannotAndTheRuntimeRefuses) {
+  ModelSpec m = testing::TinyModel(64);
+  m.final_logit_softcap = 30;
+  const Layout l = Resolved("tp=1,mbs=1,gbs=8", 1);
+  EXPECT_NE(planner::EmitMegatron(m, l).find("soft-cap"), std::string::npos);
+  EXPECT_NE(planner::EmitNemo(m, l).find("soft-cap"), std::string::npos);
+  StatusOr<runtime::ParamLayout> p = runtime::ParamLayout::ForModel(m);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("final_logit_softcap"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardsim
