@@ -59,6 +59,15 @@ TEST(LogitSoftcap, KeepsTheTanhForBackward) {
   EXPECT_EQ(StageMemory(m, hw, l, 0).total() - before, 209715200.0);
 }
 
+// A Hugging Face config's cap of 0 (or null, as Gemma 3's) means none, as transformers reads it.
+TEST(LogitSoftcap, AZeroCapInAHuggingFaceConfigIsNone) {
+  StatusOr<ModelSpec> m = ParseHfConfig(R"({"model_type": "gemma2", "hidden_size": 256, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512,
+      "vocab_size": 1000, "max_position_embeddings": 512, "final_logit_softcapping": 0.0})", "gemma2-zero.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->final_logit_softcap, 0.0);
+}
+
 TEST(LogitSoftcap, ExportsSayTheyCannotAndTheRuntimeRefuses) {
   ModelSpec m = testing::TinyModel(64);
   m.final_logit_softcap = 30;

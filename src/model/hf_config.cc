@@ -157,8 +157,8 @@ void ReadGemmaAttention(YamlMap& r, const std::string& mt, ModelSpec& m) {
   if (const std::optional<double> cap = r.OptionalNumber("attn_logit_softcapping", 0, 1e30)) {
     m.not_modelled.push_back("attn_logit_softcapping " + Num(*cap) + ": the tanh on each attention score is not priced");
   }
-  // null in Gemma 3's files: no cap.
-  m.final_logit_softcap = r.OptionalNumber("final_logit_softcapping", 1e-6, 1e6).value_or(0);
+  // null in Gemma 3's files, and 0, mean no cap.
+  m.final_logit_softcap = r.OptionalNumber("final_logit_softcapping", 0, 1e6).value_or(0);  // 0: none
 }
 
 // Llama 4 (Llama4TextConfig; transformers models/llama4/modeling_llama4.py): MoE layers of
