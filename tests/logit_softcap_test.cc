@@ -18,13 +18,6 @@
 namespace shardsim {
 namespace {
 
-Layout Resolved(const std::string& spec, int64_t gpus) {
-  static const HardwareSpec h100 = *LoadHardware("dgx-h100");
-  StatusOr<Layout> l = ResolveLayoutFor(*ParseLayout(spec), gpus, h100);
-  EXPECT_TRUE(l.ok()) << spec;
-  return *l;
-}
-
 const Op* Find(const std::vector<Op>& ops, const std::string& name) {
   for (const Op& op : ops) {
     if (op.name == name) return &op;
@@ -37,7 +30,7 @@ const Op* Find(const std::vector<Op>& ops, const std::string& name) {
 // 419,430,400 bytes, one tanh each; its backward 1.5 times the forward's traffic.
 TEST(LogitSoftcap, IsAMemoryBoundOpOfTheHead) {
   ModelSpec m = testing::GptModel(2, 1024, 16, 51200, 1024);
-  const Layout l = Resolved("tp=2,mbs=2,gbs=2", 2);
+  const Layout l = testing::ResolvedOnH100("tp=2,mbs=2,gbs=2", 2);
   EXPECT_EQ(Find(HeadOps(m, l), "logit_softcap"), nullptr);
   m.final_logit_softcap = 30;
   const Op* cap = Find(HeadOps(m, l), "logit_softcap");
@@ -52,7 +45,7 @@ TEST(LogitSoftcap, IsAMemoryBoundOpOfTheHead) {
 // 209,715,200 bytes more at the peak (one micro-batch in flight under 1F1B), the rest alike.
 TEST(LogitSoftcap, KeepsTheTanhForBackward) {
   ModelSpec m = testing::GptModel(2, 1024, 16, 51200, 1024);
-  const Layout l = Resolved("tp=2,mbs=2,gbs=2,recompute=none", 2);
+  const Layout l = testing::ResolvedOnH100("tp=2,mbs=2,gbs=2,recompute=none", 2);
   const HardwareSpec hw = *LoadHardware("dgx-h100");
   const double before = StageMemory(m, hw, l, 0).total();
   m.final_logit_softcap = 30;
@@ -71,7 +64,7 @@ TEST(LogitSoftcap, AZeroCapInAHuggingFaceConfigIsNone) {
 TEST(LogitSoftcap, ExportsSayTheyCannotAndTheRuntimeRefuses) {
   ModelSpec m = testing::TinyModel(64);
   m.final_logit_softcap = 30;
-  const Layout l = Resolved("tp=1,mbs=1,gbs=8", 1);
+  const Layout l = testing::ResolvedOnH100("tp=1,mbs=1,gbs=8", 1);
   EXPECT_NE(planner::EmitMegatron(m, l).find("soft-cap"), std::string::npos);
   EXPECT_NE(planner::EmitNemo(m, l).find("soft-cap"), std::string::npos);
   StatusOr<runtime::ParamLayout> p = runtime::ParamLayout::ForModel(m);

@@ -23,13 +23,6 @@
 namespace shardsim {
 namespace {
 
-Layout Resolved(const std::string& spec, int64_t gpus) {
-  static const HardwareSpec h100 = *LoadHardware("dgx-h100");
-  StatusOr<Layout> l = ResolveLayoutFor(*ParseLayout(spec), gpus, h100);
-  EXPECT_TRUE(l.ok()) << spec;
-  return *l;
-}
-
 ModelSpec WithMtp(ModelSpec m, int64_t depths) {
   m.mtp_layers = depths;
   return m;
@@ -58,7 +51,7 @@ TEST(Mtp, AddsALayerAProjectionAndAHeadToTheModelFlops) {
 // stage 0 layers 0-1 and stage 1 layers 2-3 plus the depth's layer, index 4.
 TEST(Mtp, LayersJoinTheHeadsChunk) {
   const ModelSpec m = WithMtp(testing::GptModel(4, 1024, 16, 51200, 2048), 1);
-  const Layout l = Resolved("tp=1,pp=2,mbs=1,gbs=8", 2);
+  const Layout l = testing::ResolvedOnH100("tp=1,pp=2,mbs=1,gbs=8", 2);
   const ModelChunk first = ChunkOf(m, l, 0, 0), last = ChunkOf(m, l, 1, 0);
   EXPECT_EQ(first.layers, 2);
   EXPECT_EQ(last.first_layer, 2);
@@ -79,7 +72,7 @@ TEST(Mtp, LayersJoinTheHeadsChunk) {
 TEST(Mtp, ParametersOnTheHeadsStage) {
   ModelSpec m = testing::GptModel(4, 1024, 16, 51200, 2048);
   m.tied_embeddings = false;
-  const Layout l = Resolved("tp=2,pp=2,mbs=1,gbs=8", 4);
+  const Layout l = testing::ResolvedOnH100("tp=2,pp=2,mbs=1,gbs=8", 4);
   EXPECT_EQ(ParamsOnStage(WithMtp(m, 1), l, 1).dense - ParamsOnStage(m, l, 1).dense, 33570304.0);
   EXPECT_EQ(ParamsOnStage(WithMtp(m, 1), l, 0).dense, ParamsOnStage(m, l, 0).dense);
   // Tied: the head's stage holds the table's copy already, so only the layer and the depth's own.
@@ -88,7 +81,7 @@ TEST(Mtp, ParametersOnTheHeadsStage) {
             6301184.0 + 1048576 + 6144);
   // One stage: the embedding is there, no copy.
   m.tied_embeddings = false;
-  const Layout one = Resolved("tp=2,pp=1,mbs=1,gbs=8", 2);
+  const Layout one = testing::ResolvedOnH100("tp=2,pp=1,mbs=1,gbs=8", 2);
   EXPECT_EQ(ParamsOnStage(WithMtp(m, 1), one, 0).dense - ParamsOnStage(m, one, 0).dense,
             6301184.0 + 1048576 + 6144);
 }
@@ -100,7 +93,7 @@ TEST(Mtp, ThePlanRunsTheDepthOnTheHeadsStage) {
   ModelSpec m = testing::GptModel(4, 1024, 16, 51200, 2048);
   m.tied_embeddings = false;
   const HardwareSpec hw = *LoadHardware("dgx-h100");
-  const Layout l = Resolved("tp=1,pp=2,mbs=1,gbs=8", 2);
+  const Layout l = testing::ResolvedOnH100("tp=1,pp=2,mbs=1,gbs=8", 2);
   for (const int64_t depths : {0, 1}) {
     const IterationPlan plan = BuildIterationPlan(WithMtp(m, depths), hw, l);
     for (int32_t stage = 0; stage < 2; ++stage) {
@@ -151,7 +144,7 @@ TEST(Mtp, TheModelYamlBoundsTheDepths) {
 // and the CPU runtime says up front that it does not train it.
 TEST(Mtp, ExportsCarryItAndTheRuntimeRefusesIt) {
   ModelSpec m = WithMtp(testing::TinyModel(64), 1);
-  const Layout l = Resolved("tp=1,pp=1,mbs=1,gbs=8", 1);
+  const Layout l = testing::ResolvedOnH100("tp=1,pp=1,mbs=1,gbs=8", 1);
   EXPECT_NE(planner::EmitMegatron(m, l).find("--mtp-num-layers 1"), std::string::npos);
   EXPECT_NE(planner::EmitNemo(m, l).find("model.config.mtp_num_layers = 1"), std::string::npos)
       << planner::EmitNemo(m, l);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "src/hardware/hardware_spec.h"
+#include "src/layout/layout.h"
 #include "src/model/model_spec.h"
 #include "src/util/check.h"
 
@@ -128,6 +129,17 @@ collectives: {base_latency: ")" + base + R"("}
   StatusOr<HardwareSpec> hw = ParseHardwareYaml(yaml, "test-cluster");
   CHECK(hw.ok()) << hw.status().message();
   return *hw;
+}
+
+// `spec` resolved for `gpus` GPUs of the bundled dgx-h100 (CHECK-fails on a bad spec: a test's
+// own layouts are valid).
+inline Layout ResolvedOnH100(const std::string& spec, int64_t gpus) {
+  static const HardwareSpec h100 = *LoadHardware("dgx-h100");
+  StatusOr<Layout> parsed = ParseLayout(spec);
+  CHECK(parsed.ok()) << spec << ": " << parsed.status().message();
+  StatusOr<Layout> l = ResolveLayoutFor(*parsed, gpus, h100);
+  CHECK(l.ok()) << spec << ": " << l.status().message();
+  return *l;
 }
 
 }  // namespace shardsim::testing
