@@ -25,6 +25,7 @@
 #include "runtime/exec/checkpoint.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/reference_dump.h"
+#include "runtime/exec/reshard.h"
 #include "runtime/exec/timeline.h"
 #include "src/cli/args.h"
 #include "src/cli/commands.h"
@@ -86,6 +87,8 @@ struct RunRequest {
   std::unique_ptr<TokenSource> data;  // the token file, or the synthetic stream
   std::string data_name;              // its path, or "synthetic"
   std::optional<std::string> save_dir, resume_dir;
+  std::optional<CheckpointInfo> reshard_from;  // --resume of another layout or rank count
+  bool reshard_dropped_compression = false;    // ... saved under compress=R
   int64_t save_every = 0;
   int64_t first_step = 0;  // the checkpoint's step when resuming, else 0
 };
@@ -206,14 +209,28 @@ StatusOr<RunRequest> ReadRunRequest(const Args& args, const RunProcess& process,
   if (r.resume_dir) {
     if (args.Get("dump")) return Status::Error("--dump replays a run from step 0; it cannot be used with --resume");
     SHARDSIM_ASSIGN_OR_RETURN(const CheckpointInfo saved, ReadLatestCheckpoint(*r.resume_dir));
-    const std::string why = CheckpointMismatch(saved, CheckpointNow(r, process.world));
-    if (!why.empty()) {
-      return Status::Error(*r.resume_dir + ": the checkpoint cannot be resumed by this run (" + why +
-                           "); resuming under another layout (re-sharding) is not implemented");
+    const CheckpointInfo now = CheckpointNow(r, process.world);
+    const std::string why = CheckpointMismatch(saved, now);
+    if (!why.empty()) return Status::Error(*r.resume_dir + ": the checkpoint cannot be resumed by this run (" + why + ")");
+    if (NeedsReshard(saved, now)) {  // re-sharded (reshard.h): the data position needs the same gbs
+      StatusOr<Layout> old = ParseLayout(saved.layout);
+      if (!old.ok()) return Status::Error(*r.resume_dir + ": the checkpoint's layout: " + old.status().message());
+      if (old->gbs != r.in.layout.gbs) {
+        return Status::Error(*r.resume_dir + ": the checkpoint was saved with gbs=" + std::to_string(old->gbs) +
+                             ", this run's is " + std::to_string(r.in.layout.gbs) +
+                             ": step K's data is sequences [K gbs, (K+1) gbs), so a resumed run keeps the global batch");
+      }
+      r.reshard_from = saved;
+      r.reshard_dropped_compression = old->grad_compression > 1;
     }
-    if (saved.step >= r.steps) {
+    const bool converts = r.reshard_from && r.save_dir && saved.step == r.steps;  // re-shard, no steps
+    if (saved.step >= r.steps && !converts) {
       return Status::Error(*r.resume_dir + ": the checkpoint is at step " + std::to_string(saved.step) +
                            " and --steps is " + std::to_string(r.steps) + ": nothing is left to run");
+    }
+    std::error_code ec;
+    if (converts && std::filesystem::weakly_canonical(*r.save_dir, ec) == std::filesystem::weakly_canonical(*r.resume_dir, ec)) {
+      return Status::Error("--save " + *r.save_dir + ": re-sharding a checkpoint writes it to another folder than --resume's");
     }
     r.first_step = saved.step;
   }
@@ -261,7 +278,9 @@ int Run(int argc, char** argv) {
                                               "(SIGSTOP) before MPI_Init", ""});
   flags.push_back({"save", "DIR", "write checkpoints into DIR (every rank's state; runtime/exec/checkpoint.h)", ""});
   flags.push_back({"save-every", "N", "checkpoint after every N steps (0: after the last step only)", "0"});
-  flags.push_back({"resume", "DIR", "continue from DIR's latest checkpoint (same layout, model, seed, data and ranks)", ""});
+  flags.push_back({"resume", "DIR", "continue from DIR's latest checkpoint (same model, seed, data and gbs; another "
+                                    "layout or rank count is re-sharded; with --save and --steps at the checkpoint's "
+                                    "step, only re-shards it into --save, no report)", ""});
   flags.push_back({"dump", "DIR", "write the initial and final parameters, every step's tokens and the losses "
                                   "(rank 0; the PyTorch reference test reads them: runtime/exec/reference_dump.h)", ""});
   flags.push_back({"json", "", "print the JSON instead of a summary", ""});
@@ -348,7 +367,18 @@ int Run(int argc, char** argv) {
   if (!created.ok()) return fail("setup: " + created.status().message());
   Executor& exec = **created;
   const TokenSource& data = *req.data;
-  if (req.resume_dir) {  // this rank's state after req.first_step steps
+  if (req.reshard_from) {  // the whole model's state after req.first_step steps, this rank's share of it
+    StatusOr<FullState> full = AssembleFullState(*req.resume_dir, req.first_step, req.reshard_from->world,
+                                                 exec.shard().full_layout().total_size());
+    if (!full.ok()) return fail("--resume: " + full.status().message());
+    if (Status st = exec.LoadFullState(*full); !st.ok()) return fail("--resume: " + st.message());
+    if (me == 0) {
+      std::cout << "resuming " << CheckpointDir(*req.resume_dir, req.first_step) << " (" << req.reshard_from->layout
+                << " on " << req.reshard_from->world << " ranks), re-sharded to this layout"
+                << (req.reshard_dropped_compression ? "; PowerSGD's error feedback and Q start afresh" : "")
+                << "\n";
+    }
+  } else if (req.resume_dir) {  // this rank's state after req.first_step steps
     StatusOr<std::string> state = ReadRankState(*req.resume_dir, req.first_step, me);
     if (!state.ok()) return fail("--resume: " + state.status().message());
     if (Status st = exec.LoadState(*state); !st.ok()) {
@@ -360,6 +390,11 @@ int Run(int argc, char** argv) {
   auto checkpoint = [&](int64_t done) -> Status {
     StatusOr<std::string> state = exec.SaveState();
     Status mine = state.ok() ? WriteRankState(*req.save_dir, done, me, *state) : state.status();
+    if (mine.ok()) {  // where it sits in the whole model, for a resume under another layout
+      mine = WriteRankMap(*req.save_dir, done, me,
+                          EncodeStateMap(exec.shard().full_layout().total_size(),
+                                         req.in.layout.dtype == DType::kFp32 ? 4 : 2, exec.StateMap()));
+    }
     double failed = mine.ok() ? 0 : 1;
     SHARDSIM_RETURN_IF_ERROR(comm.AllReduceMaxHost(Group::kWorld, &failed, 1));
     SHARDSIM_RETURN_IF_ERROR(mine);
@@ -367,6 +402,12 @@ int Run(int argc, char** argv) {
     if (me == 0) SHARDSIM_RETURN_IF_ERROR(CommitCheckpoint(*req.save_dir, CheckpointNow(req, world, done)));
     return Status::Ok();
   };
+  if (req.first_step == req.steps) {  // --resume of another layout with --steps at its step: converts it
+    if (Status st = checkpoint(req.steps); !st.ok()) return fail("--save: " + st.message());
+    if (me == 0) std::cout << "re-sharded checkpoint written: " << CheckpointDir(*req.save_dir, req.steps) << "\n";
+    EndRunProcess();
+    return 0;
+  }
   const int64_t gbs = req.in.layout.gbs, seq = req.in.model.seq_len;
 
   // --dump: the whole model before the first step and after the last (collectives: every

@@ -15,11 +15,11 @@ namespace {
 // A rank's state is as large as its share of the model and optimizer: 16 bytes a parameter.
 constexpr long long kMaxRankStateBytes = 1LL << 40;
 
-std::string RankFile(const std::string& root, int64_t step, int rank) {
-  return CheckpointDir(root, step) + "/rank-" + std::to_string(rank) + ".bin";
-}
-
 }  // namespace
+
+std::string RankFile(const std::string& root, int64_t step, int rank, const char* ext) {
+  return CheckpointDir(root, step) + "/rank-" + std::to_string(rank) + ext;
+}
 
 std::string CheckpointDir(const std::string& root, int64_t step) { return root + "/step-" + std::to_string(step); }
 
@@ -32,6 +32,14 @@ Status WriteRankState(const std::string& root, int64_t step, int rank, const std
 
 StatusOr<std::string> ReadRankState(const std::string& root, int64_t step, int rank) {
   return ReadWholeFile(RankFile(root, step, rank), "checkpoint rank file", kMaxRankStateBytes);
+}
+
+Status WriteRankMap(const std::string& root, int64_t step, int rank, const std::string& bytes) {
+  return WriteFileAtomically(RankFile(root, step, rank, ".map"), bytes);
+}
+
+StatusOr<std::string> ReadRankMap(const std::string& root, int64_t step, int rank) {
+  return ReadWholeFile(RankFile(root, step, rank, ".map"), "checkpoint rank map", kMaxRankStateBytes);
 }
 
 Status CommitCheckpoint(const std::string& root, const CheckpointInfo& info) {
@@ -75,12 +83,14 @@ std::string CheckpointMismatch(const CheckpointInfo& saved, const CheckpointInfo
   auto differ = [&](const char* what, const std::string& a, const std::string& b) {
     if (a != b) why += std::string(why.empty() ? "" : "; ") + what + " '" + a + "', now '" + b + "'";
   };
-  differ("saved with world size", std::to_string(saved.world), std::to_string(now.world));
   differ("saved with model", saved.model, now.model);
-  differ("saved under layout", saved.layout, now.layout);
   differ("saved with seed", std::to_string(saved.seed), std::to_string(now.seed));
   differ("saved with data", saved.data, now.data);
   return why;
+}
+
+bool NeedsReshard(const CheckpointInfo& saved, const CheckpointInfo& now) {
+  return saved.layout != now.layout || saved.world != now.world;
 }
 
 }  // namespace shardsim::runtime

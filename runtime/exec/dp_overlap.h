@@ -43,6 +43,11 @@ class DpOverlap {
 
   bool active() const { return active_; }
   bool compresses() const { return powersgd_.has_value(); }
+  // The compressor's state that carries from step to step (PowerSgd::PersistentState; none
+  // without compression), in device memory.
+  std::vector<std::pair<float*, int64_t>> PersistentState() const {
+    return powersgd_ ? powersgd_->PersistentState() : std::vector<std::pair<float*, int64_t>>{};
+  }
   // Issues the all-reduce of part `key` (a global layer index, kEmbedding or kHead); nothing
   // when inactive or when this rank holds no such part. Compressing, the part is compressed and
   // its first all-reduce issued, and the part issued before it is completed (its Q all-reduced,

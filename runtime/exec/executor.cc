@@ -191,11 +191,24 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
   if (params_offloaded()) zero_->OffloadParams();
   // Initial values into this rank's owned ranges of the fp32 parameters (the master under
   // mixed precision, cast to the working copy), or the whole buffer where it is not sharded.
-  const std::vector<float> init = shard_.InitialParams(seed);
-  const auto owned = kMixed || off || shard_params ? zero_->OwnedRanges()
-                                                   : std::vector<std::pair<int64_t, int64_t>>{{0, total_}};
+  SHARDSIM_RETURN_IF_ERROR(SetMasterWeights(shard_.InitialParams(seed)));
+  SHARDSIM_ASSIGN_OR_RETURN(overlap_, DpOverlap::Create(&ctx_, shard_, grads_.f(),
+                                                        layout_.overlap_dp && layout_.zero == 0 && dp > 1,
+                                                        CompressesGradients(layout_) ? layout_.grad_compression : 1,
+                                                        dp));
+  ctx_.Flush();  // setup's collectives belong to no step
+  return Status::Ok();
+}
+
+template <typename T>
+Status TypedExecutor<T>::SetMasterWeights(const std::vector<float>& local) {
+  // Into this rank's owned ranges of the fp32 parameters (the master under mixed precision or
+  // offload, cast to the working copy), or the whole buffer where it is not sharded.
+  const bool off = offloaded();
+  const auto owned = kMixed || off || zero_->shards_params() ? zero_->OwnedRanges()
+                                                             : std::vector<std::pair<int64_t, int64_t>>{{0, total_}};
   for (const auto& [from, to] : owned) {
-    state_mem.CopyToDevice(Master(from), init.data() + from, (to - from) * static_cast<int64_t>(sizeof(float)));
+    StateMemory().CopyToDevice(Master(from), local.data() + from, (to - from) * static_cast<int64_t>(sizeof(float)));
   }
   if (kMixed || off) {
     // The working copy everywhere this rank holds one: from its own range of the master, then
@@ -203,11 +216,6 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
     for (const auto& [from, to] : owned) SHARDSIM_RETURN_IF_ERROR(UpdateWorkingWeights(from, to));
     SHARDSIM_RETURN_IF_ERROR(GatherWorkingWeights());
   }
-  SHARDSIM_ASSIGN_OR_RETURN(overlap_, DpOverlap::Create(&ctx_, shard_, grads_.f(),
-                                                        layout_.overlap_dp && layout_.zero == 0 && dp > 1,
-                                                        CompressesGradients(layout_) ? layout_.grad_compression : 1,
-                                                        dp));
-  ctx_.Flush();  // setup's collectives belong to no step
   return Status::Ok();
 }
 
@@ -892,81 +900,6 @@ Status TypedExecutor<T>::GatherWorkingWeights() {
   // ZeRO-3 keeps only its updated range; the next pass gathers what it needs.
   if (layout_.zero == 0 || layout_.dp_cp() == 1 || zero_->shards_params()) return Status::Ok();
   return zero_->AllGatherParams();  // ZeRO-1/2: bucket by bucket
-}
-
-template <typename T>
-StatusOr<std::vector<float>> TypedExecutor<T>::FullParams() {
-  // Each element from the one rank that owns it: its owner in DP under ZeRO >= 1, else DP
-  // rank 0; for replicated tensors TP rank 0. The others contribute zeros to a world sum.
-  Collectives& comm = backend_->comm();
-  std::vector<float> local(total_, 0.0f);
-  for (const auto& [begin, end] : zero_->OwnedRanges()) {
-    // The dense part and the experts' (from experts_begin_) each from the rank that counts it.
-    for (const auto& [from, to] : {std::pair{begin, std::min(end, experts_begin_)},
-                                   std::pair{std::max(begin, experts_begin_), end}}) {
-      if (from >= to || !CountsOnce(from)) continue;
-      StateMemory().CopyToHost(local.data() + from, Master(from), (to - from) * static_cast<int64_t>(sizeof(float)));
-    }
-  }
-  // A tied table's second copy (the same values) is the first stage's to contribute.
-  std::fill(local.begin() + TableCopy().first, local.begin() + TableCopy().second, 0.0f);
-  const std::vector<ParamTensor>& tensors = shard_.layout().tensors();
-  for (size_t i = 0; i < tensors.size() && shard_.tp_rank() != 0; ++i) {
-    if (shard_.split(i) != TensorSplit::kReplicated) continue;
-    std::fill_n(local.begin() + tensors[i].offset, tensors[i].size(), 0.0f);
-  }
-  std::vector<float> full(shard_.full_layout().total_size(), 0.0f);
-  shard_.Place(local.data(), full.data());
-  std::vector<double> sum(full.begin(), full.end());
-  SHARDSIM_RETURN_IF_ERROR(comm.AllReduceSumHost(Group::kWorld, sum.data(), static_cast<int64_t>(sum.size())));
-  for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(sum[i]);
-  return full;
-}
-
-template <typename T>
-StatusOr<std::string> TypedExecutor<T>::SaveState() {
-  std::string out(reinterpret_cast<const char*>(&adam_step_), sizeof adam_step_);
-  for (const DeviceBuffer* b : {&params_, &master_, &moment1_, &moment2_}) {
-    const int64_t n = b->bytes();
-    out.append(reinterpret_cast<const char*>(&n), sizeof n);
-    const size_t at = out.size();
-    out.resize(at + static_cast<size_t>(n));
-    Memory& where = b == &params_ ? ParamMemory() : StateMemory();
-    if (n > 0) where.CopyToHost(out.data() + at, b->data(), n);
-  }
-  return out;
-}
-
-template <typename T>
-Status TypedExecutor<T>::LoadState(const std::string& in) {
-  size_t at = 0;
-  auto take = [&](void* dst, size_t n) {
-    if (at + n > in.size()) return false;
-    std::memcpy(dst, in.data() + at, n);
-    at += n;
-    return true;
-  };
-  int64_t step = 0;
-  if (!take(&step, sizeof step) || step < 0) return Status::Error("the checkpoint is truncated");
-  const char* names[] = {"working weights", "master weights", "AdamW first moment", "AdamW second moment"};
-  int i = 0;
-  for (DeviceBuffer* b : {&params_, &master_, &moment1_, &moment2_}) {
-    int64_t n = 0;
-    if (!take(&n, sizeof n) || n < 0 || at + static_cast<size_t>(n) > in.size()) {
-      return Status::Error("the checkpoint is truncated");
-    }
-    if (n != b->bytes()) {
-      return Status::Error("the checkpoint holds " + std::to_string(n) + " bytes of " + names[i] + ", this rank " +
-                           std::to_string(b->bytes()) + ": it was saved under another layout or model");
-    }
-    Memory& where = b == &params_ ? ParamMemory() : StateMemory();
-    if (n > 0) where.CopyToDevice(b->data(), in.data() + at, n);
-    at += static_cast<size_t>(n);
-    ++i;
-  }
-  if (at != in.size()) return Status::Error("the checkpoint has " + std::to_string(in.size() - at) + " bytes too many");
-  adam_step_ = step;
-  return Status::Ok();
 }
 
 template class TypedExecutor<float>;

@@ -13,6 +13,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/cpu/adamw.h"
 #include "runtime/cpu/token_source.h"
+#include "runtime/exec/reshard.h"
 #include "runtime/exec/shard.h"
 #include "runtime/exec/timeline.h"
 #include "src/layout/layout.h"
@@ -48,12 +49,20 @@ class Executor {
 
   // This rank's training state between steps, as bytes: the AdamW step count, then the working
   // weights, the fp32 master copy (mixed precision), and both AdamW moments, each as this rank
-  // holds it (whole, or its ZeRO share). Gradients are zeroed at each step's start, data is a
+  // holds it (whole, or its ZeRO share), then under compress=R PowerSGD's error feedback and Q. Gradients are zeroed at each step's start, data is a
   // function of the step and nothing draws random numbers, so this is all a resumed run needs
   // to continue bitwise. LoadState puts it back; it fails, saying so, when the sizes are not
   // this rank's (a checkpoint of another layout).
   virtual StatusOr<std::string> SaveState() = 0;
   virtual Status LoadState(const std::string& bytes) = 0;
+  // Where SaveState's fp32 master weights and moments sit in the single-process model: the
+  // elements this rank alone counts (reshard.h), as runs.
+  virtual std::vector<StateRun> StateMap() = 0;
+  // This rank's share of a whole-model state from a checkpoint of any layout (reshard.h): the
+  // master weights and moments cut as Create cuts the initial parameters, the working weights
+  // cast from them, the AdamW step count set. A collective (ZeRO's gathers): every rank calls
+  // it. PowerSGD's state stays as Create made it.
+  virtual Status LoadFullState(const FullState& full) = 0;
 
   // The AdamW learning rate of the following steps (a schedule's, runtime/cpu/lr_schedule.h).
   virtual void SetLearningRate(double lr) = 0;

@@ -38,6 +38,8 @@ class TypedExecutor final : public Executor {
   void SetLearningRate(double lr) override { opt_.lr = lr; }
   StatusOr<std::string> SaveState() override;
   Status LoadState(const std::string& bytes) override;
+  std::vector<StateRun> StateMap() override;
+  Status LoadFullState(const FullState& full) override;
   StatusOr<std::vector<float>> FullParams() override;
   int64_t host_peak_bytes() const override { return host_.peak_bytes(); }
   const RankShard& shard() const override { return shard_; }
@@ -114,6 +116,10 @@ class TypedExecutor final : public Executor {
   // The working weights of owned range [from, to) from the master copy: cast on the device
   // (mixed precision), or, offloaded, on the host (bf16) and copied to the device.
   Status UpdateWorkingWeights(int64_t from, int64_t to);
+  // The fp32 parameters from `local` (this rank's layout, total_ elements) into the master copy
+  // where this rank updates it, and the working weights cast and gathered from it (Allocate's
+  // initial values, LoadFullState's).
+  Status SetMasterWeights(const std::vector<float>& local);
   // ZeRO-3 gathers the next layer with the running one (prefetch, live_params permitting).
   bool PrefetchesZero3() const;
   int64_t SequenceIndex(int64_t step, int32_t mb) const;

@@ -65,6 +65,15 @@ StatusOr<PowerSgd> PowerSgd::Create(Memory* mem, Kernels* k,
   return out;
 }
 
+std::vector<std::pair<float*, int64_t>> PowerSgd::PersistentState() const {
+  std::vector<std::pair<float*, int64_t>> out;
+  for (const Group& g : groups_) {
+    for (const Matrix& x : g.matrices) out.emplace_back(x.error.f(), x.rows * x.cols);
+  }
+  for (const Group& g : groups_) out.emplace_back(g.q_buffer.f(), g.q);
+  return out;
+}
+
 void PowerSgd::Orthonormalize(float* device, int64_t rows, int64_t cols, bool transposed) {
   // Vectors v_j (j < r) of length len: column j of a rows x r matrix, or row j of an r x cols one.
   const int64_t r = transposed ? rows : cols, len = transposed ? cols : rows;

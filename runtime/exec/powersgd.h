@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -53,6 +54,9 @@ class PowerSgd {
   int64_t first_size(int g) const { return groups_[g].whole + groups_[g].p; }
   float* second(int g) const { return groups_[g].q_buffer.f(); }
   int64_t second_size(int g) const { return groups_[g].q; }
+  // What carries over from one step to the next, in a fixed order: every matrix's error
+  // feedback, then every part's Q (warm start). A checkpoint holds these to resume bitwise.
+  std::vector<std::pair<float*, int64_t>> PersistentState() const;
 
  private:
   struct Matrix {

@@ -76,11 +76,12 @@ class RankShard {
   void Slice(const float* full, float* local) const;
   void Place(const float* local, float* full) const;
 
- private:
   // fn(whole tensor, first element's index in it, offset in this rank's buffer, elements) for
-  // each row of each tensor this rank holds.
+  // each row of each tensor this rank holds (in layout() order).
   void ForEachRow(const std::function<void(const ParamTensor& f, int64_t index, int64_t local,
                                            int64_t cols)>& fn) const;
+
+ private:
 
   ModelSpec full_spec_, local_spec_;
   ParamLayout full_, local_;
