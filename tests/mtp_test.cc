@@ -114,6 +114,47 @@ TEST(Mtp, ThePlanRunsTheDepthOnTheHeadsStage) {
   }
 }
 
+// The depth's own TP exchanges (layer_plan.cc MtpTpExchanges; Megatron-Core's
+// multi_token_prediction.py), outside its transformer layer: the plan's TP collectives with no
+// layer (layer -1) on the head's stage, one micro-batch, with one depth minus without. A
+// micro-batch is s = 2048 tokens of h = 1024 in bf16: H = 2048 x 1024 x 2 = 4,194,304 bytes
+// (collective.h's convention: an all-gather's and reduce-scatter's bytes are the group's
+// whole tensor); the cross-entropy's statistics are tp x 3 floats a token = 2 x 3 x 4 x 2048 =
+// 49,152 bytes.
+//   SP, forward: embedding reduce-scatter H, eh_proj input all-gather 2H, output all-gather H,
+//     head input all-gather H, statistics: 5H + 49,152 = 21,020,672; backward: all-gather H,
+//     reduce-scatter H, all-gather H, eh_proj input gradient reduce-scatter 2H, all-gather H:
+//     6H = 25,165,824.
+//   No SP, forward: embedding all-reduce H, output all-gather H, statistics: 2H + 49,152 =
+//     8,437,760; backward: the head's input all-reduce H, eh_proj's input 2H: 3H = 12,582,912.
+TEST(Mtp, TheDepthsTpExchangesArePriced) {
+  const ModelSpec m = testing::GptModel(4, 1024, 16, 51200, 2048);
+  const HardwareSpec hw = *LoadHardware("dgx-h100");
+  struct Case {
+    const char* layout;
+    double forward, backward;
+  };
+  for (const Case& c : {Case{"tp=2,pp=1,sp=on,mbs=1,gbs=8,dtype=bf16", 21020672.0, 25165824.0},
+                        Case{"tp=2,pp=1,sp=off,mbs=1,gbs=8,dtype=bf16", 8437760.0, 12582912.0}}) {
+    const Layout l = testing::ResolvedOnH100(c.layout, 2);
+    double added[2] = {0, 0};
+    for (const int64_t depths : {0, 1}) {
+      const IterationPlan plan = BuildIterationPlan(WithMtp(m, depths), hw, l);
+      const StagePlan& s = plan.stages[0];
+      for (const Pass pass : {Pass::kForward, Pass::kBackward}) {
+        const PassPlan& p = plan.PassFor(s, PipelineStep{pass, 0, 0}, false);
+        for (const TaskSpec& t : p.tasks) {
+          if (t.kind == TaskKind::kCollective && t.group == GroupKind::kTp && t.layer == -1) {
+            added[pass == Pass::kForward ? 0 : 1] += (depths == 1 ? 1 : -1) * t.bytes;
+          }
+        }
+      }
+    }
+    EXPECT_DOUBLE_EQ(added[0], c.forward) << c.layout;
+    EXPECT_DOUBLE_EQ(added[1], c.backward) << c.layout;
+  }
+}
+
 // The cost-balanced pipeline split weighs the head's stage with the depth's work too. GPT shape
 // h = 1024, s = 2048, V = 51200: a layer is 2 (12 h^2 + 13 h) + 2 s h = 25,192,448 + 4,194,304 =
 // 29,386,752 FLOPs a token; the depth adds the head's 2 V h = 104,857,600, twice its active

@@ -379,6 +379,48 @@ class PassBuilder {
     return Coll("tp all-gather", Collective::kAllGather, GroupKind::kTp, c_.tp_bytes, Stream::kTp,
                 Category::kTp, pass, layer, std::move(deps));
   }
+  // One multi-token-prediction depth's TP exchanges besides its transformer layer's, in order
+  // after `after` (Megatron-Core's multi_token_prediction.py: _get_embeddings, _concat_embeddings,
+  // then the shared head; its compute is in the head's task, c_.head, so they wait for it and
+  // block, as the synchronous calls do). Forward: the shifted tokens' vocab-parallel embedding
+  // summed (SP: reduce-scattered); SP: eh_proj's 2h-wide input rows gathered (a column-parallel
+  // linear under SP); eh_proj's h / tp output columns gathered (gather_output=False, then
+  // gather_from_tensor_model_parallel_region); SP: the final norm's rows gathered for the head;
+  // the cross-entropy's statistics. Backward, in reverse: SP: the head's input rows re-gathered
+  // for its weight gradient; the head's input gradient summed (SP: reduce-scattered); SP: the
+  // backward of scatter_to_sequence_parallel_region, an all-gather (the column gather's backward
+  // is a split); eh_proj's 2h-wide input gradient summed (SP: reduce-scattered); SP: the
+  // embedding output's gradient gathered.
+  int32_t MtpTpExchanges(Pass pass, int32_t after) {
+    const double h = c_.tp_bytes;
+    struct Call {
+      const char* name;
+      Collective c;
+      double bytes;
+    };
+    const Call reduce{l_.sp ? "tp reduce-scatter" : "tp all-reduce",
+                      l_.sp ? Collective::kReduceScatter : Collective::kAllReduce, h};
+    const Call gather{"tp all-gather", Collective::kAllGather, h};
+    std::vector<Call> calls;
+    if (pass == Pass::kForward) {
+      calls.push_back(reduce);
+      if (l_.sp) calls.push_back({gather.name, gather.c, 2 * h});
+      calls.push_back(gather);
+      if (l_.sp) calls.push_back(gather);
+      calls.push_back({gather.name, gather.c, c_.ce_bytes});
+    } else {
+      if (l_.sp) calls.push_back(gather);
+      calls.push_back(reduce);
+      if (l_.sp) calls.push_back(gather);
+      calls.push_back({reduce.name, reduce.c, 2 * h});
+      if (l_.sp) calls.push_back(gather);
+    }
+    int32_t t = after;
+    for (const Call& k : calls) {
+      t = Coll(k.name, k.c, GroupKind::kTp, k.bytes, Stream::kTp, Category::kTp, pass, -1, {t});
+    }
+    return t;
+  }
   // The dependencies of the next compute: `t` and the joins pending.
   std::vector<int32_t> TakeJoins(int32_t t) {
     std::vector<int32_t> deps = joins_;
@@ -605,6 +647,7 @@ void PassBuilder::Forward(const ModelChunk& chunk) {
       // vocab_parallel_cross_entropy all-reduces the three instead).
       joins_.push_back(Coll("tp all-gather", Collective::kAllGather, GroupKind::kTp, c_.ce_bytes,
                             Stream::kTp, Category::kTp, Pass::kForward, -1, {t}));
+      for (int64_t d = 0; d < c_.m.mtp_layers; ++d) joins_.push_back(MtpTpExchanges(Pass::kForward, t));
     }
   } else {
     Send(Pass::kForward, t);
@@ -627,6 +670,7 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
                 Pass::kBackward, -1, deps);
     UnitDone(units[unit], ends[unit], t, -1, last_mb);
     ++unit;
+    for (int64_t d = 0; d < c_.m.mtp_layers && l_.tp > 1; ++d) t = MtpTpExchanges(Pass::kBackward, t);
     // The head's input gradient summed over TP (SP: reduce-scattered to this rank's rows).
     t = TpAfter(t, Pass::kBackward, -1);
   } else {

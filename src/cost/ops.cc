@@ -280,7 +280,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
   // eh_proj over their concatenation (2h -> h, Megatron-Core's column-parallel linear, so over
   // all T rows under SP), then the final norm, the shared head and the depth's own
   // cross-entropy (megatron/core/transformer/multi_token_prediction.py, models/gpt/gpt_model.py).
-  // Not priced: eh_proj's output gathered over TP for the layer (gather_output).
+  // Their TP exchanges are the layer plan's (layer_plan.cc, MtpTpExchanges).
   for (int64_t d = 0; d < m.mtp_layers; ++d) {
     for (const Op& op : EmbeddingOps(m, l)) ops.push_back(op);
     ops.push_back(Memory("mtp_norms", OpRole::kNorm, 2 * b * 2.0 * Tn * m.hidden));
