@@ -95,10 +95,6 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
     for (const std::string& w : why) msg += "\n  - " + w;
     return Status::Error(msg);
   }
-  if (m.moe && backend->name() != "cpu") {
-    return Status::Error("MoE layers run on the CPU backend only so far (the " + std::string(backend->name()) +
-                         " backend's permutation kernels are built but untested)");
-  }
   if (l.cp > 1 && backend->name() != "cpu") {
     return Status::Error("cp=" + std::to_string(l.cp) + ": context parallelism runs on the CPU backend only so far (the " +
                          std::string(backend->name()) + " attention kernels take no causal offset)");
