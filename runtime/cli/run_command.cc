@@ -303,7 +303,7 @@ int Run(int argc, char** argv) {
                  "scaling). compress=R runs PowerSGD (ZeRO 0; CPU backend): each gradient\n"
                  "matrix sent as rank-r factors of about 1/R of its size, with error feedback.\n"
                  "Not run yet, and rejected before any work with the reason: fp8_params;\n"
-                 "fp8, cp or compress on CUDA; moe_capacity with cp > 1.\n\n"
+                 "fp8 or compress on CUDA; moe_capacity with cp > 1.\n\n"
               << cli::FlagHelp(flags);
     return 0;
   }

@@ -32,14 +32,15 @@ using cuda_gemm::In;
 using cuda_gemm::Out;
 
 // attention=flash in bf16 runs the fused tensor-core kernels (flash_fused.h) where they take
-// the shape, unless SHARDSIM_FUSED_ATTENTION=0 selects the cuBLAS recomputation below (the same
+// the shape (not under context parallelism), unless SHARDSIM_FUSED_ATTENTION=0 selects the cuBLAS recomputation below (the same
 // contract; a way to tell the two apart on a GPU). fp32 always takes the cuBLAS path.
 bool UseFusedFlash(const AttentionDims& dims) {
   static const bool enabled = [] {
     const char* e = std::getenv("SHARDSIM_FUSED_ATTENTION");
     return e == nullptr || std::strcmp(e, "0") != 0;
   }();
-  return enabled && flash_fused::FitsDevice(dims);
+  // Context parallelism (a query chunk at an offset against all keys) takes the cuBLAS path.
+  return enabled && dims.keys() == dims.seq && dims.q_offset == 0 && flash_fused::FitsDevice(dims);
 }
 
 // out (n, c) = bias broadcast over rows: the C that a bf16 linear layer's GEMM adds into.
@@ -48,18 +49,19 @@ __global__ void BroadcastRowsKernel(E* out, const E* bias, int64_t n, int64_t c)
   for (int64_t idx = GlobalIndex(); idx < n * c; idx += GlobalStride()) out[idx] = bias[idx % c];
 }
 
-// One block per row r of the (rows, T) score matrices s (fp32; row i = r % T of its matrix):
-// p = softmax over columns 0..i, zeros after, as attention.cc. Scores are already scaled.
+// One block per row r of the (rows, Tk) score matrices s (fp32; row r is query i = r % T of its
+// matrix, at position q_off + i): p = softmax over key columns 0..q_off + i, zeros after, as
+// attention.cc (q_off 0 and Tk = T without context parallelism). Scores are already scaled.
 // p may alias s (fp32): the first two passes only read, and the last reads s[j] and writes
 // p[j] in the same thread. The exponentials are recomputed in the last pass rather than
 // stored unnormalised (a bf16 p is rounded once); on float the result is bitwise the same.
 // lse, when not null, gets each row's log-sum-exp max + log(sum) (the flash forward's).
 template <typename E>
-__global__ void CausalSoftmaxKernel(const float* s, E* p, float* lse, int64_t t) {
+__global__ void CausalSoftmaxKernel(const float* s, E* p, float* lse, int64_t t, int64_t tk, int64_t q_off) {
   const int64_t r = blockIdx.x;
-  const int64_t i = r % t;
-  const float* srow = s + r * t;
-  E* prow = p + r * t;
+  const int64_t i = q_off + r % t;  // the last key this query sees
+  const float* srow = s + r * tk;
+  E* prow = p + r * tk;
   float m = -INFINITY;
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) m = fmaxf(m, srow[j]);
   const float max = BlockMax(m);
@@ -67,21 +69,21 @@ __global__ void CausalSoftmaxKernel(const float* s, E* p, float* lse, int64_t t)
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) sum_e += expf(srow[j] - max);
   const float sum = BlockSum(sum_e);
   if (lse != nullptr && threadIdx.x == 0) lse[r] = max + logf(sum);
-  for (int64_t j = threadIdx.x; j < t; j += blockDim.x) {
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) {
     Store(prow + j, j <= i ? expf(srow[j] - max) / sum : 0.0f);
   }
 }
 
-// The flash backward's recomputed probabilities, element-wise over (rows, T) fp32 scores s
-// (row i = r % T of its matrix): p = exp(s - lse[r]) for columns 0..i, exactly 0 after. Every
-// row has its diagonal, so lse is finite and p <= 1. p may alias s (fp32): each index is read,
-// then written, by one thread.
+// The flash backward's recomputed probabilities, element-wise over (rows, Tk) fp32 scores s
+// (row r is query i = r % T at position q_off + i): p = exp(s - lse[r]) for key columns
+// 0..q_off + i, exactly 0 after. Every row has its diagonal, so lse is finite and p <= 1. p may
+// alias s (fp32): each index is read, then written, by one thread.
 template <typename E>
 __global__ void CausalProbsFromLseKernel(const float* s, const float* lse, E* p, int64_t rows,
-                                         int64_t t) {
-  for (int64_t idx = GlobalIndex(); idx < rows * t; idx += GlobalStride()) {
-    const int64_t r = idx / t, j = idx % t;
-    Store(p + idx, j <= r % t ? expf(s[idx] - lse[r]) : 0.0f);
+                                         int64_t t, int64_t tk, int64_t q_off) {
+  for (int64_t idx = GlobalIndex(); idx < rows * tk; idx += GlobalStride()) {
+    const int64_t r = idx / tk, j = idx % tk;
+    Store(p + idx, j <= q_off + r % t ? expf(s[idx] - lse[r]) : 0.0f);
   }
 }
 
@@ -95,34 +97,35 @@ __device__ void SoftmaxGradRow(const E* pr, const float* dr, E* sr, int64_t t, f
   }
 }
 
-// One block per row: dS = P (dP - rowsum(P dP)) from P (E) and dP (fp32) into ds (E). ds may
-// alias dp (fp32): each thread reads dp[j] before writing ds[j], and the row sum is complete
-// (BlockSum's barriers) before any write.
+// One block per row of Tk: dS = P (dP - rowsum(P dP)) from P (E) and dP (fp32) into ds (E).
+// ds may alias dp (fp32): each thread reads dp[j] before writing ds[j], and the row sum is
+// complete (BlockSum's barriers) before any write.
 template <typename E>
-__global__ void SoftmaxBackwardKernel(const E* p, const float* dp, E* ds, int64_t t) {
+__global__ void SoftmaxBackwardKernel(const E* p, const float* dp, E* ds, int64_t tk) {
   const int64_t r = blockIdx.x;
-  const E* pr = p + r * t;
-  const float* dr = dp + r * t;
+  const E* pr = p + r * tk;
+  const float* dr = dp + r * tk;
   float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < t; j += blockDim.x) s += Load(pr + j) * dr[j];
-  SoftmaxGradRow(pr, dr, ds + r * t, t, BlockSum(s));
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) s += Load(pr + j) * dr[j];
+  SoftmaxGradRow(pr, dr, ds + r * tk, tk, BlockSum(s));
 }
 
-// The flash form, one block per row r of a group's (group*T, T) P and dP: dS = P (dP - D) with
+// The flash form, one block per row r of a group's (group*T, Tk) P and dP: dS = P (dP - D) with
 // D = dO_r . O_r (FlashAttention's D, Dao et al. 2022 Alg. 2 line 19: equal to rowsum(P dP)
 // since O = P V), an fp32 sum over the head_dim. Row r is query i = r % T of the group's head
 // j = r / T, whose dO and O rows are d elements at i*ld + j*d of dout0 and out0 (the group's
 // first head). ds may alias p: D reads neither, and SoftmaxGradRow reads p[j] before ds[j].
 template <typename E>
 __global__ void FlashSoftmaxBackwardKernel(const E* p, const float* dp, const E* dout0,
-                                           const E* out0, int64_t ld, int64_t d, E* ds, int64_t t) {
+                                           const E* out0, int64_t ld, int64_t d, E* ds, int64_t t,
+                                           int64_t tk) {
   const int64_t r = blockIdx.x;
   const int64_t at = (r % t) * ld + (r / t) * d;
   float s = 0.0f;
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
     s += Load(dout0 + at + c) * Load(out0 + at + c);
   }
-  SoftmaxGradRow(p + r * t, dp + r * t, ds + r * t, t, BlockSum(s));
+  SoftmaxGradRow(p + r * tk, dp + r * tk, ds + r * tk, tk, BlockSum(s));
 }
 
 // Bytes rounded up to a multiple of 256, so each part of attention's scratch is 256-byte
@@ -167,14 +170,17 @@ __global__ void NarrowBlockKernel(const float* src, E* dst, int64_t ld, int64_t 
 // One (sequence b, KV head g) of attention, the unit every member below loops over. The query
 // heads h = g*group + j (j < group) share K_g, V_g; Q_h is the (T, d) block at row b*T, column
 // h*d (ld H*d), so consecutive j are d elements apart (the batch stride), and K_g's stride is 0.
+// Under context parallelism (AttentionDims::kv_seq, q_offset) the T queries sit at positions
+// q_off.. and face all Tk keys: K_g is the (Tk, d) block at row b*Tk, the score and probability
+// matrices are (T, Tk); otherwise Tk = T and q_off = 0.
 struct GroupGeometry {
-  int64_t t, d, group, ldq, ldk;
+  int64_t t, tk, q_off, d, group, ldq, ldk;
   float scale;  // 1 / sqrt(d)
   // Element offsets of block (b, g): in q, out, dout (and their gradients) at the group's first
   // query head g*group; in k, v (dk, dv) at K_g.
   int64_t QAt(int64_t b, int64_t g) const { return b * t * ldq + g * group * d; }
-  int64_t KAt(int64_t b, int64_t g) const { return b * t * ldk + g * d; }
-  // Row offset of (b, g*group) in (B, H, T)-indexed rows (lse), times `per_row` elements.
+  int64_t KAt(int64_t b, int64_t g) const { return b * tk * ldk + g * d; }
+  // Row offset of (b, g*group) in (B, H, T)-indexed rows (lse; probs with per_row Tk).
   int64_t RowsAt(int64_t b, int64_t g, int64_t heads, int64_t per_row) const {
     return (b * heads + g * group) * t * per_row;
   }
@@ -184,6 +190,10 @@ GroupGeometry GeometryOf(const AttentionDims& s) {
   CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0) << s.heads << " / " << s.kv_heads;
   GroupGeometry x;
   x.t = s.seq;
+  x.tk = s.keys();
+  x.q_off = s.q_offset;
+  CHECK(x.q_off >= 0 && x.q_off + x.t <= x.tk) << "queries at " << x.q_off << ".." << x.q_off + x.t << " of " << x.tk
+                                               << " keys";
   x.d = s.head_dim;
   x.group = s.heads / s.kv_heads;
   x.ldq = s.heads * x.d;
@@ -192,25 +202,25 @@ GroupGeometry GeometryOf(const AttentionDims& s) {
   return x;
 }
 
-// S_h (T, T) = scale Q_h K_g^T into fp32 scores (group, T, T), batched over j (stride T*T).
+// S_h (T, Tk) = scale Q_h K_g^T into fp32 scores (group, T, Tk), batched over j (stride T*Tk).
 template <typename T>
 void GroupScores(cuda_gemm::Gemm& g, const GroupGeometry& x, const T* q0, const T* kg,
                  float* scores) {
-  g.Run(x.t, x.t, x.d, x.scale, In(q0, x.ldq, false, x.d), In(kg, x.ldk, true, 0), 0.0f,
-               Out(scores, x.t, x.t * x.t), x.group);
+  g.Run(x.t, x.tk, x.d, x.scale, In(q0, x.ldq, false, x.d), In(kg, x.ldk, true, 0), 0.0f,
+               Out(scores, x.tk, x.t * x.tk), x.group);
 }
 
-// O_h (T, d) = P_h V_g from P (group, T, T), batched over j.
+// O_h (T, d) = P_h V_g from P (group, T, Tk), batched over j.
 template <typename T>
 void GroupOutput(cuda_gemm::Gemm& g, const GroupGeometry& x, const T* p0, const T* vg, T* out0) {
-  g.Run(x.t, x.d, x.t, 1.0f, In<T>(p0, x.t, false, x.t * x.t), In(vg, x.ldk, false, 0),
+  g.Run(x.t, x.d, x.tk, 1.0f, In<T>(p0, x.tk, false, x.t * x.tk), In(vg, x.ldk, false, 0),
                0.0f, Out(out0, x.ldq, x.d), x.group);
 }
 
-// dX_g (T, d, ld ldk) += sum over j < group of one GEMM each (gemm(j, C) adds term j into C with
+// dX_g (Tk, d, ld ldk) += sum over j < group of one GEMM each (gemm(j, C) adds term j into C with
 // beta 1; the outputs coincide, so they cannot be one batched call). fp32, or a bf16 group of 1:
 // straight into dX_g, as attention.cc adds head by head. A bf16 group of several heads: into an
-// fp32 copy of dX_g (acc, T*d floats), rounded back once, so the accumulated T output is rounded
+// fp32 copy of dX_g (acc, Tk*d floats), rounded back once, so the accumulated T output is rounded
 // once per call (backend.h), not once per query head.
 template <typename T, typename GemmJ>
 void AddOverGroup(cudaStream_t stream, const GroupGeometry& x, T* dxg, float* acc, GemmJ gemm) {
@@ -221,22 +231,22 @@ void AddOverGroup(cudaStream_t stream, const GroupGeometry& x, T* dxg, float* ac
     return;
   }
   CHECK(acc != nullptr);
-  WidenBlockKernel<<<BlocksFor(x.t * x.d), kThreads, 0, stream>>>(ToDev(dxg), x.ldk, acc, x.t, x.d);
+  WidenBlockKernel<<<BlocksFor(x.tk * x.d), kThreads, 0, stream>>>(ToDev(dxg), x.ldk, acc, x.tk, x.d);
   SHARDSIM_CUDA_CHECK_LAUNCH();
   for (int64_t j = 0; j < x.group; ++j) gemm(j, Out(acc, x.d));
-  NarrowBlockKernel<<<BlocksFor(x.t * x.d), kThreads, 0, stream>>>(acc, ToDev(dxg), x.ldk, x.t, x.d);
+  NarrowBlockKernel<<<BlocksFor(x.tk * x.d), kThreads, 0, stream>>>(acc, ToDev(dxg), x.ldk, x.tk, x.d);
   SHARDSIM_CUDA_CHECK_LAUNCH();
 }
 
-// dP_h = dO_h V_g^T into fp32 dp (group, T, T), batched over j; then dV_g += P_h^T dO_h, one
+// dP_h = dO_h V_g^T into fp32 dp (group, T, Tk), batched over j; then dV_g += P_h^T dO_h, one
 // GEMM per j (AddOverGroup).
 template <typename T>
 void GroupGradProbsAndV(cuda_gemm::Gemm& g, cudaStream_t stream, const GroupGeometry& x,
                         const T* do0, const T* vg, const T* p0, float* dp, T* dvg, float* acc) {
-  g.Run(x.t, x.t, x.d, 1.0f, In(do0, x.ldq, false, x.d), In(vg, x.ldk, true, 0), 0.0f,
-               Out(dp, x.t, x.t * x.t), x.group);
+  g.Run(x.t, x.tk, x.d, 1.0f, In(do0, x.ldq, false, x.d), In(vg, x.ldk, true, 0), 0.0f,
+               Out(dp, x.tk, x.t * x.tk), x.group);
   AddOverGroup(stream, x, dvg, acc, [&](int64_t j, const cuda_gemm::Output& c) {
-    g.Run(x.t, x.d, x.t, 1.0f, In(p0 + j * x.t * x.t, x.t, true),
+    g.Run(x.tk, x.d, x.t, 1.0f, In(p0 + j * x.t * x.tk, x.tk, true),
                  In(do0 + j * x.d, x.ldq, false), 1.0f, c);
   });
 }
@@ -246,10 +256,10 @@ void GroupGradProbsAndV(cuda_gemm::Gemm& g, cudaStream_t stream, const GroupGeom
 template <typename T>
 void GroupAddGradQK(cuda_gemm::Gemm& g, cudaStream_t stream, const GroupGeometry& x, const T* ds,
                     const T* kg, const T* q0, T* dq0, T* dkg, float* acc) {
-  g.Run(x.t, x.d, x.t, x.scale, In<T>(ds, x.t, false, x.t * x.t), In(kg, x.ldk, false, 0),
+  g.Run(x.t, x.d, x.tk, x.scale, In<T>(ds, x.tk, false, x.t * x.tk), In(kg, x.ldk, false, 0),
                1.0f, Out(dq0, x.ldq, x.d), x.group);
   AddOverGroup(stream, x, dkg, acc, [&](int64_t j, const cuda_gemm::Output& c) {
-    g.Run(x.t, x.d, x.t, x.scale, In<T>(ds + j * x.t * x.t, x.t, true),
+    g.Run(x.tk, x.d, x.t, x.scale, In<T>(ds + j * x.t * x.tk, x.tk, true),
                  In(q0 + j * x.d, x.ldq, false), 1.0f, c);
   });
 }
@@ -297,26 +307,26 @@ void CudaTypedKernels<T>::LinearBackward(const T* dout, const T* in, const T* w,
   if (db != nullptr) AddColumnSums(dout, db, n, m);
 }
 
-// Buffers: q, out (B*T, H*d); k, v (B*T, KV*d); probs (B, H, T, T). Per (b, g) (GroupGeometry):
-//   S_h (T, T) = scale Q_h K_g^T        (batched over j, stride T*T) into fp32 scores: probs[b, h]
-//                                       itself on fp32, the scratch (group, T, T) on bf16
+// Buffers: q, out (B*T, H*d); k, v (B*Tk, KV*d); probs (B, H, T, Tk) (Tk = T but under context
+// parallelism, AttentionDims). Per (b, g) (GroupGeometry):
+//   S_h (T, Tk) = scale Q_h K_g^T       (batched over j, stride T*Tk) into fp32 scores: probs[b, h]
+//                                       itself on fp32, the scratch (group, T, Tk) on bf16
 //   P_h = causal row-softmax of S_h     into probs[b, h] (group*T rows, one kernel)
 //   O_h (T, d) = P_h V_g                (batched over j)
 template <typename T>
 void CudaTypedKernels<T>::AttentionForward(const T* q, const T* k, const T* v, T* probs, T* out,
                                            const AttentionDims& s) {
-  CHECK(s.keys() == s.seq && s.q_offset == 0) << "context-parallel attention (a query chunk against all keys) is not implemented on CUDA";
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
   float* scratch = nullptr;
   if constexpr (!std::is_same_v<T, float>) {
     scratch =
         static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kAttention,
-                                     x.group * x.t * x.t * static_cast<int64_t>(sizeof(float))));
+                                     x.group * x.t * x.tk * static_cast<int64_t>(sizeof(float))));
   }
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
-      T* p0 = probs + x.RowsAt(b, g, s.heads, x.t);
+      T* p0 = probs + x.RowsAt(b, g, s.heads, x.tk);
       float* scores;
       if constexpr (std::is_same_v<T, float>) {
         scores = p0;
@@ -325,27 +335,26 @@ void CudaTypedKernels<T>::AttentionForward(const T* q, const T* k, const T* v, T
       }
       GroupScores(ws_.gemm(), x, q + x.QAt(b, g), k + x.KAt(b, g), scores);
       CausalSoftmaxKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
-          scores, ToDev(p0), nullptr, x.t);
+          scores, ToDev(p0), nullptr, x.t, x.tk, x.q_off);
       SHARDSIM_CUDA_CHECK_LAUNCH();
       GroupOutput(ws_.gemm(), x, p0, v + x.KAt(b, g), out + x.QAt(b, g));
     }
   }
 }
 
-// Per (b, g), with dP for the group's heads in fp32 scratch (group, T, T), and dS in place of
-// dP on fp32 or in a bf16 scratch (group, T, T) after it on bf16:
+// Per (b, g), with dP for the group's heads in fp32 scratch (group, T, Tk), and dS in place of
+// dP on fp32 or in a bf16 scratch (group, T, Tk) after it on bf16:
 //   dP_h = dO_h V_g^T                        (batched over j)
 //   dV_g += P_h^T dO_h                       (one GEMM per j: the outputs coincide)
 //   dS_h = P_h (dP_h - rowsum(P_h dP_h))     (row kernel)
 //   dQ_h += scale dS_h K_g                   (batched over j)
 //   dK_g += scale dS_h^T Q_h                 (one GEMM per j)
-// On bf16 with group > 1, dV_g and dK_g accumulate their group terms in an fp32 (T, d) scratch
+// On bf16 with group > 1, dV_g and dK_g accumulate their group terms in an fp32 (Tk, d) scratch
 // after the others and are rounded once (AddOverGroup).
 template <typename T>
 void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* k, const T* v,
                                             const T* probs, T* dq, T* dk, T* dv,
                                             const AttentionDims& s) {
-  CHECK(s.keys() == s.seq && s.q_offset == 0) << "context-parallel attention (a query chunk against all keys) is not implemented on CUDA";
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
   float* dp;
@@ -353,21 +362,21 @@ void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* 
   float* acc = nullptr;
   if constexpr (std::is_same_v<T, float>) {
     dp = static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kAttention,
-                                      x.group * x.t * x.t * static_cast<int64_t>(sizeof(float))));
+                                      x.group * x.t * x.tk * static_cast<int64_t>(sizeof(float))));
     ds = dp;
   } else {
-    const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t, x.t * x.d);
+    const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.tk, x.tk * x.d);
     dp = scratch.f32;
     ds = scratch.typed;
     acc = scratch.acc;
   }
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
-      const T* p0 = probs + x.RowsAt(b, g, s.heads, x.t);
+      const T* p0 = probs + x.RowsAt(b, g, s.heads, x.tk);
       const int64_t qa = x.QAt(b, g), ka = x.KAt(b, g);
       GroupGradProbsAndV(ws_.gemm(), ws_.stream(), x, dout + qa, v + ka, p0, dp, dv + ka, acc);
       SoftmaxBackwardKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
-          ToDev(p0), dp, ToDev(ds), x.t);
+          ToDev(p0), dp, ToDev(ds), x.tk);
       SHARDSIM_CUDA_CHECK_LAUNCH();
       GroupAddGradQK(ws_.gemm(), ws_.stream(), x, ds, k + ka, q + qa, dq + qa, dk + ka, acc);
     }
@@ -376,10 +385,10 @@ void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* 
 
 // Memory-efficient attention with recomputation (backend.h's FlashAttention*): the unfused
 // steps above per (b, g), with the probabilities in the workspace instead of a caller buffer.
-// Scratch (GrowAttentionScratch, one (b, g) at a time): fp32 (group, T, T) for S (and dP in the
-// backward), then T (group, T, T) for P (and dS in place of P in the backward):
-// AlignUp(4 group T^2) + AlignUp(sizeof(T) group T^2) bytes, 8 group T^2 on fp32 and 6 group T^2
-// on bf16 (e.g. 384 MiB for bf16, group 4, T 4096), plus, in the backward, the (T, d) fp32
+// Scratch (GrowAttentionScratch, one (b, g) at a time): fp32 (group, T, Tk) for S (and dP in the
+// backward), then T (group, T, Tk) for P (and dS in place of P in the backward):
+// AlignUp(4 group T Tk) + AlignUp(sizeof(T) group T Tk) bytes, 8 group T Tk on fp32 and 6 group T Tk
+// on bf16 (e.g. 384 MiB for bf16, group 4, T = Tk = 4096), plus, in the backward, the (Tk, d) fp32
 // accumulator of dK_g / dV_g (AddOverGroup), outside Memory's accounting as the rest of the
 // workspace. On bf16, P is rounded to bf16 for the P V and P^T dO GEMMs and dS for the dQ, dK
 // GEMMs, as the unfused bf16 path rounds its stored probs and dS.
@@ -391,21 +400,20 @@ void CudaTypedKernels<T>::AttentionBackward(const T* dout, const T* q, const T* 
 template <typename T>
 void CudaTypedKernels<T>::FlashAttentionForward(const T* q, const T* k, const T* v, float* lse,
                                                 T* out, const AttentionDims& s) {
-  CHECK(s.keys() == s.seq && s.q_offset == 0) << "context-parallel attention (a query chunk against all keys) is not implemented on CUDA";
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
   if constexpr (std::is_same_v<T, Bf16>) {
-    if (UseFusedFlash(s)) {
+    if (UseFusedFlash(s)) {  // not under context parallelism: the fused kernels take no offset
       flash_fused::Forward(ws_.stream(), ToDev(q), ToDev(k), ToDev(v), lse, ToDev(out), s);
       return;
     }
   }
-  const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t);
+  const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.tk);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
       GroupScores(ws_.gemm(), x, q + x.QAt(b, g), k + x.KAt(b, g), scratch.f32);
       CausalSoftmaxKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
-          scratch.f32, ToDev(scratch.typed), lse + x.RowsAt(b, g, s.heads, 1), x.t);
+          scratch.f32, ToDev(scratch.typed), lse + x.RowsAt(b, g, s.heads, 1), x.t, x.tk, x.q_off);
       SHARDSIM_CUDA_CHECK_LAUNCH();
       GroupOutput(ws_.gemm(), x, scratch.typed, v + x.KAt(b, g), out + x.QAt(b, g));
     }
@@ -423,7 +431,6 @@ template <typename T>
 void CudaTypedKernels<T>::FlashAttentionBackward(const T* dout, const T* q, const T* k, const T* v,
                                                  const T* out, const float* lse, T* dq, T* dk,
                                                  T* dv, const AttentionDims& s) {
-  CHECK(s.keys() == s.seq && s.q_offset == 0) << "context-parallel attention (a query chunk against all keys) is not implemented on CUDA";
   const GroupGeometry x = GeometryOf(s);
   if (s.batch * s.heads * x.t == 0) return;
   if constexpr (std::is_same_v<T, Bf16>) {
@@ -435,20 +442,20 @@ void CudaTypedKernels<T>::FlashAttentionBackward(const T* dout, const T* q, cons
       return;
     }
   }
-  const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.t, x.t * x.d);
+  const AttentionScratch<T> scratch = GrowAttentionScratch<T>(ws_, x.group * x.t * x.tk, x.tk * x.d);
   float* const sdp = scratch.f32;  // S, then dP
   T* const pds = scratch.typed;    // P, then dS
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.kv_heads; ++g) {
       const int64_t qa = x.QAt(b, g), ka = x.KAt(b, g);
       GroupScores(ws_.gemm(), x, q + qa, k + ka, sdp);
-      CausalProbsFromLseKernel<<<BlocksFor(x.group * x.t * x.t), kThreads, 0, ws_.stream()>>>(
-          sdp, lse + x.RowsAt(b, g, s.heads, 1), ToDev(pds), x.group * x.t, x.t);
+      CausalProbsFromLseKernel<<<BlocksFor(x.group * x.t * x.tk), kThreads, 0, ws_.stream()>>>(
+          sdp, lse + x.RowsAt(b, g, s.heads, 1), ToDev(pds), x.group * x.t, x.t, x.tk, x.q_off);
       SHARDSIM_CUDA_CHECK_LAUNCH();
       GroupGradProbsAndV(ws_.gemm(), ws_.stream(), x, dout + qa, v + ka, pds, sdp, dv + ka,
                          scratch.acc);
       FlashSoftmaxBackwardKernel<<<RowBlocks(x.group * x.t), kThreads, 0, ws_.stream()>>>(
-          ToDev(pds), sdp, ToDev(dout + qa), ToDev(out + qa), x.ldq, x.d, ToDev(pds), x.t);
+          ToDev(pds), sdp, ToDev(dout + qa), ToDev(out + qa), x.ldq, x.d, ToDev(pds), x.t, x.tk);
       SHARDSIM_CUDA_CHECK_LAUNCH();
       GroupAddGradQK(ws_.gemm(), ws_.stream(), x, pds, k + ka, q + qa, dq + qa, dk + ka,
                      scratch.acc);

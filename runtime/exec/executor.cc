@@ -95,10 +95,6 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
     for (const std::string& w : why) msg += "\n  - " + w;
     return Status::Error(msg);
   }
-  if (l.cp > 1 && backend->name() != "cpu") {
-    return Status::Error("cp=" + std::to_string(l.cp) + ": context parallelism runs on the CPU backend only so far (the " +
-                         std::string(backend->name()) + " attention kernels take no causal offset)");
-  }
   if (CompressesGradients(l) && backend->name() != "cpu") {
     return Status::Error("compress=" + LayoutValue(l, "compress").value_or("?") +
                          ": gradient compression runs on the CPU backend only so far (PowerSGD's kernels are the "

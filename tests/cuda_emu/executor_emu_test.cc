@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/backend/emulated_collectives.h"
 #include "runtime/backend/local_collectives.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/markov_stream.h"
@@ -37,25 +38,32 @@ std::vector<double> Losses(Backend* backend, const ModelSpec& m, const Layout& l
   return out;
 }
 
-Layout OneRank(const std::string& spec) {
+Layout Resolved(const std::string& spec, int64_t world) {
   StatusOr<Layout> parsed = ParseLayout(spec);
   CHECK(parsed.ok()) << parsed.status().message();
   StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
   CHECK(hw.ok()) << hw.status().message();
-  StatusOr<Layout> l = ResolveLayoutFor(*parsed, 1, *hw);
+  StatusOr<Layout> l = ResolveLayoutFor(*parsed, world, *hw);
   CHECK(l.ok()) << l.status().message();
   return *l;
 }
 
-void ExpectSameTraining(const std::string& model, const std::string& spec, double tolerance) {
-  SCOPED_TRACE(model + " " + spec);
+// `rank` < 0: a one-rank layout over LocalCollectives. Else rank `rank` of a `world`-rank layout
+// alone, over EmulatedCollectives on both backends (its peers' data stood in for alike, so the
+// two runs compute the same numbers: run --emulate-rank's collectives).
+void ExpectSameTraining(const std::string& model, const std::string& spec, double tolerance, int64_t world = 1,
+                        int64_t rank = -1) {
+  SCOPED_TRACE(model + " " + spec + " rank " + std::to_string(rank));
   StatusOr<ModelSpec> m = LoadModel(model);
   ASSERT_TRUE(m.ok()) << m.status().message();
-  const Layout l = OneRank(spec);
-  CpuBackend cpu(std::make_unique<LocalCollectives>());
-  const std::vector<double> want = Losses(&cpu, *m, l, 2);
+  const Layout l = Resolved(spec, world);
+  std::unique_ptr<CpuBackend> cpu =
+      rank < 0 ? std::make_unique<CpuBackend>(std::make_unique<LocalCollectives>())
+               : std::make_unique<CpuBackend>([&](Memory& mem) { return std::make_unique<EmulatedCollectives>(l, rank, &mem); });
+  const std::vector<double> want = Losses(cpu.get(), *m, l, 2);
   StatusOr<std::unique_ptr<CudaBackend>> gpu = CudaBackend::Create(0);
   ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+  if (rank >= 0) (*gpu)->SetCollectives(std::make_unique<EmulatedCollectives>(l, rank, &(*gpu)->memory()));
   const std::vector<double> got = Losses(gpu->get(), *m, l, 2);
   ASSERT_EQ(got.size(), want.size());
   for (size_t s = 0; s < got.size(); ++s) {
@@ -78,6 +86,17 @@ TEST(ExecutorEmu, MoeFp32) { ExpectSameTraining("tiny-moe", "mbs=1,gbs=2,dtype=f
 TEST(ExecutorEmu, MoeBf16) { ExpectSameTraining("tiny-moe", "mbs=1,gbs=2,dtype=bf16", 1e-3); }
 TEST(ExecutorEmu, MoeDroppingTokensFp32) {
   ExpectSameTraining("tiny-moe", "mbs=1,gbs=2,dtype=fp32,moe_capacity=1.0", 1e-5);
+}
+
+// Context parallelism on CUDA: each rank's two load-balanced query chunks (at offsets r L and
+// (2 cp - 1 - r) L of the sequence, L = T / 2 cp) against the gathered keys, the attention
+// kernels' AttentionDims::kv_seq and q_offset. Both ranks of cp=2, unfused and flash (bf16 flash
+// takes the cuBLAS recomputation under CP: the fused kernels take no offset).
+TEST(ExecutorEmu, ContextParallelUnfusedFp32) {
+  for (const int64_t rank : {0, 1}) ExpectSameTraining("tiny", "cp=2,mbs=1,gbs=2,dtype=fp32,attention=unfused", 1e-5, 2, rank);
+}
+TEST(ExecutorEmu, ContextParallelFlashBf16) {
+  for (const int64_t rank : {0, 1}) ExpectSameTraining("tiny", "cp=2,mbs=1,gbs=2,dtype=bf16,attention=flash", 1e-3, 2, rank);
 }
 
 }  // namespace
