@@ -292,18 +292,17 @@ int Run(int argc, char** argv) {
                  "       shardsim run --emulate-rank R --gpus N [flags]   (rank R of N, alone)\n\n"
                  "Trains the model for real with the layout and measures each step: data\n"
                  "parallelism with ZeRO 0-3, tensor parallelism (+ sequence parallelism),\n"
-                 "context parallelism (CPU backend), mixture-of-experts layers with expert\n"
-                 "parallelism (CPU backend),\n"
+                 "context parallelism, mixture-of-experts layers with expert parallelism,\n"
                  "pipeline parallelism (gpipe, 1f1b, interleaved, zero-bubble, zb-v), gradient\n"
                  "accumulation, offload of the optimizer (and parameters) to the host and\n"
                  "activation recomputation, in fp32 or bf16 mixed precision (dtype=bf16: bf16\n"
                  "weights and activations, fp32 gradients, master weights and AdamW states; on\n"
                  "the CPU, bf16 storage with fp32 arithmetic), or bf16 with Transformer\n"
                  "Engine's GEMMs in fp8 (dtype=fp8, CPU backend: E4M3 / E5M2, current\n"
-                 "scaling). compress=R runs PowerSGD (ZeRO 0; CPU backend): each gradient\n"
+                 "scaling). compress=R runs PowerSGD (ZeRO 0): each gradient\n"
                  "matrix sent as rank-r factors of about 1/R of its size, with error feedback.\n"
                  "Not run yet, and rejected before any work with the reason: fp8_params;\n"
-                 "fp8 or compress on CUDA; moe_capacity with cp > 1.\n\n"
+                 "fp8 on CUDA; moe_capacity with cp > 1.\n\n"
               << cli::FlagHelp(flags);
     return 0;
   }

@@ -95,12 +95,6 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
     for (const std::string& w : why) msg += "\n  - " + w;
     return Status::Error(msg);
   }
-  if (CompressesGradients(l) && backend->name() != "cpu") {
-    return Status::Error("compress=" + LayoutValue(l, "compress").value_or("?") +
-                         ": gradient compression runs on the CPU backend only so far (PowerSGD's kernels are the "
-                         "backend's, but its host-side orthonormalization has not been run against a " +
-                         std::string(backend->name()) + " stream)");
-  }
   Collectives& comm = backend->comm();
   if (comm.size(Group::kTp) != l.tp || comm.size(Group::kPp) != l.pp || comm.size(Group::kCp) != l.cp ||
       comm.size(Group::kDp) != l.dp_cp() || comm.size(Group::kEp) != l.ep) {

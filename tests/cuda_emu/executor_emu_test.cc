@@ -95,6 +95,13 @@ TEST(ExecutorEmu, MoeDroppingTokensFp32) {
 TEST(ExecutorEmu, ContextParallelUnfusedFp32) {
   for (const int64_t rank : {0, 1}) ExpectSameTraining("tiny", "cp=2,mbs=1,gbs=2,dtype=fp32,attention=unfused", 1e-5, 2, rank);
 }
+// Gradient compression on CUDA (compress=8: PowerSGD, powersgd.h): its compress, project and
+// decompress on the device kernels, the orthonormalization on the host between stream copies,
+// the error feedback and Q carried over; rank 0 of dp=2 alone, with and without overlap_dp.
+TEST(ExecutorEmu, PowerSgdFp32) {
+  ExpectSameTraining("tiny", "dp=2,zero=0,mbs=1,gbs=4,compress=8,dtype=fp32", 1e-5, 2, 0);
+  ExpectSameTraining("tiny", "dp=2,zero=0,mbs=1,gbs=4,compress=8,dtype=fp32,overlap_dp=off", 1e-5, 2, 0);
+}
 TEST(ExecutorEmu, ContextParallelFlashBf16) {
   for (const int64_t rank : {0, 1}) ExpectSameTraining("tiny", "cp=2,mbs=1,gbs=2,dtype=bf16,attention=flash", 1e-3, 2, rank);
 }
