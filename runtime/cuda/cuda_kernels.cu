@@ -61,7 +61,7 @@ __global__ void CastToBf16Kernel(const float* src, __nv_bfloat16* dst, int64_t n
 }  // namespace
 
 CudaKernels::CudaKernels(cudaStream_t stream, cublasHandle_t cublas)
-    : workspace_(stream, cublas), f32_(workspace_), bf16_(workspace_) {}
+    : workspace_(stream, cublas), f32_(workspace_), bf16_(workspace_), fp8_(workspace_) {}
 
 double CudaKernels::VocabParallelLogSumExp(const float* all_stats, int64_t tp, float* lse,
                                            int64_t n) {

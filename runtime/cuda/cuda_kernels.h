@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "runtime/backend/backend.h"
+#include "runtime/cuda/cuda_fp8_kernels.h"
 #include "runtime/cuda/cuda_typed_kernels.h"
 #include "runtime/cuda/cuda_workspace.h"
 
@@ -31,6 +32,7 @@ class CudaKernels final : public Kernels {
 
   TypedKernels<float>& f32() override { return f32_; }
   TypedKernels<Bf16>& bf16() override { return bf16_; }
+  Fp8Kernels* fp8() override { return &fp8_; }
 
   double VocabParallelLogSumExp(const float* all_stats, int64_t tp, float* lse, int64_t n) override;
   void Scale(float* x, float s, int64_t n) override;
@@ -43,6 +45,7 @@ class CudaKernels final : public Kernels {
   CudaWorkspace workspace_;  // first: the typed kernels hold a reference to it
   CudaTypedKernels<float> f32_;
   CudaTypedKernels<Bf16> bf16_;
+  CudaFp8Kernels fp8_;
 };
 
 }  // namespace shardsim::runtime

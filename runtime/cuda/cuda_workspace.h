@@ -27,6 +27,7 @@ class CudaWorkspace {
     kTokens,     // embedding backward's per-row links: n int32 + n bytes
     kFlash,      // the fused attention backward's delta and GQA partials
                  // (flash_fused::BackwardWorkspaceBytes)
+    kFp8,        // CudaFp8Kernels: the amax, a GEMM's fp32 C and decoded bf16 operands
   };
 
   // `stream` and `cublas` (already bound to `stream`) are owned by the caller (CudaBackend) and
@@ -53,7 +54,7 @@ class CudaWorkspace {
     void* data = nullptr;
     int64_t bytes = 0;
   };
-  static constexpr int kSlots = 6;
+  static constexpr int kSlots = 7;
 
   cudaStream_t stream_;
   cuda_gemm::Gemm gemm_;

@@ -88,6 +88,14 @@ TEST(ExecutorEmu, MoeDroppingTokensFp32) {
   ExpectSameTraining("tiny-moe", "mbs=1,gbs=2,dtype=fp32,moe_capacity=1.0", 1e-5);
 }
 
+// dtype=fp8 on CUDA (CudaFp8Kernels: the amax, the cast and cast-transpose to E4M3 / E5M2,
+// the scaled GEMMs over codes), dense and MoE: the codes are the CPU backend's bit for bit
+// where their bf16 inputs are, and the GEMMs sum exact products in fp32 in another order.
+TEST(ExecutorEmu, Fp8) {
+  ExpectSameTraining("tiny", "mbs=1,gbs=2,dtype=fp8", 1e-3);
+  ExpectSameTraining("tiny-moe", "mbs=1,gbs=2,dtype=fp8", 1e-3);
+}
+
 // Context parallelism on CUDA: each rank's two load-balanced query chunks (at offsets r L and
 // (2 cp - 1 - r) L of the sequence, L = T / 2 cp) against the gathered keys, the attention
 // kernels' AttentionDims::kv_seq and q_offset. Both ranks of cp=2, unfused and flash (bf16 flash
