@@ -4,7 +4,8 @@
 #   2. `shardsim calibrate --backend cuda` on Llama 3.2 1B's shapes, bf16 kernels
 #      (h200-calibrated.yaml);
 #   3. the tiny model trained on the GPU and on the CPU, in fp32 and in bf16 mixed precision,
-#      losses compared step by step;
+#      and tiny-moe in fp8 (the MoE and fp8 kernels checked so far only in the emulator),
+#      losses compared step by step; rank 0 of cp=2 alone (the attention's query offset);
 #   4. plans trained for a few steps and simulated, one table: plan, predicted vs measured step
 #      (or, for an emulated rank, compute) time, TFLOP/s, MFU, peak memory, error %:
 #        tiny on 1 GPU (fp32, bf16); Llama 3.2 1B on 1 GPU (fp32; bf16 with 2048- and 1024-token
@@ -84,6 +85,8 @@ if [[ $backend == cuda ]]; then
   plans=(
     "tiny-1gpu|tiny|h200|1|-|mbs=8,gbs=32,dtype=fp32,attention=unfused|20|"
     "tiny-1gpu-bf16|tiny|h200|1|-|mbs=8,gbs=32,dtype=bf16,attention=unfused|20|"
+    "tiny-moe-1gpu-fp8|tiny-moe|h200|1|-|mbs=8,gbs=32,dtype=fp8,attention=unfused|20|"
+    "tiny-cp2-rank0|tiny|dgx-h200|2|0|cp=2,mbs=8,gbs=32,dtype=bf16,attention=flash|5|"
     "llama1b-1gpu|llama3.2-1b|h200|1|-|mbs=1,gbs=4,dtype=fp32,attention=unfused|3|--seq-len 2048"
     "llama1b-1gpu-bf16|llama3.2-1b|h200|1|-|mbs=1,gbs=8,dtype=bf16,attention=unfused|4|--seq-len 2048"
     "llama1b-1gpu-bf16-s1024|llama3.2-1b|h200|1|-|mbs=4,gbs=16,dtype=bf16,attention=unfused|3|--seq-len 1024"
@@ -126,6 +129,10 @@ if [[ $backend == cuda ]]; then
       --layout "mbs=8,gbs=32,dtype=$dtype,attention=unfused" --steps 20 --out "$out/tiny-cpu-$dtype.run.json" >> "$log" 2>&1 ||
       say "   run failed"
   done
+  say "== tiny-moe on the CPU backend (fp8), for the loss comparison"
+  timeout 240 "$bin" run --backend cpu --model tiny-moe --hardware h200 --gpus 1 \
+    --layout "mbs=8,gbs=32,dtype=fp8,attention=unfused" --steps 20 --out "$out/tiny-moe-cpu-fp8.run.json" >> "$log" 2>&1 ||
+    say "   run failed"
 fi
 
 # --- the table -----------------------------------------------------------------------------------
@@ -187,11 +194,13 @@ if lt and plain:
     print(f"\nGEMMs through cuBLASLt vs cuBLAS, llama1b bf16 s1024: {lt['iteration_time_s'] * 1e3:.1f} ms vs "
           f"{plain['iteration_time_s'] * 1e3:.1f} ms per step (ratio {lt['iteration_time_s'] / plain['iteration_time_s']:.3f}).")
 # The criteria: fp32 kernels and losses as the CPU's to ~1e-4, bf16 to 1e-2.
-for dtype, run, bound in (("fp32", "tiny-1gpu", 1e-4), ("bf16", "tiny-1gpu-bf16", 1e-2)):
-    gpu, cpu = load(f"{out}/{run}.run.json"), load(f"{out}/tiny-cpu-{dtype}.run.json")
+for dtype, run, cpu_run, bound in (("fp32", "tiny-1gpu", "tiny-cpu-fp32", 1e-4),
+                                   ("bf16", "tiny-1gpu-bf16", "tiny-cpu-bf16", 1e-2),
+                                   ("fp8", "tiny-moe-1gpu-fp8", "tiny-moe-cpu-fp8", 1e-2)):
+    gpu, cpu = load(f"{out}/{run}.run.json"), load(f"{out}/{cpu_run}.run.json")
     if gpu and cpu:
         worst = max(abs(a - b) / abs(b) for a, b in zip(gpu["losses"], cpu["losses"]))
-        print(f"\nTiny model, GPU vs CPU backend, {dtype} on both, {len(cpu['losses'])} steps: worst "
+        print(f"\n{run}, GPU vs CPU backend, {dtype} on both, {len(cpu['losses'])} steps: worst "
               f"relative loss difference {worst:.1e} ({'within' if worst <= bound else 'ABOVE'} {bound:.0e}).")
 PY
 say "wrote $out/gpu-check.md"
