@@ -123,6 +123,11 @@ void AddModelShape(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
         "the logits' soft-cap (Gemma 2's final_logit_softcapping): Megatron-LM has no argument for "
         "it");
   }
+  if (m.attn_logit_softcap > 0) {
+    a.NotExpressible(
+        "the attention scores' soft-cap (Gemma 2's attn_logit_softcapping): Megatron-LM has no argument for "
+        "it");
+  }
   if (m.sliding_window > 0) {
     a.NotExpressible("sliding_window " + Str(m.sliding_window) + " (--window-size is not written: set it as your "
                      "Megatron-LM version counts the window; shardsim prices a causal window of that many keys)" +

@@ -80,6 +80,11 @@ void ModelConfig(const ModelSpec& m, Overrides& o) {
         "the logits' soft-cap (Gemma 2's final_logit_softcapping): no Megatron-Core "
         "TransformerConfig field");
   }
+  if (m.attn_logit_softcap > 0) {
+    o.NotExpressible(
+        "the attention scores' soft-cap (Gemma 2's attn_logit_softcapping): no Megatron-Core "
+        "TransformerConfig field");
+  }
   if (m.sliding_window > 0) {
     o.NotExpressible("sliding_window " + std::to_string(m.sliding_window) + " (TransformerConfig.window_size is not "
                      "written: set it as your Megatron-Core version counts the window; priced as a causal window)");

@@ -50,6 +50,10 @@ StatusOr<ParamLayout> ParamLayout::ForModel(const ModelSpec& m) {
     return Status::Error("model '" + m.name +
                          "': the CPU runtime does not soft-cap the logits (final_logit_softcap)");
   }
+  if (m.attn_logit_softcap > 0) {
+    return Status::Error("model '" + m.name +
+                         "': the CPU runtime does not soft-cap the attention scores (attn_logit_softcap)");
+  }
   if (m.mtp_layers > 0) {
     return Status::Error("model '" + m.name +
                          "': the CPU runtime does not train multi-token prediction "

@@ -160,6 +160,8 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   const double s_kv = static_cast<double>(m.seq_len);
   // Without dropout only the softmax output is kept.
   double quadratic = sb * a * s_kv * (m.dropout ? e + mask + e : e);
+  // A soft-cap on the scores keeps its tanh's output for the backward (ModelSpec::attn_logit_softcap).
+  if (m.attn_logit_softcap > 0) quadratic += sb * a * s_kv * e;
   // A fused (flash) kernel never stores it; selective recompute drops it.
   if (l.recompute == Recompute::kSelective || l.attention == AttentionImpl::kFlash) quadratic = 0;
   // What a flash kernel keeps instead: each query row's softmax log-sum-exp, fp32 per head

@@ -164,6 +164,16 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     qk.recomputed_selective = true;
     qk.bf16_under_fp8 = true;  // attention stays 16-bit under Transformer Engine's fp8 recipe
     ops.push_back(qk);
+    if (m.attn_logit_softcap > 0) {
+      // Gemma 2's cap * tanh(S / cap) as the eager models run it (ModelSpec::attn_logit_softcap):
+      // divide, tanh, multiply, each reading and writing the scores; backward, the multiply's
+      // and the divide's gradients (read, write) and the tanh's (read the gradient and the kept
+      // output, write): 7 passes against the forward's 6.
+      Op cap = Memory("score_softcap", OpRole::kSoftmax, 3 * 2.0 * b * scores, true);
+      cap.backward_factor = 7.0 / 6.0;
+      cap.transcendentals = scores;  // tanh per score
+      ops.push_back(cap);
+    }
     ops.push_back(Memory("softmax", OpRole::kSoftmax, 2.0 * b * scores, true));
     ops.back().transcendentals = scores;  // exp per score
     if (m.dropout) {

@@ -49,6 +49,7 @@ std::string ModelYaml(const ModelSpec& m) {
   if (m.full_attention_layers > 0) o << "full_attention_layers: " << m.full_attention_layers << "\n";
   if (m.mtp_layers > 0) o << "mtp_layers: " << m.mtp_layers << "\n";
   if (m.final_logit_softcap > 0) o << "final_logit_softcap: " << Num(m.final_logit_softcap) << "\n";
+  if (m.attn_logit_softcap > 0) o << "attn_logit_softcap: " << Num(m.attn_logit_softcap) << "\n";
   if (m.mla) {
     o << "mla:\n  q_lora_rank: " << m.mla->q_lora_rank << "\n  kv_lora_rank: " << m.mla->kv_lora_rank
       << "\n  rope_head_dim: " << m.mla->rope_head_dim << "\n  v_head_dim: " << m.mla->v_head_dim << "\n";

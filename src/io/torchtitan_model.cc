@@ -92,6 +92,7 @@ StatusOr<Llama3Args> Llama3ArgsFor(const ModelSpec& m) {
   if (m.mtp_layers > 0)
     not_llama.push_back("multi-token prediction (llama3 predicts the next token only)");
   if (m.final_logit_softcap > 0) not_llama.push_back("soft-capped logits (llama3's are not)");
+  if (m.attn_logit_softcap > 0) not_llama.push_back("soft-capped attention scores (llama3's are not)");
   if (m.norms_per_layer != 2 || !m.norm_weights) {
     not_llama.push_back(std::to_string(m.norms_per_layer) + " norms a layer" + (m.norm_weights ? "" : " without weights") +
                         " (llama3 has 2 RMSNorms with weights)");

@@ -154,8 +154,12 @@ void ReadGemmaAttention(YamlMap& r, const std::string& mt, ModelSpec& m) {
       m.full_attention_layers = m.layers / pattern;
     }
   }
-  if (const std::optional<double> cap = r.OptionalNumber("attn_logit_softcapping", 0, 1e30)) {
-    m.not_modelled.push_back("attn_logit_softcapping " + Num(*cap) + ": the tanh on each attention score is not priced");
+  // null (Gemma 3) and 0 mean no cap.
+  m.attn_logit_softcap = r.OptionalNumber("attn_logit_softcapping", 0, 1e6).value_or(0);
+  if (m.attn_logit_softcap > 0) {
+    m.not_modelled.push_back("attn_logit_softcapping " + Num(m.attn_logit_softcap) +
+                             ": priced with attention=unfused (its three element-wise passes over the scores); inside "
+                             "a fused flash kernel its tanh per score is not priced");
   }
   // null in Gemma 3's files, and 0, mean no cap.
   m.final_logit_softcap = r.OptionalNumber("final_logit_softcapping", 0, 1e6).value_or(0);  // 0: none

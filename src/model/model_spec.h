@@ -109,6 +109,13 @@ struct ModelSpec {
   // the loss, in fp32 over the vocabulary shard. 0: none. The tanh's output is kept for its
   // backward (1 - tanh^2).
   double final_logit_softcap = 0;
+  // Soft-capping of the attention scores (Gemma 2's attn_logit_softcapping: cap * tanh(S / cap)
+  // before the mask and softmax; transformers models/gemma2/modeling_gemma2.py
+  // eager_attention_forward, NeMo's Gemma 2 attention alike): three element-wise passes over the
+  // scores (divide, tanh, multiply) with the tanh's output kept for its backward, where the
+  // scores are materialised (attention=unfused); inside a fused kernel (FlashAttention-2's
+  // softcap) one tanh per score, not priced. 0: none.
+  double attn_logit_softcap = 0;
   // Where the description states no training sequence length (a Hugging Face config holds a
   // context limit, max_position_embeddings): the one-line notice of the default taken, which
   // commands print unless --seq-len sets the length; "" when the description states it.

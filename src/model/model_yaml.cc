@@ -48,6 +48,7 @@ StatusOr<ModelSpec> ParseModelYaml(const std::string& text, const std::string& n
   m.norms_per_layer = r.OptionalInt("norms_per_layer", 0).value_or(2);
   m.mtp_layers = r.OptionalInt("mtp_layers", 0).value_or(0);
   m.final_logit_softcap = r.OptionalNumber("final_logit_softcap", 1e-6, 1e6).value_or(0);
+  m.attn_logit_softcap = r.OptionalNumber("attn_logit_softcap", 1e-6, 1e6).value_or(0);
   if (m.mtp_layers > m.layers) {
     r.Error("mtp_layers", "mtp_layers=" + std::to_string(m.mtp_layers) +
                               " is more than layers=" + std::to_string(m.layers) +
