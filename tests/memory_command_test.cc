@@ -71,6 +71,8 @@ TEST(MemoryCommand, DeepSpeedEstimatorsAndWhereShardsimAgrees) {
   // The smallest fit under the default stack is a layout the planner simulated.
   EXPECT_GE(j["smallest_fit"]["gpus"].as<int64_t>(), 1);
   EXPECT_LE(j["smallest_fit"]["peak_memory_bytes"].as<double>(), j["usable_memory_bytes"].as<double>());
+  // ... in the table's precision (bf16 on H100 by default), not a cheaper one the table did not show.
+  EXPECT_NE(j["smallest_fit"]["layout"].as<std::string>().find("dtype=bf16"), std::string::npos);
 }
 
 TEST(MemoryCommand, TextSaysWhereTheToolsDiffer) {
@@ -78,7 +80,7 @@ TEST(MemoryCommand, TextSaysWhereTheToolsDiffer) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Accelerate prints the largest of its model, gradient, optimizer and step figures"), std::string::npos);
   EXPECT_NE(r.out.find("DeepSpeed's estimate_zero2/3_model_states_mem_needs count model states only"), std::string::npos);
-  EXPECT_NE(r.out.find("smallest layout that fits on dgx-h100 (megatron-core-2024"), std::string::npos);
+  EXPECT_NE(r.out.find("smallest layout that fits on dgx-h100 (megatron-core-2024, bf16, "), std::string::npos);
   const auto bad = RunShardsim("memory --model llama3-8b --hardware dgx-h100 --gpus 0");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--gpus: expected GPU counts from 1"), std::string::npos);

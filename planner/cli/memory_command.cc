@@ -210,7 +210,10 @@ int RunMemory(int argc, char** argv) {
     if (!stack.ok()) return Fail("memory", stack.status().message(), 1);
     o.stack = *stack;
   }
-  if (base.dtype_given) o.fixed["dtype"] = DTypeName(base.dtype);
+  // In the table's precision (--dtype, or the hardware's default): the answer to "will it fit"
+  // must not switch to fp8 behind a bf16 table.
+  const bool any_row = !rows.empty();
+  if (base.dtype_given || any_row) o.fixed["dtype"] = DTypeName(any_row ? resolved_dtype.dtype : base.dtype);
   std::optional<int64_t> batch;
   if (args->Get("global-batch")) {
     StatusOr<int64_t> b = args->GetInt("global-batch");
@@ -311,7 +314,8 @@ int RunMemory(int argc, char** argv) {
          "  16-bit gradients more than shardsim under ZeRO-2, and ZeRO-3's gathered layer as 4 bytes a parameter of\n"
          "  the largest module; shardsim adds activations and its other buffers.)\n";
   out << "\nsmallest layout that fits on " << hw.name << " (" << (o.stack ? o.stack->name : std::string("every layout"))
-      << ", global batch " << (batch ? std::to_string(*batch) : std::string("8 sequences a GPU")) << "): ";
+      << ", " << (o.fixed.count("dtype") ? o.fixed.at("dtype") + ", " : std::string())
+      << "global batch " << (batch ? std::to_string(*batch) : std::string("8 sequences a GPU")) << "): ";
   if (smallest) {
     out << smallest_gpus << " GPU" << (smallest_gpus > 1 ? "s" : "") << ", " << FormatLayout(smallest->layout) << "\n  peak "
         << GiB(smallest->sim.peak_memory_bytes) << " GiB, " << Fmt("%.3f", smallest->sim.iteration_time_s) << " s per iteration\n";
