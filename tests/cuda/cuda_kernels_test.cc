@@ -247,6 +247,58 @@ TEST_F(CudaKernelsTest, FlashAttention) {
   }
 }
 
+// Context parallelism's attention (AttentionDims::kv_seq, q_offset; runtime/exec/context_parallel.h):
+// a chunk of T = 5 queries at positions q_offset.. (0, 4 and 7 of Tk = 12 keys: the first chunk,
+// a middle one, the last) against all the keys, unfused and flash, against the CPU's kernels:
+// kSum, as Attention. The probabilities (B, H, T, Tk) hold exactly 0 past each query's causal
+// limit q_offset + i.
+TEST_F(CudaKernelsTest, AttentionOfAQueryChunkAtAnOffset) {
+  for (const int64_t q_offset : {0, 4, 7}) {
+    AttentionDims dims{.batch = 2, .seq = 5, .heads = 8, .kv_heads = 2, .head_dim = 8};
+    dims.kv_seq = 12;
+    dims.q_offset = q_offset;
+    const int64_t nq = dims.batch * dims.seq * dims.heads * dims.head_dim;
+    const int64_t nk = dims.batch * dims.kv_seq * dims.kv_heads * dims.head_dim;
+    const std::vector<float> q = Random(nq, 50, -2, 2), k = Random(nk, 51, -2, 2), v = Random(nk, 52),
+                             dout = Random(nq, 53);
+    const std::string name = "q_offset " + std::to_string(q_offset) + " ";
+    for (const bool flash : {false, true}) {
+      std::vector<float> dq = Random(nq, 54), dk = Random(nk, 55), dv = Random(nk, 56);
+      const int64_t np = dims.batch * dims.heads * dims.seq * dims.kv_seq, nl = dims.batch * dims.heads * dims.seq;
+      std::vector<float> probs(flash ? nl : np), out(nq);
+      float *probs_d = Up(probs), *out_d = Up(out), *dq_d = Up(dq), *dk_d = Up(dk), *dv_d = Up(dv);
+      const float *q_d = Up(q), *k_d = Up(k), *v_d = Up(v), *dout_d = Up(dout);
+      if (flash) {
+        gpu().f32().FlashAttentionForward(q_d, k_d, v_d, probs_d, out_d, dims);
+        gpu().f32().FlashAttentionBackward(dout_d, q_d, k_d, v_d, out_d, probs_d, dq_d, dk_d, dv_d, dims);
+        cpu_.f32().FlashAttentionForward(q.data(), k.data(), v.data(), probs.data(), out.data(), dims);
+        cpu_.f32().FlashAttentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), probs.data(),
+                                          dq.data(), dk.data(), dv.data(), dims);
+      } else {
+        gpu().f32().AttentionForward(q_d, k_d, v_d, probs_d, out_d, dims);
+        gpu().f32().AttentionBackward(dout_d, q_d, k_d, v_d, probs_d, dq_d, dk_d, dv_d, dims);
+        cpu_.f32().AttentionForward(q.data(), k.data(), v.data(), probs.data(), out.data(), dims);
+        cpu_.f32().AttentionBackward(dout.data(), q.data(), k.data(), v.data(), probs.data(), dq.data(), dk.data(),
+                                     dv.data(), dims);
+        const auto gpu_probs = Down(probs_d, np);
+        for (int64_t i = 0; i < np; ++i) {
+          const int64_t row = (i / dims.kv_seq) % dims.seq, col = i % dims.kv_seq;
+          if (col > q_offset + row) {
+            ASSERT_EQ(gpu_probs[i], 0.0f) << name << "probs[" << i << "] is masked";
+          }
+        }
+        ExpectClose(gpu_probs, probs, kSum, name + "probs");
+      }
+      const std::string kind = name + (flash ? "flash " : "unfused ");
+      if (flash) ExpectClose(Down(probs_d, nl), probs, kSum, kind + "lse");
+      ExpectClose(Down(out_d, nq), out, kSum, kind + "out");
+      ExpectClose(Down(dq_d, nq), dq, kSum, kind + "dq");
+      ExpectClose(Down(dk_d, nk), dk, kSum, kind + "dk");
+      ExpectClose(Down(dv_d, nk), dv, kSum, kind + "dv");
+    }
+  }
+}
+
 // GELU's backward gets its own tolerance: its term 0.5 x du (1 - th^2), th = tanh(u), turns an
 // absolute error e of tanhf (near |th| = 1, 1 ulp = 6e-8; CUDA documents tanhf to 2 ulp, glibc's
 // is within 1) into 2 |th| e 0.5 |x| du = |x| du e, up to 5 x 3.47 x 1.2e-7 = 2.1e-6 |dout| at
