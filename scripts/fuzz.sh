@@ -43,6 +43,18 @@ for q in "80 GiB" "1.5 TB" "900 GB/s" "2 us" "1e308 TB"; do
   printf '%s' "$q" | seed 11 "q$(printf '%s' "$q" | md5sum | cut -c1-8)"
 done
 for p in "([0]*3+[1]*58)" "[0,1]*30+[1]" "1"; do printf '%s' "$p" | seed 12 "freq$(printf '%s' "$p" | md5sum | cut -c1-8)"; done
+# Readers 15 and 16: a checkpoint manifest, and a rank's map and state file (runtime/exec/reshard.h's
+# formats, written by tests/reshard_assemble.py's counterpart below) for a 64-parameter model.
+printf 'format: shardsim checkpoint 1\nstep: 4\nworld: 2\nseed: 1234\nmodel: "tiny"\nlayout: "dp=2,zero=1"\ndata: "synthetic"\n' |
+  seed 15 manifest.yaml
+python3 - "$corpus/16-map-state" <<'PY'
+import struct, sys
+runs = [(0, 32, 0, 0, 0), (40, 24, 32, 32, 0)]  # elements [0, 32) and [40, 64) of 64
+m = b"shardsim state map 1\n" + struct.pack("<qqq", 64, 2, len(runs)) + b"".join(struct.pack("<qqqqq", *r) for r in runs)
+floats = lambda n: struct.pack("<q", 4 * n) + struct.pack("<%df" % n, *range(n))
+state = struct.pack("<q", 3) + struct.pack("<q", 0) + floats(56) + floats(56) + floats(56)
+open(sys.argv[1], "wb").write(bytes([16]) + struct.pack("<I", len(m)) + m + state)
+PY
 # Readers 13 and 14: a layout line, then a model: the cost model, and the simulator, on 64 H100.
 for f in models/*.yaml tests/data/models/tiny*.yaml; do
   for spec in "tp=8,pp=2,gbs=64,mbs=1" "tp=2,pp=4,vpp=2,cp=2,zero=3,sp=on,gbs=32,mbs=2,recompute=selective" \

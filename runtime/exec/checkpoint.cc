@@ -60,6 +60,14 @@ StatusOr<CheckpointInfo> ReadLatestCheckpoint(const std::string& root) {
   }
   const std::string path = root + "/" + name + "/manifest.yaml";
   SHARDSIM_ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path, "checkpoint manifest"));
+  SHARDSIM_ASSIGN_OR_RETURN(const CheckpointInfo info, ParseCheckpointManifest(text, path));
+  if ("step-" + std::to_string(info.step) != name) {
+    return Status::Error(path + ": step " + std::to_string(info.step) + " in a folder named " + name);
+  }
+  return info;
+}
+
+StatusOr<CheckpointInfo> ParseCheckpointManifest(const std::string& text, const std::string& path) {
   SHARDSIM_ASSIGN_OR_RETURN(YamlFile file, YamlFile::Parse(text, path));
   YamlMap map = file.Root();
   CheckpointInfo info;
@@ -72,9 +80,6 @@ StatusOr<CheckpointInfo> ReadLatestCheckpoint(const std::string& root) {
   info.data = map.String("data");
   map.Finish();
   SHARDSIM_RETURN_IF_ERROR(file.status());
-  if ("step-" + std::to_string(info.step) != name) {
-    return Status::Error(path + ": step " + std::to_string(info.step) + " in a folder named " + name);
-  }
   return info;
 }
 

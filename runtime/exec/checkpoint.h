@@ -38,6 +38,8 @@ Status CommitCheckpoint(const std::string& root, const CheckpointInfo& info);
 
 // The checkpoint `latest` names, from its manifest; errors name the file and what is wrong.
 StatusOr<CheckpointInfo> ReadLatestCheckpoint(const std::string& root);
+// A manifest's text (`path` names it in errors).
+StatusOr<CheckpointInfo> ParseCheckpointManifest(const std::string& text, const std::string& path);
 
 // Why `saved` cannot be resumed as `now` at all (empty when it can): the model, seed or data
 // differ. The layout and world size may differ: see NeedsReshard.

@@ -50,6 +50,13 @@ struct FullState {
   std::vector<float> master, moment1, moment2;
 };
 
+// One rank's state file and map (their bytes; the names for errors) added into `full` (each
+// array `full_elements` long), marking the elements in `counted`: an element counted twice, a
+// run outside the model or the file's sections, or another model is an error. `first`: the
+// first rank added, whose AdamW step the others must match.
+Status AddRankState(const std::string& map, const std::string& state, const std::string& map_file,
+                    const std::string& state_file, bool first, FullState* full, std::vector<uint8_t>* counted);
+
 // Checkpoint root/step-K's state, assembled from its `world` ranks' state files and maps;
 // errors name the file and what is wrong (a missing or truncated file, a map of another model,
 // an element counted twice or by no rank).

@@ -5,10 +5,14 @@
 // commands use it (sizes and counts of a model, a layout resolved on a GPU count), so the
 // arithmetic on accepted values runs under the sanitizers too.
 // Built only by scripts/fuzz.sh (clang, -DSHARDSIM_FUZZ=ON); seeds: the bundled descriptions.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "runtime/exec/checkpoint.h"
+#include "runtime/exec/reshard.h"
 #include "src/cost/estimate.h"
 #include "src/hardware/cluster.h"
 #include "src/hardware/hardware_spec.h"
@@ -36,6 +40,9 @@ enum Reader : uint8_t {
   kMegatronArgs, kNemoOverrides, kDeepSpeed, kTorchtitan, kQuantity, kMoeLayerFreq,
   kEstimate,  // "LAYOUT\nMODEL YAML": the model under the layout on 64 H100, through the cost model
   kSimulate,  // the same text, through the simulator (a symmetric run; traced when small)
+  kCheckpointManifest,  // a checkpoint's manifest.yaml (runtime/exec/checkpoint.h)
+  kStateMap,  // a rank's map and state file (runtime/exec/reshard.h): a 4-byte length of the map,
+              // the map, then the state file, into a model of 64 parameters
   kReaderCount
 };
 
@@ -170,6 +177,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case kSimulate:
       SimulateFromText(text);
       break;
+    case kCheckpointManifest:
+      (void)runtime::ParseCheckpointManifest(text, name);
+      break;
+    case kStateMap: {
+      if (text.size() < 4) break;
+      const size_t map_bytes = std::min<size_t>(text.size() - 4, static_cast<uint8_t>(text[0]) |
+                                                                     static_cast<uint8_t>(text[1]) << 8 |
+                                                                     static_cast<uint8_t>(text[2]) << 16 |
+                                                                     static_cast<size_t>(static_cast<uint8_t>(text[3])) << 24);
+      runtime::FullState full;
+      full.master.assign(64, 0.0f);
+      full.moment1.assign(64, 0.0f);
+      full.moment2.assign(64, 0.0f);
+      std::vector<uint8_t> counted(64, 0);
+      (void)runtime::AddRankState(text.substr(4, map_bytes), text.substr(4 + map_bytes), "map", "state", true, &full,
+                                  &counted);
+      break;
+    }
   }
   return 0;
 }
