@@ -12,7 +12,8 @@
 #    state files byte for byte (master weights and moments copied, working weights cast from
 #    them): for R over tp, pp, cp, ZeRO-3, bf16; and MoE (tiny-moe, ep=2 <-> dp=2) and a tied
 #    table on two stages (tiny-gpt, pp=2 <-> tp=2).
-# 4. Refused with the reason: another gbs; a rank's map missing; converting into --resume's folder.
+# 4. Refused with the reason: another gbs; a rank's map missing (one error line, not one per
+#    rank); converting into --resume's folder.
 # Without MPIEXEC: one rank, mbs=2 <-> mbs=1 (tolerance) and a bf16 round trip.
 # The checkpoints are read by tests/reshard_assemble.py, a second reader of the map format.
 set -uo pipefail
@@ -98,4 +99,6 @@ grep -q "writes it to another folder than --resume's" "$work/e.log" || { cat "$w
 rm "$work/B/step-3/rank-0.map"
 run --layout "${close[0]}" --steps 6 --resume "$work/B" > "$work/e.log" 2>&1 && fail "a checkpoint without its map was re-sharded"
 grep -q "rank-0.map" "$work/e.log" || { cat "$work/e.log"; fail "the missing map is not named"; }
+# Every rank reads every map, and fails alike: one prints.
+[ "$(grep -c "shardsim run: error" "$work/e.log")" = 1 ] || { cat "$work/e.log"; fail "not one error line"; }
 echo PASS

@@ -51,7 +51,7 @@ int Calibrate(int argc, char** argv) {
   const RunProcess process = StartRunProcess(&argc, &argv);
   auto fail = [&](const std::string& message) {
     std::cerr << "shardsim calibrate: error: rank " << process.me << ": " << message << "\n";
-    AbortRun(1);
+    AbortRun(process, 1);
     return 1;
   };
   Layout layout;

@@ -84,9 +84,12 @@ RunProcess StartRunProcess(int* argc, char*** argv) {
   return p;
 }
 
-void AbortRun(int code) {
+void AbortRun(const RunProcess& p, int code) {
 #if SHARDSIM_HAVE_MPI
-  MPI_Abort(MPI_COMM_WORLD, code);
+  if (p.world > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  MPI_Finalize();
+#else
+  (void)p;
 #endif
   std::exit(code);
 }

@@ -49,8 +49,10 @@ int LauncherRank();
 
 // MPI_Init when the binary has MPI; the world and this process's rank.
 RunProcess StartRunProcess(int* argc, char*** argv);
-// Ends every process of the job with `code` (MPI_Abort), or this one: never a hang.
-[[noreturn]] void AbortRun(int code);
+// Ends every process of the job with `code` (MPI_Abort; alone, p.world 1, MPI is finalized
+// instead, so a one-process run's error is its message and exit code, without MPI_Abort's
+// banner): never a hang.
+[[noreturn]] void AbortRun(const RunProcess& p, int code);
 void EndRunProcess();
 // Every process calls it, before any other communication: the lowest rank whose `failed` is
 // true, or -1 when none failed (one MPI_Allreduce of the minimum; this process's answer alone

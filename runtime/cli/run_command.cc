@@ -14,6 +14,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <tuple>
 
 #include "runtime/cli/run_backend.h"
@@ -323,7 +324,7 @@ int Run(int argc, char** argv) {
   const int me = process.me;
   auto fail = [&](const std::string& message) {
     std::cerr << "shardsim run: error: rank " << (emulate >= 0 ? emulate : me) << ": " << message << "\n";
-    AbortRun(1);  // ends every rank: never a hang
+    AbortRun(process, 1);  // ends every rank: never a hang
     return 1;
   };
   // The ranks this report covers: every process, or the one emulated rank.
@@ -366,23 +367,41 @@ int Run(int argc, char** argv) {
   if (!created.ok()) return fail("setup: " + created.status().message());
   Executor& exec = **created;
   const TokenSource& data = *req.data;
-  if (req.reshard_from) {  // the whole model's state after req.first_step steps, this rank's share of it
-    StatusOr<FullState> full = AssembleFullState(*req.resume_dir, req.first_step, req.reshard_from->world,
-                                                 exec.shard().full_layout().total_size());
-    if (!full.ok()) return fail("--resume: " + full.status().message());
-    if (Status st = exec.LoadFullState(*full); !st.ok()) return fail("--resume: " + st.message());
-    if (me == 0) {
-      std::cout << "resuming " << CheckpointDir(*req.resume_dir, req.first_step) << " (" << req.reshard_from->layout
-                << " on " << req.reshard_from->world << " ranks), re-sharded to this layout"
-                << (req.reshard_dropped_compression ? "; PowerSGD's error feedback and Q start afresh" : "")
-                << "\n";
+  if (req.resume_dir) {
+    // Under the same layout this rank's state after req.first_step steps; under another, the
+    // whole model's, of which LoadFullState takes this rank's share. The ranks agree on the
+    // first that could not read its part, which alone prints, before any collective.
+    Status loaded = Status::Ok();
+    std::optional<FullState> full;
+    if (req.reshard_from) {
+      StatusOr<FullState> assembled = AssembleFullState(*req.resume_dir, req.first_step, req.reshard_from->world,
+                                                        exec.shard().full_layout().total_size());
+      if (assembled.ok()) {
+        full = std::move(assembled).value();
+      } else {
+        loaded = assembled.status();
+      }
+    } else {
+      StatusOr<std::string> state = ReadRankState(*req.resume_dir, req.first_step, me);
+      loaded = state.ok() ? exec.LoadState(*state) : state.status();
+      if (state.ok() && !loaded.ok()) {
+        loaded = Status::Error(CheckpointDir(*req.resume_dir, req.first_step) + ", rank " + std::to_string(me) + ": " +
+                               loaded.message());
+      }
     }
-  } else if (req.resume_dir) {  // this rank's state after req.first_step steps
-    StatusOr<std::string> state = ReadRankState(*req.resume_dir, req.first_step, me);
-    if (!state.ok()) return fail("--resume: " + state.status().message());
-    if (Status st = exec.LoadState(*state); !st.ok()) {
-      return fail("--resume: " + CheckpointDir(*req.resume_dir, req.first_step) + ", rank " + std::to_string(me) +
-                  ": " + st.message());
+    const int first_bad = FirstFailingRank(process, !loaded.ok());
+    if (first_bad >= 0) {
+      if (me == first_bad) std::cerr << "shardsim run: error: rank " << me << ": --resume: " << loaded.message() << "\n";
+      AbortRun(process, 1);
+    }
+    if (full) {
+      if (Status st = exec.LoadFullState(*full); !st.ok()) return fail("--resume: " + st.message());
+      if (me == 0) {
+        std::cout << "resuming " << CheckpointDir(*req.resume_dir, req.first_step) << " (" << req.reshard_from->layout
+                  << " on " << req.reshard_from->world << " ranks), re-sharded to this layout"
+                  << (req.reshard_dropped_compression ? "; PowerSGD's error feedback and Q start afresh" : "")
+                  << "\n";
+      }
     }
   }
   // --save: after step s, every rank writes its state; once all have, rank 0 commits it.
