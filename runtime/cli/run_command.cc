@@ -299,11 +299,11 @@ int Run(int argc, char** argv) {
                  "activation recomputation, in fp32 or bf16 mixed precision (dtype=bf16: bf16\n"
                  "weights and activations, fp32 gradients, master weights and AdamW states; on\n"
                  "the CPU, bf16 storage with fp32 arithmetic), or bf16 with Transformer\n"
-                 "Engine's GEMMs in fp8 (dtype=fp8: E4M3 / E5M2, current\n"
-                 "scaling). compress=R runs PowerSGD (ZeRO 0): each gradient\n"
-                 "matrix sent as rank-r factors of about 1/R of its size, with error feedback.\n"
-                 "Not run yet, and rejected before any work with the reason: fp8_params;\n"
-                 "moe_capacity with cp > 1.\n\n"
+                 "Engine's GEMMs in fp8 (dtype=fp8: E4M3 / E5M2, current scaling).\n"
+                 "compress=R runs PowerSGD (ZeRO 0): each gradient matrix sent as rank-r\n"
+                 "factors of about 1/R of its size, with error feedback. Both backends run\n"
+                 "all of these. Not run yet, and rejected before any work with the reason:\n"
+                 "fp8_params; moe_capacity with cp > 1.\n\n"
               << cli::FlagHelp(flags);
     return 0;
   }
