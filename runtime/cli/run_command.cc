@@ -409,9 +409,7 @@ int Run(int argc, char** argv) {
     StatusOr<std::string> state = exec.SaveState();
     Status mine = state.ok() ? WriteRankState(*req.save_dir, done, me, *state) : state.status();
     if (mine.ok()) {  // where it sits in the whole model, for a resume under another layout
-      mine = WriteRankMap(*req.save_dir, done, me,
-                          EncodeStateMap(exec.shard().full_layout().total_size(),
-                                         req.in.layout.dtype == DType::kFp32 ? 4 : 2, exec.StateMap()));
+      mine = WriteRankMap(*req.save_dir, done, me, exec.SaveStateMap());
     }
     double failed = mine.ok() ? 0 : 1;
     SHARDSIM_RETURN_IF_ERROR(comm.AllReduceMaxHost(Group::kWorld, &failed, 1));

@@ -74,11 +74,20 @@ __device__ inline uint8_t Encode(float v, const Fp8Table& t) {
   return sign | static_cast<uint8_t>(code);
 }
 
-__global__ void AmaxKernel(const __nv_bfloat16* x, int64_t n, float* out) {
+// Each block's largest magnitude into partial[blockIdx.x] (grid-stride), then one block's over
+// those: max is exact in any order, so the result does not depend on the grid.
+__global__ void AmaxKernel(const __nv_bfloat16* x, int64_t n, float* partial) {
   float m = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, fabsf(Load(x + i)));
+  for (int64_t i = GlobalIndex(); i < n; i += GlobalStride()) m = fmaxf(m, fabsf(Load(x + i)));
   const float block = BlockMax(m);
-  if (threadIdx.x == 0) *out = block;
+  if (threadIdx.x == 0) partial[blockIdx.x] = block;
+}
+
+__global__ void MaxOfKernel(const float* partial, int64_t n, float* out) {
+  float m = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, partial[i]);
+  const float all = BlockMax(m);
+  if (threadIdx.x == 0) *out = all;
 }
 
 __global__ void QuantizeKernel(const __nv_bfloat16* x, int64_t rows, int64_t cols, float scale, Fp8Table t,
@@ -124,8 +133,12 @@ CudaFp8Kernels::~CudaFp8Kernels() { (void)cudaFreeHost(host_amax_); }
 
 float CudaFp8Kernels::Amax(const Bf16* x, int64_t count) {
   if (count == 0) return 0;
-  auto* out = static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kFp8, sizeof(float)));
-  AmaxKernel<<<1, kThreads, 0, ws_.stream()>>>(ToDev(x), count, out);
+  const int blocks = BlocksFor(count);
+  auto* partial = static_cast<float*>(ws_.Grow(CudaWorkspace::Slot::kFp8, (blocks + 1) * static_cast<int64_t>(sizeof(float))));
+  float* out = partial + blocks;
+  AmaxKernel<<<blocks, kThreads, 0, ws_.stream()>>>(ToDev(x), count, partial);
+  SHARDSIM_CUDA_CHECK_LAUNCH();
+  MaxOfKernel<<<1, kThreads, 0, ws_.stream()>>>(partial, blocks, out);
   SHARDSIM_CUDA_CHECK_LAUNCH();
   SHARDSIM_CUDA_CHECK(cudaMemcpyAsync(host_amax_, out, sizeof(float), cudaMemcpyDeviceToHost, ws_.stream()));
   SHARDSIM_CUDA_CHECK(cudaStreamSynchronize(ws_.stream()));

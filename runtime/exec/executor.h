@@ -56,8 +56,8 @@ class Executor {
   virtual StatusOr<std::string> SaveState() = 0;
   virtual Status LoadState(const std::string& bytes) = 0;
   // Where SaveState's fp32 master weights and moments sit in the single-process model: the
-  // elements this rank alone counts (reshard.h), as runs.
-  virtual std::vector<StateRun> StateMap() = 0;
+  // elements this rank alone counts, as runs, encoded as a map file (reshard.h).
+  virtual std::string SaveStateMap() = 0;
   // This rank's share of a whole-model state from a checkpoint of any layout (reshard.h): the
   // master weights and moments cut as Create cuts the initial parameters, the working weights
   // cast from them, the AdamW step count set. A collective (ZeRO's gathers): every rank calls

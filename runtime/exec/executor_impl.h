@@ -38,7 +38,7 @@ class TypedExecutor final : public Executor {
   void SetLearningRate(double lr) override { opt_.lr = lr; }
   StatusOr<std::string> SaveState() override;
   Status LoadState(const std::string& bytes) override;
-  std::vector<StateRun> StateMap() override;
+  std::string SaveStateMap() override;
   Status LoadFullState(const FullState& full) override;
   StatusOr<std::vector<float>> FullParams() override;
   int64_t host_peak_bytes() const override { return host_.peak_bytes(); }

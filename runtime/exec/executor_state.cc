@@ -1,5 +1,5 @@
 // See executor.h: the state a checkpoint holds and the whole model assembled from the ranks
-// (TypedExecutor's FullParams, SaveState / LoadState, StateMap / LoadFullState; reshard.h).
+// (TypedExecutor's FullParams, SaveState / LoadState, SaveStateMap / LoadFullState; reshard.h).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -106,7 +106,7 @@ Status TypedExecutor<T>::LoadState(const std::string& in) {
 }
 
 template <typename T>
-std::vector<StateRun> TypedExecutor<T>::StateMap() {
+std::string TypedExecutor<T>::SaveStateMap() {
   // The local ranges this rank counts, as FullParams: owned, counted once over DP (or EDP),
   // less the head stage's copy of a tied table and, on TP ranks but the first, what TP
   // replicates.
@@ -143,7 +143,7 @@ std::vector<StateRun> TypedExecutor<T>::StateMap() {
       }
     }
   });
-  return runs;
+  return EncodeStateMap(shard_.full_layout().total_size(), static_cast<int64_t>(sizeof(T)), runs);
 }
 
 template <typename T>
@@ -176,7 +176,7 @@ Status TypedExecutor<T>::LoadFullState(const FullState& full) {
   template StatusOr<std::vector<float>> TypedExecutor<T>::FullParams();    \
   template StatusOr<std::string> TypedExecutor<T>::SaveState();            \
   template Status TypedExecutor<T>::LoadState(const std::string&);         \
-  template std::vector<StateRun> TypedExecutor<T>::StateMap();             \
+  template std::string TypedExecutor<T>::SaveStateMap();                  \
   template Status TypedExecutor<T>::LoadFullState(const FullState&);
 SHARDSIM_STATE_MEMBERS(float)
 SHARDSIM_STATE_MEMBERS(Bf16)
