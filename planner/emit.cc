@@ -254,6 +254,10 @@ void AddBatchAndRecompute(const Layout& l, MegatronArgs& a) {
     case Recompute::kSelective:  // validate_args: sets recompute_granularity = 'selective'
       a.Flag("--recompute-activations");
       break;
+    case Recompute::kOp:
+      a.NotExpressible("recompute=op (torchtitan's per-op checkpointing of every other matmul's output): "
+                       "Megatron-LM recomputes whole layers or listed modules (--recompute-modules)");
+      break;
     case Recompute::kFull:  // every layer recomputed from its input
       a.Flag("--recompute-granularity", "full");
       a.Flag("--recompute-method", "uniform");
@@ -392,9 +396,9 @@ std::vector<std::string> DeepSpeedNotes(const ModelSpec& m, const Layout& l) {
                     ": the pipeline schedule and virtual stages are not config keys (DeepSpeed's "
                     "pipeline engine runs its own schedule)");
   }
-  if (l.recompute == Recompute::kSelective) {
+  if (l.recompute == Recompute::kSelective || l.recompute == Recompute::kOp) {
     notes.push_back(
-        "recompute=selective: which layers or parts are recomputed is chosen by the "
+        "recompute=" + RecomputeName(l.recompute) + ": which layers or parts are recomputed is chosen by the "
         "model code; activation_checkpointing only configures DeepSpeed's "
         "checkpointing");
   }

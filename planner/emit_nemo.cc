@@ -138,6 +138,10 @@ void Training(const Layout& l, Overrides& o) {
     case Recompute::kSelective:
       o.Set("model.config.recompute_granularity", PyStr("selective"));
       break;
+    case Recompute::kOp:
+      o.NotExpressible("recompute=op (torchtitan's per-op checkpointing of every other matmul's output): "
+                       "Megatron-Core recomputes whole layers or listed modules (recompute_modules)");
+      break;
     case Recompute::kFull:
       o.Set("model.config.recompute_granularity", PyStr("full"));
       o.Set("model.config.recompute_method", PyStr("uniform"));

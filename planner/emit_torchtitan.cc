@@ -55,6 +55,10 @@ std::vector<std::string> NotRunnable(const ModelSpec& m, const Layout& l) {
   if (l.zero == 3 && l.live_params < 1'000'000'000'000) out.push_back("a live-parameter limit (FSDP2 has none)");
   if (l.bucket_params != 0) out.push_back("bucket_params (FSDP2 reduces each block's gradients alone)");
   if (l.attention != AttentionImpl::kFlash) out.push_back("attention=unfused (llama3 runs scaled_dot_product_attention)");
+  if (l.recompute == Recompute::kSelective) {
+    out.push_back("recompute=selective (torchtitan recomputes no attention core alone: its selective per-op "
+                  "checkpointing is recompute=op)");
+  }
   if (l.tp > 1 && !l.sp) out.push_back("sp=off (apply_tp always runs SequenceParallel)");
   if (l.overlap_tp == TpOverlap::kBackward) out.push_back("overlap_tp=backward (DTensor's collectives block; async TP is overlap_tp=on)");
   if (l.pp > 1 && l.schedule == Schedule::kZeroBubble) out.push_back("schedule=zero-bubble (torch has no single-stage zero-bubble schedule)");
@@ -112,10 +116,6 @@ StatusOr<std::string> EmitTorchtitan(const ModelSpec& m, const Layout& l) {
   if (l.dtype == DType::kFp8) {
     s += "# fp8: torchao's Float8Linear on every linear layer but the output (tensorwise scaling), compiled.\n";
   }
-  if (l.recompute == Recompute::kSelective) {
-    s += "# recompute=selective is torchtitan's per-op selective checkpointing (\"op\"), priced as the attention-core\n";
-    s += "# recompute: its recompute of every other matmul and its smaller activations are not modelled.\n";
-  }
   if (fsdp && l.pp > 1) {
     s += "# FSDP under the pipeline: torch.distributed.pipelining reduce-scatters gradients at each stage's last\n";
     s += "# micro-batch only and keeps the parameters gathered (stage.py backward_maybe_with_nosync): zero=1.\n";
@@ -155,8 +155,8 @@ StatusOr<std::string> EmitTorchtitan(const ModelSpec& m, const Layout& l) {
   s += "context_parallel_degree = " + Toml(l.cp) + "\n";
 
   s += "\n[activation_checkpoint]\nmode = " +
-       TomlStr(l.recompute == Recompute::kFull ? "full" : l.recompute == Recompute::kSelective ? "selective" : "none") + "\n";
-  if (l.recompute == Recompute::kSelective) s += "selective_ac_option = \"op\"\n";
+       TomlStr(l.recompute == Recompute::kFull ? "full" : l.recompute == Recompute::kOp ? "selective" : "none") + "\n";
+  if (l.recompute == Recompute::kOp) s += "selective_ac_option = \"op\"\n";
   s += "\n[compile]\nenable = " + Toml(compile) + "\n";
   if (compile) s += "components = [\"model\", \"loss\"]\n";
   if (l.dtype == DType::kFp8) s += "\n[quantize.linear.float8]\nfilter_fqns = [\"output\"]\n";

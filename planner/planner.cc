@@ -158,8 +158,22 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   base.schedule_given = true;
 
   // The recompute and offload values --fix/--forbid allow (the innermost loops: checked once).
+  // recompute=op (torchtitan's per-op checkpointing) only where the stack may run it: not
+  // where a rule refuses it whatever the layout (Megatron's and DeepSpeed's stacks), nor
+  // without a stack unless fixed (a framework's own policy, not searched for every framework).
+  const auto stack_never_runs = [&](const std::string& key, const std::string& value) {
+    if (!o.stack) return !o.fixed.count(key);
+    for (const StackRule& r : o.stack->rules) {
+      if (!r.when.empty()) continue;
+      for (const StackTerm& t : r.refuse) {
+        if (!t.greater && t.key == key && t.value == value) return true;
+      }
+    }
+    return false;
+  };
   std::vector<Recompute> recomputes;
-  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kOp, Recompute::kFull}) {
+    if (rc == Recompute::kOp && stack_never_runs("recompute", "op")) continue;
     if (Allowed(o, "recompute", RecomputeName(rc))) recomputes.push_back(rc);
   }
   std::vector<Offload> offloads;

@@ -144,6 +144,16 @@ with open(out, "w") as f:
         f.write("| %s | %s, layout `%s` | %s | %s | %s | %s |\n" % (
             p["name"], ref["what"], ref["layout"], nt, pct(ref_error(nr, ref)), ot,
             pct(ref_error(orr, ref))))
+    # The fitted parameter as compute-fits.yaml holds it now (not restated by hand).
+    fits = {}
+    arch = None
+    for line in open("docs/validation/compute-fits.yaml"):
+        t = line.strip()
+        if t.startswith("- architecture:"):
+            arch = t.split(":", 1)[1].strip().strip('"')
+        elif t.startswith("sustained_compute:") and arch:
+            fits[arch] = float(t.split(":", 1)[1])
+    fitted = ", ".join("%s %.3f" % (a, fits[a]) for a in sorted(fits))
     f.write("\nReading it: the winners moved because of issue 13 (ZeRO-2 reduce-scatters every micro-batch, "
             "memory checked after simulation) and because `plan` now searches for `megatron-core-2024` by "
             "default (no ZeRO-2/3, zero-bubble or offload; `--stack none` searches everything), and since "
@@ -152,8 +162,7 @@ with open(out, "w") as f:
             "gives the bf16 answer), with the interleaved schedule's sends overlapped as Megatron-LM runs it; the replays "
             "moved with issue 14's kernel-level changes (fp8 and shape-dependent GEMM efficiency, Transformer "
             "Engine's TP overlap) and, most, with the one fitted parameter, the sustained share of the kernel "
-            "benchmarks' math rates per GPU architecture (docs/validation/compute-fits.yaml; sm80 0.820, sm90 "
-            "0.814), which both the winners' and the replays' step times now include. The winners are the most "
+            "benchmarks' math rates per GPU architecture (docs/validation/compute-fits.yaml; " + fitted + "), which both the winners' and the replays' step times now include. The winners are the most "
             "robust of the layouts within the suite's ranking tolerance (2.1 %) of the fastest, not the fastest "
             "itself (docs/planner.md, ties). The five replayed suite "
             "runs are in that fit's sample (their left-one-source-out errors are in "

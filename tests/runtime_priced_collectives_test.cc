@@ -22,6 +22,7 @@
 #include "runtime/cpu/markov_stream.h"
 #include "runtime/exec/executor.h"
 #include "src/cost/layer_plan.h"
+#include "src/cost/ops.h"
 #include "src/cost/stage_calls.h"
 #include "src/layout/placement.h"
 #include "src/layout/validate.h"
@@ -77,13 +78,23 @@ std::map<CallKey, int64_t> Priced(const Layout& l, const IterationPlan& plan, in
 // gradients' (this rank's kept slots), is that exactly; the expert side, the combine and the
 // inputs' gradients (the rows this rank's experts received), depends on the routing. So the
 // all-to-alls are compared by count, and at least half of them (the token side) must move
-// exactly the priced bytes; every other call keeps its exact key.
+// exactly the priced bytes; every other call keeps its exact key. Under Megatron-Core's
+// dispatcher with TP (ops.h MoeDispatchGathersOverTp) the experts' tokens gathered over TP and
+// their outputs reduce-scattered are priced at the balanced T x top_k rows (`expert_tp_bytes`);
+// the runtime's blocks are the busiest TP rank's received rows, which depend on the routing
+// (and on the emulated ranks' routing here): those at no priced size are compared by count.
 std::map<CallKey, int64_t> ExceptAllToAllBytes(const std::map<CallKey, int64_t>& calls,
-                                               const std::map<CallKey, int64_t>& priced) {
+                                               const std::map<CallKey, int64_t>& priced,
+                                               double expert_tp_bytes = 0) {
   std::map<CallKey, int64_t> out;
   int64_t all = 0, exact = 0;
   for (const auto& [key, count] : calls) {
     const auto& [kind, group, bytes] = key;
+    if (expert_tp_bytes > 0 && group == Group::kTp && (kind == CallKind::kAllGather || kind == CallKind::kReduceScatter) &&
+        (static_cast<double>(bytes) == expert_tp_bytes || !priced.contains(key))) {
+      out[CallKey{kind, group, -1}] += count;
+      continue;
+    }
     if (kind != CallKind::kAllToAll) {
       out[key] += count;
       continue;
@@ -145,8 +156,11 @@ void ExpectSameCalls(const ModelSpec& m, const std::string& spec) {
     if (world > 1) {
       EXPECT_FALSE(priced.empty());  // a layout over several ranks communicates
     }
-    const std::map<CallKey, int64_t> executed = ExceptAllToAllBytes(rec->calls(), priced);
-    EXPECT_TRUE(executed == ExceptAllToAllBytes(priced, priced)) << "executed:\n" << Describe(rec->calls()) << "priced:\n"
+    // The experts' tokens over TP: T x top_k rows of hidden (the runtime's activations fp32 or bf16).
+    const double expert_tp_bytes =
+        MoeDispatchGathersOverTp(*l) ? static_cast<double>(TokensPerRank(m, *l) * m.moe->top_k * m.hidden) * (bf16 ? 2 : 4) : 0;
+    const std::map<CallKey, int64_t> executed = ExceptAllToAllBytes(rec->calls(), priced, expert_tp_bytes);
+    EXPECT_TRUE(executed == ExceptAllToAllBytes(priced, priced, expert_tp_bytes)) << "executed:\n" << Describe(rec->calls()) << "priced:\n"
                                                                  << Describe(priced);
   }
   for (const auto& [stage, ranks] : ranks_of_stage) {

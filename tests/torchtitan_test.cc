@@ -265,7 +265,7 @@ TEST(TorchtitanEmit, EveryRunnableLayoutReadsBackAsPlanned) {
       {"llama3-8b", "tp=8,mbs=1,gbs=8,sp=on,dtype=fp32", 8},          // TP alone: no mixed precision
       {"llama3-70b", "tp=8,pp=4,mbs=1,gbs=64,zero=1,sp=on,overlap_pp=on,first_stage_layers=19,last_stage_layers=19", 64},
       {"llama3-8b", "mbs=1,gbs=64,zero=2", 8},                       // FSDP kept gathered
-      {"llama2-7b", "tp=2,mbs=4,gbs=256,zero=3,sp=on,overlap_tp=on,recompute=selective", 16},
+      {"llama2-7b", "tp=2,mbs=4,gbs=256,zero=3,sp=on,overlap_tp=on,recompute=op", 16},
   };
   for (const Case& c : cases) {
     const ModelSpec m = Model(c.model);
@@ -286,7 +286,8 @@ TEST(TorchtitanEmit, EveryRunnableLayoutReadsBackAsPlanned) {
            {"tp=2,mbs=1,gbs=8,zero=2,sp=off", "sp=off"},
            {"mbs=1,gbs=8,zero=3", "live-parameter limit"},
            {"mbs=1,gbs=8,zero=1", "zero=1 without pp"},
-           {"pp=2,mbs=1,gbs=16,zero=2,overlap_pp=on", "zero=2 with pp"}}) {
+           {"pp=2,mbs=1,gbs=16,zero=2,overlap_pp=on", "zero=2 with pp"},
+           {"mbs=1,gbs=8,zero=2,recompute=selective", "recompute=selective (torchtitan recomputes no attention core"}}) {
     StatusOr<std::string> t = planner::EmitTorchtitan(m8, Resolved(spec, 8));
     ASSERT_FALSE(t.ok()) << spec;
     EXPECT_NE(t.status().message().find(why), std::string::npos) << t.status().message();
@@ -314,7 +315,7 @@ TEST(TorchtitanNames, EveryNameIsInTorchtitansSources) {
   // The keys of configs with every optional setting: fp8, async TP, pp with a layers-per-stage
   // setting; offload, selective checkpointing.
   for (const char* spec : {"tp=2,pp=2,vpp=4,schedule=interleaved,mbs=1,gbs=64,zero=1,sp=on,dtype=fp8,overlap_tp=on,overlap_pp=on",
-                           "mbs=1,gbs=64,zero=3,offload=optimizer+params,recompute=selective"}) {
+                           "mbs=1,gbs=64,zero=3,offload=optimizer+params,recompute=op"}) {
     const Layout l = Resolved(std::string(spec) + ",live_params=1000000000000", 16);
     StatusOr<std::string> toml = planner::EmitTorchtitan(Model("llama3-8b"), l);
     ASSERT_TRUE(toml.ok()) << toml.status().message();

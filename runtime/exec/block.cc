@@ -156,6 +156,14 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_mean, d.n_local, "mlp norm statistics"));
   k.NormForward(m.norm, s.mid.as<T>(), w.mlp_norm_gain, w.mlp_norm_bias, s.norm2.as<T>(), s.norm2_mean.f(),
                 s.norm2_rstd.f(), d.n_local, c);
+  if (w.router != nullptr && moe != nullptr && moe->rank.DispatchGathersOverTp()) {
+    // An MoE layer whose dispatcher gathers over TP itself (moe_block.h): this rank's rows in
+    // and out, no f or g around it.
+    SHARDSIM_RETURN_IF_ERROR(MoeForward(ctx, d, moe->rank, w.router, moe->experts, s.norm2.as<T>(), out, s.moe));
+    ctx.SetPart(SpanLabel::kMlpResidual);
+    k.Add(out, s.mid.as<T>(), d.n_local * c);
+    return Status::Ok();
+  }
   if (w.router != nullptr) {  // an MoE layer (moe_block.h): f, the experts, g, as a dense MLP
     CHECK(moe != nullptr) << "an MoE layer's forward needs its experts";
     SHARDSIM_ASSIGN_OR_RETURN(in, ctx.Gather(s.norm2.as<T>(), gathered, d.n_local, c));
@@ -288,13 +296,24 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   std::optional<TeIn<T>> norm2;  // fc1's input: s.norm2's rows or fp8 codes, gathered under SP
   // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
   ctx.SetPart(SpanLabel::kMlp);
-  SHARDSIM_ASSIGN_OR_RETURN(const T* dout, ctx.Gather(dresid, gathered, d.n_local, c));
-  if (overlap) {
+  // An MoE layer whose dispatcher gathers over TP (moe_block.h) takes this rank's rows.
+  const bool dispatch_tp = w.router != nullptr && moe != nullptr && moe->rank.DispatchGathersOverTp();
+  const T* dout = dresid;
+  if (!dispatch_tp) {
+    SHARDSIM_ASSIGN_OR_RETURN(dout, ctx.Gather(dresid, gathered, d.n_local, c));
+  }
+  if (overlap && !dispatch_tp) {
     SHARDSIM_ASSIGN_OR_RETURN(norm2, RegatherInput<T>(ctx, d, s.norm2, s.fc1_in, norm_in, &pending));
   }
   T* dn = nullptr;
   bool gathered2 = false;  // SP: w_in's and w_up's input is the re-gathered copy, not s.norm2
-  if (w.router != nullptr) {  // an MoE layer (moe_block.h; no stash: the executor's rule)
+  if (dispatch_tp) {
+    SHARDSIM_RETURN_IF_ERROR(zeros(dnorm, d.n_local * c, "mlp norm gradient rows"));
+    SHARDSIM_RETURN_IF_ERROR(MoeBackward(ctx, d, moe->rank, w.router, dw.router, moe->experts, moe->grads,
+                                         s.norm2.as<T>(), s.moe, dout, dnorm.as<T>(), moe->aux_scale, stash));
+    s.moe.Clear();
+    dn = dnorm.as<T>();
+  } else if (w.router != nullptr) {  // an MoE layer (moe_block.h; no stash: the executor's rule)
     CHECK(moe != nullptr) << "an MoE layer's backward needs its experts";
     if (!norm2) {
       SHARDSIM_ASSIGN_OR_RETURN(norm2, RegatherInput<T>(ctx, d, s.norm2, s.fc1_in, norm_in, nullptr));

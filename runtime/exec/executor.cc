@@ -43,6 +43,10 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
     no(l.cp > 1 && l.moe_capacity > 0, "cp=" + std::to_string(l.cp) +
                                            " with moe_capacity (an expert's capacity is counted over the whole sequence; "
                                            "the runtime routes each CP rank's tokens: use moe_capacity=0)");
+    no(l.tp > 1 && l.sp && l.ep > 1 && l.moe_capacity > 0,
+       "tp=" + std::to_string(l.tp) + ",sp=on,ep=" + std::to_string(l.ep) +
+           " with moe_capacity (an expert's capacity is counted over the whole sequence; under SP the dispatcher "
+           "routes each TP rank's tokens: use moe_capacity=0)");
   }
   no(l.dtype != DType::kFp32 && l.dtype != DType::kBf16 && l.dtype != DType::kFp8,
      "dtype=" + DTypeName(l.dtype) + " (the runtime trains in fp32, bf16 mixed precision or bf16 with fp8 GEMMs)");
@@ -50,6 +54,9 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
      "dtype=fp8 with sp=on and an odd hidden size (" + std::to_string(m.hidden) +
          "): the runtime gathers the saved fp8 codes two bytes an element");
   no(l.fp8_params, "fp8_params=on (the runtime keeps bf16 weights and quantizes them for each GEMM: fp8_params=off)");
+  no(l.recompute == Recompute::kOp,
+     "recompute=op (torchtitan's per-op checkpointing; the runtime recomputes the attention core or whole layers: "
+     "recompute=selective or full)");
   no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +
                                " (the runtime reduces one bucket per layer, the embeddings and the head: bucket_params=0)");
   no(l.zero == 3 && static_cast<double>(l.live_params) < DenseLayerParamsOnRank(m, l),

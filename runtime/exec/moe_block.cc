@@ -73,14 +73,39 @@ Status Exchange(ExecContext& ctx, const MoeRank& er, const T* in, const std::vec
   }, label);
 }
 
+// The experts' rows (rows x c, regrouped expert-major) back in the order this rank received
+// them, into `back`: without the TP gather the inverse regrouping; under it, scattered into
+// the gathered (tp x block) rows and reduce-scattered over TP, so that this rank's block holds
+// its received rows summed over the experts' TP-split MLPs.
+template <typename T>
+Status ToReceivedRows(ExecContext& ctx, const MoeSaved& s, const T* y, int64_t rows, int64_t c, bool dtp,
+                      DeviceBuffer& back) {
+  TypedKernels<T>& kt = ctx.kt<T>();
+  if (!dtp) {
+    SHARDSIM_ASSIGN_OR_RETURN(back, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert rows to send"));
+    kt.GatherRows(y, s.ungroup.i32(), back.as<T>(), rows, c);
+    return Status::Ok();
+  }
+  const int64_t tp = static_cast<int64_t>(s.tp_rows.size());
+  DeviceBuffer pool;
+  SHARDSIM_ASSIGN_OR_RETURN(pool, ctx.Zeros<T>(kWork, std::max<int64_t>(tp * s.tp_block, 1) * c, "expert rows of every TP rank"));
+  kt.ScatterAddRows(y, s.regroup.i32(), pool.as<T>(), rows, c);
+  SHARDSIM_ASSIGN_OR_RETURN(back, ctx.Alloc<T>(kWork, std::max<int64_t>(s.tp_block, 1) * c, "expert rows to send"));
+  return ctx.Reduce(pool.as<T>(), back.as<T>(), s.tp_block, c);
+}
+
 }  // namespace
 
 template <typename T>
 Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const T* router,
                   const std::vector<ExpertWeights<T>>& experts, const T* x, T* out, MoeSaved& s) {
   const ModelSpec& m = *d.m;
-  const int64_t n = d.n, c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
+  const bool dtp = er.DispatchGathersOverTp();
+  // The rows this rank routes: its own under the dispatcher's TP gather, else all of them.
+  const int64_t n = dtp ? d.n_local : d.n;
+  const int64_t c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
   const int64_t local = er.LocalExperts(m), first = er.rank * local;
+  const int64_t tps = dtp ? er.tp : 1;  // the TP ranks whose received rows this rank's experts run
   CHECK(static_cast<int64_t>(experts.size()) == local) << experts.size() << " local experts of " << local;
   TypedKernels<T>& kt = ctx.kt<T>();
   s.Clear();
@@ -92,59 +117,95 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
     const std::vector<float> host = HostFloats(ctx, logits.as<T>(), n * e_n);
     s.routing = Route<float>(host.data(), n, e_n, k, er.capacity_factor, m.moe->aux_loss_coeff);
   }
-  if (er.cp > 1 && m.moe->aux_loss_coeff > 0) {  // the aux loss over the whole sequences
+  // The aux loss over the whole sequences: the counts summed over the CP group, and over TP
+  // when each TP rank routes its own rows.
+  if ((er.cp > 1 || dtp) && m.moe->aux_loss_coeff > 0) {
     std::vector<double> counts(s.routing.selected.begin(), s.routing.selected.end());
-    SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kCpComm, 0, [&] {
-      return ctx.comm().AllReduceSumHost(Group::kCp, counts.data(), e_n);
-    }, SpanLabel::kEpRouting));
-    SetAuxStatistics(s.routing, std::vector<int64_t>(counts.begin(), counts.end()), n * er.cp);
+    if (er.cp > 1) {
+      SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kCpComm, 0, [&] {
+        return ctx.comm().AllReduceSumHost(Group::kCp, counts.data(), e_n);
+      }, SpanLabel::kEpRouting));
+    }
+    if (dtp) {
+      SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kTpComm, 0, [&] {
+        return ctx.comm().AllReduceSumHost(Group::kTp, counts.data(), e_n);
+      }, SpanLabel::kEpRouting));
+    }
+    SetAuxStatistics(s.routing, std::vector<int64_t>(counts.begin(), counts.end()), n * er.cp * tps);
   }
   const MoeRouting& r = s.routing;
-  // Every source's routing, over the EP group.
-  std::vector<double> mine(static_cast<size_t>(n * k * kSlotDoubles)), all(mine.size() * er.ep);
+  // Every source's routing, over the EP group (and under the TP gather, every TP rank's too:
+  // source (t, p) is TP rank t of EP member p, at t x ep + p).
+  const int64_t slots = n * k * kSlotDoubles;
+  std::vector<double> mine(static_cast<size_t>(slots)), ep_all(mine.size() * er.ep);
   for (int64_t slot = 0; slot < n * k; ++slot) {
     mine[slot * kSlotDoubles] = r.expert[slot];
     mine[slot * kSlotDoubles + 1] = r.weight[slot];
     mine[slot * kSlotDoubles + 2] = r.kept[slot];
   }
   SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kEpComm, 0, [&] {
-    return ctx.comm().AllGatherHost(Group::kEp, mine.data(), all.data(), static_cast<int64_t>(mine.size()));
+    return ctx.comm().AllGatherHost(Group::kEp, mine.data(), ep_all.data(), static_cast<int64_t>(mine.size()));
   }, SpanLabel::kEpRouting));
-  // What each member sends: this rank's dispatch, cut at the members' expert ranges.
+  std::vector<double> all = ep_all;
+  if (dtp) {
+    all.resize(ep_all.size() * tps);
+    SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kTpComm, 0, [&] {
+      return ctx.comm().AllGatherHost(Group::kTp, ep_all.data(), all.data(), static_cast<int64_t>(ep_all.size()));
+    }, SpanLabel::kEpRouting));
+  }
+  // What this rank sends: its dispatch, cut at the members' expert ranges.
   s.send_rows.assign(er.ep, 0);
   for (int64_t e = 0; e < e_n; ++e) s.send_rows[e / local] += r.per_expert[e];
-  // What this rank receives: from each source, its kept slots for the local experts, expert
-  // after expert, tokens in order; regrouped expert-major.
-  s.recv_rows.assign(er.ep, 0);
-  std::vector<std::vector<std::vector<int64_t>>> from(local, std::vector<std::vector<int64_t>>(er.ep));
-  for (int64_t p = 0; p < er.ep; ++p) {
-    const double* src = all.data() + p * n * k * kSlotDoubles;
-    for (int64_t slot = 0; slot < n * k; ++slot) {
-      const int64_t e = static_cast<int64_t>(src[slot * kSlotDoubles]);
-      if (src[slot * kSlotDoubles + 2] == 0 || e < first || e >= first + local) continue;
-      from[e - first][p].push_back(slot);  // tokens ascending: the order the source sends
-      ++s.recv_rows[p];
+  // What each TP rank t of this member receives (this rank's alone without the TP gather): from
+  // each source p, its kept slots for the local experts, expert after expert, tokens in order.
+  std::vector<std::vector<int64_t>> recv(tps, std::vector<int64_t>(er.ep, 0));
+  std::vector<std::vector<std::vector<std::vector<int64_t>>>> from(
+      local, std::vector<std::vector<std::vector<int64_t>>>(tps, std::vector<std::vector<int64_t>>(er.ep)));
+  for (int64_t t = 0; t < tps; ++t) {
+    for (int64_t p = 0; p < er.ep; ++p) {
+      const double* src = all.data() + (t * er.ep + p) * slots;
+      for (int64_t slot = 0; slot < n * k; ++slot) {
+        const int64_t e = static_cast<int64_t>(src[slot * kSlotDoubles]);
+        if (src[slot * kSlotDoubles + 2] == 0 || e < first || e >= first + local) continue;
+        from[e - first][t][p].push_back(slot);  // tokens ascending: the order the source sends
+        ++recv[t][p];
+      }
     }
   }
-  const int64_t rows = Sum(s.recv_rows), sent = Sum(s.send_rows);
-  std::vector<int64_t> block(er.ep, 0);  // where source p's rows start in the received buffer
-  for (int64_t p = 1; p < er.ep; ++p) block[p] = block[p - 1] + s.recv_rows[p - 1];
-  std::vector<int64_t> seen(er.ep, 0);
-  std::vector<int32_t> regroup, ungroup(rows);
+  const int64_t own = dtp ? er.tp_rank : 0;
+  s.recv_rows = recv[own];
+  s.tp_rows.assign(tps, 0);
+  for (int64_t t = 0; t < tps; ++t) s.tp_rows[t] = Sum(recv[t]);
+  // Under the TP gather each TP rank's rows sit in a block of the largest count (the
+  // all-gather's equal blocks); otherwise the one block is this rank's rows.
+  s.tp_block = *std::max_element(s.tp_rows.begin(), s.tp_rows.end());
+  const int64_t rows = Sum(s.tp_rows), sent = Sum(s.send_rows), received_rows = s.tp_rows[own];
+  // Regrouped expert-major: for each local expert, its rows from every TP rank and source.
+  std::vector<int32_t> regroup;
   std::vector<float> weight;
   s.expert_rows.assign(local, 0);
   for (int64_t le = 0; le < local; ++le) {
-    for (int64_t p = 0; p < er.ep; ++p) {
-      const double* src = all.data() + p * n * k * kSlotDoubles;
-      for (int64_t slot : from[le][p]) {
-        const int64_t at = block[p] + seen[p]++;
-        ungroup[at] = static_cast<int32_t>(regroup.size());
-        regroup.push_back(static_cast<int32_t>(at));
-        weight.push_back(static_cast<float>(src[slot * kSlotDoubles + 1]));
-        s.origin.emplace_back(static_cast<int32_t>(p), slot);
-        ++s.expert_rows[le];
+    for (int64_t t = 0; t < tps; ++t) {
+      int64_t start = t * s.tp_block;  // where source p's rows start in TP rank t's block
+      for (int64_t p = 0; p < er.ep; ++p) {
+        const double* src = all.data() + (t * er.ep + p) * slots;
+        // Source p's rows for the experts before le, then this expert's.
+        int64_t before = 0;
+        for (int64_t pe = 0; pe < le; ++pe) before += static_cast<int64_t>(from[pe][t][p].size());
+        int64_t at = start + before;
+        for (int64_t slot : from[le][t][p]) {
+          regroup.push_back(static_cast<int32_t>(at++));
+          weight.push_back(static_cast<float>(src[slot * kSlotDoubles + 1]));
+          s.origin.emplace_back(static_cast<int32_t>(t * er.ep + p), slot);
+          ++s.expert_rows[le];
+        }
+        start += recv[t][p];
       }
     }
+  }
+  std::vector<int32_t> ungroup(static_cast<size_t>(rows));
+  if (!dtp) {
+    for (size_t i = 0; i < regroup.size(); ++i) ungroup[static_cast<size_t>(regroup[i])] = static_cast<int32_t>(i);
   }
   std::vector<int32_t> tokens;
   for (int64_t slot : r.order) tokens.push_back(static_cast<int32_t>(slot / k));
@@ -159,14 +220,22 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
     DeviceBuffer dispatch;
     SHARDSIM_ASSIGN_OR_RETURN(dispatch, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe dispatched tokens"));
     kt.GatherRows(x, s.slot_token.i32(), dispatch.as<T>(), sent, c);
-    SHARDSIM_ASSIGN_OR_RETURN(received, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "moe received tokens"));
+    SHARDSIM_ASSIGN_OR_RETURN(received, dtp ? ctx.Zeros<T>(kWork, std::max<int64_t>(s.tp_block, 1) * c, "moe received tokens")
+                                            : ctx.Alloc<T>(kWork, std::max<int64_t>(received_rows, 1) * c, "moe received tokens"));
     SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c,
                                       SpanLabel::kEpDispatch));
   }
+  // Under the TP gather, every TP rank's received rows (gather_from_sequence_parallel_region).
+  DeviceBuffer gathered;
+  const T* pool = received.as<T>();
+  if (dtp) {
+    SHARDSIM_ASSIGN_OR_RETURN(pool, ctx.Gather(received.as<T>(), gathered, s.tp_block, c));
+  }
   // The local experts, each on its rows.
   SHARDSIM_ASSIGN_OR_RETURN(s.input, ctx.Alloc<T>(kAct, std::max<int64_t>(rows, 1) * c, "expert inputs"));
-  kt.GatherRows(received.as<T>(), s.regroup.i32(), s.input.as<T>(), rows, c);
+  kt.GatherRows(pool, s.regroup.i32(), s.input.as<T>(), rows, c);
   received.Reset();
+  gathered.Reset();
   const bool swiglu = m.activation == Activation::kSwiglu;
   SHARDSIM_ASSIGN_OR_RETURN(s.hidden, ctx.Alloc<T>(kAct, std::max<int64_t>(rows, 1) * f, "expert hidden"));
   if (swiglu) {
@@ -200,10 +269,10 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
     at += re;
   }
   scaled.Reset();
-  // Combine: the outputs back to their sources, added into their tokens.
+  // Combine: the outputs back to their sources, added into their tokens; under the TP gather
+  // first summed over TP into each TP rank's received rows (reduce_scatter_to_sequence_parallel_region).
   DeviceBuffer back, returned;
-  SHARDSIM_ASSIGN_OR_RETURN(back, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert outputs to send"));
-  kt.GatherRows(y.as<T>(), s.ungroup.i32(), back.as<T>(), rows, c);
+  SHARDSIM_RETURN_IF_ERROR(ToReceivedRows(ctx, s, y.as<T>(), rows, c, dtp, back));
   y.Reset();
   SHARDSIM_ASSIGN_OR_RETURN(returned, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe returned outputs"));
   SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c,
@@ -227,23 +296,31 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     g.direct = dw;
     stash->gemms.push_back(g);
   };
-  const int64_t n = d.n, c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
+  const bool dtp = er.DispatchGathersOverTp();
+  const int64_t n = dtp ? d.n_local : d.n;  // as MoeForward
+  const int64_t c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
   const int64_t local = er.LocalExperts(m);
-  const int64_t rows = Sum(s.recv_rows), sent = Sum(s.send_rows);
+  const int64_t tps = dtp ? er.tp : 1;
+  const int64_t rows = Sum(s.tp_rows), sent = Sum(s.send_rows);
   TypedKernels<T>& kt = ctx.kt<T>();
   const bool swiglu = m.activation == Activation::kSwiglu;
-  // The output's gradient to the experts, as the tokens went.
+  // The output's gradient to the experts, as the tokens went (under the TP gather, gathered
+  // over TP after the all-to-all: the backward of the forward's reduce-scatter).
   DeviceBuffer dy;
   {
-    DeviceBuffer dispatch, received;
+    DeviceBuffer dispatch, received, gathered;
     SHARDSIM_ASSIGN_OR_RETURN(dispatch, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe output gradients to send"));
     kt.GatherRows(dout, s.slot_token.i32(), dispatch.as<T>(), sent, c);
-    SHARDSIM_ASSIGN_OR_RETURN(received, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "moe received output gradients"));
+    SHARDSIM_ASSIGN_OR_RETURN(received, ctx.Zeros<T>(kWork, std::max<int64_t>(s.tp_block, 1) * c, "moe received output gradients"));
     SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c,
                                       SpanLabel::kEpDispatch));
     dispatch.Reset();
+    const T* pool = received.as<T>();
+    if (dtp) {
+    SHARDSIM_ASSIGN_OR_RETURN(pool, ctx.Gather(received.as<T>(), gathered, s.tp_block, c));
+  }
     SHARDSIM_ASSIGN_OR_RETURN(dy, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert output gradients"));
-    kt.GatherRows(received.as<T>(), s.regroup.i32(), dy.as<T>(), rows, c);
+    kt.GatherRows(pool, s.regroup.i32(), dy.as<T>(), rows, c);
   }
   // The experts' backward, expert after expert.
   DeviceBuffer dxin, scaled, dscaled, dhidden, dup, dots;
@@ -301,11 +378,11 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
   scaled.Reset();
   dhidden.Reset();
   dup.Reset();
-  // The inputs' gradients back to their tokens.
+  // The inputs' gradients back to their tokens (under the TP gather, reduce-scattered over TP
+  // first: the backward of the forward's all-gather).
   {
     DeviceBuffer back, returned;
-    SHARDSIM_ASSIGN_OR_RETURN(back, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert input gradients to send"));
-    kt.GatherRows(dxin.as<T>(), s.ungroup.i32(), back.as<T>(), rows, c);
+    SHARDSIM_RETURN_IF_ERROR(ToReceivedRows(ctx, s, dxin.as<T>(), rows, c, dtp, back));
     dxin.Reset();
     SHARDSIM_ASSIGN_OR_RETURN(returned, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe returned input gradients"));
     SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c,
@@ -314,11 +391,12 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     kt.ScatterAddRows(returned.as<T>(), s.slot_token.i32(), dx, sent, c);
   }
   // The combine weights' gradients back to their sources (summed over kEp, each slot's from the
-  // one member that holds its expert), then the router's backward.
+  // one member that holds its expert; over TP, each TP rank's dots covering its slice of the
+  // experts' F), then the router's backward. Sources are indexed as MoeSaved::origin.
   std::vector<double> host_dots(static_cast<size_t>(rows));
   if (rows > 0) ctx.mem().CopyToHost(host_dots.data(), dots.data(), rows * static_cast<int64_t>(sizeof(double)));
   dots.Reset();
-  std::vector<double> dweights(static_cast<size_t>(er.ep * n * k), 0.0);
+  std::vector<double> dweights(static_cast<size_t>(tps * er.ep * n * k), 0.0);
   for (int64_t i = 0; i < rows; ++i) dweights[s.origin[i].first * n * k + s.origin[i].second] = host_dots[i];
   SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kEpComm, 0, [&] {
     return ctx.comm().AllReduceSumHost(Group::kEp, dweights.data(), static_cast<int64_t>(dweights.size()));
@@ -329,7 +407,8 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     }, SpanLabel::kEpRouting));
   }
   std::vector<float> dlogits(static_cast<size_t>(n * e_n));
-  RouteBackward<float>(s.routing, dweights.data() + er.rank * n * k, aux_scale, dlogits.data());
+  const int64_t source = (dtp ? er.tp_rank * er.ep : 0) + er.rank;
+  RouteBackward<float>(s.routing, dweights.data() + source * n * k, aux_scale, dlogits.data());
   DeviceBuffer dl;
   if constexpr (std::is_same_v<T, float>) {
     SHARDSIM_ASSIGN_OR_RETURN(dl, ToDevice(ctx, dlogits, "router logit gradients"));
@@ -338,18 +417,20 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     for (size_t i = 0; i < dlogits.size(); ++i) narrowed[i] = ToBf16(dlogits[i]);
     SHARDSIM_ASSIGN_OR_RETURN(dl, ToDevice(ctx, narrowed, "router logit gradients"));
   }
-  // dx is partial over TP (the experts' MLPs are split), and the router's input gradient is the
-  // same on every TP rank: each adds it for its share of the rows (its SP rows), so the TP sum has
-  // it once. The router's weight gradient: from those rows under SP (summed over TP with the
-  // norms'), else from all rows on every TP rank (replicated, whole).
-  const int64_t lo = n * er.tp_rank / er.tp, hi = n * (er.tp_rank + 1) / er.tp;
-  const int64_t from = er.tp == 1 || !er.sp ? 0 : lo, to = er.tp == 1 || !er.sp ? n : hi;
+  // Without the TP gather dx is partial over TP (the experts' MLPs are split), and the router's
+  // input gradient is the same on every TP rank: each adds it for its share of the rows (its SP
+  // rows), so the TP sum has it once. The router's weight gradient: from those rows under SP
+  // (summed over TP with the norms'), else from all rows on every TP rank (replicated, whole).
+  // Under the TP gather dx is this rank's rows', whole, and all its rows are its own.
+  const bool own_rows = er.tp == 1 || dtp;
+  const int64_t lo = own_rows ? 0 : n * er.tp_rank / er.tp, hi = own_rows ? n : n * (er.tp_rank + 1) / er.tp;
+  const int64_t from = own_rows || !er.sp ? 0 : lo, to = own_rows || !er.sp ? n : hi;
   if (stash != nullptr) {  // the router's weight gradient waits for W, with its operands
     kt.LinearBackward(dl.as<T>() + lo * e_n, nullptr, router, dx + lo * c, nullptr, nullptr, hi - lo, c, e_n);
     defer(nullptr, &BlockWeights<float>::router, dl.as<T>() + from * e_n, x + from * c, to - from, c, e_n);
     stash->gemms.back().te = false;  // a torch linear, 16-bit under fp8
     stash->keep.push_back(std::move(dl));
-  } else if (er.tp == 1) {
+  } else if (own_rows) {
     kt.LinearBackward(dl.as<T>(), x, router, dx, drouter, nullptr, n, c, e_n);
   } else {
     kt.LinearBackward(dl.as<T>() + lo * e_n, nullptr, router, dx + lo * c, nullptr, nullptr, hi - lo, c, e_n);

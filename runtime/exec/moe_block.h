@@ -11,7 +11,14 @@
 // (src/cost/layer_plan.cc, "ep all-to-all dispatch/combine", each this rank's kept slots x
 // hidden). The routing (each slot's expert, weight and whether it was kept) and the combine
 // weights' gradients travel as host collectives over kEp.
-//   Not done here: tp > 1 and cp > 1 (the executor refuses MoE layers with either).
+//   With TP the experts' MLPs are split over it. Under SP with ep > 1
+// (MoeRank::DispatchGathersOverTp) the layer runs as Megatron-Core's alltoall dispatcher does:
+// x and out are this rank's n_local rows, each TP rank routes and dispatches its own, and the
+// rows an EP member received are all-gathered over TP before its experts (padded to the
+// busiest TP rank's count) and reduce-scattered after them, in the backward the reverse; the
+// routing is gathered over TP too, and the aux loss's counts summed over it. Otherwise the
+// caller gathers the rows before the layer and reduces its output after it, as a dense MLP's,
+// and every TP rank routes all of them.
 #pragma once
 
 #include <cstdint>

@@ -18,10 +18,16 @@ struct MoeRank {
   int64_t ep = 1;                // EP group size
   int64_t rank = 0;              // this rank in it
   double capacity_factor = 0;    // the layout's moe_capacity
-  int64_t tp = 1, tp_rank = 0;   // TP: every rank routes all n rows; each expert's MLP is split
+  int64_t tp = 1, tp_rank = 0;   // TP: each expert's MLP is split over it
   bool sp = false;               // SP: the router's gradient is this rank's rows' (summed over TP)
   int64_t cp = 1;                // CP: the aux loss's statistics summed over the CP group
   int64_t LocalExperts(const ModelSpec& m) const { return m.moe->experts / ep; }
+  // Megatron-Core's alltoall dispatcher under SP with ep > 1 (src/cost/ops.h
+  // MoeDispatchGathersOverTp): each TP rank routes and dispatches its own n_local rows, and the
+  // rows an EP member receives are all-gathered over TP for its experts' split MLPs and
+  // reduce-scattered back after them. Otherwise (ep = 1, or no SP) every TP rank routes all n
+  // rows, gathered before the layer and reduced after it as a dense MLP's.
+  bool DispatchGathersOverTp() const { return tp > 1 && sp && ep > 1; }
 };
 
 // What an MoE layer's forward keeps for its backward.
@@ -38,7 +44,12 @@ struct MoeSaved {
   DeviceBuffer weight;                // (R) fp32
   std::vector<int64_t> recv_rows;     // (ep)
   std::vector<int64_t> expert_rows;   // (local experts)
-  std::vector<std::pair<int32_t, int64_t>> origin;  // (R)
+  // (R): the source (its EP index; under DispatchGathersOverTp, tp index x ep + EP index) and slot
+  std::vector<std::pair<int32_t, int64_t>> origin;
+  // DispatchGathersOverTp: each TP rank's received rows, and the padded block of the all-gather
+  // (the largest of them); regroup then indexes the gathered (tp x block) rows.
+  std::vector<int64_t> tp_rows;
+  int64_t tp_block = 0;
   DeviceBuffer input, hidden, up, act;  // (R, C), (R, F_e) x3; up for SwiGLU only
   void Clear() { *this = MoeSaved(); }
 };

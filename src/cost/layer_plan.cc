@@ -45,6 +45,8 @@ namespace {
 // Time and FLOPs of a run of consecutive ops of a layer.
 struct Block {
   double fwd = 0, bwd = 0, wgrad = 0, selective = 0, flops = 0;
+  // recompute=op: the forward time and FLOPs the backward recomputes (Op::op_recomputed).
+  double op_recompute = 0, op_recompute_flops = 0;
   // The column-parallel projections' (Op::column_parallel) weight-gradient GEMMs, part of
   // `wgrad`, and their forward FLOPs (a weight gradient costs as many as the forward).
   double col_wgrad = 0, col_flops = 0;
@@ -69,6 +71,8 @@ Block SumOps(const GpuSpec& gpu, DType dtype, const std::vector<Op>& ops) {
       b.row_fwd += f;
     }
     if (op.recomputed_selective) b.selective += f;
+    b.op_recompute += f * op.op_recomputed;
+    b.op_recompute_flops += op.flops * op.op_recomputed;
     b.flops += op.flops;
   }
   return b;
@@ -82,6 +86,25 @@ struct LayerCost {
   Block mlp_post;  // residual2
   const LayerPlan* plan = nullptr;
 };
+
+// recompute=op: what the backward of a layer reruns (OpCheckpoint, ops.h).
+double OpRecomputeTime(const LayerCost& c) {
+  return c.attn.op_recompute + c.mlp_pre.op_recompute + c.mlp.op_recompute + c.mlp_post.op_recompute;
+}
+double OpRecomputeFlops(const LayerCost& c) {
+  return c.attn.op_recompute_flops + c.mlp_pre.op_recompute_flops + c.mlp.op_recompute_flops +
+         c.mlp_post.op_recompute_flops;
+}
+
+// The activations a layer's backward rematerializes beside what it kept: the whole layer's
+// under full recompute, under op what the checkpoint did not keep.
+double RematerializedBytes(const LayerPlan& p) {
+  switch (p.recompute) {
+    case Recompute::kFull: return p.full_saved_bytes;
+    case Recompute::kOp: return std::max(0.0, p.full_saved_bytes - p.saved_bytes);
+    default: return 0;
+  }
+}
 
 // overlap_tp=on is Transformer Engine's userbuffers overlap (Megatron-LM --tp-comm-overlap):
 // the reduce-scatter after each row-parallel forward GEMM (proj_fprop, fc2_fprop) is
@@ -132,6 +155,7 @@ LayerCost CostLayer(const GpuSpec& gpu, const Layout& l, const LayerPlan& plan) 
 LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
   LayerPlan p;
   p.moe = moe && m.moe.has_value();
+  p.recompute = l.recompute;
   p.ops = LayerOps(m, l, p.moe);
   p.params = p.moe ? MoeLayerParamsOnRank(m, l) : DenseLayerParamsOnRank(m, l);
   if (p.moe) p.expert_params = static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden);
@@ -217,6 +241,10 @@ struct StageContext {
   Block embedding, head;
   StateBytes state{};
   double tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, ep_bytes = 0;
+  // Under MoeDispatchGathersOverTp, the experts' tokens gathered over TP: every TP rank's
+  // received tokens, T x top_k rows at the busiest rank's load; ep_bytes is then this rank's
+  // own T / tp tokens' share.
+  double ep_tp_bytes = 0;
   double ce_bytes = 0;  // the vocab-parallel cross-entropy's statistics, all TP ranks'
   // The embedding and head units on this rank (as ParamsOnStage): the embeddings (vocabulary
   // split over TP, positions whole); the final norm + LM head, whose table is the embedding's
@@ -475,6 +503,16 @@ class PassBuilder {
   // (Megatron-Core's distributed optimizer keeps the experts in a buffer of their own over the
   // expert-data-parallel group; FSDP with EP shards them over it).
   bool ShardsExperts() const { return l_.zero >= 1 && l_.edp() > 1; }
+  // An MoE layer whose token dispatcher gathers over TP (ops.h MoeDispatchGathersOverTp).
+  bool DispatchGathersOverTp(const LayerCost& c) const { return c.plan->moe && MoeDispatchGathersOverTp(l_); }
+  // Its experts' tokens over TP (the dispatcher's gather_from_sequence_parallel_region after
+  // the dispatch all-to-all, `gather`, or reduce_scatter_to_sequence_parallel_region before the
+  // combine): on the TP stream, blocking, whatever overlap_tp (not Transformer Engine's layers).
+  int32_t ExpertTokensOverTp(bool gather, Pass pass, int32_t layer, int32_t after) {
+    return Coll(gather ? "tp all-gather of expert tokens" : "tp reduce-scatter of expert tokens",
+                gather ? Collective::kAllGather : Collective::kReduceScatter, GroupKind::kTp,
+                c_.ep_tp_bytes, Stream::kTp, Category::kTp, pass, layer, {after});
+  }
   bool GathersExperts(const LayerCost& c) const {
     return l_.zero == 3 && l_.edp() > 1 && c.plan->expert_params > 0;
   }
@@ -597,14 +635,18 @@ int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t laye
               Category::kCp, pass, layer, {prev});
   }
   t = TpAfter(attn, pass, layer);
-  t = TpBefore(t, pass, layer);
+  // The MoE layer's input stays split over TP when its dispatcher gathers over TP itself.
+  const bool dispatch_tp = DispatchGathersOverTp(c);
+  if (!dispatch_tp) t = TpBefore(t, pass, layer);
   deps = TakeJoins(t);
   deps.push_back(cp);
   if (c.plan->moe && l_.ep > 1) {
     t = Compute("router" + tag, c.mlp_pre.fwd, c.mlp_pre.flops, cat, pass, layer, deps);
     t = Coll("ep all-to-all dispatch", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
              Category::kEp, pass, layer, {t});
+    if (dispatch_tp) t = ExpertTokensOverTp(true, pass, layer, t);
     t = Compute("experts" + tag, c.mlp.fwd, c.mlp.flops, cat, pass, layer, {t, expert_gather});
+    if (dispatch_tp) t = ExpertTokensOverTp(false, pass, layer, t);
     t = Coll("ep all-to-all combine", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
              Category::kEp, pass, layer, {t});
     t = Compute("mlp residual" + tag, c.mlp_post.fwd, 0, cat, pass, layer, {t});
@@ -614,7 +656,7 @@ int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t laye
                 c.mlp_pre.flops + c.mlp.flops, cat, pass, layer, deps);
   }
   if (!recompute) done_.push_back(t);
-  return TpAfter(t, pass, layer);
+  return dispatch_tp ? t : TpAfter(t, pass, layer);
 }
 
 void PassBuilder::Forward(const ModelChunk& chunk) {
@@ -686,6 +728,12 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     if (l_.recompute == Recompute::kFull) {
       t = LayerForward(c, t, layer, true, gather, expert_gather);
       out_->tasks[LastCompute()].memory_delta += c.plan->full_saved_bytes;
+    } else if (l_.recompute == Recompute::kOp) {
+      // torch.utils.checkpoint reruns the block's unsaved ops when its backward first unpacks
+      // a saved tensor: at the start of the block's backward.
+      t = Compute("op recompute", OpRecomputeTime(c), OpRecomputeFlops(c), Category::kRecompute,
+                  Pass::kRecompute, layer, {t, gather, expert_gather});
+      out_->tasks[t].memory_delta += RematerializedBytes(*c.plan);
     }
     // Backward compute: zero-bubble leaves the weight-gradient half for the W pass.
     const double attn_b = zb ? c.attn.bwd - c.attn.wgrad : c.attn.bwd;
@@ -696,8 +744,13 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     // column-parallel weight gradients that hide its TP reduction. Under zero-bubble those
     // are deferred to the W pass, so there is nothing to hide under: the reductions block.
     const bool split = l_.overlap_tp == TpOverlap::kBackward && l_.tp > 1 && !zb;
-    const double mlp_w = split ? c.mlp_pre.col_wgrad + c.mlp.col_wgrad : 0;
-    const double mlp_w_flops = split ? c.mlp_pre.col_flops + c.mlp.col_flops : 0;
+    // An MoE layer whose dispatcher gathers over TP has no TP exchange at the MLP branch's
+    // ends: its own gather and reduce-scatter sit inside, blocking (the experts' linears are
+    // not sequence-parallel, so Transformer Engine overlaps nothing there).
+    const bool dispatch_tp = DispatchGathersOverTp(c);
+    const bool mlp_split = split && !dispatch_tp;
+    const double mlp_w = mlp_split ? c.mlp_pre.col_wgrad + c.mlp.col_wgrad : 0;
+    const double mlp_w_flops = mlp_split ? c.mlp_pre.col_flops + c.mlp.col_flops : 0;
     const double attn_w = split ? c.attn.col_wgrad : 0;
     const double attn_w_flops = split ? c.attn.col_flops : 0;
     // SP keeps only this rank's rows of the norm output, so the MLP's (and below the
@@ -707,8 +760,10 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     // input-gradient GEMMs with backward (BackwardBranchStart).
     int32_t regather = -1;
     std::vector<int32_t> deps;
-    if (split) {
+    if (mlp_split) {
       std::tie(deps, regather) = BackwardBranchStart(t, layer);
+    } else if (dispatch_tp) {
+      deps = TakeJoins(t);
     } else {
       t = TpBefore(t, Pass::kBackward, layer);
       t = TpBefore(t, Pass::kBackward, layer);
@@ -718,18 +773,31 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     if (c.plan->moe && l_.ep > 1) {
       t = Coll("ep all-to-all dispatch", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
                Category::kEp, Pass::kBackward, layer, deps);
+      // The backward of the experts' output reduce-scatter: their output gradient gathered.
+      if (dispatch_tp) t = ExpertTokensOverTp(true, Pass::kBackward, layer, t);
       deps = {t};
     }
     deps.push_back(expert_gather);
     t = Compute("mlp backward", mlp_b - mlp_w, 2 * (c.mlp_pre.flops + c.mlp.flops) - mlp_w_flops,
                 Category::kCompute, Pass::kBackward, layer, deps);
     if (c.plan->moe && l_.ep > 1) {
+      // The backward of the experts' input all-gather: their input gradient reduce-scattered.
+      if (dispatch_tp) t = ExpertTokensOverTp(false, Pass::kBackward, layer, t);
       t = Coll("ep all-to-all combine", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
                Category::kEp, Pass::kBackward, layer, {t});
     }
-    if (split) {
+    if (mlp_split) {
       t = ColumnParallelBackward("mlp", t, regather, mlp_w, mlp_w_flops, layer);
       std::tie(deps, regather) = BackwardBranchStart(t, layer);
+    } else if (dispatch_tp) {
+      // The attention branch starts from the MoE layer's split input gradient.
+      if (split) {
+        std::tie(deps, regather) = BackwardBranchStart(t, layer);
+      } else {
+        t = TpBefore(t, Pass::kBackward, layer);
+        t = TpBefore(t, Pass::kBackward, layer);  // the norm output re-gathered, as above
+        deps = TakeJoins(t);
+      }
     } else {
       t = TpAfter(t, Pass::kBackward, layer);
       t = TpBefore(t, Pass::kBackward, layer);
@@ -758,7 +826,7 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     done_.push_back(bwd_end);
     if (!zb) {
       out_->tasks[bwd_end].memory_delta -=
-          c.plan->saved_bytes + (l_.recompute == Recompute::kFull ? c.plan->full_saved_bytes : 0);
+          c.plan->saved_bytes + RematerializedBytes(*c.plan);
       UnitDone(units[unit], ends[unit], bwd_end, layer, last_mb);
       ++unit;
     }
@@ -791,7 +859,7 @@ void PassBuilder::WeightGrad(const ModelChunk& chunk, bool last_mb) {
     const int32_t t = Compute("weight gradients", w, 0, Category::kCompute, Pass::kWeightGrad, layer,
                               TakeJoins(-1));
     out_->tasks[t].memory_delta -=
-        c.plan->saved_bytes + (l_.recompute == Recompute::kFull ? c.plan->full_saved_bytes : 0);
+        c.plan->saved_bytes + RematerializedBytes(*c.plan);
     UnitDone(units[unit], ends[unit], t, layer, last_mb);
     ++unit;
   }
@@ -1000,7 +1068,9 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   c.ce_bytes = static_cast<double>(l.tp) * 3.0 * tokens * 4.0;
   c.cp_bytes = CpBytes(m, l);
   // The all-to-all's pace is the busiest rank's: it receives MoeLoad() times the balanced share.
-  c.ep_bytes = m.moe ? tokens * static_cast<double>(m.moe->top_k * m.hidden) * e * l.MoeLoad() : 0;
+  const double routed = static_cast<double>(MoeRoutedTokensPerRank(m, l));
+  c.ep_bytes = m.moe ? routed * static_cast<double>(m.moe->top_k * m.hidden) * e * l.MoeLoad() : 0;
+  c.ep_tp_bytes = m.moe && MoeDispatchGathersOverTp(l) ? c.ep_bytes * static_cast<double>(l.tp) : 0;
   c.state = StateBytesPerParam(l.dtype);
   c.embedding_table = static_cast<double>(m.vocab * m.hidden) / static_cast<double>(l.tp);
   c.embedding_params = c.embedding_table +
@@ -1183,7 +1253,10 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
       const double f = k.attn.fwd + k.mlp_pre.fwd + k.mlp.fwd + k.mlp_post.fwd;
       *fwd += n * f;
       *bwd += n * (k.attn.bwd + k.mlp_pre.bwd + k.mlp.bwd + k.mlp_post.bwd +
-                   (l.recompute == Recompute::kFull ? f : l.recompute == Recompute::kSelective ? k.attn.selective : 0));
+                   (l.recompute == Recompute::kFull        ? f
+                    : l.recompute == Recompute::kSelective ? k.attn.selective
+                    : l.recompute == Recompute::kOp        ? OpRecomputeTime(k)
+                                                           : 0));
     }
     if (c.has_embedding) {
       *fwd += embedding.fwd;
@@ -1198,10 +1271,10 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
   // forward 2 reductions (SP: + 2 gathers); backward with off the same plus SP's 2 re-gathers,
   // with backward only SP's 2 output-gradient gathers; full recompute repeats the forward's.
   int64_t tp_fwd = 0, tp_bwd = 0;
+  const bool tp_split = l.overlap_tp == TpOverlap::kBackward && !SplitsWeightGradients(l);
   if (l.tp > 1 && l.overlap_tp != TpOverlap::kOn) {
     tp_fwd = l.sp ? 4 : 2;
-    const bool split = l.overlap_tp == TpOverlap::kBackward && !SplitsWeightGradients(l);
-    tp_bwd = split ? (l.sp ? 2 : 0) : (l.sp ? 6 : 2);
+    tp_bwd = tp_split ? (l.sp ? 2 : 0) : (l.sp ? 6 : 2);
     if (l.recompute == Recompute::kFull) tp_bwd += tp_fwd;
   }
   const double e = l.dtype == DType::kFp32 ? 4 : 2;
@@ -1241,6 +1314,12 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
       chunk_compute(c, &f, &b);
       f += static_cast<double>(c.layers) * tp_layer_fwd;
       b += static_cast<double>(c.layers) * tp_layer_bwd;
+      // An MoE layer whose dispatcher gathers over TP chains one TP collective fewer in its
+      // backward without the split (its MLP branch's two inside, against a dense layer's three).
+      if (tp_bwd > 0 && !tp_split && MoeDispatchGathersOverTp(l)) {
+        b -= static_cast<double>(m.MoeLayersIn(c.first_layer, c.first_layer + c.layers)) * tp_layer_bwd /
+             static_cast<double>(tp_bwd);
+      }
       // A pass that ends in a send the next pass does not wait for (overlap_pp) leaves its last
       // layer's output reduction to the send: not on this stage's compute chain.
       if (!blocking && tp_fwd > 0 && c.layers > 0) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "src/cost/grad_compression.h"
+#include "src/cost/ops.h"
 #include "src/layout/pipeline.h"
 
 namespace shardsim {
@@ -112,6 +113,7 @@ RankSizes PerRankSizes(const ModelSpec& m, const Layout& l) {
 }  // namespace
 
 double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer) {
+  if (l.recompute == Recompute::kOp) return OpCheckpointSavedBytes(m, l, moe_layer);
   // Korthikanti et al. 2022, Sec. 4.1, generalised to GQA, SwiGLU, MoE and no dropout.
   // Per micro-batch of b sequences of s tokens (s/cp per rank), 16-bit activations (2 bytes),
   // 1-byte dropout masks. t-split tensors are divided by t; with SP so are the rest.
@@ -453,8 +455,10 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   } else {
     mem.activations = l.schedule == Schedule::kZeroBubbleV ? activations : per_microbatch * InFlightMicrobatches(l, stage);
   }
-  // Full recompute rematerializes one layer's activations during its backward.
+  // Full recompute rematerializes one layer's activations during its backward; op what the
+  // checkpoint did not keep of it.
   if (l.recompute == Recompute::kFull) mem.activations += largest_layer;
+  if (l.recompute == Recompute::kOp) mem.activations += std::max(0.0, largest_layer - std::min(stored[0], stored[1]));
 
   // Other: reserved (context, workspace), the last stage's fp32 logits for the loss, the
   // transient gradient buffers of the backward pass, and ZeRO-3's gathered parameters.

@@ -9,6 +9,13 @@ namespace shardsim {
 
 int64_t TokensPerRank(const ModelSpec& m, const Layout& l) { return l.mbs * m.seq_len / l.cp; }
 
+bool MoeDispatchGathersOverTp(const Layout& l) { return l.tp > 1 && l.sp && l.ep > 1; }
+
+int64_t MoeRoutedTokensPerRank(const ModelSpec& m, const Layout& l) {
+  const int64_t T = TokensPerRank(m, l);
+  return MoeDispatchGathersOverTp(l) ? T / l.tp : T;
+}
+
 const char* OpRoleName(OpRole r) {
   static const char* kNames[] = {"norm", "qkv", "attention_scores", "softmax", "attention_dropout",
                                  "attention_context", "flash_attention", "projection", "residual",
@@ -149,6 +156,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     attn.executed_flops = attn.flops / 2;
     attn.head_dim = m.head_dim;
     attn.v_head_dim = m.v_head_dim();
+    attn.attention_seq = std::max<int64_t>(1, m.seq_len / l.cp);
     attn.bytes = b * static_cast<double>(T) * (static_cast<double>(q + o_width) + static_cast<double>(kv + v_width) * l.cp);
     attn.recomputed_selective = true;
     ops.push_back(attn);
@@ -199,9 +207,10 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   // One norm a layer (Falcon-7B's parallel attention and MLP share it): no second one.
   if (m.norms_per_layer > 1) ops.push_back(Memory("norm2", OpRole::kNorm, b * 2.0 * Tn * h));
   if (moe_layer && m.moe) {
-    // Router: (T x h) x (h x E), replicated over TP; each token goes to top_k experts, and an
-    // EP rank runs its E/ep experts on T * top_k tokens in total (balanced routing).
-    ops.push_back(Matmul("router", OpRole::kRouter, T, m.moe->experts, h, b));
+    // Router: (T x h) x (h x E), replicated over TP (on this rank's T / tp tokens when the
+    // dispatcher gathers over TP, MoeDispatchGathersOverTp); each token goes to top_k experts,
+    // and an EP rank runs its E/ep experts on T * top_k tokens in total (balanced routing).
+    ops.push_back(Matmul("router", OpRole::kRouter, MoeRoutedTokensPerRank(m, l), m.moe->experts, h, b));
     ops.back().bf16_under_fp8 = true;
     if (m.moe->shared_ffn_hidden > 0) {
       // Shared experts: a TP-split MLP on every token of the norm's output (Megatron-Core's
@@ -220,8 +229,9 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   // (megatron/core/transformer/moe/token_dispatcher.py, moe_utils.py permute / unpermute;
   // NVIDIA/Megatron-LM d98e8a64dd): each reads and writes T x top_k rows of h 16-bit values, and
   // the backward pass does the reverse (backward_factor 1).
+  // Under MoeDispatchGathersOverTp each TP rank permutes its own T / tp tokens.
   const bool experts = moe_layer && m.moe.has_value();
-  const double permuted_rows = experts ? static_cast<double>(T) * m.moe->top_k : 0;
+  const double permuted_rows = experts ? static_cast<double>(MoeRoutedTokensPerRank(m, l)) * m.moe->top_k : 0;
   if (experts) {
     ops.push_back(Memory("moe_permute", OpRole::kMoePermute, 2.0 * b * permuted_rows * h));
     ops.back().backward_factor = 1;
@@ -245,7 +255,72 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   for (size_t i = mlp_input; i < ops.size(); ++i) {
     ops[i].part = i < mlp ? LayerPart::kMlpInput : i < mlp_output ? LayerPart::kMlp : LayerPart::kMlpOutput;
   }
+  if (l.recompute == Recompute::kOp) OpCheckpoint(m, l, ops);
   return ops;
+}
+
+namespace {
+
+// The output widths of the separate linears a fused matmul op stands for (OpCheckpoint): the
+// fused QKV projection is wq, wk, wv; SwiGLU's gate_up is w1 (gate) and w3 (up). An op that
+// is one linear has one part; a batched attention GEMM (aten.bmm) has none.
+std::vector<double> MmParts(const ModelSpec& m, const Layout& l, const Op& op) {
+  if (op.kind != OpKind::kMatmul || op.role == OpRole::kAttentionScores || op.role == OpRole::kAttentionContext) {
+    return {};
+  }
+  const double n = static_cast<double>(op.n);
+  if (op.role == OpRole::kQkv && !m.mla) {
+    const double kv = static_cast<double>(std::max<int64_t>(1, m.kv_heads / l.tp) * m.head_dim);
+    return {n - 2 * kv, kv, kv};
+  }
+  if (op.role == OpRole::kMlpUp && m.activation == Activation::kSwiglu) return {n / 2, n / 2};
+  return {n};
+}
+
+}  // namespace
+
+void OpCheckpoint(const ModelSpec& m, const Layout& l, std::vector<Op>& ops) {
+  int64_t mm = 0;  // the block's aten.mm calls so far
+  for (Op& op : ops) {
+    if (op.kind == OpKind::kAttention) {
+      op.op_recomputed = 0;  // the SDPA kernel's outputs are saved
+      continue;
+    }
+    const std::vector<double> parts = MmParts(m, l, op);
+    if (parts.empty()) {
+      op.op_recomputed = 1;  // not a saved op: recomputed whole
+      continue;
+    }
+    double width = 0, recomputed = 0;
+    for (double w : parts) {
+      width += w;
+      if (++mm % 2 == 0) recomputed += w;
+    }
+    op.op_recomputed = width > 0 ? recomputed / width : 0;
+  }
+}
+
+double OpCheckpointSavedBytes(const ModelSpec& m, const Layout& l, bool moe_layer) {
+  Layout op = l;
+  op.recompute = Recompute::kOp;
+  const double b = ActBytes(l);
+  const double T = static_cast<double>(TokensPerRank(m, l));
+  // The block's input, which the checkpoint keeps (split over TP under SP).
+  double saved = b * (l.sp ? T / static_cast<double>(l.tp) : T) * static_cast<double>(m.hidden);
+  for (const Op& o : LayerOps(m, op, moe_layer)) {
+    if (o.kind == OpKind::kAttention) {
+      // Its output O and the log-sum-exp per query row and head.
+      saved += b * T * static_cast<double>((m.heads / l.tp) * m.v_head_dim()) + 4 * T * static_cast<double>(m.heads / l.tp);
+      continue;
+    }
+    if (o.kind != OpKind::kMatmul) continue;
+    const double kept = 1 - o.op_recomputed;
+    const std::vector<double> parts = MmParts(m, op, o);
+    double width = 0;
+    for (double w : parts) width += w;
+    saved += b * static_cast<double>(o.m) * width * kept;
+  }
+  return saved;
 }
 
 std::vector<Op> EmbeddingOps(const ModelSpec& m, const Layout& l) {
@@ -316,15 +391,17 @@ double IterationFlops(const ModelSpec& m, const Layout& l, bool with_recompute) 
     const int64_t moe_count = m.MoeLayersIn(0, m.layers + m.mtp_layers);
     const int64_t count = moe ? moe_count : m.layers + m.mtp_layers - moe_count;
     if (count == 0) continue;
-    double fwd = 0, selective = 0;
+    double fwd = 0, selective = 0, op_recomputed = 0;
     for (const Op& op : LayerOps(m, whole, moe == 1)) {
       fwd += op.flops;
       if (op.recomputed_selective) selective += op.flops;
+      op_recomputed += op.flops * op.op_recomputed;
     }
     double recompute = 0;
     if (with_recompute) {
       recompute = l.recompute == Recompute::kFull        ? fwd
                   : l.recompute == Recompute::kSelective ? selective
+                  : l.recompute == Recompute::kOp        ? op_recomputed
                                                          : 0;
     }
     // forward + backward (2x) + recomputed forward, for every layer of this kind

@@ -61,6 +61,8 @@ struct Op {
   // SwiGLU, GELU, softmax and the loss).
   double transcendentals = 0;
   bool recomputed_selective = false;  // recomputed under recompute=selective
+  // Under recompute=op, the share of the op's forward the backward recomputes (OpCheckpoint).
+  double op_recomputed = 0;
   // A column-parallel projection of a branch's input (qkv; the MLP's up or gate_up, experts'
   // included): the projections whose summed input gradient TP reduces in backward, and whose
   // weight-gradient GEMMs hide that reduction under overlap_tp=backward.
@@ -82,10 +84,35 @@ struct Op {
   // The fused attention kernel's query/key and value head sizes: its executed FLOPs scale with
   // the head size it is compiled for (GpuEfficiency::attention_head_dims, op_time.cc). 0 else.
   int64_t head_dim = 0, v_head_dim = 0;
+  // The fused attention kernel's sequence length, the keys of one call: the sequence, or under
+  // context parallelism its 1 / cp chunk (ring attention runs the kernel chunk by chunk). Its
+  // rate depends on it (GpuEfficiency::attention_by_seq). 0 else.
+  int64_t attention_seq = 0;
 };
 
-// Per-rank forward ops of one transformer layer for one micro-batch.
+// Per-rank forward ops of one transformer layer for one micro-batch (under recompute=op with
+// Op::op_recomputed set, OpCheckpoint).
 std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer);
+
+// recompute=op, torchtitan's per-op selective activation checkpointing
+// (torchtitan/parallelisms/parallelize_llama.py _apply_ac_to_transformer_block, "op", read at
+// pytorch/torchtitan 395a52627 (2024-04-18, the commit of docs/performance.md's Llama tables)
+// and 3faaa1a0d): each transformer block runs under torch.utils.checkpoint with a policy that
+// saves the outputs of the ops in _save_list (aten.mm, the SDPA flash and efficient kernels,
+// the functional reduce-scatter) "except every second mm", counting the block's aten.mm calls
+// in forward order, and recomputes everything else when the backward first needs it. Its
+// Llama runs seven separate linears a block, wq wk wv, wo, w1 w3 w2, so wk (2nd), wo (4th)
+// and w3 (6th) are recomputed: the share of a fused op here is that of its parts (qkv is wq,
+// wk, wv by width; SwiGLU's gate_up is w1, w3). Attention kernels are saved; norms,
+// activation functions, residual adds and the unfused attention's batched GEMMs (aten.bmm,
+// not in the list) are recomputed. Approximations: an MoE layer's router and expert GEMMs
+// are counted as mm calls in their order (torchtitan's experts run grouped GEMMs, which its
+// 2024 list does not name); under fp8 the linears are torch._scaled_mm, which the 2024 list
+// does not name either, and are counted as mm calls.
+void OpCheckpoint(const ModelSpec& m, const Layout& l, std::vector<Op>& ops);
+// What one layer keeps per micro-batch under recompute=op: its input, the saved matmul
+// outputs, and the attention kernel's output and log-sum-exp (fp32 per query row and head).
+double OpCheckpointSavedBytes(const ModelSpec& m, const Layout& l, bool moe_layer);
 // Embedding lookup on the first stage.
 std::vector<Op> EmbeddingOps(const ModelSpec& m, const Layout& l);
 // Final norm, LM head and cross-entropy on the last stage; with multi-token prediction, each
@@ -99,5 +126,20 @@ double IterationFlops(const ModelSpec& m, const Layout& l, bool with_recompute);
 
 // Tokens one rank processes per micro-batch: mbs x seq_len / cp.
 int64_t TokensPerRank(const ModelSpec& m, const Layout& l);
+
+// Whether an MoE layer's experts take their tokens over TP inside the token dispatcher, as
+// Megatron-Core's alltoall dispatcher runs it under sequence parallelism with ep > 1
+// (megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher,
+// NVIDIA/Megatron-LM core_v0.11.0): the layer's input stays split over TP (no SP all-gather
+// before the MoE layer, no reduce-scatter after it); each TP rank routes and permutes its own
+// T / tp tokens, all-to-alls them over EP, then all-gathers the received tokens over the
+// (expert) TP group (gather_from_sequence_parallel_region) for the experts' TP-split GEMMs,
+// and after them reduce-scatters the outputs (reduce_scatter_to_sequence_parallel_region)
+// before the combine all-to-all. Expert TP is the attention's TP (expert_tensor_parallel_size
+// defaults to tensor_model_parallel_size).
+bool MoeDispatchGathersOverTp(const Layout& l);
+// The tokens an MoE layer's router and permutation see on one rank: T / tp under
+// MoeDispatchGathersOverTp, else T.
+int64_t MoeRoutedTokensPerRank(const ModelSpec& m, const Layout& l);
 
 }  // namespace shardsim

@@ -25,6 +25,14 @@ struct GpuEfficiency {
   // GEMMs reach a lower fraction of their (doubled) peak than bf16 ones (REFERENCES 4.1).
   double matmul_fp8 = 0;
   double attention = 1.0;     // fraction of peak reached by fused attention
+  // The fused attention kernel's measured forward + backward rate by sequence length, as
+  // (sequence length, fraction of the 16-bit peak) in ascending length (efficiency.
+  // attention_seq_lens and attention_tflops): when set, a kernel over sequences of s keys runs
+  // at the interpolation in log2(s) (held at the ends) instead of `attention`. Empty (absent):
+  // `attention` at every length.
+  std::vector<std::pair<int64_t, double>> attention_by_seq;
+  // The fused attention kernel's fraction of the 16-bit peak for sequences of `seq` keys.
+  double AttentionAt(int64_t seq) const;
   double memory = 1.0;        // fraction of HBM bandwidth reached by streaming kernels
   double kernel_latency_s = 0;  // fixed cost per kernel
   int64_t tile_m = 128, tile_n = 128;  // GEMM output tile, for wave quantization

@@ -1,5 +1,6 @@
 // Strict loader for hardware/*.yaml (schema: docs/hardware.md).
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,6 +36,22 @@ double DTypeBytes(DType d) {
     case DType::kFp8: return 1;
   }
   return 0;
+}
+
+double GpuEfficiency::AttentionAt(int64_t seq) const {
+  if (attention_by_seq.empty()) return attention;
+  if (seq <= attention_by_seq.front().first) return attention_by_seq.front().second;
+  if (seq >= attention_by_seq.back().first) return attention_by_seq.back().second;
+  // Between two measured lengths, linear in log2 of the length (the benchmarks double it).
+  for (size_t i = 1; i < attention_by_seq.size(); ++i) {
+    const auto& [s1, e1] = attention_by_seq[i];
+    if (seq > s1) continue;
+    const auto& [s0, e0] = attention_by_seq[i - 1];
+    const double x = std::log2(static_cast<double>(seq) / static_cast<double>(s0)) /
+                     std::log2(static_cast<double>(s1) / static_cast<double>(s0));
+    return e0 + (e1 - e0) * x;
+  }
+  return attention_by_seq.back().second;
 }
 
 std::optional<double> GpuSpec::Peak(DType d) const {
@@ -118,6 +135,34 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
       gpu.efficiency.tile_n = (*tile)[1];
     } else {
       e.Error("matmul_tile", "expected a list of two integers [m, n]");
+    }
+  }
+  // The kernel's measured rate by sequence length: two lists of one length, the lengths
+  // ascending, the rates in TFLOP/s of the 16-bit peak (the benchmark figures' labels).
+  {
+    const auto lens = e.OptionalIntList("attention_seq_lens", 1);
+    const auto rates = e.OptionalIntList("attention_tflops", 1);
+    const std::optional<double> peak = gpu.Peak(DType::kBf16) ? gpu.Peak(DType::kBf16) : gpu.Peak(DType::kFp16);
+    if (lens.has_value() != rates.has_value()) {
+      e.Error(lens ? "attention_seq_lens" : "attention_tflops",
+              "attention_seq_lens and attention_tflops go together: give both or neither");
+    } else if (lens) {
+      if (lens->size() != rates->size() || lens->size() < 2 || !std::is_sorted(lens->begin(), lens->end()) ||
+          std::adjacent_find(lens->begin(), lens->end()) != lens->end() || lens->back() > kMaxSeqLen) {
+        e.Error("attention_seq_lens", "expected two or more ascending sequence lengths, each at most " +
+                                          std::to_string(kMaxSeqLen) + ", one for each of attention_tflops");
+      } else if (!peak) {
+        e.Error("attention_tflops", "given, but gpu.peak has no bf16 or fp16 rate to divide it by");
+      } else {
+        for (size_t i = 0; i < lens->size(); ++i) {
+          const double fraction = static_cast<double>((*rates)[i]) * 1e12 / *peak;
+          if (fraction > 1) {
+            e.Error("attention_tflops", std::to_string((*rates)[i]) + " TFLOP/s is above the 16-bit peak");
+            break;
+          }
+          gpu.efficiency.attention_by_seq.emplace_back((*lens)[i], fraction);
+        }
+      }
     }
   }
   if (auto dims = e.OptionalIntList("attention_head_dims", 1)) {

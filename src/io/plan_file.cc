@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -87,6 +88,16 @@ std::string HardwareYaml(const HardwareSpec& hw) {
     << "\n    kernel_latency: " << Q(g.efficiency.kernel_latency_s, "s") << "\n    matmul_tile: ["
     << g.efficiency.tile_m << ", " << g.efficiency.tile_n << "]\n";
   if (g.efficiency.matmul_table) o << "    matmul_table: " << YamlQuoted(g.efficiency.matmul_table_path) << "\n";
+  if (!g.efficiency.attention_by_seq.empty()) {
+    // As the description gave them: lengths, and whole TFLOP/s of the 16-bit peak.
+    const double peak = g.Peak(DType::kBf16) ? *g.Peak(DType::kBf16) : g.Peak(DType::kFp16).value_or(0);
+    std::string lens, rates;
+    for (const auto& [seq, fraction] : g.efficiency.attention_by_seq) {
+      lens += (lens.empty() ? "" : ", ") + std::to_string(seq);
+      rates += (rates.empty() ? "" : ", ") + std::to_string(std::llround(fraction * peak / 1e12));
+    }
+    o << "    attention_seq_lens: [" << lens << "]\n    attention_tflops: [" << rates << "]\n";
+  }
   if (!g.efficiency.attention_head_dims.empty()) {
     o << "    attention_head_dims: [";
     for (size_t i = 0; i < g.efficiency.attention_head_dims.size(); ++i) {

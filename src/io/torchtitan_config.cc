@@ -337,11 +337,11 @@ StatusOr<TorchtitanRead> ParseTorchtitanToml(const std::string& text, const std:
             "to save) is not modelled; use \"none\", \"full\" or \"selective\" with selective_ac_option \"op\"");
   }
   if (mode == "selective") {
-    // "op": per-op selective checkpointing, priced as shardsim's selective (stacks/torchtitan-fsdp2.yaml);
+    // "op": per-op selective checkpointing, recompute=op (ops.h OpCheckpoint);
     // a number N: every N-th block fully checkpointed (_apply_layer_sac), which no layout holds.
     const std::string option = r.Text("activation_checkpoint.selective_ac_option", "2");
     if (option == "op") {
-      l.recompute = Recompute::kSelective;
+      l.recompute = Recompute::kOp;
     } else {
       r.Error(r.Has("activation_checkpoint.selective_ac_option") ? "activation_checkpoint.selective_ac_option" : "activation_checkpoint.mode",
               "activation_checkpoint: selective_ac_option \"" + option + "\" " +

@@ -28,6 +28,7 @@ std::string RecomputeName(Recompute r) {
   switch (r) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
+    case Recompute::kOp: return "op";
     case Recompute::kFull: return "full";
   }
   return "?";
@@ -145,7 +146,7 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
      : key == "fp8_params" ? l.fp8_params : key == "embedding_in_split" ? l.embedding_in_split
                            : l.loss_in_split) = v;
   } else if (key == "recompute") {
-    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "selective", "full"}));
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "selective", "op", "full"}));
     l.recompute = static_cast<Recompute>(i);
   } else if (key == "schedule") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"gpipe", "1f1b", "interleaved", "zero-bubble", "zb-v"}));

@@ -15,7 +15,12 @@
 namespace shardsim {
 
 enum class Schedule { kGpipe, k1F1B, kInterleaved, kZeroBubble, kZeroBubbleV };
-enum class Recompute { kNone, kSelective, kFull };
+// Activation recomputation, in increasing recompute (and decreasing memory): none; selective,
+// the attention core (Korthikanti et al. 2022); op, per-op selective checkpointing as
+// torchtitan runs it (activation_checkpoint mode "selective", selective_ac_option "op": each
+// block keeps its input, attention's output and every other matmul's output, and recomputes
+// the rest, ops.h Op::op_recomputed); full, every layer from its input.
+enum class Recompute { kNone, kSelective, kOp, kFull };
 enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
 // Attention implementation: fused flash-style (no s x s tensor in memory, causal half
 // skipped) or unfused (score GEMM, softmax and dropout kernels over s x s tensors, as

@@ -14,8 +14,13 @@
 // from the fp32 reference, 5.4e-5 from fp64 where the reference is 5.7e-5 away), and Adam divides each element's update by its gradient's magnitude, so elements whose
 // gradient is at the rounding level move by noise-sized fractions of lr. The fp32 reference is
 // itself ~6e-5 (worst tensor) away from the same run in fp64. For such layouts the parameters
-// must instead be no further from the fp64 run than 2x the fp32 reference is, and within 2e-4
-// of the fp32 reference; the losses keep the 1e-5 bound. Layouts with dtype=bf16 (mixed
+// must instead be no further from the fp64 run than 2x the fp32 reference is (or 2x
+// kFp32Noise, below, where the reference happens to land closer), and within 2e-4 of the fp32
+// reference; the losses keep the 1e-5 bound. Expert parallelism is such a layout too: each
+// member's experts multiply the rows of every source as one matrix, and OpenBLAS's SSE3 and
+// AVX2 kernels (Prescott, Haswell, Zen: a CPU without AVX-512, or a VM that hides it) sum a
+// row's product in an order that depends on where the row sits (measured: tiny-moe dp=2,ep=2
+// 1.8e-5 from the fp32 reference under OPENBLAS_CORETYPE=Haswell, 1.7e-6 under SkylakeX). Layouts with dtype=bf16 (mixed
 // precision) and dtype=fp8 have their own criteria, at kBf16Loss and kFp8Loss below. A layout with overlap_tp=backward or
 // on (the runtime does the same for both), or with ZeRO-2/3 and overlap_dp on, must in
 // addition equal the same layout with that overlap off bitwise, and one with offload=optimizer
@@ -153,11 +158,18 @@ constexpr double kFp8Loss = 5e-3, kFp8SingleLoss = 3e-3, kFp8SingleParams = 0.5;
 // lr-sized steps, as in the reordered layouts above. Measured over the ctest cases (tiny dp=2,
 // dp=4, cp=2, tp=2 with SP, pp=2, zero-bubble, ratios 2..16; gpt; tiny-moe with ep and tp):
 // losses within 1.0e-6 and parameters within 1.5e-4 per tensor (5.0e-4 for tiny-moe tp=2,
-// whose routing flips as under bf16). The bounds, 1e-5 and 1e-3, sit above that and below a
+// whose routing flips as under bf16). The bounds, 1e-5 and 3e-3 (below), sit above that and below a
 // real error: the compression itself moves the losses by 7.6e-3..5.8e-2 from the uncompressed
 // run, and a layout that compressed any other way than the one process (another rank, a wrong
 // error term) would be that far off.
-constexpr double kCompressedLoss = 1e-5, kCompressedParams = 1e-3;
+// Under OpenBLAS's AVX2 kernels (OPENBLAS_CORETYPE=Haswell) tiny-moe dp=2,tp=2,sp=on ends
+// 1.1e-3 from the one-process run (embed.tokens), hence 3e-3 for the parameters.
+constexpr double kCompressedLoss = 1e-5, kCompressedParams = 3e-3;
+// The fp32 reference's own distance from the fp64 run varies with OpenBLAS's kernel (tiny-moe:
+// 2.0e-5 under Prescott, 3.6e-5 under SkylakeX, 5.5e-5 under Haswell; test-gpt 1.1e-5 under
+// Haswell, where tp=2,pp=2,sp=on ends 4.8e-5 from fp64): a reordered layout may sit up to 2x
+// the largest of these from fp64, far below a real error (a missing all-reduce: 1e-3 in the first loss).
+constexpr double kFp32Noise = 5.5e-5;
 constexpr int64_t kBatch = 8, kMbs = 2;
 const AdamWConfig kAdam{.lr = 3e-3};
 
@@ -388,7 +400,7 @@ void RunCase(const ModelSpec& spec, const std::string& spec_text, const Referenc
   const auto vs_ref = Worst(pl, TensorErrors<float, float>(pl, *full, ref.params));
   const auto vs_exact = Worst(pl, TensorErrors<float, double>(pl, *full, ref.params64));
   const auto ref_vs_exact = Worst(pl, TensorErrors<float, double>(pl, ref.params, ref.params64));
-  const bool reordered = layout->tp > 1 || layout->cp > 1;  // see the file comment
+  const bool reordered = layout->tp > 1 || layout->cp > 1 || layout->ep > 1;  // see the file comment
   if (bf16) {  // see kBf16Loss and kBf16Single*
     const auto vs_single = Worst(pl, TensorErrors<float, float>(pl, *full, single->params));
     if (me == 0) {
@@ -421,7 +433,7 @@ void RunCase(const ModelSpec& spec, const std::string& spec_text, const Referenc
                                      std::to_string(vs_ref.first) + " at " + vs_ref.second + ")", me);
   } else {
     Expect(worst_loss <= 1e-5, label + " loss within 1e-5 (" + std::to_string(worst_loss) + ")", me);
-    Expect(vs_exact.first <= 2 * ref_vs_exact.first,
+    Expect(vs_exact.first <= 2 * std::max(ref_vs_exact.first, kFp32Noise),
            label + " params as close to fp64 as the fp32 reference (" +
                std::to_string(vs_exact.first) + " at " + vs_exact.second + " vs " +
                std::to_string(ref_vs_exact.first) + ")", me);

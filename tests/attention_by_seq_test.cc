@@ -1,0 +1,102 @@
+// The fused attention kernel's rate by sequence length (GpuEfficiency::attention_by_seq, the
+// hardware YAML's attention_seq_lens and attention_tflops): FlashAttention-2's measured forward
+// + backward rates at six lengths, interpolated in log2 of the length. Every expected value is
+// worked by hand in the comment before it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "src/cost/ops.h"
+#include "src/hardware/hardware_spec.h"
+#include "src/io/plan_file.h"
+#include "tests/find_op.h"
+#include "tests/test_models.h"
+
+namespace shardsim {
+namespace {
+
+// Between two measured lengths linear in log2: at 1,024 between (512, 0.2) and (2,048, 0.4),
+// log2(1024 / 512) / log2(2048 / 512) = 1/2 of the way: 0.3. Held at the ends: 0.2 below 512,
+// 0.4 above 2,048. Without a table, `attention` at every length.
+TEST(AttentionBySeq, InterpolatesInLog2OfTheLength) {
+  GpuEfficiency e;
+  e.attention = 0.7;
+  EXPECT_DOUBLE_EQ(e.AttentionAt(4096), 0.7);
+  e.attention_by_seq = {{512, 0.2}, {2048, 0.4}};
+  EXPECT_DOUBLE_EQ(e.AttentionAt(1024), 0.3);
+  EXPECT_DOUBLE_EQ(e.AttentionAt(256), 0.2);
+  EXPECT_DOUBLE_EQ(e.AttentionAt(512), 0.2);
+  EXPECT_DOUBLE_EQ(e.AttentionAt(2048), 0.4);
+  EXPECT_DOUBLE_EQ(e.AttentionAt(100000), 0.4);
+}
+
+// dgx-h100: FlashAttention-2's causal head-dim-128 bars, 163 ... 328 TFLOP/s at 512 ... 16k, over
+// the 989 TFLOP/s bf16 peak. At 2,048: 265 / 989; at 3,000, log2(3000 / 2048) = 0.550747 of the
+// way from 265 to 294: 280.971668 / 989; at 16k and beyond 328 / 989 (= `attention`, 0.332 to
+// three places).
+TEST(AttentionBySeq, TheH100DescriptionHoldsFlashAttention2sBars) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  const GpuEfficiency& e = hw->gpu.efficiency;
+  ASSERT_EQ(e.attention_by_seq.size(), 6u);
+  EXPECT_DOUBLE_EQ(e.AttentionAt(2048), 265.0 / 989.0);
+  EXPECT_NEAR(e.AttentionAt(3000), (265.0 + 29.0 * std::log2(3000.0 / 2048.0)) / 989.0, 1e-12);
+  EXPECT_DOUBLE_EQ(e.AttentionAt(16384), 328.0 / 989.0);
+  EXPECT_DOUBLE_EQ(e.AttentionAt(131072), 328.0 / 989.0);
+  EXPECT_NEAR(e.attention, 328.0 / 989.0, 5e-4);
+}
+
+// The kernel's length is the sequence, or its 1 / cp chunk under context parallelism: 4,096
+// tokens at cp 2 run kernels over 2,048 keys.
+TEST(AttentionBySeq, TheKernelSeesTheSequenceOrItsCpChunk) {
+  const ModelSpec m = testing::TinyModel(4096);
+  Layout l;
+  l.dp = 1;
+  l.gbs = 1;
+  EXPECT_EQ(testing::FindOp(LayerOps(m, l, false), "attention").attention_seq, 4096);
+  l.cp = 2;
+  EXPECT_EQ(testing::FindOp(LayerOps(m, l, false), "attention").attention_seq, 2048);
+}
+
+// A plan file writes the table back as the description gave it (whole TFLOP/s), and reads it
+// back the same.
+TEST(AttentionBySeq, ThePlanFileKeepsTheTable) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-a100-80gb");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  const std::string text = HardwareYaml(*hw);
+  EXPECT_NE(text.find("attention_tflops: [99, 133, 155, 173, 182, 189]"), std::string::npos) << text;
+  StatusOr<HardwareSpec> back = ParseHardwareYaml(text, "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->gpu.efficiency.attention_by_seq, hw->gpu.efficiency.attention_by_seq);
+}
+
+// Bad tables are refused at their field, with what was expected.
+TEST(AttentionBySeq, BadTablesAreRefused) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(hw.ok());
+  const std::string good = HardwareYaml(*hw);
+  const std::string lens = "attention_seq_lens: [512, 1024, 2048, 4096, 8192, 16384]";
+  const std::string rates = "attention_tflops: [163, 221, 265, 294, 308, 328]";
+  ASSERT_NE(good.find(lens), std::string::npos);
+  ASSERT_NE(good.find(rates), std::string::npos);
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    t.replace(t.find(from), from.size(), to);
+    return ParseHardwareYaml(t, "bad.yaml");
+  };
+  struct Case {
+    std::string from, to, want;
+  };
+  for (const Case& c : {Case{rates, "attention_tflops: [163, 221]", "one for each of attention_tflops"},
+                        Case{lens, "attention_seq_lens: [1024, 512, 2048, 4096, 8192, 16384]", "ascending sequence lengths"},
+                        Case{rates, "attention_tflops: [163, 221, 265, 294, 308, 2000]", "2000 TFLOP/s is above the 16-bit peak"},
+                        Case{lens, "attention_seq_lenz: [512, 1024, 2048, 4096, 8192, 16384]", "give both or neither"}}) {
+    StatusOr<HardwareSpec> r = with(c.from, c.to);
+    ASSERT_FALSE(r.ok()) << c.to;
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace shardsim
