@@ -252,8 +252,10 @@ const std::map<std::string, std::string> kModelRuns = {
     {"gpt-530b", "--gpus 960 --layout tp=8,pp=15,mbs=1,gbs=2240,sp=on,recompute=selective,zero=1"},
     {"gpt-1t", "--layout tp=8,pp=64,mbs=1,gbs=2048,sp=on,recompute=full,zero=1"},
     {"llama3-8b", "--gpus 8 --layout tp=2,mbs=1,gbs=64,sp=on,zero=1,recompute=selective"},
+    {"llama3-8b-flagperf", "--hardware dgx-h100 --gpus 8 --layout tp=2,mbs=1,gbs=512,sp=on,zero=1"},
     {"llama3.2-1b", "--gpus 8 --layout tp=1,mbs=1,gbs=64,zero=1,recompute=selective"},
     {"llama3-70b", "--layout tp=8,pp=4,mbs=1,gbs=1024,sp=on,recompute=selective"},
+    {"llama3-70b-flagperf", "--hardware dgx-h100 --gpus 64 --layout tp=8,pp=4,mbs=1,gbs=512,sp=on,zero=1"},
     // 126 layers: pp 14 (9 layers each); 8 x 14 x dp 9 = 1008 GPUs.
     {"llama3-405b", "--gpus 1008 --layout tp=8,pp=14,mbs=1,gbs=1008,sp=on,recompute=full,zero=1"},
     {"mixtral-8x7b", "--gpus 64 --layout tp=2,pp=4,cp=2,ep=4,mbs=1,gbs=256,sp=on,recompute=full"},
