@@ -470,7 +470,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   // gradients and the rest under other. Activations already freed at a moment (those of the
   // layers above, in this micro-batch's backward) are taken off the activations.
   struct Moment {
-    double other, gradients, freed_activations = 0;
+    double other, gradients, freed_activations = 0, loss_logit_copy = 0;
     double total() const { return other + gradients - freed_activations; }
   };
   const double layer_backward = BackwardWorkspaceBytes(m, l) + z.layer_params;
@@ -508,8 +508,17 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     const double k = l.schedule == Schedule::kGpipe ? static_cast<double>(l.microbatches()) : 1.0;
     const double e = l.dtype == DType::kFp32 ? 4 : 2;
     const double head = e * tokens * m.hidden * (1.0 + 1.0 / (l.sp ? l.tp : 1));
+    // Under 16-bit training the loss runs on an fp32 copy of the output layer's 16-bit logits
+    // (Megatron-Core's compute_language_model_loss: vocab_parallel_cross_entropy(logits.float(),
+    // labels); torchtitan's cross_entropy_loss: pred.float()), so the current micro-batch's
+    // logits are held twice at the head: in its forward the 16-bit output beside the fp32 copy,
+    // in its backward the fp32 gradient (the probabilities, overwritten in place) beside its
+    // 16-bit cast.
+    const double copy = l.dtype == DType::kFp32 ? 0.0
+                                                : 2.0 * tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp) *
+                                                      static_cast<double>(1 + m.mtp_layers);
     for (size_t i = 0; i < layer_moments; ++i) moments[i].other += (k - 1) * logits;
-    moments.push_back({k * logits + head + z.head_params, z.head_grads});
+    moments.push_back({k * logits + copy + head + z.head_params, z.head_grads, 0, copy});
   }
   if (stage == 0 && z.embed_grads > 0) {  // overlap_dp: the first layer's bucket in flight (not zero-bubble's, reduced in W)
     const double in_flight = split_buckets ? 0 : z.layer_in_flight_grads;
@@ -520,6 +529,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
   const Moment peak = *std::max_element(
       moments.begin(), moments.end(), [](const Moment& a, const Moment& b) { return a.total() < b.total(); });
   mem.other += peak.other;
+  mem.loss_logit_copy = peak.loss_logit_copy;
   mem.gradients += peak.gradients;
   mem.activations -= peak.freed_activations;
   return mem;

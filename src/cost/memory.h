@@ -22,6 +22,11 @@ struct MemoryBreakdown {
   double activations = 0;
   double other = 0;
   double host = 0;  // offloaded to host memory (not part of total)
+  // Of `other`: the frameworks' second copy of the logits at the loss under 16-bit training
+  // (src/cost/memory.cc), when the peak is the head's moment, else 0. shardsim's runtime
+  // computes the loss in place on its 16-bit logits and does not hold it
+  // (tests/mpi/memory_vs_model_main.cc takes it off).
+  double loss_logit_copy = 0;
   double total() const { return weights + gradients + optimizer + activations + other; }
 };
 

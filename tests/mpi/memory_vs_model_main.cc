@@ -64,7 +64,9 @@ double PredictedHost(const SimResult& sim, int stage) {
 
 double PredictedPeak(const SimResult& sim, int stage) {
   for (const RankResult& r : sim.ranks) {
-    if (r.stage == stage) return r.peak_memory.total();
+    // Less the frameworks' 16-bit copy of the logits at the loss, which the runtime does not
+    // make (it computes the loss in place on its own logits: runtime/exec/executor.cc).
+    if (r.stage == stage) return r.peak_memory.total() - r.peak_memory.loss_logit_copy;
   }
   return -1;
 }
