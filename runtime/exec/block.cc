@@ -108,6 +108,13 @@ StatusOr<T*> ColumnParallelBackwardOverlapped(ExecContext& ctx, const BlockDims&
   return dn;
 }
 
+// An MoE layer whose token dispatcher gathers over TP itself (moe_block.h): it takes and
+// returns this rank's rows, with no f or g around it.
+template <typename T>
+bool DispatchGathersOverTp(const BlockWeights<T>& w, const MoeArgs<T>* moe) {
+  return w.router != nullptr && moe != nullptr && moe->rank.DispatchGathersOverTp();
+}
+
 }  // namespace
 
 template <typename T>
@@ -156,7 +163,7 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_mean, d.n_local, "mlp norm statistics"));
   k.NormForward(m.norm, s.mid.as<T>(), w.mlp_norm_gain, w.mlp_norm_bias, s.norm2.as<T>(), s.norm2_mean.f(),
                 s.norm2_rstd.f(), d.n_local, c);
-  if (w.router != nullptr && moe != nullptr && moe->rank.DispatchGathersOverTp()) {
+  if (DispatchGathersOverTp(w, moe)) {
     // An MoE layer whose dispatcher gathers over TP itself (moe_block.h): this rank's rows in
     // and out, no f or g around it.
     SHARDSIM_RETURN_IF_ERROR(MoeForward(ctx, d, moe->rank, w.router, moe->experts, s.norm2.as<T>(), out, s.moe));
@@ -297,7 +304,7 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
   ctx.SetPart(SpanLabel::kMlp);
   // An MoE layer whose dispatcher gathers over TP (moe_block.h) takes this rank's rows.
-  const bool dispatch_tp = w.router != nullptr && moe != nullptr && moe->rank.DispatchGathersOverTp();
+  const bool dispatch_tp = DispatchGathersOverTp(w, moe);
   const T* dout = dresid;
   if (!dispatch_tp) {
     SHARDSIM_ASSIGN_OR_RETURN(dout, ctx.Gather(dresid, gathered, d.n_local, c));

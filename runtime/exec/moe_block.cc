@@ -73,6 +73,34 @@ Status Exchange(ExecContext& ctx, const MoeRank& er, const T* in, const std::vec
   }, label);
 }
 
+// The rows of `src` this rank's slots send (its dispatch, in expert order), exchanged over EP
+// and, under the TP gather, gathered over TP (gather_from_sequence_parallel_region), then
+// regrouped expert-major into `out` (rows x c, of `kind`): the experts' rows. ToReceivedRows,
+// below, is its inverse. The labels name the send, receive and output buffers.
+template <typename T>
+Status ToExpertRows(ExecContext& ctx, const MoeRank& er, const MoeSaved& s, const T* src, int64_t c, bool dtp,
+                    MemoryKind kind, const char* send_what, const char* received_what, const char* out_what,
+                    DeviceBuffer& out) {
+  TypedKernels<T>& kt = ctx.kt<T>();
+  const int64_t rows = Sum(s.tp_rows), sent = Sum(s.send_rows);
+  DeviceBuffer dispatch, received, gathered;
+  SHARDSIM_ASSIGN_OR_RETURN(dispatch, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, send_what));
+  kt.GatherRows(src, s.slot_token.i32(), dispatch.as<T>(), sent, c);
+  // Under the TP gather each TP rank's rows fill a block of the largest count; the padding is zeros.
+  const int64_t block = std::max<int64_t>(s.tp_block, 1) * c;
+  SHARDSIM_ASSIGN_OR_RETURN(received, dtp ? ctx.Zeros<T>(kWork, block, received_what) : ctx.Alloc<T>(kWork, block, received_what));
+  SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c,
+                                    SpanLabel::kEpDispatch));
+  dispatch.Reset();
+  const T* pool = received.as<T>();
+  if (dtp) {
+    SHARDSIM_ASSIGN_OR_RETURN(pool, ctx.Gather(received.as<T>(), gathered, s.tp_block, c));
+  }
+  SHARDSIM_ASSIGN_OR_RETURN(out, ctx.Alloc<T>(kind, std::max<int64_t>(rows, 1) * c, out_what));
+  kt.GatherRows(pool, s.regroup.i32(), out.as<T>(), rows, c);
+  return Status::Ok();
+}
+
 // The experts' rows (rows x c, regrouped expert-major) back in the order this rank received
 // them, into `back`: without the TP gather the inverse regrouping; under it, scattered into
 // the gathered (tp x block) rows and reduce-scattered over TP, so that this rank's block holds
@@ -179,7 +207,7 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
   // Under the TP gather each TP rank's rows sit in a block of the largest count (the
   // all-gather's equal blocks); otherwise the one block is this rank's rows.
   s.tp_block = *std::max_element(s.tp_rows.begin(), s.tp_rows.end());
-  const int64_t rows = Sum(s.tp_rows), sent = Sum(s.send_rows), received_rows = s.tp_rows[own];
+  const int64_t rows = Sum(s.tp_rows), sent = Sum(s.send_rows);
   // Regrouped expert-major: for each local expert, its rows from every TP rank and source.
   std::vector<int32_t> regroup;
   std::vector<float> weight;
@@ -215,27 +243,8 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
   SHARDSIM_ASSIGN_OR_RETURN(s.weight, ToDevice(ctx, weight, "moe combine weights"));
   // Dispatch: this rank's slots in expert order, to the members holding their experts.
   if (ctx.part() == SpanLabel::kRouter) ctx.SetPart(SpanLabel::kExperts);  // the forward's
-  DeviceBuffer received;
-  {
-    DeviceBuffer dispatch;
-    SHARDSIM_ASSIGN_OR_RETURN(dispatch, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe dispatched tokens"));
-    kt.GatherRows(x, s.slot_token.i32(), dispatch.as<T>(), sent, c);
-    SHARDSIM_ASSIGN_OR_RETURN(received, dtp ? ctx.Zeros<T>(kWork, std::max<int64_t>(s.tp_block, 1) * c, "moe received tokens")
-                                            : ctx.Alloc<T>(kWork, std::max<int64_t>(received_rows, 1) * c, "moe received tokens"));
-    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c,
-                                      SpanLabel::kEpDispatch));
-  }
-  // Under the TP gather, every TP rank's received rows (gather_from_sequence_parallel_region).
-  DeviceBuffer gathered;
-  const T* pool = received.as<T>();
-  if (dtp) {
-    SHARDSIM_ASSIGN_OR_RETURN(pool, ctx.Gather(received.as<T>(), gathered, s.tp_block, c));
-  }
-  // The local experts, each on its rows.
-  SHARDSIM_ASSIGN_OR_RETURN(s.input, ctx.Alloc<T>(kAct, std::max<int64_t>(rows, 1) * c, "expert inputs"));
-  kt.GatherRows(pool, s.regroup.i32(), s.input.as<T>(), rows, c);
-  received.Reset();
-  gathered.Reset();
+  SHARDSIM_RETURN_IF_ERROR(ToExpertRows(ctx, er, s, x, c, dtp, kAct, "moe dispatched tokens", "moe received tokens",
+                                        "expert inputs", s.input));
   const bool swiglu = m.activation == Activation::kSwiglu;
   SHARDSIM_ASSIGN_OR_RETURN(s.hidden, ctx.Alloc<T>(kAct, std::max<int64_t>(rows, 1) * f, "expert hidden"));
   if (swiglu) {
@@ -307,21 +316,8 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
   // The output's gradient to the experts, as the tokens went (under the TP gather, gathered
   // over TP after the all-to-all: the backward of the forward's reduce-scatter).
   DeviceBuffer dy;
-  {
-    DeviceBuffer dispatch, received, gathered;
-    SHARDSIM_ASSIGN_OR_RETURN(dispatch, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe output gradients to send"));
-    kt.GatherRows(dout, s.slot_token.i32(), dispatch.as<T>(), sent, c);
-    SHARDSIM_ASSIGN_OR_RETURN(received, ctx.Zeros<T>(kWork, std::max<int64_t>(s.tp_block, 1) * c, "moe received output gradients"));
-    SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, dispatch.as<T>(), s.send_rows, received.as<T>(), s.recv_rows, c,
-                                      SpanLabel::kEpDispatch));
-    dispatch.Reset();
-    const T* pool = received.as<T>();
-    if (dtp) {
-    SHARDSIM_ASSIGN_OR_RETURN(pool, ctx.Gather(received.as<T>(), gathered, s.tp_block, c));
-  }
-    SHARDSIM_ASSIGN_OR_RETURN(dy, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert output gradients"));
-    kt.GatherRows(pool, s.regroup.i32(), dy.as<T>(), rows, c);
-  }
+  SHARDSIM_RETURN_IF_ERROR(ToExpertRows(ctx, er, s, dout, c, dtp, kWork, "moe output gradients to send",
+                                        "moe received output gradients", "expert output gradients", dy));
   // The experts' backward, expert after expert.
   DeviceBuffer dxin, scaled, dscaled, dhidden, dup, dots;
   SHARDSIM_ASSIGN_OR_RETURN(dxin, ctx.Zeros<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert input gradients"));

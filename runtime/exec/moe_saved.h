@@ -9,6 +9,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/cpu/moe_mlp.h"
 #include "runtime/cpu/moe_routing.h"
+#include "src/cost/ops.h"
 #include "src/model/model_spec.h"
 
 namespace shardsim::runtime {
@@ -27,7 +28,7 @@ struct MoeRank {
   // rows an EP member receives are all-gathered over TP for its experts' split MLPs and
   // reduce-scattered back after them. Otherwise (ep = 1, or no SP) every TP rank routes all n
   // rows, gathered before the layer and reduced after it as a dense MLP's.
-  bool DispatchGathersOverTp() const { return tp > 1 && sp && ep > 1; }
+  bool DispatchGathersOverTp() const { return MoeDispatchGathersOverTp(tp, sp, ep); }
 };
 
 // What an MoE layer's forward keeps for its backward.

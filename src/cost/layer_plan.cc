@@ -98,8 +98,8 @@ double OpRecomputeFlops(const LayerCost& c) {
 
 // The activations a layer's backward rematerializes beside what it kept: the whole layer's
 // under full recompute, under op what the checkpoint did not keep.
-double RematerializedBytes(const LayerPlan& p) {
-  switch (p.recompute) {
+double RematerializedBytes(const LayerPlan& p, Recompute recompute) {
+  switch (recompute) {
     case Recompute::kFull: return p.full_saved_bytes;
     case Recompute::kOp: return std::max(0.0, p.full_saved_bytes - p.saved_bytes);
     default: return 0;
@@ -155,7 +155,6 @@ LayerCost CostLayer(const GpuSpec& gpu, const Layout& l, const LayerPlan& plan) 
 LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
   LayerPlan p;
   p.moe = moe && m.moe.has_value();
-  p.recompute = l.recompute;
   p.ops = LayerOps(m, l, p.moe);
   p.params = p.moe ? MoeLayerParamsOnRank(m, l) : DenseLayerParamsOnRank(m, l);
   if (p.moe) p.expert_params = static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden);
@@ -733,7 +732,7 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
       // a saved tensor: at the start of the block's backward.
       t = Compute("op recompute", OpRecomputeTime(c), OpRecomputeFlops(c), Category::kRecompute,
                   Pass::kRecompute, layer, {t, gather, expert_gather});
-      out_->tasks[t].memory_delta += RematerializedBytes(*c.plan);
+      out_->tasks[t].memory_delta += RematerializedBytes(*c.plan, l_.recompute);
     }
     // Backward compute: zero-bubble leaves the weight-gradient half for the W pass.
     const double attn_b = zb ? c.attn.bwd - c.attn.wgrad : c.attn.bwd;
@@ -826,7 +825,7 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     done_.push_back(bwd_end);
     if (!zb) {
       out_->tasks[bwd_end].memory_delta -=
-          c.plan->saved_bytes + RematerializedBytes(*c.plan);
+          c.plan->saved_bytes + RematerializedBytes(*c.plan, l_.recompute);
       UnitDone(units[unit], ends[unit], bwd_end, layer, last_mb);
       ++unit;
     }
@@ -859,7 +858,7 @@ void PassBuilder::WeightGrad(const ModelChunk& chunk, bool last_mb) {
     const int32_t t = Compute("weight gradients", w, 0, Category::kCompute, Pass::kWeightGrad, layer,
                               TakeJoins(-1));
     out_->tasks[t].memory_delta -=
-        c.plan->saved_bytes + RematerializedBytes(*c.plan);
+        c.plan->saved_bytes + RematerializedBytes(*c.plan, l_.recompute);
     UnitDone(units[unit], ends[unit], t, layer, last_mb);
     ++unit;
   }

@@ -62,7 +62,6 @@ struct LayerPlan {
   double replicated_params = 0;
   double saved_bytes = 0;    // activations kept for backward per micro-batch (memory.h)
   double full_saved_bytes = 0;  // the same without recomputation
-  Recompute recompute = Recompute::kNone;  // the layout's
 };
 
 // The plan of one pipeline stage.

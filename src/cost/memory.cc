@@ -502,9 +502,9 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     const double tokens = static_cast<double>(l.mbs) * m.seq_len / l.cp;
     // One set per cross-entropy: the main head's and each multi-token prediction depth's; with
     // a logit soft-cap, its tanh's fp32 output kept too (ModelSpec::final_logit_softcap).
-    const double logits = 4.0 * tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp) *
-                          static_cast<double>(1 + m.mtp_layers) *
-                          (m.final_logit_softcap > 0 ? 2.0 : 1.0);
+    const double shard_logits =
+        tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp) * static_cast<double>(1 + m.mtp_layers);
+    const double logits = 4.0 * shard_logits * (m.final_logit_softcap > 0 ? 2.0 : 1.0);
     const double k = l.schedule == Schedule::kGpipe ? static_cast<double>(l.microbatches()) : 1.0;
     const double e = l.dtype == DType::kFp32 ? 4 : 2;
     const double head = e * tokens * m.hidden * (1.0 + 1.0 / (l.sp ? l.tp : 1));
@@ -514,9 +514,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     // logits are held twice at the head: in its forward the 16-bit output beside the fp32 copy,
     // in its backward the fp32 gradient (the probabilities, overwritten in place) beside its
     // 16-bit cast.
-    const double copy = l.dtype == DType::kFp32 ? 0.0
-                                                : 2.0 * tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp) *
-                                                      static_cast<double>(1 + m.mtp_layers);
+    const double copy = l.dtype == DType::kFp32 ? 0.0 : 2.0 * shard_logits;
     for (size_t i = 0; i < layer_moments; ++i) moments[i].other += (k - 1) * logits;
     moments.push_back({k * logits + copy + head + z.head_params, z.head_grads, 0, copy});
   }

@@ -9,7 +9,8 @@ namespace shardsim {
 
 int64_t TokensPerRank(const ModelSpec& m, const Layout& l) { return l.mbs * m.seq_len / l.cp; }
 
-bool MoeDispatchGathersOverTp(const Layout& l) { return l.tp > 1 && l.sp && l.ep > 1; }
+bool MoeDispatchGathersOverTp(int64_t tp, bool sp, int64_t ep) { return tp > 1 && sp && ep > 1; }
+bool MoeDispatchGathersOverTp(const Layout& l) { return MoeDispatchGathersOverTp(l.tp, l.sp, l.ep); }
 
 int64_t MoeRoutedTokensPerRank(const ModelSpec& m, const Layout& l) {
   const int64_t T = TokensPerRank(m, l);
@@ -301,24 +302,21 @@ void OpCheckpoint(const ModelSpec& m, const Layout& l, std::vector<Op>& ops) {
 }
 
 double OpCheckpointSavedBytes(const ModelSpec& m, const Layout& l, bool moe_layer) {
-  Layout op = l;
-  op.recompute = Recompute::kOp;
+  Layout checkpointed = l;
+  checkpointed.recompute = Recompute::kOp;
   const double b = ActBytes(l);
   const double T = static_cast<double>(TokensPerRank(m, l));
   // The block's input, which the checkpoint keeps (split over TP under SP).
   double saved = b * (l.sp ? T / static_cast<double>(l.tp) : T) * static_cast<double>(m.hidden);
-  for (const Op& o : LayerOps(m, op, moe_layer)) {
+  for (const Op& o : LayerOps(m, checkpointed, moe_layer)) {
     if (o.kind == OpKind::kAttention) {
       // Its output O and the log-sum-exp per query row and head.
       saved += b * T * static_cast<double>((m.heads / l.tp) * m.v_head_dim()) + 4 * T * static_cast<double>(m.heads / l.tp);
       continue;
     }
-    if (o.kind != OpKind::kMatmul) continue;
-    const double kept = 1 - o.op_recomputed;
-    const std::vector<double> parts = MmParts(m, op, o);
-    double width = 0;
-    for (double w : parts) width += w;
-    saved += b * static_cast<double>(o.m) * width * kept;
+    // A saved matmul's output (its parts' widths add up to its n), less the recomputed share.
+    if (MmParts(m, checkpointed, o).empty()) continue;
+    saved += b * static_cast<double>(o.m) * static_cast<double>(o.n) * (1 - o.op_recomputed);
   }
   return saved;
 }

@@ -137,6 +137,7 @@ int64_t TokensPerRank(const ModelSpec& m, const Layout& l);
 // and after them reduce-scatters the outputs (reduce_scatter_to_sequence_parallel_region)
 // before the combine all-to-all. Expert TP is the attention's TP (expert_tensor_parallel_size
 // defaults to tensor_model_parallel_size).
+bool MoeDispatchGathersOverTp(int64_t tp, bool sp, int64_t ep);
 bool MoeDispatchGathersOverTp(const Layout& l);
 // The tokens an MoE layer's router and permutation see on one rank: T / tp under
 // MoeDispatchGathersOverTp, else T.

@@ -109,6 +109,9 @@ struct GpuSpec {
   bool overlaps_communication = true;
   // Peak for a dtype's matmuls, or nullopt if the device has none.
   std::optional<double> Peak(DType d) const;
+  // The 16-bit matmul peak (bf16, else fp16) that efficiency.attention_tflops is a share of,
+  // or nullopt if the device has neither.
+  std::optional<double> Peak16() const;
 };
 
 enum class FabricKind { kNvSwitch, kNvLink, kPcie, kSharedMemory };

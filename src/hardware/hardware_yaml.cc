@@ -60,6 +60,11 @@ std::optional<double> GpuSpec::Peak(DType d) const {
   return it->second;
 }
 
+std::optional<double> GpuSpec::Peak16() const {
+  const std::optional<double> bf16 = Peak(DType::kBf16);
+  return bf16 ? bf16 : Peak(DType::kFp16);
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -142,7 +147,7 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
   {
     const auto lens = e.OptionalIntList("attention_seq_lens", 1);
     const auto rates = e.OptionalIntList("attention_tflops", 1);
-    const std::optional<double> peak = gpu.Peak(DType::kBf16) ? gpu.Peak(DType::kBf16) : gpu.Peak(DType::kFp16);
+    const std::optional<double> peak = gpu.Peak16();
     if (lens.has_value() != rates.has_value()) {
       e.Error(lens ? "attention_seq_lens" : "attention_tflops",
               "attention_seq_lens and attention_tflops go together: give both or neither");

@@ -90,7 +90,7 @@ std::string HardwareYaml(const HardwareSpec& hw) {
   if (g.efficiency.matmul_table) o << "    matmul_table: " << YamlQuoted(g.efficiency.matmul_table_path) << "\n";
   if (!g.efficiency.attention_by_seq.empty()) {
     // As the description gave them: lengths, and whole TFLOP/s of the 16-bit peak.
-    const double peak = g.Peak(DType::kBf16) ? *g.Peak(DType::kBf16) : g.Peak(DType::kFp16).value_or(0);
+    const double peak = g.Peak16().value_or(0);
     std::string lens, rates;
     for (const auto& [seq, fraction] : g.efficiency.attention_by_seq) {
       lens += (lens.empty() ? "" : ", ") + std::to_string(seq);
