@@ -123,7 +123,9 @@ StatusOr<std::string> EmitTorchtitan(const ModelSpec& m, const Layout& l) {
   if (l.zero == 0 && l.dp > 1) {
     s += "# DDP reduces gradients in 100 MB buckets (apply_ddp); shardsim prices one bucket per block.\n";
   }
-  const bool compile = l.dtype == DType::kFp8 || l.overlap_tp == TpOverlap::kOn;
+  // torch.compile: what fp8 and async TP need, and what fuses the eager element-wise chains
+  // (kernels=fused; kernels=eager is torchtitan without it).
+  const bool compile = l.dtype == DType::kFp8 || l.overlap_tp == TpOverlap::kOn || l.kernels == Kernels::kFused;
 
   s += "\n[model]\nname = \"llama3\"\nflavor = " + TomlStr(flavor) + "\n";
   if (l.dtype == DType::kFp8) s += "converters = [\"quantize.linear.float8\"]\n";

@@ -98,6 +98,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
       if (key == "overlap_pp") b.overlap_pp = v.overlap_pp;
       if (key == "prefetch") b.prefetch = v.prefetch;
       if (key == "attention") b.attention = v.attention;
+      if (key == "kernels") b.kernels = v.kernels;
       if (key == "bucket_params") b.bucket_params = v.bucket_params;
       if (key == "live_params") b.live_params = v.live_params;
     }
@@ -121,29 +122,33 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
     return false;
   };
   const bool stack_attention = stack_refuses("attention"), stack_overlap_pp = stack_refuses("overlap_pp");
+  // The kernels likewise where a rule tests them (torchtitan: eager, its default without
+  // torch.compile, cannot run float8 or async TP; compiled, the kernels fuse).
+  const bool stack_kernels = o.stack && !o.fixed.count("kernels") &&
+                             std::any_of(o.stack->rules.begin(), o.stack->rules.end(),
+                                         [](const StackRule& r) { return StackRuleMentions(r, "kernels"); });
   // Whether the stack runs `l`, trying the other value of such a switch where it refuses the
   // layout as it stands (one refusal check for most layouts).
   auto stack_runs = [&](Layout& l) {
     if (!o.stack) return true;
     const StackRefusing refusing = StackRefusingTerm(*o.stack, l);
     if (!refusing.rule) return true;
-    if (stack_attention && StackRuleMentions(*refusing.rule, "attention")) {
+    // `l` with one switch flipped, where the stack runs that.
+    auto runs_flipped = [&](bool searched, const char* key, auto flip) {
+      if (!searched || !StackRuleMentions(*refusing.rule, key)) return false;
       Layout other = l;
-      other.attention = l.attention == AttentionImpl::kFlash ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
-      if (!StackRefusingTerm(*o.stack, other).rule) {
-        l = other;
-        return true;
-      }
-    }
-    if (stack_overlap_pp && l.pp > 1 && StackRuleMentions(*refusing.rule, "overlap_pp")) {
-      Layout other = l;
-      other.overlap_pp = !l.overlap_pp;
-      if (!StackRefusingTerm(*o.stack, other).rule) {
-        l = other;
-        return true;
-      }
-    }
-    return false;
+      flip(other);
+      if (StackRefusingTerm(*o.stack, other).rule) return false;
+      l = other;
+      return true;
+    };
+    return runs_flipped(stack_attention, "attention", [](Layout& x) {
+             x.attention = x.attention == AttentionImpl::kFlash ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
+           }) ||
+           runs_flipped(stack_kernels, "kernels", [](Layout& x) {
+             x.kernels = x.kernels == Kernels::kFused ? Kernels::kEager : Kernels::kFused;
+           }) ||
+           runs_flipped(stack_overlap_pp && l.pp > 1, "overlap_pp", [](Layout& x) { x.overlap_pp = !x.overlap_pp; });
   };
   // Precision: the --fix value; else bf16 (fp32 without a bf16 rate) and, on a GPU with an fp8
   // rate, fp8 too (Transformer Engine's fp8 GEMMs over bf16 weights; the published fp8 runs

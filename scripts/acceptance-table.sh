@@ -58,11 +58,16 @@ def plan(binary, prob):
         return None, "nothing fits"
     return r["ranked"][0], None
 
+NEWER_LAYOUT_KEYS = ("kernels=",)  # layout keys added since fdeb46f: the old binary prices fused kernels
+
 def replay(binary, prob):
     ref = prob["ref"]
     nodes = ["--nodes", str(ref["nodes"])] if "nodes" in ref else []
+    layout = ref["layout"]
+    if binary == old:
+        layout = ",".join(t for t in layout.split(",") if not t.startswith(NEWER_LAYOUT_KEYS))
     d, err = run(binary, ["simulate", "--model", model_arg(binary, prob["model"]), "--hardware", prob["hardware"],
-                          "--gpus", str(ref["gpus"]), "--layout", ref["layout"]] + nodes)
+                          "--gpus", str(ref["gpus"]), "--layout", layout] + nodes)
     return d, err
 
 # The published runs, as the suite replays them (layout, GPUs, the measurement as a step time).
@@ -154,6 +159,8 @@ with open(out, "w") as f:
         elif t.startswith("sustained_compute:") and arch:
             fits[arch] = float(t.split(":", 1)[1])
     fitted = ", ".join("%s %.3f" % (a, fits[a]) for a in sorted(fits))
+    tolerance = next(float(line.split(":", 1)[1]) for line in open("docs/validation/error-bands.yaml")
+                     if line.startswith("ranking_tolerance:"))
     f.write("\nReading it: the winners moved because of issue 13 (ZeRO-2 reduce-scatters every micro-batch, "
             "memory checked after simulation) and because `plan` now searches for `megatron-core-2024` by "
             "default (no ZeRO-2/3, zero-bubble or offload; `--stack none` searches everything), and since "
@@ -163,7 +170,7 @@ with open(out, "w") as f:
             "moved with issue 14's kernel-level changes (fp8 and shape-dependent GEMM efficiency, Transformer "
             "Engine's TP overlap) and, most, with the one fitted parameter, the sustained share of the kernel "
             "benchmarks' math rates per GPU architecture (docs/validation/compute-fits.yaml; " + fitted + "), which both the winners' and the replays' step times now include. The winners are the most "
-            "robust of the layouts within the suite's ranking tolerance (2.1 %) of the fastest, not the fastest "
+            "robust of the layouts within the suite's ranking tolerance (%.1f %%) of the fastest, not the fastest " % (100 * tolerance) +
             "itself (docs/planner.md, ties). The five replayed suite "
             "runs are in that fit's sample (their left-one-source-out errors are in "
             "docs/validation/published-runs.md); Table 1 is not. A replay error is the prediction's error on a run that really happened; "

@@ -129,7 +129,9 @@ TEST(PlannerTest, WinnerEqualsBruteForceOverTheSimulatorWhateverTop) {
 // offload, has a member with no more of either that fits). The winner and the tie count are
 // the same for --top 1 and 100: ties are complete, not taken from the shown top K.
 TEST(PlannerTest, TiesAreCompleteAndTheMostRobustWins) {
-  constexpr double kTolerance = 0.02;  // about the suite's (docs/validation/error-bands.yaml)
+  // Narrower than the suite's bands (docs/validation/error-bands.yaml, p10-p90 about 0.95-1.15)
+  // yet wide enough that both problems have ties.
+  constexpr double kTolerance = 0.04;
   const std::vector<Problem> problems = Problems();
   for (size_t k : {size_t{0}, size_t{3}}) {  // the test cluster, and H100 (bundled figures)
     const Problem& p = problems[k];

@@ -138,6 +138,22 @@ TEST(StackTest, EstimateRefusesWhatTheStackCannotRun) {
   EXPECT_TRUE(Contains(missing.err, "did you mean 'megatron-core-2024'")) << missing.err;
 }
 
+// A --layout spec takes the stack's defaults for the keys it does not set, with a warning
+// naming them: torchtitan's kernels=eager (no torch.compile) and its live_params; a key the spec
+// sets stays.
+TEST(StackTest, EstimateTakesTheStackDefaultsTheSpecDoesNotSet) {
+  const std::string base = "estimate --model llama3-8b --hardware dgx-h100 --gpus 8 --stack torchtitan-fsdp2 --layout "
+                           "tp=1,pp=1,mbs=1,gbs=8,zero=3";
+  const testing::CommandResult r = testing::RunShardsim(base);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, ",kernels=eager")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "--layout takes kernels=eager,live_params=1000000000000 from stack torchtitan-fsdp2")) << r.out;
+  const testing::CommandResult fused = testing::RunShardsim(base + ",kernels=fused");
+  ASSERT_EQ(fused.exit_code, 0) << fused.err;
+  EXPECT_FALSE(Contains(fused.out, "kernels=eager")) << fused.out;
+  EXPECT_TRUE(Contains(fused.out, "--layout takes live_params=1000000000000 from stack torchtitan-fsdp2")) << fused.out;
+}
+
 // plan without --stack searches for megatron-core-2024 and says so; --stack none searches
 // every layout. tiny on 2 CPU cores, global batch 8: the default leaves out at least the
 // ZeRO-2 and ZeRO-3 layouts (dp = 2 makes them valid), none leaves out nothing.

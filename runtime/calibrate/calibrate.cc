@@ -323,6 +323,8 @@ void AddWorkloadCases(const ModelSpec& m, const Layout& l, CalibrationOptions* o
         break;
       case OpRole::kMoePermute:  // MoE does not run on the CPU runtime (issue 17)
         break;
+      case OpRole::kRope:  // priced at the element-wise rate the cases above fit (the runtime
+        break;             // rotates Q and K inside its attention; no kernel timed alone)
     }
   }
   o->attention.push_back({l.mbs, m.seq_len, m.heads / l.tp, std::max<int64_t>(1, m.kv_heads / l.tp), m.head_dim});

@@ -1,6 +1,8 @@
 // See inputs.h.
 #include "src/cli/inputs.h"
 
+#include <algorithm>
+
 #include "src/io/deepspeed_config.h"
 #include "src/io/megatron_args.h"
 #include "src/io/nemo_overrides.h"
@@ -40,6 +42,30 @@ Status ApplyStack(const Args& args, Inputs* in) {
   if (std::optional<std::string> why = StackRefusal(stack, in->layout)) return Status::Error(*why);
   in->stack = std::move(stack);
   return Status::Ok();
+}
+
+// --layout as a spec string with --stack: the stack's defaults (StackSpec::defaults, e.g.
+// torchtitan's kernels=eager) for the keys the spec does not set, said in a warning. A layout
+// file, a plan or a framework configuration states its own.
+std::string WithStackDefaults(const Args& args, Inputs* in) {
+  std::string spec = *args.Get("layout");
+  const std::optional<std::string> name = args.Get("stack");
+  if (!name || name->empty() || spec.find(".y") != std::string::npos) return spec;
+  StatusOr<StackSpec> stack = LoadStack(*name);
+  if (!stack.ok()) return spec;  // ApplyStack reports it
+  std::vector<std::string> set;
+  for (const std::string& term : Split(spec, ',')) set.push_back(term.substr(0, term.find('=')));
+  std::vector<std::string> added;
+  for (const auto& [key, value] : stack->defaults) {
+    if (std::find(set.begin(), set.end(), key) != set.end()) continue;
+    added.push_back(key + "=" + value);
+    spec += (spec.empty() ? "" : ",") + added.back();
+  }
+  if (!added.empty()) {
+    in->warnings.push_back("--layout takes " + Join(added, ",") + " from stack " + stack->name +
+                           " (its defaults for what the spec does not set)");
+  }
+  return spec;
 }
 
 StatusOr<std::string> ReadText(const std::string& path, const std::string& what) {
@@ -149,7 +175,7 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
   if (args.Has("layout-from")) {
     SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFromFramework(args, in.model, &in));
   } else {
-    SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFlag(*args.Get("layout")));
+    SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFlag(WithStackDefaults(args, &in)));
   }
   SHARDSIM_ASSIGN_OR_RETURN(in.layout, ResolveLayoutFor(layout, in.gpus, in.hardware));
   const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);

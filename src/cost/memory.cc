@@ -156,6 +156,11 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   } else {
     split += tokens_mlp * (e * ffn + g * ffn);  // GELU input, GELU output (fc2's input)
   }
+  if (l.kernels == Kernels::kEager) {
+    // Eager (ops.h, kernels=eager): SiLU keeps its input and the multiply both of its inputs,
+    // SiLU's output one more f-wide tensor than the fused SwiGLU keeps.
+    if (m.activation == Activation::kSwiglu) split += tokens_mlp * e * ffn;
+  }
   // The s x s attention terms: softmax output (e), dropout mask (1), dropout output (e) per
   // head: a*s*s*b*(2e+1) = 5*a*s^2*b at e=2. Gone with selective recompute or a fused
   // (flash) kernel under selective, which keeps only O(s) statistics.
@@ -514,7 +519,12 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     // logits are held twice at the head: in its forward the 16-bit output beside the fp32 copy,
     // in its backward the fp32 gradient (the probabilities, overwritten in place) beside its
     // 16-bit cast.
-    const double copy = l.dtype == DType::kFp32 ? 0.0 : 2.0 * shard_logits;
+    // Eager (kernels=eager, torchtitan): log_softmax's fp32 output is what stays; beside it the
+    // fp32 logits in the forward, and in the backward the NLL's dense fp32 gradient and
+    // log_softmax's: 8 bytes a logit above the 4 counted.
+    const double copy = l.kernels == Kernels::kEager ? 8.0 * shard_logits
+                        : l.dtype == DType::kFp32   ? 0.0
+                                                    : 2.0 * shard_logits;
     for (size_t i = 0; i < layer_moments; ++i) moments[i].other += (k - 1) * logits;
     moments.push_back({k * logits + copy + head + z.head_params, z.head_grads, 0, copy});
   }

@@ -21,7 +21,7 @@ const char* OpRoleName(OpRole r) {
   static const char* kNames[] = {"norm", "qkv", "attention_scores", "softmax", "attention_dropout",
                                  "attention_context", "flash_attention", "projection", "residual",
                                  "router", "mlp_up", "mlp_activation", "mlp_down", "embedding",
-                                 "lm_head", "cross_entropy", "moe_permute"};
+                                 "lm_head", "cross_entropy", "moe_permute", "rope"};
   return kNames[static_cast<int>(r)];
 }
 
@@ -75,7 +75,22 @@ void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t t
             int64_t ffn, const std::string& prefix, bool input_quantized_by_norm) {
   const double b = ActBytes(l);
   const int64_t f = ffn / l.tp;
-  if (m.activation == Activation::kSwiglu) {
+  if (m.activation == Activation::kSwiglu && l.kernels == Kernels::kEager) {
+    // torchtitan's FeedForward, w2(F.silu(w1(x)) * w3(x)), eager: w1 and w3 separate GEMMs
+    // (each quantizing its own input under float8), then two element-wise kernels: SiLU reads
+    // and writes f (2b), the multiply reads two and writes one (3b), 5b per element against
+    // the fused kernel's 3b. Backward: the multiply's two gradients (read the incoming gradient
+    // and the other operand, write: 3b each) and SiLU's (read the gradient and its input,
+    // write: 3b), 9b, 1.8 x the forward.
+    for (const char* w : {"w1", "w3"}) {
+      ops.push_back(Matmul(prefix + w, OpRole::kMlpUp, tokens, f, m.hidden, b));
+      ops.back().column_parallel = true;
+      Fp8Casts(ops.back(), l, false);
+    }
+    ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * 5.0 * tokens * f));
+    ops.back().backward_factor = 9.0 / 5.0;
+    ops.back().transcendentals = static_cast<double>(tokens) * f;  // exp in SiLU
+  } else if (m.activation == Activation::kSwiglu) {
     // gate and up fused: (T x h) x (h x 2f/t); SiLU(gate) * up; down: (T x f/t) x (f/t x h).
     ops.push_back(Matmul(prefix + "gate_up", OpRole::kMlpUp, tokens, 2 * f, m.hidden, b));
     ops.back().column_parallel = true;
@@ -130,6 +145,15 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     ops.push_back(Matmul("kv_up", OpRole::kQkv, T, heads * (m.head_dim - a.rope_head_dim) + v_width, a.kv_lora_rank, b));
     ops.back().column_parallel = true;
     Fp8Casts(ops.back(), l, false);
+  } else if (l.kernels == Kernels::kEager) {
+    // torchtitan's Attention: wq, wk, wv are separate linears, each a GEMM of its own width
+    // (and, under float8, each quantizing its input).
+    const std::pair<const char*, int64_t> parts[] = {{"wq", q}, {"wk", kv}, {"wv", v_width}};
+    for (const auto& [name, width] : parts) {
+      ops.push_back(Matmul(name, OpRole::kQkv, T, width, h, b));
+      ops.back().column_parallel = true;
+      Fp8Casts(ops.back(), l, false);
+    }
   } else {
     ops.push_back(Matmul("qkv", OpRole::kQkv, T, q + 2 * kv, h, b));
     ops.back().column_parallel = true;
@@ -139,6 +163,19 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     // RMSNorm over each head's queries and keys (Qwen3Attention.q_norm / k_norm in
     // transformers' models/qwen3/modeling_qwen3.py): read and write Q and K.
     ops.push_back(Memory("qk_norm", OpRole::kNorm, b * 2.0 * static_cast<double>(T) * (q + kv)));
+  }
+  if (m.position == Position::kRope) {
+    // Rotary embedding of the queries and keys (MLA: each query head's and the shared key's
+    // rope_head_dim part). Fused, one kernel reads and writes them (Megatron-Core's
+    // apply_rope_fusion, Transformer Engine's fused_apply_rotary_pos_emb; the runtime's
+    // RopeForward): 2b per element. Eager, torchtitan's apply_rotary_emb runs three kernels on
+    // each: xq.float() (read b, write 4), the complex multiply by freqs_cis (read 4, write 4)
+    // and type_as (read 4, write b): 2b + 16 per element (8 at fp32, where the casts are
+    // no-ops). Backward applies the conjugate rotation the same way (backward_factor 1).
+    const double rotated = m.mla ? static_cast<double>((heads + 1) * m.mla->rope_head_dim) : static_cast<double>(q + kv);
+    const double per_element = l.kernels == Kernels::kFused ? 2 * b : b == 4 ? 8 : 2 * b + 16;
+    ops.push_back(Memory("rope", OpRole::kRope, per_element * static_cast<double>(T) * rotated));
+    ops.back().backward_factor = 1;
   }
   const double s_kv = static_cast<double>(m.seq_len);  // keys each query meets (all chunks)
   if (l.attention == AttentionImpl::kFlash) {
@@ -155,6 +192,13 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     const double v_head = static_cast<double>(m.v_head_dim());
     attn.flops = 2.0 * static_cast<double>(T) * m.AttentionSpan() * (static_cast<double>(m.head_dim) + v_head) * heads;
     attn.executed_flops = attn.flops / 2;
+    // Dropout on the probabilities inside the kernel (Philox numbers drawn per score, the mask
+    // regenerated in backward): +3.4 % of the kernel's forward + backward time, measured on an
+    // H200 with cuDNN's fused attention through Transformer Engine 2.15, bf16, sbhd layout, 4096
+    // tokens, 16 heads of 128, p = 0.1: 0.594 ms without, 0.614 ms with (NVIDIA/
+    // TransformerEngine issue #3312); FlashAttention-2 on GB200 the same order (+4.7 %, 0.695
+    // to 0.728 ms, #3313). Priced as that much more executed work.
+    if (m.dropout) attn.executed_flops *= 0.614 / 0.594;
     attn.head_dim = m.head_dim;
     attn.v_head_dim = m.v_head_dim();
     attn.attention_seq = std::max<int64_t>(1, m.seq_len / l.cp);
@@ -270,6 +314,7 @@ std::vector<double> MmParts(const ModelSpec& m, const Layout& l, const Op& op) {
     return {};
   }
   const double n = static_cast<double>(op.n);
+  if (l.kernels == Kernels::kEager) return {n};  // the linears are separate ops already
   if (op.role == OpRole::kQkv && !m.mla) {
     const double kv = static_cast<double>(std::max<int64_t>(1, m.kv_heads / l.tp) * m.head_dim);
     return {n - 2 * kv, kv, kv};
@@ -344,6 +389,15 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
     Op loss =
         Memory("cross_entropy", OpRole::kCrossEntropy, 4.0 * 2.0 * static_cast<double>(T) * v);
     loss.backward_factor = 0.5;  // the gradient is produced in the forward kernel's pass
+    if (l.kernels == Kernels::kEager) {
+      // torchtitan: the output layer's logits cast to fp32 (.float(): read b, write 4; no kernel
+      // at fp32), then F.cross_entropy: log_softmax (read 4, write 4) and the NLL gather.
+      // Backward: the NLL's dense gradient (write 4), log_softmax's (read the gradient and its
+      // output, write: 12) and the cast's (read 4, write b).
+      const double cast = b == 4 ? 0 : b + 4;
+      loss.bytes = (cast + 8) * static_cast<double>(T) * v;
+      loss.backward_factor = (16 + cast) / (cast + 8);
+    }
     loss.transcendentals = static_cast<double>(T) * v;  // exp per logit
     if (m.final_logit_softcap > 0) {
       // Gemma 2's cap * tanh(logits / cap) (ModelSpec::final_logit_softcap), elementwise in fp32

@@ -39,6 +39,7 @@ enum class OpRole : uint8_t {
   kLmHead,            // the vocabulary projection
   kCrossEntropy,      // softmax cross-entropy over the vocabulary shard
   kMoePermute,        // MoE: tokens permuted into expert order before the experts, back after
+  kRope,              // rotary embedding of Q and K
 };
 const char* OpRoleName(OpRole r);
 

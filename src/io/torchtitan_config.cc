@@ -247,6 +247,10 @@ StatusOr<TorchtitanRead> ParseTorchtitanToml(const std::string& text, const std:
   std::vector<std::string> components = r.Has("compile.components") ? r.List("compile.components")
                                                                      : std::vector<std::string>{"model", "loss"};
   const bool model_compiled = compiled && std::find(components.begin(), components.end(), "model") != components.end();
+  // Without torch.compile the model runs eager PyTorch kernels (Layout's Kernels::kEager: RoPE
+  // as casts and a complex multiply, repeat_kv copies, SiLU and the multiply apart, the logits
+  // cast to fp32 for the loss); compiled, Inductor fuses those element-wise chains (kFused).
+  l.kernels = model_compiled ? Kernels::kFused : Kernels::kEager;
   if (r.Bool("parallelism.enable_async_tensor_parallel", false) && l.tp > 1) {
     if (!model_compiled) {
       r.Error("parallelism.enable_async_tensor_parallel", "parallelism.enable_async_tensor_parallel needs compile.enable "

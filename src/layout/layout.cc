@@ -47,6 +47,8 @@ std::string AttentionName(AttentionImpl a) {
   return a == AttentionImpl::kFlash ? "flash" : "unfused";
 }
 
+std::string KernelsName(Kernels k) { return k == Kernels::kFused ? "fused" : "eager"; }
+
 std::string TpOverlapName(TpOverlap o) {
   switch (o) {
     case TpOverlap::kOff: return "off";
@@ -62,7 +64,7 @@ const std::vector<std::string> kKeys = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
     "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
     "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
-    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance"};
+    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels"};
 
 Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
                 const std::vector<std::string>& choices = {}) {
@@ -163,6 +165,9 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
   } else if (key == "attention") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"flash", "unfused"}));
     l.attention = static_cast<AttentionImpl>(i);
+  } else if (key == "kernels") {
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"fused", "eager"}));
+    l.kernels = static_cast<Kernels>(i);
   } else if (key == "bucket_params") {
     SHARDSIM_ASSIGN_OR_RETURN(l.bucket_params, NonNegativeInt(key, value));
   } else if (key == "live_params") {
@@ -317,6 +322,7 @@ std::string FormatLayout(const Layout& l) {
   };
   if (l.moe_capacity > 0) out += ",moe_capacity=" + real(l.moe_capacity);
   if (l.moe_imbalance != 1) out += ",moe_imbalance=" + real(l.moe_imbalance);
+  if (l.kernels != Kernels::kFused) out += ",kernels=" + KernelsName(l.kernels);  // likewise
   return out;
 }
 
@@ -355,6 +361,7 @@ std::optional<std::string> LayoutValue(const Layout& l, std::string_view key) {
   if (key == "loss_in_split") return on(l.loss_in_split);
   if (key == "moe_capacity") return num(l.moe_capacity);
   if (key == "moe_imbalance") return num(l.moe_imbalance);
+  if (key == "kernels") return KernelsName(l.kernels);
   return std::nullopt;
 }
 

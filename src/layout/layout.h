@@ -26,6 +26,17 @@ enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
 // skipped) or unfused (score GEMM, softmax and dropout kernels over s x s tensors, as
 // Megatron-LM ran before FlashAttention; Korthikanti et al. 2022's 5as^2b term).
 enum class AttentionImpl { kFlash, kUnfused };
+// Which kernels the framework runs around the GEMMs and attention:
+//   kFused  fused kernels, as Megatron-Core with Transformer Engine runs them: one QKV GEMM and
+//           one gate+up GEMM, a fused RoPE kernel, a fused SwiGLU, a vocabulary-parallel
+//           cross-entropy on the logits in one pass;
+//   kEager  PyTorch eager as torchtitan runs its Llama without torch.compile: separate wq, wk,
+//           wv and w1, w3 GEMMs, RoPE as an fp32 cast, a complex multiply and a cast back, SiLU
+//           and the multiply as two kernels, and the logits cast to fp32 before
+//           F.cross_entropy (src/cost/ops.cc). (torchtitan's 2024 Llama also copied grouped K
+//           and V to every head, repeat_kv; v0.2.2 passes enable_gqa to SDPA instead. The copy,
+//           about 0.3 % of a Llama 3 8B step, is not priced.)
+enum class Kernels { kFused, kEager };
 // Which TP collectives run under GEMMs (tp > 1):
 //   kOff      every TP collective is blocking;
 //   kBackward in the backward pass, each column-parallel group's (Q/K/V; the MLP's up or
@@ -64,6 +75,7 @@ struct Layout {
                                 // --overlap-p2p-communication); off: the sender waits
   bool prefetch = true;         // ZeRO-3 parameter all-gather prefetched
   AttentionImpl attention = AttentionImpl::kFlash;
+  Kernels kernels = Kernels::kFused;
   // Gradient bucket size, in parameters per rank: consecutive units (a layer, the embeddings,
   // the final norm + LM head) are reduced together until a bucket holds at least this many
   // (Megatron-LM's --ddp-bucket-size, DeepSpeed's reduce_bucket_size); 0: one bucket per unit.
@@ -115,6 +127,7 @@ std::string ScheduleName(Schedule s);
 std::string RecomputeName(Recompute r);
 std::string OffloadName(Offload o);
 std::string AttentionName(AttentionImpl a);
+std::string KernelsName(Kernels k);  // "fused", "eager"
 std::string TpOverlapName(TpOverlap o);  // "off", "backward", "on"
 
 // Parses a spec string; syntax errors name the key, the expected value and a "did you mean".

@@ -20,7 +20,7 @@ constexpr const char* kFields[] = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule", "dtype",
     "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
     "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
-    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance"};
+    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels"};
 
 int FieldIndex(const std::string& key) {
   for (int i = 0; i < static_cast<int>(std::size(kFields)); ++i) {
@@ -61,6 +61,7 @@ double FieldValue(const Layout& l, int field) {
     case 26: return d(l.loss_in_split);
     case 27: return l.moe_capacity;
     case 28: return l.moe_imbalance;
+    case 29: return d(static_cast<int>(l.kernels));
   }
   return 0;
 }
@@ -144,7 +145,7 @@ StatusOr<StackSpec> FromFile(const YamlFile& f, const std::string& name) {
     }
   }
   if (std::optional<std::string> d = root.OptionalString("defaults")) {
-    static const std::vector<std::string> kKeys = {"bucket_params", "live_params", "prefetch", "overlap_dp", "attention"};
+    static const std::vector<std::string> kKeys = {"bucket_params", "live_params", "prefetch", "overlap_dp", "attention", "kernels"};
     for (const std::string& kv : Split(*d, ',')) {
       const size_t eq = kv.find('=');
       const std::string key = kv.substr(0, eq);

@@ -44,9 +44,10 @@ struct StackSpec {
   // overrides), "torchtitan" (a TOML job config); empty where shardsim has no emitter for it (`emit:` in the YAML).
   std::string emit;
   // What the framework runs with where a layout key is not searched (`defaults:` in the YAML,
-  // a layout spec of bucket_params, live_params, prefetch, overlap_dp, attention): its own
+  // a layout spec of bucket_params, live_params, prefetch, overlap_dp, attention, kernels): its own
   // defaults, e.g. DeepSpeed's reduce_bucket_size 5e8. The planner starts from them (--fix
-  // overrides); estimate and simulate price the layout as given.
+  // overrides); estimate and simulate take them for the keys a --layout spec string does not
+  // set (src/cli/inputs.cc), and price a layout file, a plan or a framework config as given.
   std::map<std::string, std::string> defaults;
   std::vector<StackRule> rules;
 };

@@ -1,0 +1,150 @@
+// The kernels around the GEMMs (src/cost/ops.cc, Layout::kernels): the fused RoPE kernel every
+// RoPE model runs, and what PyTorch eager (kernels=eager, torchtitan without torch.compile)
+// runs instead: separate wq/wk/wv and w1/w3 GEMMs, RoPE as three kernels, SiLU and the
+// multiply apart, the logits cast to fp32 for the loss, and what that keeps in memory.
+// Every expected value is worked by hand from the shapes in the comments.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "src/cost/memory.h"
+#include "src/cost/ops.h"
+#include "src/hardware/hardware_spec.h"
+#include "src/io/torchtitan_config.h"
+#include "src/layout/layout.h"
+#include "src/layout/stack.h"
+#include "tests/find_op.h"
+#include "tests/test_models.h"
+
+namespace shardsim {
+namespace {
+
+// testing::GqaTestModel: h 1024, 16 heads of 64 with 4 KV heads (q = 1024, kv = 256 per token),
+// SwiGLU f = 2816, vocab 8192, RoPE, 1024-token sequences. One sequence a micro-batch, tp 1:
+// T = 1024 tokens. bf16: e = 2 bytes.
+Layout OneSequence(const std::string& kernels) {
+  StatusOr<Layout> l = ParseLayout("tp=1,pp=1,dp=1,mbs=1,gbs=1,dtype=bf16,kernels=" + kernels);
+  EXPECT_TRUE(l.ok()) << l.status().message();
+  return *l;
+}
+
+// Fused RoPE reads and writes Q and K: 2 x e x T x (q + kv) = 2 x 2 x 1024 x 1280 = 5,242,880
+// bytes, the same in backward. Eager: (2e + 16) = 20 bytes an element, 20 x 1024 x 1280 =
+// 26,214,400.
+TEST(EagerKernels, RopeIsOneFusedKernelOrThreeEagerOnes) {
+  const ModelSpec m = testing::GqaTestModel();
+  const Op& fused = testing::FindOp(LayerOps(m, OneSequence("fused"), false), "rope");
+  EXPECT_EQ(fused.kind, OpKind::kMemory);
+  EXPECT_EQ(fused.bytes, 5242880.0);
+  EXPECT_EQ(fused.backward_factor, 1.0);
+  EXPECT_EQ(testing::FindOp(LayerOps(m, OneSequence("eager"), false), "rope").bytes, 26214400.0);
+  // Learned positions: no rotary kernel.
+  for (const Op& op : LayerOps(testing::GptModel(2, 1024, 16, 8192, 1024), OneSequence("fused"), false)) {
+    EXPECT_NE(op.name, "rope");
+  }
+}
+
+// Eager: wq (T x 1024), wk and wv (T x 256) instead of one qkv (T x 1536); w1 and w3 (T x 2816)
+// instead of gate_up (T x 5632). The same FLOPs: 2 x T x h x 1536 = 3,221,225,472 for the
+// attention's, 2 x T x h x 5632 = 11,811,160,064 for the MLP's.
+TEST(EagerKernels, LinearsAreSeparateGemms) {
+  const ModelSpec m = testing::GqaTestModel();
+  const std::vector<Op> eager = LayerOps(m, OneSequence("eager"), false);
+  EXPECT_EQ(testing::FindOp(eager, "wq").n, 1024);
+  EXPECT_EQ(testing::FindOp(eager, "wk").n, 256);
+  EXPECT_EQ(testing::FindOp(eager, "wv").n, 256);
+  EXPECT_EQ(testing::FindOp(eager, "mlp_w1").n, 2816);
+  EXPECT_EQ(testing::FindOp(eager, "mlp_w3").n, 2816);
+  double attention_flops = 0, mlp_up_flops = 0;
+  for (const Op& op : eager) {
+    if (op.role == OpRole::kQkv) attention_flops += op.flops;
+    if (op.role == OpRole::kMlpUp) mlp_up_flops += op.flops;
+    EXPECT_NE(op.name, "qkv");
+    EXPECT_NE(op.name, "mlp_gate_up");
+  }
+  EXPECT_EQ(attention_flops, 3221225472.0);
+  EXPECT_EQ(mlp_up_flops, 11811160064.0);
+  EXPECT_EQ(testing::FindOp(LayerOps(m, OneSequence("fused"), false), "qkv").n, 1536);
+}
+
+// SwiGLU: fused 3 x e x T x f = 3 x 2 x 1024 x 2816 = 17,301,504 bytes, backward 2x; eager
+// 5 x e x T x f = 28,835,840, backward 9/5 x.
+TEST(EagerKernels, SwigluIsTwoKernels) {
+  const ModelSpec m = testing::GqaTestModel();
+  const Op& fused = testing::FindOp(LayerOps(m, OneSequence("fused"), false), "mlp_swiglu");
+  EXPECT_EQ(fused.bytes, 17301504.0);
+  EXPECT_EQ(fused.backward_factor, 2.0);
+  const Op& eager = testing::FindOp(LayerOps(m, OneSequence("eager"), false), "mlp_swiglu");
+  EXPECT_EQ(eager.bytes, 28835840.0);
+  EXPECT_DOUBLE_EQ(eager.backward_factor, 1.8);
+}
+
+// Cross-entropy over T x V = 1024 x 8192 = 8,388,608 logits: fused 8 bytes a logit
+// (67,108,864), backward 0.5x; eager (e + 4) + 8 = 14 bytes (117,440,512), backward
+// (16 + 6) / 14 = 11/7 x.
+TEST(EagerKernels, TheLossCastsTheLogitsToFp32) {
+  const ModelSpec m = testing::GqaTestModel();
+  const Op& fused = testing::FindOp(HeadOps(m, OneSequence("fused")), "cross_entropy");
+  EXPECT_EQ(fused.bytes, 67108864.0);
+  EXPECT_EQ(fused.backward_factor, 0.5);
+  const Op& eager = testing::FindOp(HeadOps(m, OneSequence("eager")), "cross_entropy");
+  EXPECT_EQ(eager.bytes, 117440512.0);
+  EXPECT_DOUBLE_EQ(eager.backward_factor, 22.0 / 14.0);
+}
+
+// Memory, recompute none, one layer's activations: eager keeps SiLU's input beside the
+// multiply's two inputs, one more T x f tensor: e x T x f = 2 x 1024 x 2816 = 5,767,168 bytes.
+// At the head, 8 bytes a logit more than the fused path's 16-bit copy (2): 6 x 8,388,608 =
+// 50,331,648 bytes more in the loss copy.
+TEST(EagerKernels, EagerKeepsMoreMemory) {
+  const ModelSpec m = testing::GqaTestModel();
+  const HardwareSpec hw = *LoadHardware("dgx-h100");
+  EXPECT_EQ(LayerActivationBytes(m, OneSequence("eager"), false) - LayerActivationBytes(m, OneSequence("fused"), false),
+            5767168.0);
+  const Layout fused = testing::ResolvedOnH100("tp=1,mbs=1,gbs=1,recompute=none,dtype=bf16", 1);
+  const Layout eager = testing::ResolvedOnH100("tp=1,mbs=1,gbs=1,recompute=none,dtype=bf16,kernels=eager", 1);
+  EXPECT_EQ(StageMemory(m, hw, eager, 0).loss_logit_copy - StageMemory(m, hw, fused, 0).loss_logit_copy, 50331648.0);
+}
+
+// The key: written only when eager, read back; the torchtitan stack defaults to eager; a
+// torchtitan job config is eager unless its model is compiled.
+TEST(EagerKernels, KeyStackAndTorchtitanReader) {
+  EXPECT_EQ(FormatLayout(OneSequence("fused")).find("kernels"), std::string::npos);
+  const std::string eager = FormatLayout(OneSequence("eager"));
+  EXPECT_NE(eager.find(",kernels=eager"), std::string::npos) << eager;
+  EXPECT_EQ(ParseLayout(eager)->kernels, Kernels::kEager);
+  EXPECT_FALSE(ParseLayout("kernels=compiled").ok());
+
+  StatusOr<StackSpec> titan = LoadStack("torchtitan-fsdp2");
+  ASSERT_TRUE(titan.ok()) << titan.status().message();
+  EXPECT_EQ(titan->defaults.at("kernels"), "eager");
+  Layout fp8_eager = OneSequence("eager");
+  fp8_eager.dtype = DType::kFp8;
+  EXPECT_TRUE(StackRefusal(*titan, fp8_eager).has_value());
+
+  const std::string toml =
+      "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nseq_len = 8192\nlocal_batch_size = 1\n"
+      "global_batch_size = 8\n[parallelism]\ndata_parallel_shard_degree = 8\n[activation_checkpoint]\nmode = \"none\"\n";
+  StatusOr<TorchtitanRead> plain = ParseTorchtitanToml(toml, "job.toml");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->layout.kernels, Kernels::kEager);
+  StatusOr<TorchtitanRead> compiled = ParseTorchtitanToml(toml + "[compile]\nenable = true\n", "job.toml");
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  EXPECT_EQ(compiled->layout.kernels, Kernels::kFused);
+}
+
+// Dropout inside the fused attention kernel: its executed work grows by 0.614 / 0.594 (the
+// H200 cuDNN measurement cited in ops.cc). GptModel(2, 1024, 16, ...) has dropout: with s = T =
+// 1024, the kernel's causal half is 4 x T x s x d x a / 2 = 2 x 1024 x 1024 x 64 x 16 =
+// 2,147,483,648 FLOPs, times 0.614 / 0.594 with dropout, unchanged without.
+TEST(EagerKernels, InKernelAttentionDropoutCostsTime) {
+  ModelSpec m = testing::GptModel(2, 1024, 16, 8192, 1024);
+  EXPECT_DOUBLE_EQ(testing::FindOp(LayerOps(m, OneSequence("fused"), false), "attention").executed_flops,
+                   2147483648.0 * 0.614 / 0.594);
+  m.dropout = false;
+  EXPECT_EQ(testing::FindOp(LayerOps(m, OneSequence("fused"), false), "attention").executed_flops, 2147483648.0);
+}
+
+}  // namespace
+}  // namespace shardsim
