@@ -345,8 +345,8 @@ void AddPrecisionAndAttention(const Layout& l, MegatronArgs& a) {
       a.NotExpressible("dtype=" + DTypeName(l.dtype));
       break;
   }
-  if (l.attention == AttentionImpl::kFlash) {
-    a.Flag("--use-flash-attn");
+  if (FusedAttention(l.attention)) {
+    a.Flag("--use-flash-attn");  // flash1: the flash-attn package installed decides the version
   } else {
     a.Flag("--attention-backend", "unfused");
   }

@@ -54,7 +54,9 @@ std::vector<std::string> NotRunnable(const ModelSpec& m, const Layout& l) {
   if (l.zero == 3 && !l.prefetch) out.push_back("prefetch=off (FSDP2 always prefetches)");
   if (l.zero == 3 && l.live_params < 1'000'000'000'000) out.push_back("a live-parameter limit (FSDP2 has none)");
   if (l.bucket_params != 0) out.push_back("bucket_params (FSDP2 reduces each block's gradients alone)");
-  if (l.attention != AttentionImpl::kFlash) out.push_back("attention=unfused (llama3 runs scaled_dot_product_attention)");
+  if (l.attention != AttentionImpl::kFlash) {
+    out.push_back("attention=" + AttentionName(l.attention) + " (llama3 runs scaled_dot_product_attention)");
+  }
   if (l.recompute == Recompute::kSelective) {
     out.push_back("recompute=selective (torchtitan recomputes no attention core alone: its selective per-op "
                   "checkpointing is recompute=op)");

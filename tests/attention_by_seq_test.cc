@@ -7,8 +7,10 @@
 #include <cmath>
 #include <string>
 
+#include "src/cost/op_time.h"
 #include "src/cost/ops.h"
 #include "src/hardware/hardware_spec.h"
+#include "src/layout/validate.h"
 #include "src/io/plan_file.h"
 #include "tests/find_op.h"
 #include "tests/test_models.h"
@@ -96,6 +98,48 @@ TEST(AttentionBySeq, BadTablesAreRefused) {
     ASSERT_FALSE(r.ok()) << c.to;
     EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status().message();
   }
+}
+
+// attention=flash1: FlashAttention (v1)'s bars of the same A100 figure, causal head dim 128,
+// 55 ... 83 TFLOP/s (efficiency.attention_v1_tflops). One layer of h 2048, 16 heads of 128, at
+// s = T = 2,048: the kernel is compute-bound (17.2 GFLOP against 33.6 MB), so its forward time
+// less the one kernel's latency is executed FLOPs / (312 TFLOP/s x rate): FlashAttention-2 at
+// 155 / 312 and v1 at 69 / 312, v1 155 / 69 times as long. The plan file keeps the v1 row; a
+// description without one (the H200's) refuses attention=flash1.
+TEST(AttentionBySeq, FlashAttentionV1RunsAtItsOwnBars) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-a100-80gb");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  EXPECT_DOUBLE_EQ(hw->gpu.efficiency.AttentionV1At(2048), 69.0 / 312.0);
+  const ModelSpec m = testing::GptModel(2, 2048, 16, 8192, 2048);
+  StatusOr<Layout> v2 = ParseLayout("tp=1,pp=1,dp=1,mbs=1,gbs=1,attention=flash");
+  StatusOr<Layout> v1 = ParseLayout("tp=1,pp=1,dp=1,mbs=1,gbs=1,attention=flash1");
+  ASSERT_TRUE(v1.ok() && v2.ok());
+  const Op a1 = testing::FindOp(LayerOps(m, *v1, false), "attention");
+  const Op a2 = testing::FindOp(LayerOps(m, *v2, false), "attention");
+  EXPECT_TRUE(a1.flash_v1);
+  EXPECT_FALSE(a2.flash_v1);
+  EXPECT_EQ(a1.executed_flops, a2.executed_flops);
+  const double latency = hw->gpu.efficiency.kernel_latency_s;
+  EXPECT_NEAR((OpForwardTime(hw->gpu, DType::kBf16, a1) - latency) / (OpForwardTime(hw->gpu, DType::kBf16, a2) - latency),
+              155.0 / 69.0, 1e-9);
+
+  const std::string text = HardwareYaml(*hw);
+  EXPECT_NE(text.find("attention_v1_tflops: [55, 62, 69, 76, 80, 83]"), std::string::npos) << text;
+  StatusOr<HardwareSpec> back = ParseHardwareYaml(text, "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->gpu.efficiency.attention_v1_by_seq, hw->gpu.efficiency.attention_v1_by_seq);
+  std::string bad = text;
+  bad.replace(bad.find("[55, 62, 69, 76, 80, 83]"), 24, "[55, 62]");
+  StatusOr<HardwareSpec> refused = ParseHardwareYaml(bad, "bad.yaml");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("one rate for each of attention_seq_lens"), std::string::npos)
+      << refused.status().message();
+
+  StatusOr<HardwareSpec> h200 = LoadHardware("dgx-h200");
+  ASSERT_TRUE(h200.ok()) << h200.status().message();
+  const LayoutCheck check = CheckLayout(*v1, m, *h200, 1);
+  EXPECT_FALSE(check.ok());
+  EXPECT_NE(check.ToStatus().message().find("attention_v1_tflops"), std::string::npos) << check.ToStatus().message();
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ Layout OneSequence(const std::string& kernels) {
 // 26,214,400.
 TEST(EagerKernels, RopeIsOneFusedKernelOrThreeEagerOnes) {
   const ModelSpec m = testing::GqaTestModel();
-  const Op& fused = testing::FindOp(LayerOps(m, OneSequence("fused"), false), "rope");
+  const Op fused = testing::FindOp(LayerOps(m, OneSequence("fused"), false), "rope");
   EXPECT_EQ(fused.kind, OpKind::kMemory);
   EXPECT_EQ(fused.bytes, 5242880.0);
   EXPECT_EQ(fused.backward_factor, 1.0);
@@ -72,10 +72,10 @@ TEST(EagerKernels, LinearsAreSeparateGemms) {
 // 5 x e x T x f = 28,835,840, backward 9/5 x.
 TEST(EagerKernels, SwigluIsTwoKernels) {
   const ModelSpec m = testing::GqaTestModel();
-  const Op& fused = testing::FindOp(LayerOps(m, OneSequence("fused"), false), "mlp_swiglu");
+  const Op fused = testing::FindOp(LayerOps(m, OneSequence("fused"), false), "mlp_swiglu");
   EXPECT_EQ(fused.bytes, 17301504.0);
   EXPECT_EQ(fused.backward_factor, 2.0);
-  const Op& eager = testing::FindOp(LayerOps(m, OneSequence("eager"), false), "mlp_swiglu");
+  const Op eager = testing::FindOp(LayerOps(m, OneSequence("eager"), false), "mlp_swiglu");
   EXPECT_EQ(eager.bytes, 28835840.0);
   EXPECT_DOUBLE_EQ(eager.backward_factor, 1.8);
 }
@@ -85,10 +85,10 @@ TEST(EagerKernels, SwigluIsTwoKernels) {
 // (16 + 6) / 14 = 11/7 x.
 TEST(EagerKernels, TheLossCastsTheLogitsToFp32) {
   const ModelSpec m = testing::GqaTestModel();
-  const Op& fused = testing::FindOp(HeadOps(m, OneSequence("fused")), "cross_entropy");
+  const Op fused = testing::FindOp(HeadOps(m, OneSequence("fused")), "cross_entropy");
   EXPECT_EQ(fused.bytes, 67108864.0);
   EXPECT_EQ(fused.backward_factor, 0.5);
-  const Op& eager = testing::FindOp(HeadOps(m, OneSequence("eager")), "cross_entropy");
+  const Op eager = testing::FindOp(HeadOps(m, OneSequence("eager")), "cross_entropy");
   EXPECT_EQ(eager.bytes, 117440512.0);
   EXPECT_DOUBLE_EQ(eager.backward_factor, 22.0 / 14.0);
 }

@@ -139,7 +139,7 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   // Under fp8 linear_proj keeps its fp8 input (g above) and a fused (flash) kernel its output O
   // at 16 bits for its own backward (FlashAttention-2 Alg. 2 reads O: D_i = rowsum(dO_i o O_i);
   // TE's FusedAttention saves out): two tensors, where bf16 shares one.
-  if (l.dtype == DType::kFp8 && l.attention == AttentionImpl::kFlash) split += sb * e * o;
+  if (l.dtype == DType::kFp8 && FusedAttention(l.attention)) split += sb * e * o;
   double ffn = static_cast<double>(m.ffn_hidden);
   double tokens_mlp = sb;
   if (moe_layer && m.moe) {
@@ -170,10 +170,10 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   // A soft-cap on the scores keeps its tanh's output for the backward (ModelSpec::attn_logit_softcap).
   if (m.attn_logit_softcap > 0) quadratic += sb * a * s_kv * e;
   // A fused (flash) kernel never stores it; selective recompute drops it.
-  if (l.recompute == Recompute::kSelective || l.attention == AttentionImpl::kFlash) quadratic = 0;
+  if (l.recompute == Recompute::kSelective || FusedAttention(l.attention)) quadratic = 0;
   // What a flash kernel keeps instead: each query row's softmax log-sum-exp, fp32 per head
   // (FlashAttention, Dao et al. 2022, Alg. 1 line 13: L_i = m_i + log(l_i)).
-  if (l.attention == AttentionImpl::kFlash) quadratic = sb * a * 4;
+  if (FusedAttention(l.attention)) quadratic = sb * a * 4;
 
   if (l.recompute == Recompute::kFull) {
     // Only the layer input is kept: 2sbh (Korthikanti Sec. 5), split by t under SP.

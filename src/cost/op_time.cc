@@ -61,7 +61,8 @@ double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
     compute = work * op.executed_flops / (MatmulRate(gpu, gemm, op) * e.sustained());
   } else if (op.kind == OpKind::kAttention) {
     compute = work * op.executed_flops * HeadDimPadding(gpu, op) /
-              (AttentionPeak(gpu, dtype) * e.AttentionAt(op.attention_seq) * e.sustained());
+              (AttentionPeak(gpu, dtype) * (op.flash_v1 ? e.AttentionV1At(op.attention_seq) : e.AttentionAt(op.attention_seq)) *
+               e.sustained());
   }
   double memory = work * op.bytes / (gpu.memory_bandwidth * e.memory);
   if (gpu.transcendental_rate > 0) memory += work * op.transcendentals / gpu.transcendental_rate;

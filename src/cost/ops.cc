@@ -178,7 +178,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     ops.back().backward_factor = 1;
   }
   const double s_kv = static_cast<double>(m.seq_len);  // keys each query meets (all chunks)
-  if (l.attention == AttentionImpl::kFlash) {
+  if (FusedAttention(l.attention)) {
     // Fused causal attention (flash-style). Scores QK^T and context PV, each 2*T*s*d per
     // head; with CP a rank's T = s/cp queries meet all s keys. Counted over the full matrix
     // (eq. 3); the kernel skips the masked half. Reads Q, K, V, writes O.
@@ -202,6 +202,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     attn.head_dim = m.head_dim;
     attn.v_head_dim = m.v_head_dim();
     attn.attention_seq = std::max<int64_t>(1, m.seq_len / l.cp);
+    attn.flash_v1 = l.attention == AttentionImpl::kFlash1;
     attn.bytes = b * static_cast<double>(T) * (static_cast<double>(q + o_width) + static_cast<double>(kv + v_width) * l.cp);
     attn.recomputed_selective = true;
     ops.push_back(attn);

@@ -33,6 +33,11 @@ struct GpuEfficiency {
   std::vector<std::pair<int64_t, double>> attention_by_seq;
   // The fused attention kernel's fraction of the 16-bit peak for sequences of `seq` keys.
   double AttentionAt(int64_t seq) const;
+  // FlashAttention (v1)'s measured rate at the same lengths (efficiency.attention_v1_tflops,
+  // priced for attention=flash1); empty (absent): the description has none, and
+  // attention=flash1 is refused on it (src/layout/validate.cc).
+  std::vector<std::pair<int64_t, double>> attention_v1_by_seq;
+  double AttentionV1At(int64_t seq) const;
   double memory = 1.0;        // fraction of HBM bandwidth reached by streaming kernels
   double kernel_latency_s = 0;  // fixed cost per kernel
   int64_t tile_m = 128, tile_n = 128;  // GEMM output tile, for wave quantization

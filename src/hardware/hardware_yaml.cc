@@ -38,20 +38,32 @@ double DTypeBytes(DType d) {
   return 0;
 }
 
-double GpuEfficiency::AttentionAt(int64_t seq) const {
-  if (attention_by_seq.empty()) return attention;
-  if (seq <= attention_by_seq.front().first) return attention_by_seq.front().second;
-  if (seq >= attention_by_seq.back().first) return attention_by_seq.back().second;
-  // Between two measured lengths, linear in log2 of the length (the benchmarks double it).
-  for (size_t i = 1; i < attention_by_seq.size(); ++i) {
-    const auto& [s1, e1] = attention_by_seq[i];
+namespace {
+
+// A measured rate by sequence length at `seq`: held at the ends, and between two measured
+// lengths linear in log2 of the length (the benchmarks double it).
+double RateAt(const std::vector<std::pair<int64_t, double>>& table, int64_t seq) {
+  if (seq <= table.front().first) return table.front().second;
+  if (seq >= table.back().first) return table.back().second;
+  for (size_t i = 1; i < table.size(); ++i) {
+    const auto& [s1, e1] = table[i];
     if (seq > s1) continue;
-    const auto& [s0, e0] = attention_by_seq[i - 1];
+    const auto& [s0, e0] = table[i - 1];
     const double x = std::log2(static_cast<double>(seq) / static_cast<double>(s0)) /
                      std::log2(static_cast<double>(s1) / static_cast<double>(s0));
     return e0 + (e1 - e0) * x;
   }
-  return attention_by_seq.back().second;
+  return table.back().second;
+}
+
+}  // namespace
+
+double GpuEfficiency::AttentionAt(int64_t seq) const {
+  return attention_by_seq.empty() ? attention : RateAt(attention_by_seq, seq);
+}
+
+double GpuEfficiency::AttentionV1At(int64_t seq) const {
+  return attention_v1_by_seq.empty() ? 0 : RateAt(attention_v1_by_seq, seq);
 }
 
 std::optional<double> GpuSpec::Peak(DType d) const {
@@ -166,6 +178,21 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
             break;
           }
           gpu.efficiency.attention_by_seq.emplace_back((*lens)[i], fraction);
+        }
+      }
+    }
+    // FlashAttention (v1)'s rates at the same lengths (attention=flash1).
+    if (const auto v1 = e.OptionalIntList("attention_v1_tflops", 1)) {
+      if (!lens || v1->size() != lens->size()) {
+        e.Error("attention_v1_tflops", "expected one rate for each of attention_seq_lens");
+      } else if (peak) {
+        for (size_t i = 0; i < lens->size(); ++i) {
+          const double fraction = static_cast<double>((*v1)[i]) * 1e12 / *peak;
+          if (fraction > 1) {
+            e.Error("attention_v1_tflops", std::to_string((*v1)[i]) + " TFLOP/s is above the 16-bit peak");
+            break;
+          }
+          gpu.efficiency.attention_v1_by_seq.emplace_back((*lens)[i], fraction);
         }
       }
     }

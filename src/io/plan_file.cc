@@ -97,6 +97,13 @@ std::string HardwareYaml(const HardwareSpec& hw) {
       rates += (rates.empty() ? "" : ", ") + std::to_string(std::llround(fraction * peak / 1e12));
     }
     o << "    attention_seq_lens: [" << lens << "]\n    attention_tflops: [" << rates << "]\n";
+    if (!g.efficiency.attention_v1_by_seq.empty()) {
+      std::string v1;
+      for (const auto& [seq, fraction] : g.efficiency.attention_v1_by_seq) {
+        v1 += (v1.empty() ? "" : ", ") + std::to_string(std::llround(fraction * peak / 1e12));
+      }
+      o << "    attention_v1_tflops: [" << v1 << "]\n";
+    }
   }
   if (!g.efficiency.attention_head_dims.empty()) {
     o << "    attention_head_dims: [";

@@ -24,8 +24,13 @@ enum class Recompute { kNone, kSelective, kOp, kFull };
 enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
 // Attention implementation: fused flash-style (no s x s tensor in memory, causal half
 // skipped) or unfused (score GEMM, softmax and dropout kernels over s x s tensors, as
-// Megatron-LM ran before FlashAttention; Korthikanti et al. 2022's 5as^2b term).
-enum class AttentionImpl { kFlash, kUnfused };
+// Megatron-LM ran before FlashAttention; Korthikanti et al. 2022's 5as^2b term). kFlash is
+// FlashAttention-2's (or a later kernel's) rate; kFlash1 the same fused kernel at
+// FlashAttention (v1)'s measured rate (efficiency.attention_v1_tflops), what 2022-23 stacks ran
+// (flash-attn 1.x).
+enum class AttentionImpl { kFlash, kUnfused, kFlash1 };
+// Whether the attention is one fused kernel (flash or flash1).
+inline bool FusedAttention(AttentionImpl a) { return a != AttentionImpl::kUnfused; }
 // Which kernels the framework runs around the GEMMs and attention:
 //   kFused  fused kernels, as Megatron-Core with Transformer Engine runs them: one QKV GEMM and
 //           one gate+up GEMM, a fused RoPE kernel, a fused SwiGLU, a vocabulary-parallel

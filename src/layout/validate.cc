@@ -207,6 +207,10 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
     err("dtype=" + DTypeName(l.dtype) + " is not supported by " + hw.gpu.name +
         " (no peak rate for it in " + hw.name + ")");
   }
+  if (l.attention == AttentionImpl::kFlash1 && hw.gpu.efficiency.attention_v1_by_seq.empty()) {
+    err("attention=flash1 prices FlashAttention (v1) at its measured rates, and " + hw.name +
+        " gives none (efficiency.attention_v1_tflops); use attention=flash");
+  }
   if (l.grad_compression > 1 && l.dp_cp() == 1) warn("compress has no effect with dp x cp = 1");
   if (l.grad_compression > 1 && l.zero > 0) {
     err("compress=" + LayoutValue(l, "compress").value_or("?") + " with zero=" + S(l.zero) +
