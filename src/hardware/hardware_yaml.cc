@@ -160,6 +160,18 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
     const auto lens = e.OptionalIntList("attention_seq_lens", 1);
     const auto rates = e.OptionalIntList("attention_tflops", 1);
     const std::optional<double> peak = gpu.Peak16();
+    // `field`'s rates, one a length, as fractions of the 16-bit peak into `out`.
+    auto fractions = [&](const char* field, const std::vector<long long>& tflops,
+                         std::vector<std::pair<int64_t, double>>& out) {
+      for (size_t i = 0; i < lens->size(); ++i) {
+        const double fraction = static_cast<double>(tflops[i]) * 1e12 / *peak;
+        if (fraction > 1) {
+          e.Error(field, std::to_string(tflops[i]) + " TFLOP/s is above the 16-bit peak");
+          return;
+        }
+        out.emplace_back((*lens)[i], fraction);
+      }
+    };
     if (lens.has_value() != rates.has_value()) {
       e.Error(lens ? "attention_seq_lens" : "attention_tflops",
               "attention_seq_lens and attention_tflops go together: give both or neither");
@@ -171,29 +183,15 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
       } else if (!peak) {
         e.Error("attention_tflops", "given, but gpu.peak has no bf16 or fp16 rate to divide it by");
       } else {
-        for (size_t i = 0; i < lens->size(); ++i) {
-          const double fraction = static_cast<double>((*rates)[i]) * 1e12 / *peak;
-          if (fraction > 1) {
-            e.Error("attention_tflops", std::to_string((*rates)[i]) + " TFLOP/s is above the 16-bit peak");
-            break;
-          }
-          gpu.efficiency.attention_by_seq.emplace_back((*lens)[i], fraction);
-        }
+        fractions("attention_tflops", *rates, gpu.efficiency.attention_by_seq);
       }
     }
     // FlashAttention (v1)'s rates at the same lengths (attention=flash1).
     if (const auto v1 = e.OptionalIntList("attention_v1_tflops", 1)) {
       if (!lens || v1->size() != lens->size()) {
         e.Error("attention_v1_tflops", "expected one rate for each of attention_seq_lens");
-      } else if (peak) {
-        for (size_t i = 0; i < lens->size(); ++i) {
-          const double fraction = static_cast<double>((*v1)[i]) * 1e12 / *peak;
-          if (fraction > 1) {
-            e.Error("attention_v1_tflops", std::to_string((*v1)[i]) + " TFLOP/s is above the 16-bit peak");
-            break;
-          }
-          gpu.efficiency.attention_v1_by_seq.emplace_back((*lens)[i], fraction);
-        }
+      } else if (peak && !gpu.efficiency.attention_by_seq.empty()) {
+        fractions("attention_v1_tflops", *v1, gpu.efficiency.attention_v1_by_seq);
       }
     }
   }
