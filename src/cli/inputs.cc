@@ -34,25 +34,33 @@ std::vector<FlagSpec> InputFlags() {
 
 namespace {
 
-// --stack: the layout must be one the stack runs (src/layout/stack.h).
-Status ApplyStack(const Args& args, Inputs* in) {
+// --stack: the stack it names, none when absent or empty.
+StatusOr<std::optional<StackSpec>> StackFlag(const Args& args) {
   const std::optional<std::string> name = args.Get("stack");
-  if (!name || name->empty()) return Status::Ok();
+  if (!name || name->empty()) return std::optional<StackSpec>();
   SHARDSIM_ASSIGN_OR_RETURN(StackSpec stack, LoadStack(*name));
-  if (std::optional<std::string> why = StackRefusal(stack, in->layout)) return Status::Error(*why);
+  return std::optional<StackSpec>(std::move(stack));
+}
+
+// The layout must be one the stack runs (src/layout/stack.h).
+Status ApplyStack(std::optional<StackSpec> stack, Inputs* in) {
+  if (!stack) return Status::Ok();
+  if (std::optional<std::string> why = StackRefusal(*stack, in->layout)) return Status::Error(*why);
   in->stack = std::move(stack);
   return Status::Ok();
+}
+
+// Whether --layout names a YAML layout file rather than giving a spec string.
+bool IsLayoutFile(const std::string& spec) {
+  return (spec.size() > 5 && spec.substr(spec.size() - 5) == ".yaml") ||
+         (spec.size() > 4 && spec.substr(spec.size() - 4) == ".yml");
 }
 
 // --layout as a spec string with --stack: the stack's defaults (StackSpec::defaults, e.g.
 // torchtitan's kernels=eager) for the keys the spec does not set, said in a warning. A layout
 // file, a plan or a framework configuration states its own.
-std::string WithStackDefaults(const Args& args, Inputs* in) {
-  std::string spec = *args.Get("layout");
-  const std::optional<std::string> name = args.Get("stack");
-  if (!name || name->empty() || spec.find(".y") != std::string::npos) return spec;
-  StatusOr<StackSpec> stack = LoadStack(*name);
-  if (!stack.ok()) return spec;  // ApplyStack reports it
+std::string WithStackDefaults(std::string spec, const std::optional<StackSpec>& stack, Inputs* in) {
+  if (!stack || IsLayoutFile(spec)) return spec;
   std::vector<std::string> set;
   for (const std::string& term : Split(spec, ',')) set.push_back(term.substr(0, term.find('=')));
   std::vector<std::string> added;
@@ -76,7 +84,7 @@ StatusOr<std::string> ReadText(const std::string& path, const std::string& what)
 
 // --layout FILE.yaml or a spec string.
 StatusOr<Layout> LayoutFlag(const std::string& spec) {
-  if (spec.size() > 5 && (spec.substr(spec.size() - 5) == ".yaml" || spec.substr(spec.size() - 4) == ".yml")) {
+  if (IsLayoutFile(spec)) {
     SHARDSIM_ASSIGN_OR_RETURN(std::string text, ReadText(spec, "layout file"));
     return ParseLayoutYaml(text, spec);
   }
@@ -155,7 +163,8 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
     const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);
     if (!check.ok()) return Status::Error(*plan_path + ": " + check.ToStatus().message());
     in.warnings = check.warnings;
-    SHARDSIM_RETURN_IF_ERROR(ApplyStack(args, &in));
+    SHARDSIM_ASSIGN_OR_RETURN(std::optional<StackSpec> stack, StackFlag(args));
+    SHARDSIM_RETURN_IF_ERROR(ApplyStack(std::move(stack), &in));
     return in;
   }
   SHARDSIM_ASSIGN_OR_RETURN(in.model, LoadModelFlags(args, &in.warnings));
@@ -171,17 +180,18 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
   } else {
     in.gpus = default_gpus.value_or(in.hardware.total_gpus());
   }
+  SHARDSIM_ASSIGN_OR_RETURN(std::optional<StackSpec> stack, StackFlag(args));
   Layout layout;
   if (args.Has("layout-from")) {
     SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFromFramework(args, in.model, &in));
   } else {
-    SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFlag(WithStackDefaults(args, &in)));
+    SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFlag(WithStackDefaults(*args.Get("layout"), stack, &in)));
   }
   SHARDSIM_ASSIGN_OR_RETURN(in.layout, ResolveLayoutFor(layout, in.gpus, in.hardware));
   const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);
   SHARDSIM_RETURN_IF_ERROR(check.ToStatus());
   in.warnings.insert(in.warnings.end(), check.warnings.begin(), check.warnings.end());
-  SHARDSIM_RETURN_IF_ERROR(ApplyStack(args, &in));
+  SHARDSIM_RETURN_IF_ERROR(ApplyStack(std::move(stack), &in));
   return in;
 }
 

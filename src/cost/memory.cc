@@ -156,11 +156,9 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   } else {
     split += tokens_mlp * (e * ffn + g * ffn);  // GELU input, GELU output (fc2's input)
   }
-  if (l.kernels == Kernels::kEager) {
-    // Eager (ops.h, kernels=eager): SiLU keeps its input and the multiply both of its inputs,
-    // SiLU's output one more f-wide tensor than the fused SwiGLU keeps.
-    if (m.activation == Activation::kSwiglu) split += tokens_mlp * e * ffn;
-  }
+  // Eager (ops.h, kernels=eager): SiLU keeps its input and the multiply both of its inputs,
+  // SiLU's output one more f-wide tensor than the fused SwiGLU keeps.
+  if (l.kernels == Kernels::kEager && m.activation == Activation::kSwiglu) split += tokens_mlp * e * ffn;
   // The s x s attention terms: softmax output (e), dropout mask (1), dropout output (e) per
   // head: a*s*s*b*(2e+1) = 5*a*s^2*b at e=2. Gone with selective recompute or a fused
   // (flash) kernel under selective, which keeps only O(s) statistics.
