@@ -345,8 +345,15 @@ void AddPrecisionAndAttention(const Layout& l, MegatronArgs& a) {
       a.NotExpressible("dtype=" + DTypeName(l.dtype));
       break;
   }
-  if (FusedAttention(l.attention)) {
-    a.Flag("--use-flash-attn");  // flash1: the flash-attn package installed decides the version
+  // AttnBackend (megatron/core/transformer/enums.py): Transformer Engine's FusedAttention (cuDNN)
+  // is fused, FlashAttention flash; flash1 is the legacy --use-flash-attn (the flash-attn
+  // package installed decides the version).
+  if (l.attention == AttentionImpl::kCudnn) {
+    a.Flag("--attention-backend", "fused");
+  } else if (l.attention == AttentionImpl::kFlash) {
+    a.Flag("--attention-backend", "flash");
+  } else if (l.attention == AttentionImpl::kFlash1) {
+    a.Flag("--use-flash-attn");
   } else {
     a.Flag("--attention-backend", "unfused");
   }

@@ -165,7 +165,11 @@ void Training(const Layout& l, Overrides& o) {
       break;
     default: o.NotExpressible("dtype=" + DTypeName(l.dtype)); break;
   }
-  if (l.attention == AttentionImpl::kUnfused) o.Set("model.config.attention_backend", "AttnBackend.unfused");
+  // AttnBackend: what the layout prices, not TE's own choice (auto: cuDNN on Hopper).
+  o.Set("model.config.attention_backend", l.attention == AttentionImpl::kUnfused ? "AttnBackend.unfused"
+                                          : l.attention == AttentionImpl::kCudnn ? "AttnBackend.fused"
+                                                                                 : "AttnBackend.flash");
+  if (l.attention == AttentionImpl::kFlash1) o.NotExpressible("attention=flash1 (NeMo 2 runs FlashAttention-2 or cuDNN)");
   // TP overlap: userbuffers (on) or Transformer Engine's NCCL overlap of the backward (the
   // default without userbuffers); pipeline sends overlapped in the interleaved schedule.
   const bool interleaved = l.vpp > 1;
@@ -191,7 +195,7 @@ std::string EmitNemo(const ModelSpec& m, const Layout& l) {
   o.Line("import nemo_run as run");
   o.Line("from nemo.collections.llm.recipes.precision.mixed_precision import bf16_mixed, bf16_with_fp8_mixed, fp16_mixed");
   o.Line("from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback");
-  if (l.attention == AttentionImpl::kUnfused) o.Line("from megatron.core.transformer.enums import AttnBackend");
+  o.Line("from megatron.core.transformer.enums import AttnBackend");
   ModelConfig(m, o);
   Parallelism(m, l, o);
   Training(l, o);

@@ -82,7 +82,10 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   // The stack's defaults for what is not searched (DeepSpeed's reduce_bucket_size, ...), then
   // what --fix says.
   std::map<std::string, std::string> unsearched = o.fixed;
-  if (o.stack) unsearched.insert(o.stack->defaults.begin(), o.stack->defaults.end());  // --fix wins
+  if (o.stack) {
+    const std::map<std::string, std::string> defaults = StackDefaultsOn(*o.stack, hw);
+    unsearched.insert(defaults.begin(), defaults.end());  // --fix wins
+  }
   for (const auto& [key, value] : unsearched) {
     static const std::set<std::string> kSearched = {
         "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "zero", "sp", "recompute", "schedule", "offload", "gbs",

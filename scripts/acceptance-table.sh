@@ -59,13 +59,15 @@ def plan(binary, prob):
     return r["ranked"][0], None
 
 NEWER_LAYOUT_KEYS = ("kernels=",)  # layout keys added since fdeb46f: the old binary prices fused kernels
+# Layout values added since: the old binary priced every fused attention at FlashAttention-2's rate.
+NEWER_LAYOUT_VALUES = {"attention=cudnn": "attention=flash", "attention=flash1": "attention=flash"}
 
 def replay(binary, prob):
     ref = prob["ref"]
     nodes = ["--nodes", str(ref["nodes"])] if "nodes" in ref else []
     layout = ref["layout"]
     if binary == old:
-        layout = ",".join(t for t in layout.split(",") if not t.startswith(NEWER_LAYOUT_KEYS))
+        layout = ",".join(NEWER_LAYOUT_VALUES.get(t, t) for t in layout.split(",") if not t.startswith(NEWER_LAYOUT_KEYS))
     d, err = run(binary, ["simulate", "--model", model_arg(binary, prob["model"]), "--hardware", prob["hardware"],
                           "--gpus", str(ref["gpus"]), "--layout", layout] + nodes)
     return d, err

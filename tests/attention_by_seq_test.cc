@@ -10,6 +10,7 @@
 #include "src/cost/op_time.h"
 #include "src/cost/ops.h"
 #include "src/hardware/hardware_spec.h"
+#include "src/layout/stack.h"
 #include "src/layout/validate.h"
 #include "src/io/plan_file.h"
 #include "tests/find_op.h"
@@ -116,8 +117,8 @@ TEST(AttentionBySeq, FlashAttentionV1RunsAtItsOwnBars) {
   ASSERT_TRUE(v1.ok() && v2.ok());
   const Op a1 = testing::FindOp(LayerOps(m, *v1, false), "attention");
   const Op a2 = testing::FindOp(LayerOps(m, *v2, false), "attention");
-  EXPECT_TRUE(a1.flash_v1);
-  EXPECT_FALSE(a2.flash_v1);
+  EXPECT_EQ(a1.attention_impl, AttentionImpl::kFlash1);
+  EXPECT_EQ(a2.attention_impl, AttentionImpl::kFlash);
   EXPECT_EQ(a1.executed_flops, a2.executed_flops);
   const double latency = hw->gpu.efficiency.kernel_latency_s;
   EXPECT_NEAR((OpForwardTime(hw->gpu, DType::kBf16, a1) - latency) / (OpForwardTime(hw->gpu, DType::kBf16, a2) - latency),
@@ -140,6 +141,51 @@ TEST(AttentionBySeq, FlashAttentionV1RunsAtItsOwnBars) {
   const LayoutCheck check = CheckLayout(*v1, m, *h200, 1);
   EXPECT_FALSE(check.ok());
   EXPECT_NE(check.ToStatus().message().find("attention_v1_tflops"), std::string::npos) << check.ToStatus().message();
+}
+
+// attention=cudnn: Transformer Engine's FusedAttention, cuDNN's flash kernel, which TE picks on
+// Hopper. Its H100 rates are FlashAttention-2's bars times cuDNN's measured speed-up over
+// FlashAttention-2 in TE's attention benchmark on an H100 80GB HBM3 (docs/examples/attention/
+// attention.ipynb @ 88c0c9143), as it prints them: 1.5968 at 2,048 keys (0.5850 vs 0.3664 ms)
+// and 1.5877 at 8,192 (11.8879 vs 7.4875 ms). At 2,048: round(265 x 1.5968) = 423 TFLOP/s; at 8,192: round(308 x 1.5877)
+// = 489. One layer of h 2048, 16 heads of 128, at s = 8,192 (compute-bound: 4 x 8192^2 x 2048
+// = 550 GFLOP against 134 MB): the cuDNN forward takes 308 / 489 of FlashAttention-2's, less
+// the one kernel's latency. The A100 description has no cuDNN rates (TE runs FlashAttention
+// there): refused, and megatron-core-2024's default attention=cudnn becomes flash on it.
+TEST(AttentionBySeq, CudnnRunsAtItsMeasuredSpeedUp) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  EXPECT_DOUBLE_EQ(hw->gpu.efficiency.AttentionCudnnAt(2048), 423.0 / 989.0);
+  EXPECT_DOUBLE_EQ(hw->gpu.efficiency.AttentionCudnnAt(8192), 489.0 / 989.0);
+  const ModelSpec m = testing::GptModel(2, 2048, 16, 8192, 8192);
+  StatusOr<Layout> flash = ParseLayout("tp=1,pp=1,dp=1,mbs=1,gbs=1,attention=flash");
+  StatusOr<Layout> cudnn = ParseLayout("tp=1,pp=1,dp=1,mbs=1,gbs=1,attention=cudnn");
+  ASSERT_TRUE(flash.ok() && cudnn.ok());
+  EXPECT_EQ(FormatLayout(*cudnn).find("attention=cudnn") != std::string::npos, true);
+  const Op c = testing::FindOp(LayerOps(m, *cudnn, false), "attention");
+  const Op f = testing::FindOp(LayerOps(m, *flash, false), "attention");
+  EXPECT_EQ(c.attention_impl, AttentionImpl::kCudnn);
+  EXPECT_EQ(c.executed_flops, f.executed_flops);
+  const double latency = hw->gpu.efficiency.kernel_latency_s;
+  EXPECT_NEAR((OpForwardTime(hw->gpu, DType::kBf16, c) - latency) / (OpForwardTime(hw->gpu, DType::kBf16, f) - latency),
+              308.0 / 489.0, 1e-9);
+
+  // The plan file writes the row back.
+  const std::string text = HardwareYaml(*hw);
+  EXPECT_NE(text.find("attention_cudnn_tflops: [260, 353, 423, 468, 489, 521]"), std::string::npos) << text;
+  StatusOr<HardwareSpec> back = ParseHardwareYaml(text, "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->gpu.efficiency.attention_cudnn_by_seq, hw->gpu.efficiency.attention_cudnn_by_seq);
+
+  StatusOr<HardwareSpec> a100 = LoadHardware("dgx-a100-80gb");
+  ASSERT_TRUE(a100.ok()) << a100.status().message();
+  const LayoutCheck check = CheckLayout(*cudnn, m, *a100, 1);
+  EXPECT_FALSE(check.ok());
+  EXPECT_NE(check.ToStatus().message().find("attention_cudnn_tflops"), std::string::npos) << check.ToStatus().message();
+  StatusOr<StackSpec> stack = LoadStack("megatron-core-2024");
+  ASSERT_TRUE(stack.ok()) << stack.status().message();
+  EXPECT_EQ(StackDefaultsOn(*stack, *hw).at("attention"), "cudnn");
+  EXPECT_EQ(StackDefaultsOn(*stack, *a100).at("attention"), "flash");
 }
 
 }  // namespace

@@ -347,7 +347,7 @@ TEST(EmitMegatron, Gpt3EmitsExactlyTheExpectedArguments) {
       "--overlap-grad-reduce",
       "--overlap-param-gather",
       "--bf16",
-      "--use-flash-attn",
+      "--attention-backend flash",
   };
   EXPECT_EQ(ArgumentLines(text), expected) << text;
   // dp is implied by the world size: 1024 / (8 x 8 x 1) = 16.

@@ -178,6 +178,40 @@ TEST(MegatronArgs, ModelMismatchesNameEachField) {
 
 // --- NeMo ---------------------------------------------------------------------------------
 
+// Megatron's AttnBackend: fused is Transformer Engine's FusedAttention (cuDNN), flash
+// FlashAttention, unfused and local the unfused path; auto (the default, and what
+// --use-flash-attn leaves under Transformer Engine) is TE's own choice, which the caller
+// resolves by GPU (MegatronRead::attention_auto). NeMo's model.config.attention_backend alike.
+TEST(MegatronArgs, AttentionBackends) {
+  const std::string shape = "--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048";
+  struct Case {
+    std::string args;
+    AttentionImpl attention;
+    bool auto_backend;
+  };
+  for (const Case& c : {Case{"", AttentionImpl::kFlash, true}, Case{" --use-flash-attn", AttentionImpl::kFlash, true},
+                        Case{" --attention-backend flash", AttentionImpl::kFlash, false},
+                        Case{" --attention-backend fused", AttentionImpl::kCudnn, false},
+                        Case{" --attention-backend unfused", AttentionImpl::kUnfused, false}}) {
+    StatusOr<MegatronRead> r = ParseMegatronArgs(shape + c.args, "args");
+    ASSERT_TRUE(r.ok()) << c.args << r.status().message();
+    EXPECT_EQ(r->layout.attention, c.attention) << c.args;
+    EXPECT_EQ(r->attention_auto, c.auto_backend) << c.args;
+  }
+  const std::string nemo =
+      "recipe.model.config.num_layers = 2\nrecipe.model.config.hidden_size = 1024\n"
+      "recipe.model.config.num_attention_heads = 8\nrecipe.model.config.seq_length = 2048\n";
+  StatusOr<MegatronRead> fused =
+      ParseNemoOverrides(nemo + "recipe.model.config.attention_backend = AttnBackend.fused\n", "o.py");
+  ASSERT_TRUE(fused.ok()) << fused.status().message();
+  EXPECT_EQ(fused->layout.attention, AttentionImpl::kCudnn);
+  EXPECT_FALSE(fused->attention_auto);
+  StatusOr<MegatronRead> unset = ParseNemoOverrides(nemo, "o.py");
+  ASSERT_TRUE(unset.ok()) << unset.status().message();
+  EXPECT_EQ(unset->layout.attention, AttentionImpl::kFlash);
+  EXPECT_TRUE(unset->attention_auto);
+}
+
 TEST(NemoOverrides, ReadsRecipeLines) {
   const char* text = R"(# my overrides
 import nemo_run as run

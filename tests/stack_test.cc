@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "planner/planner.h"
 #include "src/hardware/cluster.h"
@@ -94,7 +95,8 @@ TEST(StackTest, BadFilesAreLocatedErrors) {
 
 // The planner with Megatron-Core's stack: nothing it ranks uses ZeRO-2/3 or a schedule other
 // than 1F1B and interleaved, some valid layouts were left out for it, and without the stack
-// the same problem ranks at least as fast a winner (a superset of layouts).
+// the same problem ranks at least as fast a winner (a superset of layouts, with the stack's
+// attention on this GPU, cuDNN's, fixed: without a stack the default is FlashAttention-2).
 TEST(StackTest, PlannerSearchesOnlyWhatTheStackRuns) {
   const StatusOr<ModelSpec> m = LoadModel("llama3-8b");
   const StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
@@ -105,8 +107,10 @@ TEST(StackTest, PlannerSearchesOnlyWhatTheStackRuns) {
   o.global_batch = 64;
   o.top_k = 3;
   o.threads = 2;
+  o.fixed["attention"] = "cudnn";
   const StatusOr<planner::PlanResult> free = planner::Plan(*m, cluster, o);
   ASSERT_TRUE(free.ok()) << free.status().message();
+  o.fixed.clear();
   StatusOr<StackSpec> s = LoadStack("megatron-core-2024");
   ASSERT_TRUE(s.ok());
   o.stack = *s;
@@ -152,6 +156,51 @@ TEST(StackTest, EstimateTakesTheStackDefaultsTheSpecDoesNotSet) {
   ASSERT_EQ(fused.exit_code, 0) << fused.err;
   EXPECT_FALSE(Contains(fused.out, "kernels=eager")) << fused.out;
   EXPECT_TRUE(Contains(fused.out, "--layout takes live_params=1000000000000 from stack torchtitan-fsdp2")) << fused.out;
+}
+
+// Transformer Engine's attention backend follows the GPU: megatron-core-2024's default
+// attention=cudnn on the H100 description (it has cuDNN's rates), attention=flash on the A100's
+// (TE runs FlashAttention there). Megatron-LM arguments without --attention-backend (auto,
+// TE's choice) read the same way; --attention-backend flash is flash on both, and fused is
+// cudnn, which the A100 description (no cuDNN rates) refuses.
+TEST(StackTest, AttentionBackendFollowsTheGpu) {
+  const std::string spec = " --gpus 8 --layout tp=1,pp=1,mbs=1,gbs=8 --stack megatron-core-2024";
+  const testing::CommandResult h100 = testing::RunShardsim("estimate --model llama3-8b --hardware dgx-h100" + spec);
+  ASSERT_EQ(h100.exit_code, 0) << h100.err;
+  EXPECT_TRUE(Contains(h100.out, ",attention=cudnn,")) << h100.out;
+  EXPECT_TRUE(Contains(h100.out, "--layout takes attention=cudnn from stack megatron-core-2024")) << h100.out;
+  const testing::CommandResult a100 = testing::RunShardsim("estimate --model llama3-8b --hardware dgx-a100-80gb" + spec);
+  ASSERT_EQ(a100.exit_code, 0) << a100.err;
+  EXPECT_TRUE(Contains(a100.out, ",attention=flash,")) << a100.out;
+
+  const std::filesystem::path dir = testing::FreshTempDir("attn-backend");
+  const std::string args =
+      "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention "
+      "--num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 --swiglu --normalization RMSNorm "
+      "--position-embedding-type rope --rotary-base 500000 --untie-embeddings-and-output-weights --disable-bias-linear "
+      "--attention-dropout 0.0 --hidden-dropout 0.0 --micro-batch-size 1 --global-batch-size 8 --bf16";
+  for (const auto& [backend, h100_attention] :
+       {std::pair<std::string, std::string>{"", "cudnn"}, {" --attention-backend flash", "flash"},
+        {" --attention-backend fused", "cudnn"}}) {
+    const std::filesystem::path file = dir / "args.sh";
+    {
+      std::ofstream f(file);
+      f << args << backend << "\n";
+    }
+    const std::string from = " --gpus 8 --layout-from '" + file.string() + "'";
+    const testing::CommandResult on_h100 = testing::RunShardsim("estimate --model llama3-8b --hardware dgx-h100" + from);
+    ASSERT_EQ(on_h100.exit_code, 0) << backend << on_h100.err;
+    EXPECT_TRUE(Contains(on_h100.out, ",attention=" + h100_attention + ",")) << backend << on_h100.out;
+    const testing::CommandResult on_a100 = testing::RunShardsim("estimate --model llama3-8b --hardware dgx-a100-80gb" + from);
+    if (backend.find("fused") != std::string::npos) {
+      EXPECT_EQ(on_a100.exit_code, 1) << on_a100.out;
+      EXPECT_TRUE(Contains(on_a100.err, "attention_cudnn_tflops")) << on_a100.err;
+    } else {
+      ASSERT_EQ(on_a100.exit_code, 0) << backend << on_a100.err;
+      EXPECT_TRUE(Contains(on_a100.out, ",attention=flash,")) << backend << on_a100.out;
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // plan without --stack searches for megatron-core-2024 and says so; --stack none searches

@@ -57,8 +57,9 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   no(l.recompute == Recompute::kOp,
      "recompute=op (torchtitan's per-op checkpointing; the runtime recomputes the attention core or whole layers: "
      "recompute=selective or full)");
-  no(l.attention == shardsim::AttentionImpl::kFlash1,
-     "attention=flash1 (prices FlashAttention v1's kernel; the runtime runs its own: attention=flash or unfused)");
+  no(l.attention == shardsim::AttentionImpl::kFlash1 || l.attention == shardsim::AttentionImpl::kCudnn,
+     "attention=" + shardsim::AttentionName(l.attention) +
+         " (prices another library's kernel; the runtime runs its own: attention=flash or unfused)");
   no(l.kernels == shardsim::Kernels::kEager,
      "kernels=eager (prices torchtitan's eager PyTorch kernels; the runtime runs its own fused ones: kernels=fused)");
   no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +

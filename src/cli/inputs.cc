@@ -56,15 +56,15 @@ bool IsLayoutFile(const std::string& spec) {
          (spec.size() > 4 && spec.substr(spec.size() - 4) == ".yml");
 }
 
-// --layout as a spec string with --stack: the stack's defaults (StackSpec::defaults, e.g.
-// torchtitan's kernels=eager) for the keys the spec does not set, said in a warning. A layout
+// --layout as a spec string with --stack: the stack's defaults on the hardware (StackDefaultsOn,
+// e.g. torchtitan's kernels=eager) for the keys the spec does not set, said in a warning. A layout
 // file, a plan or a framework configuration states its own.
 std::string WithStackDefaults(std::string spec, const std::optional<StackSpec>& stack, Inputs* in) {
   if (!stack || IsLayoutFile(spec)) return spec;
   std::vector<std::string> set;
   for (const std::string& term : Split(spec, ',')) set.push_back(term.substr(0, term.find('=')));
   std::vector<std::string> added;
-  for (const auto& [key, value] : stack->defaults) {
+  for (const auto& [key, value] : StackDefaultsOn(*stack, in->hardware)) {
     if (std::find(set.begin(), set.end(), key) != set.end()) continue;
     added.push_back(key + "=" + value);
     spec += (spec.empty() ? "" : ",") + added.back();
@@ -125,6 +125,10 @@ StatusOr<Layout> LayoutFromFramework(const Args& args, const ModelSpec& model, I
     return Status::Error(path + ": the arguments build another model than " + model.name + ": " + Join(diff, "; "));
   }
   for (const std::string& w : r.warnings) in->warnings.push_back(w);
+  // Transformer Engine's own choice: cuDNN's fused attention where the GPU has its rates (Hopper).
+  if (r.attention_auto && !in->hardware.gpu.efficiency.attention_cudnn_by_seq.empty()) {
+    r.layout.attention = AttentionImpl::kCudnn;
+  }
   return r.layout;
 }
 

@@ -50,6 +50,21 @@ double HeadDimPadding(const GpuSpec& gpu, const Op& op) {
   return 2.0 * static_cast<double>(*it) / static_cast<double>(op.head_dim + op.v_head_dim);
 }
 
+// The fused attention kernel's measured fraction of the 16-bit peak at the op's length, from
+// the description's table for its implementation (Op::attention_impl). CheckLayout refuses an
+// implementation whose table the description lacks; should one get here, 0 would divide by
+// zero, so the check is repeated.
+double AttentionRate(const GpuEfficiency& e, const Op& op) {
+  double rate = 0;
+  switch (op.attention_impl) {
+    case AttentionImpl::kFlash1: rate = e.AttentionV1At(op.attention_seq); break;
+    case AttentionImpl::kCudnn: rate = e.AttentionCudnnAt(op.attention_seq); break;
+    default: rate = e.AttentionAt(op.attention_seq); break;
+  }
+  CHECK(rate > 0) << "attention=" << AttentionName(op.attention_impl) << " has no rate in this description";
+  return rate;
+}
+
 // Time for `work` units of the op's forward (1 = forward, backward_factor = backward).
 double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
   const GpuEfficiency& e = gpu.efficiency;
@@ -61,8 +76,7 @@ double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
     compute = work * op.executed_flops / (MatmulRate(gpu, gemm, op) * e.sustained());
   } else if (op.kind == OpKind::kAttention) {
     compute = work * op.executed_flops * HeadDimPadding(gpu, op) /
-              (AttentionPeak(gpu, dtype) * (op.flash_v1 ? e.AttentionV1At(op.attention_seq) : e.AttentionAt(op.attention_seq)) *
-               e.sustained());
+              (AttentionPeak(gpu, dtype) * AttentionRate(e, op) * e.sustained());
   }
   double memory = work * op.bytes / (gpu.memory_bandwidth * e.memory);
   if (gpu.transcendental_rate > 0) memory += work * op.transcendentals / gpu.transcendental_rate;

@@ -202,7 +202,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     attn.head_dim = m.head_dim;
     attn.v_head_dim = m.v_head_dim();
     attn.attention_seq = std::max<int64_t>(1, m.seq_len / l.cp);
-    attn.flash_v1 = l.attention == AttentionImpl::kFlash1;
+    attn.attention_impl = l.attention;
     attn.bytes = b * static_cast<double>(T) * (static_cast<double>(q + o_width) + static_cast<double>(kv + v_width) * l.cp);
     attn.recomputed_selective = true;
     ops.push_back(attn);

@@ -89,9 +89,10 @@ struct Op {
   // context parallelism its 1 / cp chunk (ring attention runs the kernel chunk by chunk). Its
   // rate depends on it (GpuEfficiency::attention_by_seq). 0 else.
   int64_t attention_seq = 0;
-  // The fused attention kernel is FlashAttention (v1): its rate is the description's
-  // efficiency.attention_v1_tflops (GpuEfficiency::AttentionV1At) instead of AttentionAt.
-  bool flash_v1 = false;
+  // Which fused attention kernel it is, for its rate (op_time.cc AttentionRate): kFlash the
+  // description's attention_tflops (GpuEfficiency::AttentionAt), kFlash1 its
+  // attention_v1_tflops, kCudnn its attention_cudnn_tflops.
+  AttentionImpl attention_impl = AttentionImpl::kFlash;
 };
 
 // Per-rank forward ops of one transformer layer for one micro-batch (under recompute=op with

@@ -38,6 +38,10 @@ struct GpuEfficiency {
   // attention=flash1 is refused on it (src/layout/validate.cc).
   std::vector<std::pair<int64_t, double>> attention_v1_by_seq;
   double AttentionV1At(int64_t seq) const;
+  // cuDNN's fused flash attention at the same lengths (efficiency.attention_cudnn_tflops,
+  // priced for attention=cudnn); empty (absent): refused likewise.
+  std::vector<std::pair<int64_t, double>> attention_cudnn_by_seq;
+  double AttentionCudnnAt(int64_t seq) const;
   double memory = 1.0;        // fraction of HBM bandwidth reached by streaming kernels
   double kernel_latency_s = 0;  // fixed cost per kernel
   int64_t tile_m = 128, tile_n = 128;  // GEMM output tile, for wave quantization

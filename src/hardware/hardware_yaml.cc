@@ -66,6 +66,10 @@ double GpuEfficiency::AttentionV1At(int64_t seq) const {
   return attention_v1_by_seq.empty() ? 0 : RateAt(attention_v1_by_seq, seq);
 }
 
+double GpuEfficiency::AttentionCudnnAt(int64_t seq) const {
+  return attention_cudnn_by_seq.empty() ? 0 : RateAt(attention_cudnn_by_seq, seq);
+}
+
 std::optional<double> GpuSpec::Peak(DType d) const {
   auto it = peak_flops.find(d);
   if (it == peak_flops.end()) return std::nullopt;
@@ -186,12 +190,18 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
         fractions("attention_tflops", *rates, gpu.efficiency.attention_by_seq);
       }
     }
-    // FlashAttention (v1)'s rates at the same lengths (attention=flash1).
-    if (const auto v1 = e.OptionalIntList("attention_v1_tflops", 1)) {
-      if (!lens || v1->size() != lens->size()) {
-        e.Error("attention_v1_tflops", "expected one rate for each of attention_seq_lens");
+    // Other kernels' rates at the same lengths: FlashAttention (v1)'s (attention=flash1) and
+    // cuDNN's (attention=cudnn).
+    const std::pair<const char*, std::vector<std::pair<int64_t, double>>*> others[] = {
+        {"attention_v1_tflops", &gpu.efficiency.attention_v1_by_seq},
+        {"attention_cudnn_tflops", &gpu.efficiency.attention_cudnn_by_seq}};
+    for (const auto& [field, out] : others) {
+      const auto other = e.OptionalIntList(field, 1);
+      if (!other) continue;
+      if (!lens || other->size() != lens->size()) {
+        e.Error(field, "expected one rate for each of attention_seq_lens");
       } else if (peak && !gpu.efficiency.attention_by_seq.empty()) {
-        fractions("attention_v1_tflops", *v1, gpu.efficiency.attention_v1_by_seq);
+        fractions(field, *other, *out);
       }
     }
   }

@@ -301,9 +301,15 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
     l.fp8_params = r.Has("--fp8-param-gather");
   }
   l.dtype_given = true;
+  // AttnBackend (megatron/core/transformer/enums.py): flash is FlashAttention, fused Transformer
+  // Engine's FusedAttention (cuDNN), unfused and local the unfused path; auto leaves it to TE.
+  // --use-flash-attn only steers the legacy and local models' attention, so under auto it is TE's
+  // choice too (MegatronRead::attention_auto).
   const std::string backend = r.Choice("--attention-backend", "auto", {"flash", "fused", "unfused", "local", "auto"});
   l.attention = (backend == "unfused" || backend == "local") && !r.Has("--use-flash-attn") ? AttentionImpl::kUnfused
-                                                                                          : AttentionImpl::kFlash;
+                : backend == "fused"                                                     ? AttentionImpl::kCudnn
+                                                                                         : AttentionImpl::kFlash;
+  out.attention_auto = backend == "auto";
   return l;
 }
 

@@ -28,6 +28,10 @@ struct MegatronRead {
   ModelSpec model;
   std::vector<std::string> warnings;
   std::vector<std::string> ignored;  // "--name" of each argument read but not modelled
+  // The attention backend is Transformer Engine's own choice (Megatron's AttnBackend.auto, the
+  // default): layout.attention says flash, and the caller, who knows the GPU, makes it cudnn
+  // where the description has cuDNN's rates (TE picks FusedAttention on Hopper; StackDefaultsOn).
+  bool attention_auto = false;
 };
 
 // Errors name "file:line:column" and the argument: a value that is not a number, a missing

@@ -187,8 +187,12 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   l.dtype_given = true;
   // bf16_with_fp8_mixed() gathers fp8 weights unless told not to.
   l.fp8_params = l.dtype == DType::kFp8 && r.Bool("trainer.plugins.fp8_param_gather", true);
-  l.attention = r.Text("model.config.attention_backend", "AttnBackend.auto") == "AttnBackend.unfused" ? AttentionImpl::kUnfused
-                                                                                                     : AttentionImpl::kFlash;
+  // AttnBackend as in Megatron-LM's arguments (megatron_args.cc): fused is cuDNN, auto TE's choice.
+  const std::string backend = r.Text("model.config.attention_backend", "AttnBackend.auto");
+  l.attention = backend == "AttnBackend.unfused" || backend == "AttnBackend.local" ? AttentionImpl::kUnfused
+                : backend == "AttnBackend.fused"                                  ? AttentionImpl::kCudnn
+                                                                                  : AttentionImpl::kFlash;
+  out.attention_auto = backend == "AttnBackend.auto";
   if (l.tp > 1) l.overlap_tp = r.Bool("callback.tp_comm_overlap", false) ? TpOverlap::kOn : TpOverlap::kBackward;
   l.overlap_pp = l.vpp > 1 && r.Bool("callback.overlap_p2p_comm", true);
   SHARDSIM_RETURN_IF_ERROR(r.status());

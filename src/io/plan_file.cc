@@ -97,12 +97,16 @@ std::string HardwareYaml(const HardwareSpec& hw) {
       rates += (rates.empty() ? "" : ", ") + std::to_string(std::llround(fraction * peak / 1e12));
     }
     o << "    attention_seq_lens: [" << lens << "]\n    attention_tflops: [" << rates << "]\n";
-    if (!g.efficiency.attention_v1_by_seq.empty()) {
-      std::string v1;
-      for (const auto& [seq, fraction] : g.efficiency.attention_v1_by_seq) {
-        v1 += (v1.empty() ? "" : ", ") + std::to_string(std::llround(fraction * peak / 1e12));
+    const std::pair<const char*, const std::vector<std::pair<int64_t, double>>*> others[] = {
+        {"attention_v1_tflops", &g.efficiency.attention_v1_by_seq},
+        {"attention_cudnn_tflops", &g.efficiency.attention_cudnn_by_seq}};
+    for (const auto& [field, table] : others) {
+      if (table->empty()) continue;
+      std::string list;
+      for (const auto& [seq, fraction] : *table) {
+        list += (list.empty() ? "" : ", ") + std::to_string(std::llround(fraction * peak / 1e12));
       }
-      o << "    attention_v1_tflops: [" << v1 << "]\n";
+      o << "    " << field << ": [" << list << "]\n";
     }
   }
   if (!g.efficiency.attention_head_dims.empty()) {

@@ -44,7 +44,13 @@ std::string OffloadName(Offload o) {
 }
 
 std::string AttentionName(AttentionImpl a) {
-  return a == AttentionImpl::kFlash ? "flash" : a == AttentionImpl::kFlash1 ? "flash1" : "unfused";
+  switch (a) {
+    case AttentionImpl::kFlash: return "flash";
+    case AttentionImpl::kUnfused: return "unfused";
+    case AttentionImpl::kFlash1: return "flash1";
+    case AttentionImpl::kCudnn: return "cudnn";
+  }
+  return "?";
 }
 
 std::string KernelsName(Kernels k) { return k == Kernels::kFused ? "fused" : "eager"; }
@@ -163,7 +169,7 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "optimizer", "optimizer+params"}));
     l.offload = static_cast<Offload>(i);
   } else if (key == "attention") {
-    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"flash", "unfused", "flash1"}));
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"flash", "unfused", "flash1", "cudnn"}));
     l.attention = static_cast<AttentionImpl>(i);
   } else if (key == "kernels") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"fused", "eager"}));

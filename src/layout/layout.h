@@ -27,9 +27,11 @@ enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
 // Megatron-LM ran before FlashAttention; Korthikanti et al. 2022's 5as^2b term). kFlash is
 // FlashAttention-2's (or a later kernel's) rate; kFlash1 the same fused kernel at
 // FlashAttention (v1)'s measured rate (efficiency.attention_v1_tflops), what 2022-23 stacks ran
-// (flash-attn 1.x).
-enum class AttentionImpl { kFlash, kUnfused, kFlash1 };
-// Whether the attention is one fused kernel (flash or flash1).
+// (flash-attn 1.x); kCudnn the same fused kernel as cuDNN's flash fprop/bprop runs it
+// (efficiency.attention_cudnn_tflops), what Transformer Engine's DotProductAttention picks on
+// Hopper (its FusedAttention backend).
+enum class AttentionImpl { kFlash, kUnfused, kFlash1, kCudnn };
+// Whether the attention is one fused kernel (flash, flash1 or cudnn).
 inline bool FusedAttention(AttentionImpl a) { return a != AttentionImpl::kUnfused; }
 // Which kernels the framework runs around the GEMMs and attention:
 //   kFused  fused kernels, as Megatron-Core with Transformer Engine runs them: one QKV GEMM and

@@ -190,6 +190,15 @@ StatusOr<StackSpec> LoadStack(const std::string& path_or_name) {
   return FromFile(f, path);
 }
 
+std::map<std::string, std::string> StackDefaultsOn(const StackSpec& stack, const HardwareSpec& hw) {
+  std::map<std::string, std::string> out = stack.defaults;
+  const auto it = out.find("attention");
+  if (it != out.end() && it->second == "cudnn" && hw.gpu.efficiency.attention_cudnn_by_seq.empty()) {
+    it->second = "flash";
+  }
+  return out;
+}
+
 bool StackEmits(const StackSpec& stack, const std::string& format) {
   for (const std::string& f : Split(stack.emit, ',')) {
     if (!stack.emit.empty() && f == format) return true;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/hardware/hardware_spec.h"
 #include "src/layout/layout.h"
 #include "src/util/status.h"
 
@@ -51,6 +52,14 @@ struct StackSpec {
   std::map<std::string, std::string> defaults;
   std::vector<StackRule> rules;
 };
+
+// The stack's defaults on `hw`: as written, except that a default attention=cudnn (Transformer
+// Engine's FusedAttention, what DotProductAttention picks on Hopper) becomes attention=flash on
+// a description without cuDNN's rates (efficiency.attention_cudnn_tflops): TE runs
+// FlashAttention-2 on the other GPUs ("Select FusedAttention on sm90 and FlashAttention on
+// others for performance", transformer_engine/pytorch/attention.py, v1.3 to v1.7; later
+// versions keep the rule in get_attention_backend).
+std::map<std::string, std::string> StackDefaultsOn(const StackSpec& stack, const HardwareSpec& hw);
 
 // A stack by bundled name (stacks/NAME.yaml) or path. Errors are located (file:line:column,
 // field, expected, "did you mean").

@@ -211,6 +211,11 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
     err("attention=flash1 prices FlashAttention (v1) at its measured rates, and " + hw.name +
         " gives none (efficiency.attention_v1_tflops); use attention=flash");
   }
+  if (l.attention == AttentionImpl::kCudnn && hw.gpu.efficiency.attention_cudnn_by_seq.empty()) {
+    err("attention=cudnn prices cuDNN's fused attention at its measured rates, and " + hw.name +
+        " gives none (efficiency.attention_cudnn_tflops; Transformer Engine picks it on Hopper, "
+        "FlashAttention elsewhere); use attention=flash");
+  }
   if (l.grad_compression > 1 && l.dp_cp() == 1) warn("compress has no effect with dp x cp = 1");
   if (l.grad_compression > 1 && l.zero > 0) {
     err("compress=" + LayoutValue(l, "compress").value_or("?") + " with zero=" + S(l.zero) +
