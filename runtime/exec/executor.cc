@@ -59,7 +59,8 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
      "recompute=selective or full)");
   no(l.attention == shardsim::AttentionImpl::kFlash1 || l.attention == shardsim::AttentionImpl::kCudnn,
      "attention=" + shardsim::AttentionName(l.attention) +
-         " (prices another library's kernel; the runtime runs its own: attention=flash or unfused)");
+         " (prices another library's kernel; the runtime runs its own: attention=flash or unfused; plan "
+         "--fix attention=flash, as megatron-core-2024 plans cuDNN's attention on Hopper)");
   no(l.kernels == shardsim::Kernels::kEager,
      "kernels=eager (prices torchtitan's eager PyTorch kernels; the runtime runs its own fused ones: kernels=fused)");
   no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +

@@ -415,6 +415,43 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   return z;
 }
 
+// NCCL's buffers for one (peer, channel) connection: the three protocols' FIFOs of NCCL's
+// src/init.cc, LL 8 lines x 512 threads x 8 steps x 16 B = 512 KiB, LL128 120 elements x 640
+// threads x 8 steps x 8 B = 4.6875 MiB and Simple DEFAULT_BUFFSIZE 4 MiB, 9.1875 MiB, allocated
+// in 2 MiB cuMem granules: 10 MiB on the receiving GPU and one 2 MiB granule beside it. NCCL's
+// allocation log on 8 x H100 shows exactly those two sizes per peer and channel
+// (NVIDIA/nccl #1685, NCCL_DEBUG_SUBSYS=ALLOC: 10485760 and 2097152 bytes).
+constexpr double kNcclConnectionBytes = 12.0 * (1 << 20);
+
+double NcclBufferBytes(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int64_t stage) {
+  // Connections a rank's communicators open per channel: a collective group two (its ring's
+  // receive side and its tree's, NCCL connecting both for the all-reduces every group runs:
+  // TP's vocabulary-parallel loss, DP's loss average and gradient norm), a point-to-point group
+  // one per peer. Checked against NVIDIA/nccl #964 (4 A100s, PyTorch, one all-reduce on a new
+  // group: 544 MB for a group of 2, 688 MB for more; 24 channels x 2 x 12 MiB = 604 MB) and
+  // #1685 (an all-to-all among 8 H100s: 1.06 -> 4.34 GB; 7 peers x 32 x 12 MiB = 2.82 GB).
+  // Not counted: the world group frameworks barrier on, NVLS (NVLink SHARP) buffers, and the
+  // smaller channel counts NCCL picks for inter-node groups.
+  if (hw.gpu.nccl_channels <= 0) return 0;
+  double connections = 0;
+  if (l.tp > 1) connections += 2;
+  if (l.dp_cp() > 1) connections += 2;
+  // Expert gradients reduce over the expert-data-parallel group (the DP ranks with one EP index).
+  if (m.moe && l.ep > 1 && l.dp_cp() / l.ep > 1) connections += 2;
+  // Ring attention sends K and V to the next CP rank and receives from the previous.
+  if (l.cp > 1) connections += l.cp == 2 ? 1 : 2;
+  // The token dispatcher's all-to-all reaches every other EP rank.
+  if (l.ep > 1) connections += static_cast<double>(l.ep - 1);
+  if (l.pp > 1) {
+    // Pipeline sends: the neighbouring stages (the interleaved schedule also wraps the last
+    // stage's chunks round to the first); a tied embedding's first and last stages all-reduce.
+    const bool end = stage == 0 || stage == l.pp - 1;
+    connections += end && l.vpp == 1 ? 1 : 2;
+    if (m.tied_embeddings && (stage == 0 || stage == HeadStage(l))) connections += 2;
+  }
+  return connections * static_cast<double>(hw.gpu.nccl_channels) * kNcclConnectionBytes;
+}
+
 MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
                             int64_t stage) {
   const StageParams params = ParamsOnStage(m, l, stage);
@@ -465,7 +502,8 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
 
   // Other: reserved (context, workspace), the last stage's fp32 logits for the loss, the
   // transient gradient buffers of the backward pass, and ZeRO-3's gathered parameters.
-  mem.other = hw.gpu.reserved_memory_bytes + Fp8CachedWeightBytes(m, l, stage);
+  mem.nccl_buffers = NcclBufferBytes(m, hw, l, stage);
+  mem.other = hw.gpu.reserved_memory_bytes + mem.nccl_buffers + Fp8CachedWeightBytes(m, l, stage);
   const ZeroTransients z = ZeroTransientBytes(m, l, stage);
   // The transient peak is one of: a layer's backward (every stage), the head's (last stage),
   // the embedding's backward and ZeRO-3 forward (first stage, ZeRO >= 2); each adds its own

@@ -27,6 +27,8 @@ struct MemoryBreakdown {
   // computes the loss in place on its 16-bit logits and does not hold it
   // (tests/mpi/memory_vs_model_main.cc takes it off).
   double loss_logit_copy = 0;
+  // Of `other`: NCCL's buffers for the rank's communicators (NcclBufferBytes).
+  double nccl_buffers = 0;
   double total() const { return weights + gradients + optimizer + activations + other; }
 };
 
@@ -157,6 +159,13 @@ int64_t ZeroPrefetchDepth(const Layout& l, double layer_params);
 // `chunk_layers`. (A bucket_params below one layer makes sub-layer buckets, ZeroTransientBytes;
 // the reductions are still priced per layer, the same bytes back to back.)
 int64_t LayersPerBucket(const Layout& l, double layer_params, int64_t chunk_layers);
+
+// NCCL's buffers on a rank of `stage`: per channel of the GPU (GpuSpec::nccl_channels) and peer
+// connection, the three protocols' FIFOs in 2 MiB granules, 12 MiB; a collective group (TP, DP,
+// the expert-data-parallel group, a tied embedding's) opens two connections, a point-to-point
+// group (CP's ring, EP's all-to-all, the pipeline's neighbours) one per peer. 0 on hardware
+// without nccl_channels. Part of `other`.
+double NcclBufferBytes(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int64_t stage);
 
 MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
                             int64_t stage);

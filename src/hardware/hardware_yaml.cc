@@ -138,6 +138,14 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
   gpu.transcendental_rate = g.OptionalQuantity("transcendental_rate", Dimension::kFlopRate).value_or(0);
   gpu.sm_count = g.Int("sm_count");
   gpu.reserved_memory_bytes = g.OptionalQuantity("reserved_memory", Dimension::kBytes).value_or(0);
+  // NCCL's channel count is at most MAXCHANNELS, 64 (src/include/device.h, NCCL 2.2x).
+  if (std::optional<long long> c = g.OptionalInt("nccl_channels", 0)) {
+    if (*c > 64) {
+      g.Error("nccl_channels", "expected at most 64 (NCCL's MAXCHANNELS), found " + std::to_string(*c));
+    } else {
+      gpu.nccl_channels = *c;
+    }
+  }
   if (std::optional<double> f = g.OptionalNumber("memory_fragmentation", 0, 0.9)) gpu.memory_fragmentation = *f;
   YamlMap e = g.Map("efficiency");
   gpu.efficiency.matmul = e.Number("matmul", 1e-3, 1);

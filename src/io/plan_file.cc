@@ -80,6 +80,7 @@ std::string HardwareYaml(const HardwareSpec& hw) {
   if (g.transcendental_rate > 0) o << "  transcendental_rate: " << Q(g.transcendental_rate, "FLOP/s") << "\n";
   // Optional in hardware files and positive when given: absent means none reserved.
   if (g.reserved_memory_bytes > 0) o << "  reserved_memory: " << Q(g.reserved_memory_bytes, "B") << "\n";
+  if (g.nccl_channels > 0) o << "  nccl_channels: " << g.nccl_channels << "\n";
   o << "  memory_fragmentation: " << Num(g.memory_fragmentation) << "\n";
   o << "  efficiency:\n    matmul: " << Num(g.efficiency.matmul) << "\n";
   if (g.efficiency.matmul_fp8 > 0) o << "    matmul_fp8: " << Num(g.efficiency.matmul_fp8) << "\n";

@@ -23,6 +23,7 @@ void BreakdownJson(JsonWriter& w, const MemoryBreakdown& mem) {
       .Field("optimizer", mem.optimizer)
       .Field("activations", mem.activations)
       .Field("other", mem.other)
+      .Field("nccl_buffers", mem.nccl_buffers)
       .EndObject();
 }
 
@@ -47,7 +48,8 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
       << "  gradients    " << Bytes(mem.gradients) << "\n"
       << "  optimizer    " << Bytes(mem.optimizer) << "\n"
       << "  activations  " << Bytes(mem.activations) << "\n"
-      << "  other        " << Bytes(mem.other) << "\n"
+      << "  other        " << Bytes(mem.other)
+      << (mem.nccl_buffers > 0 ? " (NCCL buffers " + Bytes(mem.nccl_buffers) + ")" : std::string()) << "\n"
       << "  total        " << Bytes(mem.total()) << " of " << Bytes(hw.gpu.UsableMemoryBytes())
       << " usable (" << Bytes(hw.gpu.memory_bytes) << " less "
       << Fmt("%.0f %%", 100 * hw.gpu.memory_fragmentation) << " fragmentation of what is not reserved)"

@@ -58,7 +58,10 @@ std::string SimulationText(const ModelSpec& m, const HardwareSpec& hw, const Sim
       << "  gradients    " << FormatQuantity(mem.gradients, Dimension::kBytes) << "\n"
       << "  optimizer    " << FormatQuantity(mem.optimizer, Dimension::kBytes) << "\n"
       << "  activations  " << FormatQuantity(mem.activations, Dimension::kBytes) << "\n"
-      << "  other        " << FormatQuantity(mem.other, Dimension::kBytes) << "\n"
+      << "  other        " << FormatQuantity(mem.other, Dimension::kBytes)
+      << (mem.nccl_buffers > 0 ? " (NCCL buffers " + FormatQuantity(mem.nccl_buffers, Dimension::kBytes) + ")"
+                               : std::string())
+      << "\n"
       << "  total        " << FormatQuantity(mem.total(), Dimension::kBytes) << " of "
       << FormatQuantity(r.usable_memory_bytes, Dimension::kBytes) << " usable ("
       << FormatQuantity(hw.gpu.memory_bytes, Dimension::kBytes) << " less "
@@ -107,7 +110,7 @@ std::string SimulationJson(const ModelSpec& m, const HardwareSpec& hw, const Sim
   w.Key("memory_breakdown").BeginObject();
   w.Field("weights", mem.weights).Field("gradients", mem.gradients);
   w.Field("optimizer", mem.optimizer).Field("activations", mem.activations);
-  w.Field("other", mem.other).EndObject();
+  w.Field("other", mem.other).Field("nccl_buffers", mem.nccl_buffers).EndObject();
   w.Field("peak_memory_rank", r.ranks[r.peak_rank].rank);
   w.Key("time_breakdown").BeginObject();
   for (int c = 0; c < kCategoryCount; ++c) w.Field(CategoryName(static_cast<Category>(c)), crit.breakdown_s[c]);
