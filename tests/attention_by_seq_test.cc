@@ -101,6 +101,12 @@ TEST(AttentionBySeq, BadTablesAreRefused) {
   }
 }
 
+// How many times as long `a`'s forward takes as `b`'s on `hw`, less each one kernel's latency.
+double ForwardRatio(const HardwareSpec& hw, const Op& a, const Op& b) {
+  const double latency = hw.gpu.efficiency.kernel_latency_s;
+  return (OpForwardTime(hw.gpu, DType::kBf16, a) - latency) / (OpForwardTime(hw.gpu, DType::kBf16, b) - latency);
+}
+
 // attention=flash1: FlashAttention (v1)'s bars of the same A100 figure, causal head dim 128,
 // 55 ... 83 TFLOP/s (efficiency.attention_v1_tflops). One layer of h 2048, 16 heads of 128, at
 // s = T = 2,048: the kernel is compute-bound (17.2 GFLOP against 33.6 MB), so its forward time
@@ -120,9 +126,7 @@ TEST(AttentionBySeq, FlashAttentionV1RunsAtItsOwnBars) {
   EXPECT_EQ(a1.attention_impl, AttentionImpl::kFlash1);
   EXPECT_EQ(a2.attention_impl, AttentionImpl::kFlash);
   EXPECT_EQ(a1.executed_flops, a2.executed_flops);
-  const double latency = hw->gpu.efficiency.kernel_latency_s;
-  EXPECT_NEAR((OpForwardTime(hw->gpu, DType::kBf16, a1) - latency) / (OpForwardTime(hw->gpu, DType::kBf16, a2) - latency),
-              155.0 / 69.0, 1e-9);
+  EXPECT_NEAR(ForwardRatio(*hw, a1, a2), 155.0 / 69.0, 1e-9);
 
   const std::string text = HardwareYaml(*hw);
   EXPECT_NE(text.find("attention_v1_tflops: [55, 62, 69, 76, 80, 83]"), std::string::npos) << text;
@@ -166,9 +170,7 @@ TEST(AttentionBySeq, CudnnRunsAtItsMeasuredSpeedUp) {
   const Op f = testing::FindOp(LayerOps(m, *flash, false), "attention");
   EXPECT_EQ(c.attention_impl, AttentionImpl::kCudnn);
   EXPECT_EQ(c.executed_flops, f.executed_flops);
-  const double latency = hw->gpu.efficiency.kernel_latency_s;
-  EXPECT_NEAR((OpForwardTime(hw->gpu, DType::kBf16, c) - latency) / (OpForwardTime(hw->gpu, DType::kBf16, f) - latency),
-              308.0 / 489.0, 1e-9);
+  EXPECT_NEAR(ForwardRatio(*hw, c, f), 308.0 / 489.0, 1e-9);
 
   // The plan file writes the row back.
   const std::string text = HardwareYaml(*hw);

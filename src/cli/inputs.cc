@@ -126,9 +126,7 @@ StatusOr<Layout> LayoutFromFramework(const Args& args, const ModelSpec& model, I
   }
   for (const std::string& w : r.warnings) in->warnings.push_back(w);
   // Transformer Engine's own choice: cuDNN's fused attention where the GPU has its rates (Hopper).
-  if (r.attention_auto && !in->hardware.gpu.efficiency.attention_cudnn_by_seq.empty()) {
-    r.layout.attention = AttentionImpl::kCudnn;
-  }
+  if (r.attention_auto) r.layout.attention = TransformerEngineAttention(in->hardware);
   return r.layout;
 }
 

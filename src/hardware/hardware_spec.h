@@ -42,6 +42,12 @@ struct GpuEfficiency {
   // priced for attention=cudnn); empty (absent): refused likewise.
   std::vector<std::pair<int64_t, double>> attention_cudnn_by_seq;
   double AttentionCudnnAt(int64_t seq) const;
+  // The kernels' rate tables beside attention_by_seq with their YAML fields, at the same
+  // attention_seq_lens: what the reader fills and a plan file writes back.
+  using RateTable = std::vector<std::pair<int64_t, double>> GpuEfficiency::*;
+  static constexpr std::pair<const char*, RateTable> kOtherAttentionTables[] = {
+      {"attention_v1_tflops", &GpuEfficiency::attention_v1_by_seq},
+      {"attention_cudnn_tflops", &GpuEfficiency::attention_cudnn_by_seq}};
   double memory = 1.0;        // fraction of HBM bandwidth reached by streaming kernels
   double kernel_latency_s = 0;  // fixed cost per kernel
   int64_t tile_m = 128, tile_n = 128;  // GEMM output tile, for wave quantization

@@ -200,16 +200,13 @@ GpuSpec ReadGpu(YamlMap g, const std::string& description) {
     }
     // Other kernels' rates at the same lengths: FlashAttention (v1)'s (attention=flash1) and
     // cuDNN's (attention=cudnn).
-    const std::pair<const char*, std::vector<std::pair<int64_t, double>>*> others[] = {
-        {"attention_v1_tflops", &gpu.efficiency.attention_v1_by_seq},
-        {"attention_cudnn_tflops", &gpu.efficiency.attention_cudnn_by_seq}};
-    for (const auto& [field, out] : others) {
+    for (const auto& [field, table] : GpuEfficiency::kOtherAttentionTables) {
       const auto other = e.OptionalIntList(field, 1);
       if (!other) continue;
       if (!lens || other->size() != lens->size()) {
         e.Error(field, "expected one rate for each of attention_seq_lens");
       } else if (peak && !gpu.efficiency.attention_by_seq.empty()) {
-        fractions(field, *other, *out);
+        fractions(field, *other, gpu.efficiency.*table);
       }
     }
   }

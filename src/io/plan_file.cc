@@ -98,13 +98,11 @@ std::string HardwareYaml(const HardwareSpec& hw) {
       rates += (rates.empty() ? "" : ", ") + std::to_string(std::llround(fraction * peak / 1e12));
     }
     o << "    attention_seq_lens: [" << lens << "]\n    attention_tflops: [" << rates << "]\n";
-    const std::pair<const char*, const std::vector<std::pair<int64_t, double>>*> others[] = {
-        {"attention_v1_tflops", &g.efficiency.attention_v1_by_seq},
-        {"attention_cudnn_tflops", &g.efficiency.attention_cudnn_by_seq}};
-    for (const auto& [field, table] : others) {
-      if (table->empty()) continue;
+    for (const auto& [field, member] : GpuEfficiency::kOtherAttentionTables) {
+      const std::vector<std::pair<int64_t, double>>& table = g.efficiency.*member;
+      if (table.empty()) continue;
       std::string list;
-      for (const auto& [seq, fraction] : *table) {
+      for (const auto& [seq, fraction] : table) {
         list += (list.empty() ? "" : ", ") + std::to_string(std::llround(fraction * peak / 1e12));
       }
       o << "    " << field << ": [" << list << "]\n";

@@ -190,12 +190,14 @@ StatusOr<StackSpec> LoadStack(const std::string& path_or_name) {
   return FromFile(f, path);
 }
 
+AttentionImpl TransformerEngineAttention(const HardwareSpec& hw) {
+  return hw.gpu.efficiency.attention_cudnn_by_seq.empty() ? AttentionImpl::kFlash : AttentionImpl::kCudnn;
+}
+
 std::map<std::string, std::string> StackDefaultsOn(const StackSpec& stack, const HardwareSpec& hw) {
   std::map<std::string, std::string> out = stack.defaults;
   const auto it = out.find("attention");
-  if (it != out.end() && it->second == "cudnn" && hw.gpu.efficiency.attention_cudnn_by_seq.empty()) {
-    it->second = "flash";
-  }
+  if (it != out.end() && it->second == "cudnn") it->second = AttentionName(TransformerEngineAttention(hw));
   return out;
 }
 

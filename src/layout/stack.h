@@ -60,6 +60,10 @@ struct StackSpec {
 // others for performance", transformer_engine/pytorch/attention.py, v1.3 to v1.7; later
 // versions keep the rule in get_attention_backend).
 std::map<std::string, std::string> StackDefaultsOn(const StackSpec& stack, const HardwareSpec& hw);
+// What Transformer Engine's DotProductAttention runs on `hw` when left to choose (Megatron's
+// AttnBackend.auto): cuDNN's fused attention where the description has its rates, else
+// FlashAttention. StackDefaultsOn and the --layout-from readers' auto backend ask this.
+AttentionImpl TransformerEngineAttention(const HardwareSpec& hw);
 
 // A stack by bundled name (stacks/NAME.yaml) or path. Errors are located (file:line:column,
 // field, expected, "did you mean").
