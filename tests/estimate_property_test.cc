@@ -14,14 +14,17 @@
 //     critical path, and its breakdown adds up to it;
 //   - the peak memory equals the simulator's;
 // and over the sample |simulation - estimate| / simulation has a median <= 2 % and a maximum
-// <= 8 % (issue 13). Measured on this sample (2026-12-06): median 0.000 %, p90 0.45 %, max
-// 7.95 % (the simulation above: contention with the other stage's transfers, a pipeline send
-// into a rank while it reduces gradients, which only the simulation sees; test-gqa, tp=2,
-// pp=2, dp=4, cp=2, interleaved, ZeRO-2 without overlap_dp), the estimate at most 4.35 %
-// above the simulation (a sharing the simulation's offsets avoid). History of the maximum:
-// 20.04 % when the estimate was the critical path, 12.06 % with the pass before sharing links
-// (median 0.008 %), 7.95 % with the pass after too (a ZeRO-2 reduce-scatter the next pass's
-// send slows, and the send of the pass that waits for it).
+// <= 8 % (issue 13). Measured on this sample (2026-12-07, with NCCL's kernels holding SMs
+// beside the compute in both, src/cost/sm_contention.h): median 0.006 %, p90 0.43 %, max
+// 7.30 % (the simulation above: test-moe on A100, tp=2, pp=2, cp=8, interleaved, ZeRO-2 with
+// overlap_dp, whose reduce-scatters back up on the DP stream for more passes than the
+// estimate's window holds), the estimate at most 3.92 % above the simulation (a sharing the
+// simulation's offsets avoid). History of the maximum: 20.04 % when the estimate was the
+// critical path, 12.06 % with the pass before sharing links (median 0.008 %), 7.95 % with the
+// pass after too (a ZeRO-2 reduce-scatter the next pass's send slows, and the send of the pass
+// that waits for it); 10.53 % once the simulation priced NCCL's SMs and the estimate only
+// within those passes, 7.30 % with the pass before the last one kept too, and the last one
+// kept whenever a transfer of it still runs when the input arrives.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 
+#include "src/cost/sm_contention.h"
 #include "src/layout/placement.h"
 #include "src/sim/engine.h"
 #include "src/sim/flow_network.h"
@@ -28,7 +29,7 @@ class PassRun {
  public:
   PassRun(const std::vector<const PassPlan*>& window, size_t target, bool tail, int32_t stage,
           const CollectiveModel& comm, const Layout& l, const std::vector<const std::vector<double>*>& isolated)
-      : net_({}) {
+      : hw_(comm.cluster().hardware()), sm_contention_(PricesSmContention(hw_)), net_({}) {
     const int64_t rank = RankOf(l, RankCoord{0, 0, 0, stage});
     std::vector<int32_t> carry;  // the previous pass's, in the window's numbering
     int32_t sent = -1;           // the previous pass's pipeline send, in the window's numbering
@@ -61,13 +62,17 @@ class PassRun {
           Depend(i, sent);
         }
         Flow f;
+        int64_t sms = 0;
         if (t.kind == TaskKind::kSend) {
           const int64_t to = RankOf(l, RankCoord{0, 0, 0, SendPeer(l, stage, p)});
           f = MakeFlow(comm.Plan(Collective::kSendRecv, {rank, to}, t.bytes));
+          sms = NcclKernelSms(hw_, l, t, comm.cluster().NodeOf(to) != comm.cluster().NodeOf(rank));
         } else if (t.kind == TaskKind::kCollective) {
           f = MakeFlow(comm.Plan(t.collective, GroupMembers(l, rank, t.group), t.bytes));
+          sms = NcclKernelSms(hw_, l, t, false);
         }
         flow_.push_back(std::move(f));
+        sms_.push_back(sm_contention_ && t.stream != Stream::kCompute ? sms : 0);
       }
       carry.clear();
       for (int32_t j : p.carry) carry.push_back(base + j);
@@ -117,7 +122,14 @@ class PassRun {
     while (engine_.Next(&ev)) {
       const int32_t i = static_cast<int32_t>(ev.target);
       switch (ev.kind) {
-        case kDone: Complete(i); break;
+        case kDone:
+          // A compute task whose rate NCCL's SMs changed since this event was scheduled.
+          if (sm_contention_ && tasks_[i]->kind == TaskKind::kCompute) {
+            if (i != compute_ || ev.tag != compute_version_) break;
+            compute_ = -1;
+          }
+          Complete(i);
+          break;
         case kLatency: {
           const Flow& f = flow_[i];
           if (f.usage.empty() || f.volume <= 0) {
@@ -158,15 +170,43 @@ class PassRun {
     busy_[st] = true;
     start_[i] = engine_.now();
     if (IsTransfer(*tasks_[i])) {
+      Hold(sms_[i]);
       engine_.Schedule(engine_.now() + ToSimTime(flow_[i].latency_s), kLatency, static_cast<uint32_t>(i));
+    } else if (sm_contention_ && tasks_[i]->kind == TaskKind::kCompute) {
+      compute_ = i;
+      compute_left_s_ = duration_[i];
+      compute_since_ = engine_.now();
+      ScheduleCompute();
     } else {
       engine_.Schedule(engine_.now() + ToSimTime(duration_[i]), kDone, static_cast<uint32_t>(i));
     }
   }
 
+  // The compute task's end at its rate beside NCCL's kernels (sm_contention.h).
+  void ScheduleCompute() {
+    const double rate = ComputeRateBesideNccl(hw_.gpu, held_sms_);
+    if (rate < 1) shared_[compute_] = 1;
+    engine_.Schedule(engine_.now() + ToSimTime(compute_left_s_ / rate), kDone, static_cast<uint32_t>(compute_),
+                     ++compute_version_);
+  }
+
+  // NCCL's kernels take (delta > 0) or give back SMs: the running compute task's rate changes.
+  void Hold(int64_t delta) {
+    if (delta == 0) return;
+    const SimTime now = engine_.now();
+    if (compute_ >= 0) {
+      compute_left_s_ = std::max(0.0, compute_left_s_ - ToSeconds(now - compute_since_) * ComputeRateBesideNccl(hw_.gpu, held_sms_));
+      compute_since_ = now;
+      shared_[compute_] = 1;
+    }
+    held_sms_ += delta;
+    if (compute_ >= 0) ScheduleCompute();
+  }
+
   void Complete(int32_t i) {
     finish_[i] = engine_.now();
     done_.push_back(i);
+    if (IsTransfer(*tasks_[i])) Hold(-sms_[i]);
     const int st = static_cast<int>(tasks_[i]->stream);
     busy_[st] = false;
     ++next_[st];
@@ -198,6 +238,14 @@ class PassRun {
     }
   }
 
+  const HardwareSpec& hw_;
+  const bool sm_contention_;
+  std::vector<int64_t> sms_;  // per task: the SMs its NCCL kernel holds while it runs
+  int64_t held_sms_ = 0;
+  int32_t compute_ = -1;  // the compute task running, its work left at full rate since when
+  double compute_left_s_ = 0;
+  SimTime compute_since_ = 0;
+  uint64_t compute_version_ = 0;
   std::vector<const TaskSpec*> tasks_;
   std::vector<double> duration_;  // alone
   size_t n_ = 0;
@@ -223,14 +271,17 @@ std::vector<double> ContendedDurations(const std::vector<const PassPlan*>& windo
                                        int32_t stage, const CollectiveModel& comm, const Layout& l,
                                        const std::vector<const std::vector<double>*>& isolated) {
   CHECK(target < window.size() && window.size() == isolated.size()) << "a window of passes and their durations";
-  // Transfers on one stream run one at a time: no contention without two streams' transfers.
+  // Transfers on one stream run one at a time: no contention without two streams' transfers,
+  // or, where NCCL's SMs are priced, without one beside the compute stream.
   uint32_t streams = 0;
   for (const PassPlan* p : window) {
     for (const TaskSpec& t : p->tasks) {
       if (IsTransfer(t)) streams |= 1u << static_cast<int>(t.stream);
     }
   }
-  if ((streams & (streams - 1)) == 0) return *isolated[target];
+  const uint32_t beside_compute = streams & ~(1u << static_cast<int>(Stream::kCompute));
+  const bool sms = beside_compute != 0 && PricesSmContention(comm.cluster().hardware());
+  if ((streams & (streams - 1)) == 0 && !sms) return *isolated[target];
   return PassRun(window, target, tail, stage, comm, l, isolated).Run();
 }
 

@@ -64,6 +64,13 @@ void MaxInto(Vec& a, const Vec& b) {
   for (int j = 0; j < kInputs; ++j) a[j] = std::max(a[j], b[j]);
 }
 
+// The passes a pass ran right after, whose transfers may still be running when it starts:
+// the last one and the one before it (nullptr: none; both none when it starts fresh).
+struct Before {
+  const PassPlan* two = nullptr;
+  const PassPlan* one = nullptr;
+};
+
 // Task durations on one stage, collective prices cached by what decides them; with
 // contention, each pass list's transfers as they share links within the pass
 // (pass_contention.h).
@@ -95,11 +102,11 @@ class Durations {
     alone_.emplace_back(&p, std::move(d));
     return alone_.back().second;
   }
-  // Every task of p, in order, when p follows `prev` (nullptr: p is the stage's first pass);
-  // `tail`: p is the stage's tail.
-  const std::vector<double>& Of(const PassPlan* prev, const PassPlan& p, const PassPlan* next, bool tail = false) {
+  // Every task of p, in order, when p follows `before` (the passes it ran after whose
+  // transfers may still run; none: p starts fresh); `tail`: p is the stage's tail.
+  const std::vector<double>& Of(const Before& before, const PassPlan& p, const PassPlan* next, bool tail = false) {
     if (contention_ == Contention::kNone) return Of(p);
-    const std::array<const PassPlan*, 3> k = {prev, &p, next};
+    const std::array<const PassPlan*, 4> k = {before.two, before.one, &p, next};
     for (const auto& [q, v] : after_) {
       if (q == k) return v;
     }
@@ -110,7 +117,7 @@ class Durations {
       window.push_back(w);
       alone.push_back(&Of(*w));
     }
-    const size_t target = prev ? 1 : 0;
+    const size_t target = (before.two ? 1 : 0) + (before.one ? 1 : 0);
     after_.emplace_back(k, ContendedDurations(window, target, tail, stage_, comm_, l_, alone));
     return after_.back().second;
   }
@@ -123,7 +130,7 @@ class Durations {
   Contention contention_;
   std::vector<std::pair<Key, double>> cache_;
   std::deque<std::pair<const PassPlan*, std::vector<double>>> alone_;
-  std::deque<std::pair<std::array<const PassPlan*, 3>, std::vector<double>>> after_;
+  std::deque<std::pair<std::array<const PassPlan*, 4>, std::vector<double>>> after_;
 };
 
 // A pass list compiled for one stage: out_k = max_j (in_j + m[k][j]), kept sparse: for each
@@ -148,11 +155,11 @@ PassMap Sparse(const std::array<Vec, kOutputs>& m) {
   return out;
 }
 
-PassMap Compile(const PassPlan* prev, const PassPlan& p, const PassPlan* next, Durations& dur) {
+PassMap Compile(const Before& before, const PassPlan& p, const PassPlan* next, Durations& dur) {
   std::array<Vec, kStreamCount> free;
   for (int s = 0; s < kStreamCount; ++s) free[s] = Unit(s);
   std::vector<Vec> fin(p.tasks.size());
-  const std::vector<double>& durations = dur.Of(prev, p, next);
+  const std::vector<double>& durations = dur.Of(before, p, next);
   struct {
     std::array<Vec, kOutputs> m;
   } out;
@@ -199,6 +206,7 @@ struct Clock {
   double act = 0, peak = 0;
   size_t next = 0;
   int32_t last_pass = -1;                     // IterationPlan::passes index of the last pass run
+  int32_t kept_pass = -1;  // the pass before it, when the last one did not start fresh (-1: it did)
   std::vector<const TaskSpec*> deferred;      // ZeRO 0/1 buckets for the tail
   // kBreakdown: the last task of each stream (for the time after the last compute).
   std::array<Category, kStreamCount> last_category{};
@@ -215,9 +223,9 @@ enum class From { kNone, kTask, kEarlier, kEntry, kRemote };
 // Walks one pass (or the tail) task by task, charging the compute stream's time (kBreakdown).
 class Walker {
  public:
-  Walker(const PassPlan* prev, const PassPlan& p, const PassPlan* next, Durations& dur, Clock& c, bool breakdown,
+  Walker(const Before& before, const PassPlan& p, const PassPlan* next, Durations& dur, Clock& c, bool breakdown,
          bool tail = false)
-      : p_(p), durs_(dur.Of(prev, p, next, tail)), c_(c), breakdown_(breakdown), start_(p.tasks.size()), fin_(p.tasks.size()),
+      : p_(p), durs_(dur.Of(before, p, next, tail)), c_(c), breakdown_(breakdown), start_(p.tasks.size()), fin_(p.tasks.size()),
         from_(p.tasks.size(), From::kNone), from_task_(p.tasks.size(), -1) {}
 
   // A collective of a group spanning stages (the embedding group) starts when every member
@@ -409,22 +417,38 @@ class Evaluator {
   }
 
   // The pass list stage s ran last, unless the next pass waits for its input (`remote`, the
-  // received send, after the compute stream is free): then what the last one left running has
+  // received send) until after every stream is free: then what the last one left running has
   // had that bubble to end in, and the next pass's transfers are counted as if it ran first.
-  const PassPlan* Previous(const Clock& c, double remote = kNone) const {
-    if (c.last_pass < 0 || remote > c.free[kCompute]) return nullptr;
-    return &plan_.passes[c.last_pass];
+  // (A transfer still running when the input arrives, a ZeRO-2 reduce-scatter longer than the
+  // bubble, shares links with the next pass and holds SMs beside its compute.)
+  Before Previous(const Clock& c, double remote = kNone) const {
+    if (c.last_pass < 0) return {};
+    double busy = c.free[kCompute];
+    if (contention_ != Contention::kNone) {
+      for (int st = 0; st < kStreamCount; ++st) busy = std::max(busy, c.free[st]);
+    }
+    // A transfer ending as the input arrives is a tie (both evaluations sum the same durations
+    // in a different order): the last pass is kept.
+    if (remote > busy + (busy > c.free[kCompute] ? 1e-9 * std::abs(busy) : 0)) return {};
+    // The one before it too, unless the last pass started fresh: a transfer it left may still
+    // run (a backlog of ZeRO-2 reduce-scatters longer than a pass).
+    Before b;
+    b.one = &plan_.passes[c.last_pass];
+    if (contention_ != Contention::kNone && c.kept_pass >= 0) b.two = &plan_.passes[c.kept_pass];
+    return b;
   }
 
   // The map of pass list `id` after `prev` with `next` following it (nullptr: none), compiled
   // once per stage.
-  const PassMap& MapOf(int32_t s, const PassPlan* prev, int32_t id, const PassPlan* next) {
+  const PassMap& MapOf(int32_t s, const Before& before, int32_t id, const PassPlan* next) {
     const size_t n = plan_.passes.size();
     auto index = [&](const PassPlan* q) { return q ? static_cast<size_t>(q - plan_.passes.data()) + 1 : 0; };
-    const size_t key = contention_ == Contention::kNone ? static_cast<size_t>(id)
-                                                        : (index(prev) * (n + 1) + index(next)) * n + id;
+    const size_t key =
+        contention_ == Contention::kNone
+            ? static_cast<size_t>(id)
+            : ((index(before.two) * (n + 1) + index(before.one)) * (n + 1) + index(next)) * n + id;
     std::unique_ptr<PassMap>& slot = maps_[s][key];
-    if (!slot) slot = std::make_unique<PassMap>(Compile(prev, plan_.passes[id], next, durations_[s]));
+    if (!slot) slot = std::make_unique<PassMap>(Compile(before, plan_.passes[id], next, durations_[s]));
     return *slot;
   }
 
@@ -435,7 +459,7 @@ class Evaluator {
   // (in the steady state of a schedule the input is on time). Else nullptr: the next pass
   // waits for the other stage, and what `id` left running has that bubble to end in. Only
   // with contention.
-  const PassPlan* Following(int32_t s, const PassPlan* prev, int32_t id, double remote) {
+  const PassPlan* Following(int32_t s, const Before& prev, int32_t id, double remote) {
     if (contention_ == Contention::kNone) return nullptr;
     const StagePlan& sp = plan_.stages[s];
     const Clock& c = clocks_[s];
@@ -478,7 +502,7 @@ class Evaluator {
     }
     double send = kNone, send_start = kNone, carry = kNone, carry_start = kNone;
     Category carry_category = Category::kPp;
-    const PassPlan* prev = Previous(c, remote);
+    const Before prev = Previous(c, remote);
     const PassPlan* next = Following(s, prev, id, remote);
     if (breakdown_) {
       Walker w(prev, p, next, durations_[s], c, true);
@@ -521,6 +545,7 @@ class Evaluator {
     c.carry_start = carry_start;
     c.carry_category = carry_category;
     ++c.next;
+    c.kept_pass = prev.one ? c.last_pass : -1;
     c.last_pass = id;
     return true;
   }

@@ -38,6 +38,10 @@ std::string SimulationText(const ModelSpec& m, const HardwareSpec& hw, const Sim
                   crit.breakdown_s[c], 100 * crit.breakdown_s[c] / r.iteration_time_s);
     out << line;
   }
+  if (crit.sm_contention_s > 0) {
+    out << "  (of compute and recompute, " << Fmt("%.4f s", crit.sm_contention_s)
+        << " is NCCL's kernels holding SMs beside it: docs/simulator.md, \"NCCL's SMs\")\n";
+  }
   if (r.critical_path.tasks > 0) {
     const CriticalPath& cp = r.critical_path;
     out << "\ncritical path without contention: " << Fmt("%.4f s", cp.length_s) << " over "
@@ -116,6 +120,7 @@ std::string SimulationJson(const ModelSpec& m, const HardwareSpec& hw, const Sim
   for (int c = 0; c < kCategoryCount; ++c) w.Field(CategoryName(static_cast<Category>(c)), crit.breakdown_s[c]);
   w.EndObject();
   w.Field("time_breakdown_rank", crit.rank);
+  w.Field("sm_contention_s", crit.sm_contention_s);
   w.Key("ranks").BeginArray();
   for (const RankResult& rr : r.ranks) {
     w.BeginObject().Field("rank", rr.rank).Field("stage", static_cast<int64_t>(rr.stage));

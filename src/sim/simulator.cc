@@ -14,6 +14,7 @@
 
 #include "src/cost/estimate.h"
 #include "src/cost/ops.h"
+#include "src/cost/sm_contention.h"
 #include "src/layout/placement.h"
 #include "src/sim/engine.h"
 #include "src/sim/flow_network.h"
@@ -65,6 +66,15 @@ struct RankState {
   SimTime compute_issued = 0;
   double activations = 0, peak_activations = 0;
   double breakdown[kCategoryCount] = {};
+  // NCCL's kernels beside the compute stream (src/cost/sm_contention.h): the SMs they hold now,
+  // and the compute task running (-1 none) with its work left at full rate as of
+  // `compute_since`; its completion event carries `compute_version` and an older one is stale.
+  int64_t comm_sms = 0;
+  int32_t compute_task = -1;
+  SimTime compute_since = 0;
+  double compute_left_s = 0;
+  uint32_t compute_version = 0;
+  double contention_s = 0;  // compute time added by NCCL's SMs
   SimTime last_end = 0;
   int32_t last_task = -1;  // the task that ended last
   int64_t group_seq[kGroupKinds] = {};
@@ -150,6 +160,11 @@ class Runner {
   void Arrive(int32_t s, int32_t task);
   void Launch(int32_t transfer_id);
   void Complete(int32_t s, int32_t task);
+  // NCCL's kernels on rank `s` start (delta > 0) or end holding `delta` SMs: the running
+  // compute task's rate changes and its completion moves.
+  void HoldSms(int32_t s, int64_t delta);
+  void ScheduleCompute(int32_t s);
+  int64_t SmsOf(const RankState& r, int32_t task) const;
   struct Binding {
     int32_t task = -1;
     bool remote = false;
@@ -204,6 +219,7 @@ class Runner {
   size_t total_tasks_ = 0;  // of the simulated ranks: what executed_ reaches
   // Full mode's TP peers in lockstep (TpPeersInLockstep): only TP index 0 is run.
   const bool lockstep_ = TpPeersInLockstep(cluster_.hardware(), l_, options_);
+  const bool sm_contention_ = PricesSmContention(cluster_.hardware());
 };
 
 void Runner::ClassifyStages() {
@@ -501,6 +517,15 @@ void Runner::Start(int32_t s, int32_t task) {
   }
   switch (t.kind) {
     case TaskKind::kCompute:
+      if (sm_contention_) {
+        r.At(task).set_started(engine_.now());
+        r.compute_task = task;
+        r.compute_left_s = t.duration_s;
+        r.compute_since = engine_.now();
+        ScheduleCompute(s);
+        break;
+      }
+      [[fallthrough]];
     case TaskKind::kHostCompute:
       r.At(task).set_started(engine_.now());
       engine_.Schedule(engine_.now() + ToSimTime(t.duration_s), kTaskDone, static_cast<uint32_t>(s),
@@ -516,6 +541,7 @@ void Runner::Start(int32_t s, int32_t task) {
     }
     case TaskKind::kSend: {
       r.At(task).set_started(engine_.now());
+      if (sm_contention_ && t.stream != Stream::kCompute) HoldSms(s, SmsOf(r, task));
       const int32_t id = NewTransfer();
       Transfer& x = transfers_[id];
       x.parts = {{s, task}};
@@ -524,8 +550,40 @@ void Runner::Start(int32_t s, int32_t task) {
       break;
     }
     case TaskKind::kCollective:
+      if (sm_contention_ && t.stream != Stream::kCompute) HoldSms(s, SmsOf(r, task));
       Arrive(s, task);
       break;
+  }
+}
+
+int64_t Runner::SmsOf(const RankState& r, int32_t task) const {
+  const TaskSpec& t = prog_.stages[r.stage].tasks[task];
+  const bool crosses = t.kind == TaskKind::kSend && t.peer_stage >= 0 &&
+                       cluster_.NodeOf(RankAtStage(r, t.peer_stage)) != cluster_.NodeOf(r.rank);
+  return NcclKernelSms(cluster_.hardware(), l_, t, crosses);
+}
+
+void Runner::ScheduleCompute(int32_t s) {
+  RankState& r = states_[s];
+  const double rate = ComputeRateBesideNccl(cluster_.hardware().gpu, r.comm_sms);
+  engine_.Schedule(engine_.now() + ToSimTime(r.compute_left_s / rate), kTaskDone, static_cast<uint32_t>(s),
+                   static_cast<uint64_t>(r.compute_version) << 32 | static_cast<uint32_t>(r.compute_task));
+}
+
+void Runner::HoldSms(int32_t s, int64_t delta) {
+  if (delta == 0) return;
+  RankState& r = states_[s];
+  const SimTime now = engine_.now();
+  if (r.compute_task >= 0) {
+    const double rate = ComputeRateBesideNccl(cluster_.hardware().gpu, r.comm_sms);
+    r.compute_left_s = std::max(0.0, r.compute_left_s - ToSeconds(now - r.compute_since) * rate);
+    r.compute_since = now;
+  }
+  r.comm_sms += delta;
+  CHECK(r.comm_sms >= 0) << "rank " << r.rank << " released SMs it did not hold";
+  if (r.compute_task >= 0) {
+    ++r.compute_version;
+    ScheduleCompute(s);
   }
 }
 
@@ -580,6 +638,14 @@ void Runner::Complete(int32_t s, int32_t task) {
   if (t.stream == Stream::kCompute) {
     r.breakdown[static_cast<int>(t.category)] += ToSeconds(now - r.compute_issued);
     r.compute_free = now;
+  }
+  if (sm_contention_) {
+    if (task == r.compute_task) {
+      r.contention_s += std::max(0.0, ToSeconds(now - r.At(task).started()) - t.duration_s);
+      r.compute_task = -1;
+    } else if ((t.kind == TaskKind::kSend || t.kind == TaskKind::kCollective) && t.stream != Stream::kCompute) {
+      HoldSms(s, -SmsOf(r, task));
+    }
   }
   if (now >= r.last_end) {
     r.last_end = now;
@@ -656,9 +722,18 @@ StatusOr<SimResult> Runner::Run() {
       options_.progress(static_cast<double>(executed_) / static_cast<double>(std::max<size_t>(total_tasks_, 1)));
     }
     switch (ev.kind) {
-      case kTaskDone:
-        Complete(static_cast<int32_t>(ev.target), static_cast<int32_t>(ev.tag));
+      case kTaskDone: {
+        // A compute task's event carries its version above the task index: one its rate
+        // change superseded is stale.
+        const int32_t s = static_cast<int32_t>(ev.target);
+        const int32_t task = static_cast<int32_t>(ev.tag & 0xffffffffu);
+        if (sm_contention_ && prog_.stages[states_[s].stage].tasks[task].kind == TaskKind::kCompute &&
+            (task != states_[s].compute_task || static_cast<uint32_t>(ev.tag >> 32) != states_[s].compute_version)) {
+          break;
+        }
+        Complete(s, task);
         break;
+      }
       case kLatencyDone: {
         Transfer& x = transfers_[ev.target];
         const CachedPlan& plan = plans_[x.plan];
@@ -738,6 +813,7 @@ StatusOr<SimResult> Runner::Run() {
     for (int c = 0; c < kCategoryCount; ++c) rr.breakdown_s[c] = w.breakdown[c];
     rr.breakdown_s[static_cast<int>(Category::kBubble)] += ToSeconds(end - std::max(r.last_end, r.compute_free));
     rr.peak_activations = r.peak_activations;
+    rr.sm_contention_s = r.contention_s;
     rr.peak_memory = prog_.stages[r.stage].static_memory;
     rr.peak_memory.activations = r.peak_activations;
     const double busy = rr.breakdown_s[0] + rr.breakdown_s[1] + rr.breakdown_s[static_cast<int>(Category::kOptimizer)];

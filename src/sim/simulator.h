@@ -92,6 +92,9 @@ struct RankResult {
   double breakdown_s[kCategoryCount] = {};  // sums to the iteration time
   double peak_activations = 0;
   MemoryBreakdown peak_memory;  // static + activations at their peak
+  // Of the compute in breakdown_s, the time NCCL's kernels added by holding SMs beside it
+  // (src/cost/sm_contention.h).
+  double sm_contention_s = 0;
 };
 
 struct SimResult {
