@@ -103,7 +103,8 @@ struct GpuSpec {
   double reserved_memory_bytes = 0;
   // The channels an NCCL communicator opens on this GPU (gpu.nccl_channels; 0, absent: no NCCL,
   // and no NCCL buffers priced). Each channel holds a set of protocol buffers per peer it
-  // receives from (src/cost/memory.cc NcclBufferBytes).
+  // receives from (src/cost/memory.cc NcclBufferBytes), and while a call runs, one SM beside
+  // the compute (src/cost/sm_contention.h).
   int64_t nccl_channels = 0;
   // Fraction of the allocator's memory (capacity minus reserved) lost to fragmentation: what
   // a caching allocator holds but cannot hand out. Default kDefaultMemoryFragmentation.
