@@ -103,6 +103,7 @@ TEST(SmContentionSim, OverlappedAllReducesStretchTheCompute) {
   // The estimate prices the same stretch (pass_contention.h); its critical path leaves it out.
   const Estimate e = EstimateIteration(Model(), with, *l);
   EXPECT_NEAR(e.iteration_time_s, held->iteration_time_s, 1e-9);
+  EXPECT_NEAR(e.sm_contention_s, extra, 1e-9);
   EXPECT_NEAR(e.critical_path_s, base->iteration_time_s, 1e-9);
 }
 

@@ -140,6 +140,7 @@ Estimate EstimateIteration(const ModelSpec& m, const CollectiveModel& comm, cons
   est.ops = StageOps(m, hw.gpu, l, plan, reported);
   est.collectives = StageCollectives(comm, l, plan, reported);
   est.time = ToBreakdown(ev.stages[est.reported_stage].breakdown_s);
+  est.sm_contention_s = ev.stages[est.reported_stage].sm_contention_s;
   est.iteration_time_s = ev.iteration_time_s;
   const int64_t gpus = l.world();
   est.tokens_per_s = static_cast<double>(l.gbs * m.seq_len) / est.iteration_time_s;

@@ -56,6 +56,9 @@ struct Estimate {
   TimeBreakdown time;
   double iteration_time_s = 0;  // with each pass's transfers sharing links
   double critical_path_s = 0;   // without contention: a lower bound of the simulation
+  // Of the reported stage's compute and recompute, the time NCCL's kernels add by holding SMs
+  // beside it (src/cost/sm_contention.h).
+  double sm_contention_s = 0;
   double tokens_per_s = 0;
   double model_flops = 0, hardware_flops = 0;  // per iteration, all GPUs
   double model_tflops_per_gpu = 0, hardware_tflops_per_gpu = 0, mfu = 0;

@@ -212,6 +212,7 @@ struct Clock {
   std::array<Category, kStreamCount> last_category{};
   std::array<double, kStreamCount> last_start{};
   double breakdown[kCategoryCount] = {};
+  double sm_contention = 0;  // kBreakdown: the compute time NCCL's SMs added
 };
 
 // What a task waited for last (as the simulator's BindingOf: its dependencies in order, then
@@ -286,6 +287,7 @@ class Walker {
       if (breakdown_ && st == kCompute) {
         Waiting(c_.free[kCompute], ready, static_cast<int32_t>(i), 0);
         c_.breakdown[static_cast<int>(t.category)] += d;
+        if (t.kind == TaskKind::kCompute) c_.sm_contention += std::max(0.0, d - t.duration_s);
       }
       c_.free[st] = fin_[i];
       c_.last_category[st] = t.category;
@@ -603,6 +605,7 @@ class Evaluator {
         }
       }
       std::copy(std::begin(c.breakdown), std::end(c.breakdown), std::begin(e.breakdown_s));
+      e.sm_contention_s = c.sm_contention;
     }
     return e;
   }

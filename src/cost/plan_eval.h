@@ -28,6 +28,9 @@ struct StageEval {
   double end_s = 0;             // the stage's last task
   double peak_activations = 0;  // bytes, the running sum of the tasks' memory_delta
   double breakdown_s[kCategoryCount] = {};  // kBreakdown: sums to the iteration time
+  // kBreakdown: of its compute and recompute, the time NCCL's kernels added by holding SMs
+  // beside it (Contention::kWithinPass; src/cost/sm_contention.h).
+  double sm_contention_s = 0;
 };
 
 struct PlanEval {

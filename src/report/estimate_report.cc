@@ -100,6 +100,10 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
   row("optimizer       ", t.optimizer);
   row("offload         ", t.offload);
   out << "  total           " << Fmt("%10.4f s", total) << "\n";
+  if (e.sm_contention_s > 0) {
+    out << "  (of compute and recompute, " << Fmt("%.4f s", e.sm_contention_s)
+        << " is NCCL's kernels holding SMs beside it: docs/simulator.md, \"NCCL's SMs\")\n";
+  }
   out << "\nestimated iteration time: " << Fmt("%.3f s", total) << " (without contention, a lower bound: "
       << Fmt("%.3f s", e.critical_path_s) << ")\n"
       << "throughput: " << Fmt("%.0f tokens/s", e.tokens_per_s) << ", "
@@ -137,6 +141,7 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   w.Field("dp_comm", t.dp_comm).Field("bubble", t.bubble).Field("optimizer", t.optimizer);
   w.Field("offload", t.offload);
   w.EndObject();
+  w.Field("sm_contention_s", e.sm_contention_s);
   w.Field("tokens_per_s", e.tokens_per_s);
   w.Field("model_tflops_per_gpu", e.model_tflops_per_gpu);
   w.Field("hardware_tflops_per_gpu", e.hardware_tflops_per_gpu);
