@@ -15,10 +15,11 @@
 //   - the peak memory equals the simulator's;
 // and over the sample |simulation - estimate| / simulation has a median <= 2 % and a maximum
 // <= 8 % (issue 13). Measured on this sample (2026-12-07, with NCCL's kernels holding SMs
-// beside the compute in both, src/cost/sm_contention.h): median 0.006 %, p90 0.43 %, max
-// 7.30 % (the simulation above: test-moe on A100, tp=2, pp=2, cp=8, interleaved, ZeRO-2 with
-// overlap_dp, whose reduce-scatters back up on the DP stream for more passes than the
-// estimate's window holds), the estimate at most 3.92 % above the simulation (a sharing the
+// beside the compute in both, src/cost/sm_contention.h; fused attention's backward at 2.5 x
+// its forward): median 0.006 %, p90 0.42 %, max 7.34 % (the simulation above: test-moe on
+// A100, tp=2, pp=2, cp=8, interleaved, ZeRO-2 with overlap_dp, whose reduce-scatters back up
+// on the DP stream for more passes than the estimate's window holds), the estimate at most
+// 3.96 % above the simulation (a sharing the
 // simulation's offsets avoid). History of the maximum: 20.04 % when the estimate was the
 // critical path, 12.06 % with the pass before sharing links (median 0.008 %), 7.95 % with the
 // pass after too (a ZeRO-2 reduce-scatter the next pass's send slows, and the send of the pass

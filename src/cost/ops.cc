@@ -199,6 +199,14 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     // TransformerEngine issue #3312); FlashAttention-2 on GB200 the same order (+4.7 %, 0.695
     // to 0.728 ms, #3313). Priced as that much more executed work.
     if (m.dropout) attn.executed_flops *= 0.614 / 0.594;
+    // The backward recomputes QK^T and the probabilities: five matmuls against the forward's
+    // two, 2.5 x its FLOPs, the convention of the measured fwd+bwd rates the hardware
+    // descriptions hold (FlashAttention-2 paper, arXiv 2307.08691, Sec. 4.1: "we multiply the
+    // forward pass FLOPs by 2.5 (since there are 2 matmuls in the forward pass and 5 matmuls
+    // in the backward pass, due to recomputation)"; benchmarks/benchmark_flash_attention.py
+    // flops(): fwd_bwd = 3.5 x fwd). So a pass takes its FLOPs at the one fwd+bwd rate and
+    // the kernel's fwd+bwd time is the measured one; priced 1 + 2 it was 3/3.5 of it.
+    attn.backward_factor = 2.5;
     attn.head_dim = m.head_dim;
     attn.v_head_dim = m.v_head_dim();
     attn.attention_seq = std::max<int64_t>(1, m.seq_len / l.cp);
