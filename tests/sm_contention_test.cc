@@ -29,12 +29,6 @@ TaskSpec Transfer(TaskKind kind, GroupKind group, double bytes) {
   return t;
 }
 
-Layout Spec(const std::string& spec) {
-  StatusOr<Layout> l = ParseLayout(spec);
-  CHECK(l.ok()) << l.status().message();
-  return *l;
-}
-
 // dgx-h100: 32 NCCL channels, 400 Gb/s (50 GB/s) NICs. A ring call keeps one channel per
 // 512 threads x 64 bytes = 32 KiB of message, at least one, at most the 32 channels; a send
 // to another node max(1 NIC, ceil(50 / 14 GB/s)) = 4 channels (a power of two already); to a
@@ -42,7 +36,7 @@ Layout Spec(const std::string& spec) {
 TEST(NcclKernelSms, ChannelsPerCall) {
   const HardwareSpec hw = H100();
   ASSERT_EQ(hw.gpu.nccl_channels, 32);
-  const Layout l = Spec("tp=8,sp=on,overlap_tp=backward");
+  const Layout l = testing::ResolvedOnH100("tp=8,sp=on,overlap_tp=backward", 8);
   EXPECT_EQ(NcclKernelSms(hw, l, Transfer(TaskKind::kCollective, GroupKind::kDp, 64.0 * 1024 * 1024), false), 32);
   // 100 KiB: floor(102400 / 32768) = 3 channels.
   EXPECT_EQ(NcclKernelSms(hw, l, Transfer(TaskKind::kCollective, GroupKind::kDp, 100.0 * 1024), false), 3);
@@ -52,7 +46,7 @@ TEST(NcclKernelSms, ChannelsPerCall) {
   EXPECT_EQ(NcclKernelSms(hw, l, Transfer(TaskKind::kCompute, GroupKind::kTp, 0), false), 0);
   // overlap_tp=on: Transformer Engine's userbuffers, on the SMs the GEMMs leave them; DP's
   // collectives still go through NCCL.
-  const Layout ub = Spec("tp=8,sp=on,overlap_tp=on");
+  const Layout ub = testing::ResolvedOnH100("tp=8,sp=on,overlap_tp=on", 8);
   EXPECT_EQ(NcclKernelSms(hw, ub, Transfer(TaskKind::kCollective, GroupKind::kTp, 64.0 * 1024 * 1024), false), 0);
   EXPECT_EQ(NcclKernelSms(hw, ub, Transfer(TaskKind::kCollective, GroupKind::kDp, 64.0 * 1024 * 1024), false), 32);
 }

@@ -117,6 +117,7 @@ struct CachedPlan {
   double latency_s = 0;
   double volume = 0;
   std::vector<FlowNetwork::Usage> usage;
+  int64_t sms = 0;  // the SMs its NCCL kernel holds while it runs (sm_contention.h)
 };
 
 // A link no other plan loads binds only this plan's transfers, and all of them alike (each
@@ -164,7 +165,10 @@ class Runner {
   // compute task's rate changes and its completion moves.
   void HoldSms(int32_t s, int64_t delta);
   void ScheduleCompute(int32_t s);
-  int64_t SmsOf(const RankState& r, int32_t task) const;
+  // The SMs task `task` of rank r holds while it runs: its plan's (PlanAll).
+  int64_t SmsOf(const RankState& r, int32_t task) const {
+    return plans_[r.plan_of_class[stage_classes_[r.stage].of_task[task]]].sms;
+  }
   struct Binding {
     int32_t task = -1;
     bool remote = false;
@@ -328,14 +332,21 @@ void Runner::PlanAll() {
     r.plan_of_class.resize(classes.size());
     for (size_t i = 0; i < classes.size(); ++i) {
       const TransferClass& c = classes[i];
+      TaskSpec t;  // what NcclKernelSms reads of the class's tasks
+      t.kind = c.kind;
+      t.group = c.group;
+      t.bytes = c.bytes;
+      bool crosses = false;
       if (c.kind == TaskKind::kSend) {
         const int64_t dst = RankAtStage(r, c.peer_stage);
         r.plan_of_class[i] = PlanFor(Collective::kSendRecv, {r.rank, dst}, c.bytes, PlanKey{0, 0, 0, r.rank, dst, c.bytes});
+        crosses = cluster_.NodeOf(dst) != cluster_.NodeOf(r.rank);
       } else {
         const int g = static_cast<int>(c.group);
         r.plan_of_class[i] = PlanFor(c.collective, r.group_members[g], c.bytes,
                                      PlanKey{1, g, static_cast<int>(c.collective), r.group_leader[g], 0, c.bytes});
       }
+      if (sm_contention_) plans_[r.plan_of_class[i]].sms = NcclKernelSms(cluster_.hardware(), l_, t, crosses);
     }
   }
   if (!options_.full) AddLockstepCopies();
@@ -554,13 +565,6 @@ void Runner::Start(int32_t s, int32_t task) {
       Arrive(s, task);
       break;
   }
-}
-
-int64_t Runner::SmsOf(const RankState& r, int32_t task) const {
-  const TaskSpec& t = prog_.stages[r.stage].tasks[task];
-  const bool crosses = t.kind == TaskKind::kSend && t.peer_stage >= 0 &&
-                       cluster_.NodeOf(RankAtStage(r, t.peer_stage)) != cluster_.NodeOf(r.rank);
-  return NcclKernelSms(cluster_.hardware(), l_, t, crosses);
 }
 
 void Runner::ScheduleCompute(int32_t s) {
