@@ -16,6 +16,7 @@
 #include <regex>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/model/model_spec.h"
@@ -168,6 +169,52 @@ TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
   EXPECT_NEAR(back->bands[0].p90, 1.44, 1e-12);
   EXPECT_NEAR(back->ranking_tolerance, 0.1224, 1e-12);  // written with 4 decimals
   EXPECT_EQ(back->ranking_pairs, 2);
+}
+
+// Bands with a fit, nested. Three sources a, b, c with one run each on one fitted
+// architecture, each simulated at 1 s structurally and 1 s more per unit of compute-time
+// multiplier t (structural_s 1, compute_slope_s 1: simulated(t) = t), measured 1.1, 1.2 and
+// 1.6 s, so the multipliers that make them exact are 1.1, 1.2, 1.6. Fits without a source
+// (the median of the rest): -a 1.4, -b 1.35, -c 1.15; so the left-out ratios are 1.1 / 1.4 =
+// 0.785714, 1.2 / 1.35 = 0.888889, 1.6 / 1.15 = 1.391304, and the band is of those: p10 at
+// h = 0.2 -> 0.785714 + 0.2 x 0.103175 = 0.806349, p50 0.888889, p90 at h = 1.8 -> 0.888889
+// + 0.8 x 0.502415 = 1.290821. Nested coverage, fits without two sources = the third's 1.x:
+// held a: b at 1.6 -> 0.75, c at 1.2 -> 1.333333, band [0.808333, 1.275]: 0.785714 outside.
+// held b: a at 1.6 -> 0.6875, c at 1.1 -> 1.454545, band [0.764205, 1.377841]: inside.
+// held c: a at 1.2 -> 0.916667, b at 1.1 -> 1.090909, band [0.934091, 1.073485]: outside.
+// Coverage 1 of 3.
+TEST(PublishedSuite, ErrorBandsAreOfLeftOutPredictionsWithNestedCoverage) {
+  PublishedRun ra, rb, rc;
+  ra.source = "a";
+  rb.source = "b";
+  rc.source = "c";
+  PublishedReport report;
+  ComputeFitEstimate fit;
+  fit.architecture = "sm90";
+  report.fits.push_back(fit);
+  const std::vector<std::tuple<const PublishedRun*, double, double>> runs = {
+      {&ra, 1.1, 1.4}, {&rb, 1.2, 1.35}, {&rc, 1.6, 1.15}};
+  for (const auto& [run, measured, loso_t] : runs) {
+    PublishedResult r;
+    r.run = run;
+    r.gpu = "G";
+    r.dtype = "fp8";
+    r.architecture = "sm90";
+    r.measured_step_s = measured;
+    r.structural_s = 1;
+    r.compute_slope_s = 1;
+    r.loso_s = loso_t;
+    r.loso_error = measured / loso_t - 1;
+    r.sustained = 1 / 1.2;
+    report.results.push_back(r);
+  }
+  const std::vector<ErrorBandEstimate> bands = ErrorBandsOf(report);
+  ASSERT_EQ(bands.size(), 1u);
+  EXPECT_NEAR(bands[0].p10, 0.806349, 1e-6);
+  EXPECT_NEAR(bands[0].p50, 0.888889, 1e-6);
+  EXPECT_NEAR(bands[0].p90, 1.290821, 1e-6);
+  EXPECT_EQ(bands[0].loso_runs, 3u);
+  EXPECT_NEAR(bands[0].loso_coverage, 1.0 / 3, 1e-12);
 }
 
 TEST(PublishedSuite, ErrorBandFileRejectsUnorderedPercentiles) {

@@ -130,12 +130,15 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
 std::vector<ComputeFit> ComputeFitsOf(const PublishedReport& report);
 ErrorStats StatsOf(const std::vector<double>& errors);
 
-// The spread of measured / simulated step time (with the fit) over the replayed runs of one
-// GPU and precision (issue 14, item 6): its 10th, 50th and 90th percentiles (linear
-// interpolation between order statistics), and how often a run falls inside the p10-p90 band
-// computed without its own source (leave-one-source-out coverage; 0.8 is what a calibrated
-// band gives): the held-out run predicted with the fit made without its source, the band
-// from the other sources' runs at that same fit (linearised with compute_slope_s).
+// The spread of measured / simulated step time over the replayed runs of one GPU and precision
+// (issue 14, item 6), each run predicted with the fit made without its source (a jackknife+
+// interval over sources: the band is of errors on a stack the fit has not seen, as a user's
+// run is, and the in-sample residuals understate those): its 10th, 50th and 90th percentiles
+// (linear interpolation between order statistics). And how often a run falls inside the
+// p10-p90 band computed without its own source (leave-one-source-out coverage, nested; 0.8 is
+// what a calibrated band gives): the held-out run predicted with the fit made without its
+// source, against the band of the other sources' runs, each source's at the fit made without
+// it and the held-out one (linearised with compute_slope_s; structural where none is left).
 struct ErrorBandEstimate {
   std::string gpu, dtype;
   size_t runs = 0, sources = 0;
