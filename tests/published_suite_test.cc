@@ -97,8 +97,9 @@ TEST(PublishedSuite, HoldsItsRecordedError) {
   const std::vector<ErrorBandEstimate> now = ErrorBandsOf(report);
   ASSERT_EQ(bundled.size(), now.size());
   for (size_t i = 0; i < now.size(); ++i) {
-    SCOPED_TRACE(now[i].gpu + " " + now[i].dtype);
-    EXPECT_EQ(bundled[i].gpu, now[i].gpu);
+    SCOPED_TRACE(now[i].architecture + " " + now[i].dtype);
+    EXPECT_EQ(bundled[i].architecture, now[i].architecture);
+    EXPECT_EQ(bundled[i].gpus, now[i].gpus);
     EXPECT_EQ(bundled[i].dtype, now[i].dtype);
     EXPECT_EQ(bundled[i].runs, static_cast<int64_t>(now[i].runs));
     EXPECT_NEAR(bundled[i].p10, now[i].p10, 5.1e-5);
@@ -135,6 +136,7 @@ TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
     PublishedResult r;
     r.run = run;
     r.gpu = "G";
+    r.architecture = "smX";
     r.dtype = "bf16";
     // No fit (sustained 1): measured 1 + err over a structural 1 s; the left-out prediction
     // is the structural one.
@@ -165,14 +167,15 @@ TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
   StatusOr<ErrorBands> back = LoadErrorBands(file);
   ASSERT_TRUE(back.ok()) << back.status().message();
   ASSERT_EQ(back->bands.size(), 1u);
-  EXPECT_EQ(back->bands[0].gpu, "G");
+  EXPECT_EQ(back->bands[0].architecture, "smX");
+  EXPECT_EQ(back->bands[0].gpus, "G");
   EXPECT_NEAR(back->bands[0].p90, 1.44, 1e-12);
   EXPECT_NEAR(back->ranking_tolerance, 0.1224, 1e-12);  // written with 4 decimals
   EXPECT_EQ(back->ranking_pairs, 2);
 }
 
 // Bands with a fit, nested. Three sources a, b, c with one run each on one fitted
-// architecture, each simulated at 1 s structurally and 1 s more per unit of compute-time
+// architecture (c's on another GPU of it: one band per architecture), each simulated at 1 s structurally and 1 s more per unit of compute-time
 // multiplier t (structural_s 1, compute_slope_s 1: simulated(t) = t), measured 1.1, 1.2 and
 // 1.6 s, so the multipliers that make them exact are 1.1, 1.2, 1.6. Fits without a source
 // (the median of the rest): -a 1.4, -b 1.35, -c 1.15; so the left-out ratios are 1.1 / 1.4 =
@@ -197,7 +200,7 @@ TEST(PublishedSuite, ErrorBandsAreOfLeftOutPredictionsWithNestedCoverage) {
   for (const auto& [run, measured, loso_t] : runs) {
     PublishedResult r;
     r.run = run;
-    r.gpu = "G";
+    r.gpu = run == &rc ? "G2" : "G";  // another GPU of the architecture: the same band
     r.dtype = "fp8";
     r.architecture = "sm90";
     r.measured_step_s = measured;
@@ -210,6 +213,8 @@ TEST(PublishedSuite, ErrorBandsAreOfLeftOutPredictionsWithNestedCoverage) {
   }
   const std::vector<ErrorBandEstimate> bands = ErrorBandsOf(report);
   ASSERT_EQ(bands.size(), 1u);
+  EXPECT_EQ(bands[0].architecture, "sm90");
+  EXPECT_EQ(bands[0].gpus, "G, G2");
   EXPECT_NEAR(bands[0].p10, 0.806349, 1e-6);
   EXPECT_NEAR(bands[0].p50, 0.888889, 1e-6);
   EXPECT_NEAR(bands[0].p90, 1.290821, 1e-6);
@@ -220,7 +225,7 @@ TEST(PublishedSuite, ErrorBandsAreOfLeftOutPredictionsWithNestedCoverage) {
 TEST(PublishedSuite, ErrorBandFileRejectsUnorderedPercentiles) {
   const std::string file = (testing::FreshTempDir("bands") / "bad.yaml").string();
   std::ofstream(file) << "ranking_tolerance: 0.02\nranking_pairs: 3\n"
-                         "bands:\n  - {gpu: G, dtype: bf16, runs: 2, sources: 1, p10: 1.3, p50: 1.2, p90: 1.4, "
+                         "bands:\n  - {architecture: smX, gpus: G, dtype: bf16, runs: 2, sources: 1, p10: 1.3, p50: 1.2, p90: 1.4, "
                          "sustained_compute: 1, loso_coverage: 0}\n";
   StatusOr<ErrorBands> back = LoadErrorBands(file);
   ASSERT_FALSE(back.ok());

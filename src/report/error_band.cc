@@ -19,7 +19,8 @@ StatusOr<ErrorBands> LoadErrorBands(const std::string& file) {
   std::vector<ErrorBand>& out = all.bands;
   for (YamlMap& b : root.MapList("bands")) {
     ErrorBand band;
-    band.gpu = b.String("gpu");
+    band.architecture = b.String("architecture");
+    band.gpus = b.String("gpus");
     band.dtype = b.Choice("dtype", {"fp32", "tf32", "fp16", "bf16", "fp8"});
     band.runs = b.Int("runs", 1);
     band.sources = b.Int("sources", 1);
@@ -47,14 +48,14 @@ const BundledData<ErrorBands>& BundledBands() {
 
 }  // namespace
 
-std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, double sustained, std::string* why) {
+std::optional<ErrorBand> FindErrorBand(const std::string& architecture, DType dtype, double sustained, std::string* why) {
   const BundledData<ErrorBands>& b = BundledBands();
   if (!b.error.empty()) {
     *why = b.error;
     return std::nullopt;
   }
   for (const ErrorBand& band : b.value.bands) {
-    if (band.gpu != gpu || band.dtype != DTypeName(dtype)) continue;
+    if (band.architecture != architecture || band.dtype != DTypeName(dtype)) continue;
     // The file keeps 4 decimals.
     if (std::fabs(band.sustained_compute - sustained) > 5.1e-5) {
       *why = "the published runs' band is of predictions with sustained_compute " + Fmt("%.4f", band.sustained_compute) +
@@ -63,7 +64,7 @@ std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, doub
     }
     return band;
   }
-  *why = "no published run on " + gpu + " at " + DTypeName(dtype) + " is in the validation suite";
+  *why = "no published run on " + architecture + " (the GPU architecture, or the device where none is named) at " + DTypeName(dtype) + " is in the validation suite";
   return std::nullopt;
 }
 
@@ -78,23 +79,24 @@ std::optional<double> BundledRankingTolerance(std::string* why) {
 
 std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_time_s) {
   std::string why;
-  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.name, dtype, hw.gpu.efficiency.sustained(), &why);
+  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.FitKey(), dtype, hw.gpu.efficiency.sustained(), &why);
   if (!band) return "error band: none (" + why + ")";
   return "error band: measured step time " + Fmt("%.2f", band->p10) + "-" + Fmt("%.2f", band->p90) +
          "x this prediction (" + Fmt("%.4g", band->p10 * iteration_time_s) + "-" + Fmt("%.4g", band->p90 * iteration_time_s) +
-         " s), p10-p90 of " + std::to_string(band->runs) + " published runs on this GPU at " + band->dtype + " from " +
+         " s), p10-p90 of " + std::to_string(band->runs) + " published runs on " + band->architecture + " GPUs (" + band->gpus + ") at " + band->dtype + " from " +
          std::to_string(band->sources) + " sources, each predicted without its source's fit (docs/validation/published-runs.md)";
 }
 
 void ErrorBandJson(JsonWriter& j, const HardwareSpec& hw, DType dtype, double iteration_time_s) {
   std::string why;
-  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.name, dtype, hw.gpu.efficiency.sustained(), &why);
+  const std::optional<ErrorBand> band = FindErrorBand(hw.gpu.FitKey(), dtype, hw.gpu.efficiency.sustained(), &why);
   j.Key("error_band");
   if (!band) {
     j.BeginObject().Field("note", why).EndObject();
     return;
   }
   j.BeginObject();
+  j.Field("architecture", band->architecture).Field("gpus", band->gpus);
   j.Field("runs", band->runs).Field("sources", band->sources);
   j.Field("measured_over_predicted_p10", band->p10).Field("measured_over_predicted_p50", band->p50);
   j.Field("measured_over_predicted_p90", band->p90);

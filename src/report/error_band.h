@@ -16,7 +16,9 @@
 namespace shardsim {
 
 struct ErrorBand {
-  std::string gpu, dtype;
+  std::string architecture;  // GpuSpec::FitKey(): the band is of every GPU of it
+  std::string gpus;          // the GPUs its runs ran on, for the reader
+  std::string dtype;
   int64_t runs = 0, sources = 0;
   double p10 = 0, p50 = 0, p90 = 0;  // measured / simulated step time
   double sustained_compute = 1;      // of the predictions it was measured on (compute_fit.h)
@@ -36,15 +38,15 @@ StatusOr<ErrorBands> LoadErrorBands(const std::string& file);
 std::optional<double> BundledRankingTolerance(std::string* why);
 
 // The bundled bands (docs/validation/error-bands.yaml under the data root, bundled.h), read once.
-// The band of `gpu` (its name, as the hardware file gives it) at `dtype` for predictions made
+// The band of `architecture` (GpuSpec::FitKey()) at `dtype` for predictions made
 // with `sustained` as efficiency.sustained_compute, or nullopt when no published run is on
 // record for them or the band is of another factor (the fit, when this prediction is
 // --unfitted); *why is then set to the reason.
-std::optional<ErrorBand> FindErrorBand(const std::string& gpu, DType dtype, double sustained, std::string* why);
+std::optional<ErrorBand> FindErrorBand(const std::string& architecture, DType dtype, double sustained, std::string* why);
 
 // "measured step time 1.09-1.52x this prediction (7.2-10.1 s), p10-p90 of 22 published runs
-// on <gpu> <dtype> from 4 sources (docs/validation/published-runs.md)", or the reason there is
-// no band.
+// on <architecture> GPUs (<names>) at <dtype> from 4 sources, each predicted without its
+// source's fit (docs/validation/published-runs.md)", or the reason there is no band.
 std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_time_s);
 // The JSON field "error_band": its figures, or only a "note" saying why there is none.
 void ErrorBandJson(JsonWriter& j, const HardwareSpec& hw, DType dtype, double iteration_time_s);

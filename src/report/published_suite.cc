@@ -247,33 +247,38 @@ double Percentile(std::vector<double> values, double p) {
 }
 
 std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
-  // Classes in the order their first run appears.
+  // Classes (architecture, precision) in the order their first run appears: the fit's class,
+  // so a GPU with one source (H200) shares its architecture's spread over sources.
   std::vector<std::pair<std::string, std::string>> classes;
   for (const PublishedResult& r : report.results) {
     if (!r.failure.empty()) continue;
-    const std::pair<std::string, std::string> k{r.gpu, r.dtype};
+    const std::pair<std::string, std::string> k{r.architecture, r.dtype};
     if (std::find(classes.begin(), classes.end(), k) == classes.end()) classes.push_back(k);
   }
   std::set<std::string> fitted;  // architectures with a fit; the others are replayed structural
   for (const ComputeFitEstimate& f : report.fits) fitted.insert(f.architecture);
   std::vector<ErrorBandEstimate> out;
-  for (const auto& [gpu, dtype] : classes) {
+  for (const auto& [arch, dtype] : classes) {
     ErrorBandEstimate b;
-    b.gpu = gpu;
+    b.architecture = arch;
     b.dtype = dtype;
     // The band is of errors on sources the fit has not seen, as a user's run is: each run's
     // measured / simulated with the fit made without its source (1 + loso_error), not the
     // in-sample residuals, which a fit on the run's own source narrows.
+    auto in_class = [&, &arch = arch, &dtype = dtype](const PublishedResult& r) {
+      return r.failure.empty() && r.architecture == arch && r.dtype == dtype;
+    };
     std::vector<double> ratios;
     std::set<std::string> sources;
-    std::string arch;
+    std::vector<std::string> names;
     for (const PublishedResult& r : report.results) {
-      if (!r.failure.empty() || r.gpu != gpu || r.dtype != dtype) continue;
+      if (!in_class(r)) continue;
       ratios.push_back(1 + r.loso_error);
       sources.insert(r.run->source);
+      if (std::find(names.begin(), names.end(), r.gpu) == names.end()) names.push_back(r.gpu);
       b.sustained = r.sustained;
-      arch = r.architecture;
     }
+    for (const std::string& n : names) b.gpus += (b.gpus.empty() ? "" : ", ") + n;
     b.runs = ratios.size();
     b.sources = sources.size();
     b.p10 = Percentile(ratios, 0.1);
@@ -289,15 +294,13 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
         if (other == held_out) continue;
         const double t = fitted.count(arch) ? FitTimeWithout(report.results, arch, {held_out, other}) : 1.0;
         for (const PublishedResult& r : report.results) {
-          if (r.failure.empty() && r.gpu == gpu && r.dtype == dtype && r.run->source == other) {
-            others.push_back(LinearRatio(r, t));
-          }
+          if (in_class(r) && r.run->source == other) others.push_back(LinearRatio(r, t));
         }
       }
       if (others.empty()) continue;
       const double lo = Percentile(others, 0.1), hi = Percentile(others, 0.9);
       for (const PublishedResult& r : report.results) {
-        if (!r.failure.empty() || r.gpu != gpu || r.dtype != dtype || r.run->source != held_out) continue;
+        if (!in_class(r) || r.run->source != held_out) continue;
         ++b.loso_runs;
         const double x = 1 + r.loso_error;
         if (x >= lo && x <= hi) ++inside;
@@ -329,7 +332,8 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const Ra
                            const std::string& command) {
   std::ostringstream out;
   out << "# Error bands (issue 14, item 6): measured / simulated step time over the published runs of\n"
-      << "# docs/validation/published-runs.yaml, per GPU and precision, each run predicted with the fit\n"
+      << "# docs/validation/published-runs.yaml, per GPU architecture (the fit's class) and precision,\n"
+      << "# each run predicted with the fit\n"
       << "# made without its source: p10, p50, p90 (linear interpolation), and the nested\n"
       << "# leave-one-source-out coverage of the p10-p90 band; printed beside predictions made with\n"
       << "# sustained_compute (the fit of docs/validation/compute-fits.yaml; a prediction with another\n"
@@ -341,7 +345,8 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const Ra
       << "ranking_pairs: " << ranking.pairs << "\n"
       << "bands:\n";
   for (const ErrorBandEstimate& b : bands) {
-    out << "  - gpu: " << YamlQuoted(b.gpu) << "\n"
+    out << "  - architecture: " << YamlQuoted(b.architecture) << "\n"
+        << "    gpus: " << YamlQuoted(b.gpus) << "\n"
         << "    dtype: " << b.dtype << "\n"
         << "    runs: " << b.runs << "\n"
         << "    sources: " << b.sources << "\n"
@@ -606,17 +611,18 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       << Fmt("%.1f %%", 100 * report.memory.mape) << ", mean signed " << Fmt("%+.1f %%", 100 * report.memory.mean_signed)
       << ", largest " << Fmt("%.1f %%", 100 * report.memory.max_abs) << ".**";
   out << "\n\n## Error bands\n\n"
-      << "Measured / simulated step time per GPU and precision, each run predicted with the fit made "
+      << "Measured / simulated step time per GPU architecture (the fit's class: one band for H100 and H200) "
+      << "and precision, each run predicted with the fit made "
       << "without its source (the \"left out\" column: the error to expect on a stack or cluster the fit "
       << "has not seen, as a user's is); what `estimate`, `simulate` and `plan` print as the prediction's "
       << "band, from `docs/validation/error-bands.yaml`. A ratio above 1 means the run was slower than "
       << "predicted. Leave-one-source-out coverage, nested: the share of runs, each predicted without its "
       << "source, inside the p10-p90 band the other sources give when that source is left out of their fits "
       << "too (each other source's runs at the fit made without both; a calibrated band covers about 80 %).\n\n"
-      << "| GPU | precision | runs | sources | p10 | p50 | p90 | leave-one-source-out coverage |\n"
-      << "|---|---|---:|---:|---:|---:|---:|---:|\n";
+      << "| architecture | GPUs | precision | runs | sources | p10 | p50 | p90 | leave-one-source-out coverage |\n"
+      << "|---|---|---|---:|---:|---:|---:|---:|---:|\n";
   for (const ErrorBandEstimate& b : ErrorBandsOf(report)) {
-    out << "| " << b.gpu << " | " << b.dtype << " | " << b.runs << " | " << b.sources << " | " << Fmt("%.3f", b.p10)
+    out << "| " << b.architecture << " | " << b.gpus << " | " << b.dtype << " | " << b.runs << " | " << b.sources << " | " << Fmt("%.3f", b.p10)
         << " | " << Fmt("%.3f", b.p50) << " | " << Fmt("%.3f", b.p90) << " | "
         << (b.loso_runs ? Fmt("%.1f %%", 100 * (b.loso_coverage)) + " of " + std::to_string(b.loso_runs) : std::string("(one source)"))
         << " |\n";

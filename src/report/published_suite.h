@@ -130,8 +130,8 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
 std::vector<ComputeFit> ComputeFitsOf(const PublishedReport& report);
 ErrorStats StatsOf(const std::vector<double>& errors);
 
-// The spread of measured / simulated step time over the replayed runs of one GPU and precision
-// (issue 14, item 6), each run predicted with the fit made without its source (a jackknife+
+// The spread of measured / simulated step time over the replayed runs of one GPU architecture
+// (the fit's class, so H100 and H200 together) and precision (issue 14, item 6), each run predicted with the fit made without its source (a jackknife+
 // interval over sources: the band is of errors on a stack the fit has not seen, as a user's
 // run is, and the in-sample residuals understate those): its 10th, 50th and 90th percentiles
 // (linear interpolation between order statistics). And how often a run falls inside the
@@ -140,7 +140,9 @@ ErrorStats StatsOf(const std::vector<double>& errors);
 // source, against the band of the other sources' runs, each source's at the fit made without
 // it and the held-out one (linearised with compute_slope_s; structural where none is left).
 struct ErrorBandEstimate {
-  std::string gpu, dtype;
+  std::string architecture;  // GpuSpec::FitKey(), the fit's class: a band per (architecture, dtype)
+  std::string gpus;          // comma-separated names of the GPUs its runs ran on
+  std::string dtype;
   size_t runs = 0, sources = 0;
   double p10 = 0, p50 = 0, p90 = 0;
   double sustained = 1;      // the sustained_compute of the predictions the band is of
