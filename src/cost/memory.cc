@@ -54,6 +54,13 @@ double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage) 
   // With fp8_params the fp8 weights and their transpose (1 + 1 bytes) take the place of the
   // bf16 weights the model states count (2 bytes): nothing extra.
   if (l.dtype != DType::kFp8 || l.fp8_params) return 0;
+  // ZeRO-3 keeps no whole weight between uses: a unit is gathered for its forward and again for
+  // its backward and freed after each, and its fp8 cast lives as long as the gathered unit
+  // (torchao's float8 under FSDP2 casts each shard before the all-gather,
+  // torchao/float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather, or
+  // the gathered weight inside each linear; Composer calls Transformer Engine without
+  // is_first_microbatch): nothing cached across micro-batches.
+  if (l.zero >= 3) return 0;
   const auto [n, n_moe] = LayersOnStage(m, l, stage);
   double gemm_params = n * AttentionParamsOnRank(m, l) +
                        (n - n_moe) * MlpParamsOnRank(m, l, m.ffn_hidden);
