@@ -19,10 +19,12 @@
 #include <tuple>
 #include <vector>
 
+#include "src/hardware/hardware_spec.h"
 #include "src/model/model_spec.h"
 #include "src/report/compute_fit.h"
 #include "src/report/error_band.h"
 #include "src/report/published_suite.h"
+#include "src/util/units.h"
 #include "tests/run_shardsim.h"
 
 namespace shardsim {
@@ -358,6 +360,19 @@ TEST(PublishedSuite, FitsOneFactorPerGpuWithLeaveOneSourceOut) {
   EXPECT_NEAR((*back)[0].sustained_compute, fit.sustained, 5.1e-5);
 }
 
+// A source that reads torch.cuda's reserved peak (torchtitan) measures the caching allocator,
+// not the device: the peak less what is allocated outside the allocator (the description's
+// reserved context, NCCL's buffers), with the allocator's fragmentation share. 1 GiB reserved,
+// 10 % fragmentation, a peak of 11 GiB of which 1 GiB is NCCL's: (11 - 1 - 1) / 0.9 = 10 GiB; the
+// device shows 1 + (11 - 1) / 0.9 = 12.111 GiB.
+TEST(PublishedSuite, AllocatorReservedLeavesOutWhatTheAllocatorDoesNotHold) {
+  GpuSpec g;
+  g.reserved_memory_bytes = kGiB;
+  g.memory_fragmentation = 0.1;
+  EXPECT_NEAR(g.AllocatorReserved(11 * kGiB, kGiB), 10 * kGiB, 1);
+  EXPECT_NEAR(g.DeviceMemoryInUse(11 * kGiB), (1 + 10 / 0.9) * kGiB, 1);
+}
+
 TEST(PublishedSuite, RejectsMalformedSuites) {
   struct Case {
     const char* name;
@@ -377,6 +392,10 @@ TEST(PublishedSuite, RejectsMalformedSuites) {
       {"misspelled_key", run + "    measured_step: 1\n", "measured_step"},
       {"memory_without_unit", run + "    measured_step_s: 1\n    measured_memory: 71\n", "measured_memory"},
       {"memory_too_large", run + "    measured_step_s: 1\n    measured_memory: \"2 TiB\"\n", "at most 1 TiB"},
+      {"memory_kind_alone", run + "    measured_step_s: 1\n    measured_memory_kind: device\n",
+       "expected only beside 'measured_memory'"},
+      {"memory_kind_unknown", run + "    measured_step_s: 1\n    measured_memory: \"9 GiB\"\n    measured_memory_kind: smi\n",
+       "allocator_reserved"},
   };
   for (const Case& c : cases) {
     const std::string file = (testing::FreshTempDir("suite") / (std::string(c.name) + ".yaml")).string();

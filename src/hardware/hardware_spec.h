@@ -120,6 +120,13 @@ struct GpuSpec {
   double DeviceMemoryInUse(double peak_bytes) const {
     return reserved_memory_bytes + (peak_bytes - reserved_memory_bytes) / (1 - memory_fragmentation);
   }
+  // What the framework's caching allocator holds at that peak (PyTorch's
+  // torch.cuda.max_memory_reserved, what torchtitan logs as memory): the peak less what is
+  // allocated outside it (reserved_memory's context, NCCL's own buffers), with its
+  // fragmentation share.
+  double AllocatorReserved(double peak_bytes, double nccl_buffer_bytes) const {
+    return (peak_bytes - reserved_memory_bytes - nccl_buffer_bytes) / (1 - memory_fragmentation);
+  }
   GpuEfficiency efficiency;
   // Whether the device's collectives and pipeline sends run beside its compute (true: GPUs,
   // whose NCCL kernels and copy engines run next to compute kernels) or on the same engine,

@@ -52,6 +52,10 @@ PublishedRun ReadRun(YamlMap& r) {
       run.measured_memory_bytes = *m;
     }
   }
+  if (std::optional<std::string> k = r.OptionalChoice("measured_memory_kind", {"device", "allocator_reserved"})) {
+    if (!run.measured_memory_bytes) r.Error("measured_memory_kind", "expected only beside 'measured_memory'");
+    if (*k == "allocator_reserved") run.measured_memory_kind = PublishedRun::MemoryKind::kAllocatorReserved;
+  }
   run.notes = r.OptionalString("notes").value_or("");
   r.Finish();
   return run;
@@ -188,7 +192,11 @@ PublishedResult Replay(const PreparedRun& p, const PublishedResult& base, std::o
   res.mfu = sim->mfu;
   res.peak_memory_bytes = sim->peak_memory_bytes;
   res.device_memory_bytes = hw.gpu.DeviceMemoryInUse(sim->peak_memory_bytes);
-  if (res.run->measured_memory_bytes) res.memory_error = res.device_memory_bytes / *res.run->measured_memory_bytes - 1;
+  res.predicted_memory_bytes =
+      res.run->measured_memory_kind == PublishedRun::MemoryKind::kAllocatorReserved
+          ? hw.gpu.AllocatorReserved(sim->peak_memory_bytes, sim->ranks[sim->peak_rank].peak_memory.nccl_buffers)
+          : res.device_memory_bytes;
+  if (res.run->measured_memory_bytes) res.memory_error = res.predicted_memory_bytes / *res.run->measured_memory_bytes - 1;
   res.fits = sim->fits;
   res.sustained = hw.gpu.efficiency.sustained();
   return res;
@@ -591,20 +599,25 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
     for (const std::string& g : unfit) out << "\n" << g << ": not fitted (its runs come from one source).\n";
   }
   out << "\n\n## Peak memory\n\n"
-      << "Where a source publishes the memory a run used per GPU (FlagPerf: sampled from nvidia-smi, "
-      << "`base/vendors/nvidia/nvidia_monitor.py`, so the device's use, the caching allocator's "
-      << "holding included), the simulation's peak (the busiest rank's weights, gradients, optimizer "
-      << "states, activations and buffers, with the hardware description's reserved memory and NCCL's "
-      << "buffers for the layout's communicators) and that "
-      << "peak as the device shows it: reserved + (peak - reserved) / (1 - memory_fragmentation), "
-      << "the same allocator share the fit verdict takes off the capacity (docs/hardware.md). "
-      << "Error = predicted in use / measured - 1.\n\n"
-      << "| run | measured | predicted peak | predicted in use | error |\n|---|---:|---:|---:|---:|\n";
+      << "Where a source publishes the memory a run used per GPU, as it measured it: the **device**'s "
+      << "use (FlagPerf: sampled from nvidia-smi, `base/vendors/nvidia/nvidia_monitor.py`, the caching "
+      << "allocator's holding included) or the caching **allocator**'s reserved peak (torchtitan: "
+      << "torch.cuda's reserved_bytes.all.peak, `torchtitan/components/metrics.py`, without the CUDA "
+      << "context and NCCL's own buffers). Beside it the simulation's peak (the busiest rank's "
+      << "weights, gradients, optimizer states, activations and buffers, with the hardware "
+      << "description's reserved memory and NCCL's buffers for the layout's communicators) and that "
+      << "peak as the source measures it: on the device reserved + (peak - reserved) / (1 - "
+      << "memory_fragmentation), the same allocator share the fit verdict takes off the capacity "
+      << "(docs/hardware.md); in the allocator (peak - reserved - NCCL's buffers) / (1 - "
+      << "memory_fragmentation). Error = predicted / measured - 1.\n\n"
+      << "| run | measured | as | predicted peak | predicted as measured | error |\n"
+      << "|---|---:|---|---:|---:|---:|\n";
   for (const PublishedResult& r : report.results) {
     if (!r.failure.empty() || !r.run->measured_memory_bytes) continue;
+    const bool allocator = r.run->measured_memory_kind == PublishedRun::MemoryKind::kAllocatorReserved;
     out << "| " << r.run->id << " | " << Fmt("%.1f GiB", *r.run->measured_memory_bytes / kGiB) << " | "
-        << Fmt("%.1f GiB", r.peak_memory_bytes / kGiB) << " | " << Fmt("%.1f GiB", r.device_memory_bytes / kGiB) << " | "
-        << Fmt("%+.1f %%", 100 * r.memory_error) << " |\n";
+        << (allocator ? "allocator" : "device") << " | " << Fmt("%.1f GiB", r.peak_memory_bytes / kGiB) << " | "
+        << Fmt("%.1f GiB", r.predicted_memory_bytes / kGiB) << " | " << Fmt("%+.1f %%", 100 * r.memory_error) << " |\n";
   }
   out << "\n**Peak memory over " << report.memory.runs << " runs: MAPE "
       << Fmt("%.1f %%", 100 * report.memory.mape) << ", mean signed " << Fmt("%+.1f %%", 100 * report.memory.mean_signed)
@@ -655,7 +668,10 @@ std::string PublishedReportJson(const PublishedReport& report) {
       j.Field("peak_memory_bytes", r.peak_memory_bytes).Field("device_memory_bytes", r.device_memory_bytes);
       j.Field("fits", r.fits);
       if (r.run->measured_memory_bytes) {
-        j.Field("measured_memory_bytes", *r.run->measured_memory_bytes).Field("memory_error", r.memory_error);
+        j.Field("measured_memory_bytes", *r.run->measured_memory_bytes);
+        j.Field("measured_memory_kind", r.run->measured_memory_kind == PublishedRun::MemoryKind::kAllocatorReserved
+                                            ? "allocator_reserved" : "device");
+        j.Field("predicted_memory_bytes", r.predicted_memory_bytes).Field("memory_error", r.memory_error);
       }
     }
     j.EndObject();

@@ -40,9 +40,13 @@ struct PublishedRun {
   // One of the two, as published: step time, or tokens per second per GPU.
   std::optional<double> measured_step_s;
   std::optional<double> measured_tokens_per_s_per_gpu;
-  // Peak device memory per GPU as published, where the source gives one (FlagPerf's "mem",
-  // GiB in use on the device): what the predicted peak is checked against.
+  // Peak memory per GPU as published, where the source gives one: what the predicted peak is
+  // checked against, as the source measured it (measured_memory_kind): the device's use
+  // (FlagPerf's "mem", nvidia-smi) or the caching allocator's reserved peak (torchtitan's
+  // "Memory(GiB)", torch.cuda's reserved_bytes.all.peak).
   std::optional<double> measured_memory_bytes;
+  enum class MemoryKind { kDevice, kAllocatorReserved };
+  MemoryKind measured_memory_kind = MemoryKind::kDevice;
   std::string notes;
 };
 
@@ -71,7 +75,10 @@ struct PublishedResult {
   // That peak as the device shows it in use (GpuSpec::DeviceMemoryInUse: the allocator's
   // holding included), what sources that read nvidia-smi publish.
   double device_memory_bytes = 0;
-  double memory_error = 0;       // device_memory_bytes / measured - 1, when the run has a measured peak
+  // The predicted figure of the run's measured_memory_kind: device_memory_bytes, or the
+  // allocator's reserved peak (GpuSpec::AllocatorReserved).
+  double predicted_memory_bytes = 0;
+  double memory_error = 0;  // predicted_memory_bytes / measured - 1, when the run has a measured peak
   bool fits = false;
   // The structural model (sustained_compute 1), and the fit made without this run's source.
   double structural_s = 0, structural_error = 0;
