@@ -126,8 +126,8 @@ StatusOr<std::string> EmitTorchtitan(const ModelSpec& m, const Layout& l) {
     s += "# DDP reduces gradients in 100 MB buckets (apply_ddp); shardsim prices one bucket per block.\n";
   }
   // torch.compile: what fp8 and async TP need, and what fuses the eager element-wise chains
-  // (kernels=fused; kernels=eager is torchtitan without it).
-  const bool compile = l.dtype == DType::kFp8 || l.overlap_tp == TpOverlap::kOn || l.kernels == Kernels::kFused;
+  // (kernels=compiled; kernels=eager is torchtitan without it).
+  const bool compile = l.dtype == DType::kFp8 || l.overlap_tp == TpOverlap::kOn || l.kernels != Kernels::kEager;
 
   s += "\n[model]\nname = \"llama3\"\nflavor = " + TomlStr(flavor) + "\n";
   if (l.dtype == DType::kFp8) s += "converters = [\"quantize.linear.float8\"]\n";

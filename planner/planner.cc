@@ -126,7 +126,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   };
   const bool stack_attention = stack_refuses("attention"), stack_overlap_pp = stack_refuses("overlap_pp");
   // The kernels likewise where a rule tests them (torchtitan: eager, its default without
-  // torch.compile, cannot run float8 or async TP; compiled, the kernels fuse).
+  // torch.compile, cannot run float8 or async TP; compiled can; fused it never runs).
   const bool stack_kernels = o.stack && !o.fixed.count("kernels") &&
                              std::any_of(o.stack->rules.begin(), o.stack->rules.end(),
                                          [](const StackRule& r) { return StackRuleMentions(r, "kernels"); });
@@ -145,12 +145,14 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
       l = other;
       return true;
     };
+    // The kernels: the first other value the stack runs (torchtitan: eager, else compiled).
+    auto kernels_to = [&](Kernels k) {
+      return l.kernels != k && runs_flipped(stack_kernels, "kernels", [k](Layout& x) { x.kernels = k; });
+    };
     return runs_flipped(stack_attention, "attention", [](Layout& x) {
              x.attention = x.attention == AttentionImpl::kFlash ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
            }) ||
-           runs_flipped(stack_kernels, "kernels", [](Layout& x) {
-             x.kernels = x.kernels == Kernels::kFused ? Kernels::kEager : Kernels::kFused;
-           }) ||
+           kernels_to(Kernels::kEager) || kernels_to(Kernels::kCompiled) || kernels_to(Kernels::kFused) ||
            runs_flipped(stack_overlap_pp && l.pp > 1, "overlap_pp", [](Layout& x) { x.overlap_pp = !x.overlap_pp; });
   };
   // Precision: the --fix value; else bf16 (fp32 without a bf16 rate) and, on a GPU with an fp8

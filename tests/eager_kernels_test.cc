@@ -1,7 +1,8 @@
 // The kernels around the GEMMs (src/cost/ops.cc, Layout::kernels): the fused RoPE kernel every
 // RoPE model runs, and what PyTorch eager (kernels=eager, torchtitan without torch.compile)
 // runs instead: separate wq/wk/wv and w1/w3 GEMMs, RoPE as three kernels, SiLU and the
-// multiply apart, the logits cast to fp32 for the loss, and what that keeps in memory.
+// multiply apart, the logits cast to fp32 for the loss, and what that keeps in memory; and
+// torchtitan compiled (kernels=compiled): the separate GEMMs with the rest fused.
 // Every expected value is worked by hand from the shapes in the comments.
 #include <gtest/gtest.h>
 
@@ -93,6 +94,36 @@ TEST(EagerKernels, TheLossCastsTheLogitsToFp32) {
   EXPECT_DOUBLE_EQ(eager.backward_factor, 22.0 / 14.0);
 }
 
+// Compiled (torch.compile): the eager path's separate linears, the fused path's element-wise
+// kernels (RoPE 5,242,880 bytes, SwiGLU 17,301,504 at 2x backward), and the loss compiled on the
+// 16-bit logits: e x T x V = 2 x 8,388,608 = 16,777,216 bytes forward, 2x backward.
+TEST(EagerKernels, CompiledKeepsTheLinearsAndFusesTheRest) {
+  const ModelSpec m = testing::GqaTestModel();
+  const std::vector<Op> compiled = LayerOps(m, OneSequence("compiled"), false);
+  EXPECT_EQ(testing::FindOp(compiled, "wq").n, 1024);
+  EXPECT_EQ(testing::FindOp(compiled, "wk").n, 256);
+  EXPECT_EQ(testing::FindOp(compiled, "mlp_w3").n, 2816);
+  EXPECT_EQ(testing::FindOp(compiled, "rope").bytes, 5242880.0);
+  const Op swiglu = testing::FindOp(compiled, "mlp_swiglu");
+  EXPECT_EQ(swiglu.bytes, 17301504.0);
+  EXPECT_EQ(swiglu.backward_factor, 2.0);
+  const Op loss = testing::FindOp(HeadOps(m, OneSequence("compiled")), "cross_entropy");
+  EXPECT_EQ(loss.bytes, 16777216.0);
+  EXPECT_EQ(loss.backward_factor, 2.0);
+}
+
+// Memory at the head, compiled: the 16-bit logits kept (e = 2 bytes a logit, against the fused
+// path's 4-byte probabilities) with the 16-bit gradient beside them (2, the same as fused's
+// copy): 2 x 8,388,608 = 16,777,216 bytes less at the peak; a layer keeps what fused keeps.
+TEST(EagerKernels, CompiledLossKeepsSixteenBitLogits) {
+  const ModelSpec m = testing::GqaTestModel();
+  const HardwareSpec hw = *LoadHardware("dgx-h100");
+  EXPECT_EQ(LayerActivationBytes(m, OneSequence("compiled"), false), LayerActivationBytes(m, OneSequence("fused"), false));
+  const Layout fused = testing::ResolvedOnH100("tp=1,mbs=1,gbs=1,recompute=none,dtype=bf16", 1);
+  const Layout compiled = testing::ResolvedOnH100("tp=1,mbs=1,gbs=1,recompute=none,dtype=bf16,kernels=compiled", 1);
+  EXPECT_EQ(StageMemory(m, hw, fused, 0).total() - StageMemory(m, hw, compiled, 0).total(), 16777216.0);
+}
+
 // Memory, recompute none, one layer's activations: eager keeps SiLU's input beside the
 // multiply's two inputs, one more T x f tensor: e x T x f = 2 x 1024 x 2816 = 5,767,168 bytes.
 // At the head, 8 bytes a logit more than the fused path's 16-bit copy (2): 6 x 8,388,608 =
@@ -114,7 +145,10 @@ TEST(EagerKernels, KeyStackAndTorchtitanReader) {
   const std::string eager = FormatLayout(OneSequence("eager"));
   EXPECT_NE(eager.find(",kernels=eager"), std::string::npos) << eager;
   EXPECT_EQ(ParseLayout(eager)->kernels, Kernels::kEager);
-  EXPECT_FALSE(ParseLayout("kernels=compiled").ok());
+  const std::string compiled_spec = FormatLayout(OneSequence("compiled"));
+  EXPECT_NE(compiled_spec.find(",kernels=compiled"), std::string::npos) << compiled_spec;
+  EXPECT_EQ(ParseLayout(compiled_spec)->kernels, Kernels::kCompiled);
+  EXPECT_FALSE(ParseLayout("kernels=inductor").ok());
 
   StatusOr<StackSpec> titan = LoadStack("torchtitan-fsdp2");
   ASSERT_TRUE(titan.ok()) << titan.status().message();
@@ -122,6 +156,10 @@ TEST(EagerKernels, KeyStackAndTorchtitanReader) {
   Layout fp8_eager = OneSequence("eager");
   fp8_eager.dtype = DType::kFp8;
   EXPECT_TRUE(StackRefusal(*titan, fp8_eager).has_value());
+  Layout fp8_compiled = OneSequence("compiled");
+  fp8_compiled.dtype = DType::kFp8;
+  EXPECT_FALSE(StackRefusal(*titan, fp8_compiled).has_value());
+  EXPECT_TRUE(StackRefusal(*titan, OneSequence("fused")).has_value());  // no fused QKV or gate+up GEMM
 
   const std::string toml =
       "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nseq_len = 8192\nlocal_batch_size = 1\n"
@@ -131,7 +169,7 @@ TEST(EagerKernels, KeyStackAndTorchtitanReader) {
   EXPECT_EQ(plain->layout.kernels, Kernels::kEager);
   StatusOr<TorchtitanRead> compiled = ParseTorchtitanToml(toml + "[compile]\nenable = true\n", "job.toml");
   ASSERT_TRUE(compiled.ok()) << compiled.status().message();
-  EXPECT_EQ(compiled->layout.kernels, Kernels::kFused);
+  EXPECT_EQ(compiled->layout.kernels, Kernels::kCompiled);
 }
 
 // Dropout inside the fused attention kernel: its executed work grows by 0.614 / 0.594 (the

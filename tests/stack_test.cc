@@ -152,10 +152,10 @@ TEST(StackTest, EstimateTakesTheStackDefaultsTheSpecDoesNotSet) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, ",kernels=eager")) << r.out;
   EXPECT_TRUE(Contains(r.out, "--layout takes kernels=eager,live_params=1000000000000 from stack torchtitan-fsdp2")) << r.out;
-  const testing::CommandResult fused = testing::RunShardsim(base + ",kernels=fused");
-  ASSERT_EQ(fused.exit_code, 0) << fused.err;
-  EXPECT_FALSE(Contains(fused.out, "kernels=eager")) << fused.out;
-  EXPECT_TRUE(Contains(fused.out, "--layout takes live_params=1000000000000 from stack torchtitan-fsdp2")) << fused.out;
+  const testing::CommandResult compiled = testing::RunShardsim(base + ",kernels=compiled");
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+  EXPECT_FALSE(Contains(compiled.out, "kernels=eager")) << compiled.out;
+  EXPECT_TRUE(Contains(compiled.out, "--layout takes live_params=1000000000000 from stack torchtitan-fsdp2")) << compiled.out;
 }
 
 // Transformer Engine's attention backend follows the GPU: megatron-core-2024's default

@@ -251,7 +251,9 @@ TEST(TorchtitanConfig, ErrorsAreLocatedAndSayWhy) {
 // Every layout torchtitan runs comes back from its emitted config as planned (model included);
 // the other layouts are refused with the reason.
 TEST(TorchtitanEmit, EveryRunnableLayoutReadsBackAsPlanned) {
-  const char* kLive = ",live_params=1000000000000";
+  // torchtitan's defaults beside each spec: no live-parameter limit, and compiled (the emitter
+  // turns compile.enable on for any kernels but eager; kernels=fused it never runs).
+  const char* kLive = ",live_params=1000000000000,kernels=compiled";
   struct Case {
     std::string model, spec;
     int64_t gpus;

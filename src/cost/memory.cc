@@ -54,13 +54,12 @@ double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage) 
   // With fp8_params the fp8 weights and their transpose (1 + 1 bytes) take the place of the
   // bf16 weights the model states count (2 bytes): nothing extra.
   if (l.dtype != DType::kFp8 || l.fp8_params) return 0;
-  // ZeRO-3 keeps no whole weight between uses: a unit is gathered for its forward and again for
-  // its backward and freed after each, and its fp8 cast lives as long as the gathered unit
-  // (torchao's float8 under FSDP2 casts each shard before the all-gather,
-  // torchao/float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather, or
-  // the gathered weight inside each linear; Composer calls Transformer Engine without
-  // is_first_microbatch): nothing cached across micro-batches.
-  if (l.zero >= 3) return 0;
+  // The cache is Transformer Engine's (kernels=fused; shardsim's runtime keeps one too, ZeRO-3
+  // included). torchtitan's float8 is torchao's (kernels=eager or compiled), which casts in
+  // each linear call and, under FSDP2 with float8 all-gather, each shard before the all-gather
+  // (torchao/float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather): the
+  // cast lives as long as the gathered unit, nothing cached across micro-batches.
+  if (l.kernels != Kernels::kFused) return 0;
   const auto [n, n_moe] = LayersOnStage(m, l, stage);
   double gemm_params = n * AttentionParamsOnRank(m, l) +
                        (n - n_moe) * MlpParamsOnRank(m, l, m.ffn_hidden);
@@ -552,7 +551,10 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     // a logit soft-cap, its tanh's fp32 output kept too (ModelSpec::final_logit_softcap).
     const double shard_logits =
         tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp) * static_cast<double>(1 + m.mtp_layers);
-    const double logits = 4.0 * shard_logits * (m.final_logit_softcap > 0 ? 2.0 : 1.0);
+    // Compiled (kernels=compiled, torchtitan): the loss keeps the 16-bit logits themselves
+    // (the compiled graph's input) and recomputes the softmax in its backward.
+    const double kept = l.kernels == Kernels::kCompiled && l.dtype != DType::kFp32 ? 2.0 : 4.0;
+    const double logits = kept * shard_logits * (m.final_logit_softcap > 0 ? 2.0 : 1.0);
     const double k = l.schedule == Schedule::kGpipe ? static_cast<double>(l.microbatches()) : 1.0;
     const double e = l.dtype == DType::kFp32 ? 4 : 2;
     const double head = e * tokens * m.hidden * (1.0 + 1.0 / (l.sp ? l.tp : 1));
@@ -565,6 +567,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     // Eager (kernels=eager, torchtitan): log_softmax's fp32 output is what stays; beside it the
     // fp32 logits in the forward, and in the backward the NLL's dense fp32 gradient and
     // log_softmax's: 8 bytes a logit above the 4 counted.
+    // Compiled: in the backward, the 16-bit gradient beside the kept 16-bit logits.
     const double copy = l.kernels == Kernels::kEager ? 8.0 * shard_logits
                         : l.dtype == DType::kFp32   ? 0.0
                                                     : 2.0 * shard_logits;

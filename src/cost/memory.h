@@ -68,9 +68,10 @@ std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int
 // Megatron-Core's TE wrappers enable unless disable_parameter_transpose_cache:
 // megatron/core/extensions/transformer_engine.py, NVIDIA/Megatron-LM d98e8a64dd), 2 bytes per
 // parameter. 0 outside fp8, with fp8_params (the fp8 weights and their transpose replace
-// the bf16 weights), and under ZeRO-3, which holds no whole weight between uses: the fp8 cast
-// of a gathered unit lives and dies with it (torchao's float8 under FSDP2; llm-foundry's
-// Composer calls TE without is_first_microbatch and casts every micro-batch).
+// the bf16 weights), and for torchtitan's torchao float8 (kernels=eager or compiled), which
+// casts per call and caches nothing. Frameworks that call TE without is_first_microbatch
+// (llm-foundry's Composer) cast every micro-batch instead and keep no copy; this counts one
+// regardless.
 double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage);
 
 // Weights, gradients and optimizer states of `params` on one rank under the layout's ZeRO

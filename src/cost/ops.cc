@@ -75,7 +75,7 @@ void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t t
             int64_t ffn, const std::string& prefix, bool input_quantized_by_norm) {
   const double b = ActBytes(l);
   const int64_t f = ffn / l.tp;
-  if (m.activation == Activation::kSwiglu && l.kernels == Kernels::kEager) {
+  if (m.activation == Activation::kSwiglu && SeparateLinears(l.kernels)) {
     // torchtitan's FeedForward, w2(F.silu(w1(x)) * w3(x)), eager: w1 and w3 separate GEMMs
     // (each quantizing its own input under float8), then two element-wise kernels: SiLU reads
     // and writes f (2b), the multiply reads two and writes one (3b), 5b per element against
@@ -87,8 +87,13 @@ void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t t
       ops.back().column_parallel = true;
       Fp8Casts(ops.back(), l, false);
     }
-    ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * 5.0 * tokens * f));
-    ops.back().backward_factor = 9.0 / 5.0;
+    if (l.kernels == Kernels::kEager) {
+      ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * 5.0 * tokens * f));
+      ops.back().backward_factor = 9.0 / 5.0;
+    } else {
+      // Compiled: SiLU and the multiply in one kernel, as the fused SwiGLU.
+      ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * 3.0 * tokens * f));
+    }
     ops.back().transcendentals = static_cast<double>(tokens) * f;  // exp in SiLU
   } else if (m.activation == Activation::kSwiglu) {
     // gate and up fused: (T x h) x (h x 2f/t); SiLU(gate) * up; down: (T x f/t) x (f/t x h).
@@ -145,9 +150,9 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     ops.push_back(Matmul("kv_up", OpRole::kQkv, T, heads * (m.head_dim - a.rope_head_dim) + v_width, a.kv_lora_rank, b));
     ops.back().column_parallel = true;
     Fp8Casts(ops.back(), l, false);
-  } else if (l.kernels == Kernels::kEager) {
+  } else if (SeparateLinears(l.kernels)) {
     // torchtitan's Attention: wq, wk, wv are separate linears, each a GEMM of its own width
-    // (and, under float8, each quantizing its input).
+    // (and, under float8, each quantizing its input), compiled or not.
     const std::pair<const char*, int64_t> parts[] = {{"wq", q}, {"wk", kv}, {"wv", v_width}};
     for (const auto& [name, width] : parts) {
       ops.push_back(Matmul(name, OpRole::kQkv, T, width, h, b));
@@ -173,7 +178,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     // and type_as (read 4, write b): 2b + 16 per element (8 at fp32, where the casts are
     // no-ops). Backward applies the conjugate rotation the same way (backward_factor 1).
     const double rotated = m.mla ? static_cast<double>((heads + 1) * m.mla->rope_head_dim) : static_cast<double>(q + kv);
-    const double per_element = l.kernels == Kernels::kFused ? 2 * b : b == 4 ? 8 : 2 * b + 16;
+    const double per_element = l.kernels != Kernels::kEager ? 2 * b : b == 4 ? 8 : 2 * b + 16;
     ops.push_back(Memory("rope", OpRole::kRope, per_element * static_cast<double>(T) * rotated));
     ops.back().backward_factor = 1;
   }
@@ -323,7 +328,7 @@ std::vector<double> MmParts(const ModelSpec& m, const Layout& l, const Op& op) {
     return {};
   }
   const double n = static_cast<double>(op.n);
-  if (l.kernels == Kernels::kEager) return {n};  // the linears are separate ops already
+  if (SeparateLinears(l.kernels)) return {n};  // the linears are separate ops already
   if (op.role == OpRole::kQkv && !m.mla) {
     const double kv = static_cast<double>(std::max<int64_t>(1, m.kv_heads / l.tp) * m.head_dim);
     return {n - 2 * kv, kv, kv};
@@ -406,6 +411,12 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
       const double cast = b == 4 ? 0 : b + 4;
       loss.bytes = (cast + 8) * static_cast<double>(T) * v;
       loss.backward_factor = (16 + cast) / (cast + 8);
+    } else if (l.kernels == Kernels::kCompiled) {
+      // torchtitan's loss compiled (components/loss.py: torch.compile(cross_entropy_loss)): the
+      // forward reads the 16-bit logits once for their log-sum-exp; the backward reads them
+      // again and writes the 16-bit gradient, the softmax recomputed in the kernel.
+      loss.bytes = b * static_cast<double>(T) * v;
+      loss.backward_factor = 2;
     }
     loss.transcendentals = static_cast<double>(T) * v;  // exp per logit
     if (m.final_logit_softcap > 0) {

@@ -53,7 +53,9 @@ std::string AttentionName(AttentionImpl a) {
   return "?";
 }
 
-std::string KernelsName(Kernels k) { return k == Kernels::kFused ? "fused" : "eager"; }
+std::string KernelsName(Kernels k) {
+  return k == Kernels::kFused ? "fused" : k == Kernels::kEager ? "eager" : "compiled";
+}
 
 std::string TpOverlapName(TpOverlap o) {
   switch (o) {
@@ -172,7 +174,7 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"flash", "unfused", "flash1", "cudnn"}));
     l.attention = static_cast<AttentionImpl>(i);
   } else if (key == "kernels") {
-    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"fused", "eager"}));
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"fused", "eager", "compiled"}));
     l.kernels = static_cast<Kernels>(i);
   } else if (key == "bucket_params") {
     SHARDSIM_ASSIGN_OR_RETURN(l.bucket_params, NonNegativeInt(key, value));

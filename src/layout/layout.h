@@ -43,7 +43,16 @@ inline bool FusedAttention(AttentionImpl a) { return a != AttentionImpl::kUnfuse
 //           F.cross_entropy (src/cost/ops.cc). (torchtitan's 2024 Llama also copied grouped K
 //           and V to every head, repeat_kv; v0.2.2 passes enable_gqa to SDPA instead. The copy,
 //           about 0.3 % of a Llama 3 8B step, is not priced.)
-enum class Kernels { kFused, kEager };
+//   kCompiled torchtitan's Llama under torch.compile (compile.enable): the same separate
+//           linears (Inductor does not merge GEMMs), with the element-wise chains fused (RoPE,
+//           SiLU and the multiply, as kFused) and the loss compiled on the 16-bit logits: its
+//           backward recomputes the softmax from them and their log-sum-exp (AOTAutograd's
+//           min-cut partition saves the cheapest tensors, torch/_functorch/partitioners.py),
+//           so no fp32 copy of the logits is made or kept.
+enum class Kernels { kFused, kEager, kCompiled };
+// Whether the projections are separate linears (torchtitan's wq, wk, wv and w1, w3), not the
+// fused QKV and gate+up GEMMs.
+inline bool SeparateLinears(Kernels k) { return k != Kernels::kFused; }
 // Which TP collectives run under GEMMs (tp > 1):
 //   kOff      every TP collective is blocking;
 //   kBackward in the backward pass, each column-parallel group's (Q/K/V; the MLP's up or
@@ -134,7 +143,7 @@ std::string ScheduleName(Schedule s);
 std::string RecomputeName(Recompute r);
 std::string OffloadName(Offload o);
 std::string AttentionName(AttentionImpl a);
-std::string KernelsName(Kernels k);  // "fused", "eager"
+std::string KernelsName(Kernels k);  // "fused", "eager", "compiled"
 std::string TpOverlapName(TpOverlap o);  // "off", "backward", "on"
 
 // Parses a spec string; syntax errors name the key, the expected value and a "did you mean".
