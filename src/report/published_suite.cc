@@ -442,7 +442,6 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
     if (r.failure.empty() && !without.failure.empty()) r.failure = without.failure;
     r.loso_s = without.simulated_s;
     r.loso_error = without.simulated_error;
-    r.loso_sustained = without.sustained;
   }
   // 4. Statistics.
   std::map<std::string, std::vector<const PublishedResult*>> by_source;

@@ -61,7 +61,7 @@ StatusOr<PublishedSuite> LoadPublishedSuite(const std::string& file);
 
 struct PublishedResult {
   const PublishedRun* run = nullptr;
-  std::string gpu;    // the replayed cluster's GPU name (the error band's class, with dtype)
+  std::string gpu;    // the replayed cluster's GPU name
   std::string dtype;  // the layout's precision
   std::string architecture;  // GpuSpec::FitKey(): the fit's class
   std::string failure;  // non-empty: the run could not be replayed (why); no figures below
@@ -83,7 +83,7 @@ struct PublishedResult {
   // The structural model (sustained_compute 1), and the fit made without this run's source.
   double structural_s = 0, structural_error = 0;
   double loso_s = 0, loso_error = 0;
-  double sustained = 1, loso_sustained = 1;  // the factors those used
+  double sustained = 1;  // the factor the fitted prediction used
   // d simulated_s / d (1 / sustained_compute) at 1, from a second simulation at 1 / 1.25: how
   // much of the step is the scaled math (the fit's linearisation).
   double compute_slope_s = 0;
