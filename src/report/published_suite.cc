@@ -286,7 +286,7 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
       if (std::find(names.begin(), names.end(), r.gpu) == names.end()) names.push_back(r.gpu);
       b.sustained = r.sustained;
     }
-    for (const std::string& n : names) b.gpus += (b.gpus.empty() ? "" : ", ") + n;
+    b.gpus = Join(names, ", ");
     b.runs = ratios.size();
     b.sources = sources.size();
     b.p10 = Percentile(ratios, 0.1);
@@ -414,7 +414,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
     if (sources.size() < 2 || all.empty() || !InFitBounds(Median(all))) continue;
     ComputeFitEstimate fit;
     fit.architecture = arch;
-    for (const std::string& n : names) fit.gpus += (fit.gpus.empty() ? "" : ", ") + n;
+    fit.gpus = Join(names, ", ");
     fit.runs = runs;
     fit.sources = sources.size();
     fit.sustained = 1 / Median(all);
