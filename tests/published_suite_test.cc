@@ -360,6 +360,48 @@ TEST(PublishedSuite, FitsOneFactorPerGpuWithLeaveOneSourceOut) {
   EXPECT_NEAR((*back)[0].sustained_compute, fit.sustained, 5.1e-5);
 }
 
+// A source is one vote in the fit, whatever its number of runs. Source a publishes three runs
+// of the previous test's A100 layout, measured at 1.10, 1.12 and 1.14 x its structural step S,
+// source b one at 1.50 S. Each source's median: a 1.12 S, b 1.50 S; their median, the mean of
+// the two, is 1.31 S, so every run is predicted at 1.31 S (a median over the four runs would
+// give (1.12 + 1.14) / 2 = 1.13 S). Left out: a's runs at b's 1.50 S, b's at a's 1.12 S. The
+// step is linear in the multiplier (same layout, same slope), so the step's medians are the
+// multipliers' medians; tolerance 0.5 % as above.
+TEST(PublishedSuite, FitGivesEachSourceOneVote) {
+  const std::string dir = testing::FreshTempDir("fit-vote").string();
+  auto write = [&](const std::vector<std::pair<std::string, double>>& runs) {
+    const std::string file = dir + "/suite.yaml";
+    std::ofstream out(file);
+    out << std::setprecision(17) << "sources:\n  - {key: a, citation: c, stack: s}\n  - {key: b, citation: c, stack: s}\nruns:\n";
+    for (size_t i = 0; i < runs.size(); ++i) {
+      out << "  - {id: r" << i << ", source: " << runs[i].first << ", model: gpt-1.7b, hardware: dgx-a100-80gb, gpus: 1,\n"
+          << "     layout: \"mbs=1,gbs=4\", published: p, measured_step_s: " << runs[i].second << "}\n";
+    }
+    out.close();
+    StatusOr<PublishedSuite> suite = LoadPublishedSuite(file);
+    EXPECT_TRUE(suite.ok()) << suite.status().message();
+    return suite.ok() ? *suite : PublishedSuite{};
+  };
+  const PublishedSuite probe = write({{"a", 1}, {"b", 1}});  // results point into their suite
+  const PublishedReport first = EvaluatePublishedSuite(probe);
+  ASSERT_EQ(first.results.size(), 2u);
+  ASSERT_TRUE(first.results[0].failure.empty()) << first.results[0].failure;
+  const double s = first.results[0].structural_s;
+
+  const PublishedSuite suite = write({{"a", 1.10 * s}, {"a", 1.12 * s}, {"a", 1.14 * s}, {"b", 1.50 * s}});
+  const PublishedReport report = EvaluatePublishedSuite(suite);
+  ASSERT_EQ(report.fits.size(), 1u);
+  EXPECT_EQ(report.fits[0].runs, 4u);
+  EXPECT_EQ(report.fits[0].sources, 2u);
+  ASSERT_EQ(report.results.size(), 4u);
+  for (const PublishedResult& r : report.results) {
+    SCOPED_TRACE(r.run->id);
+    ASSERT_TRUE(r.failure.empty()) << r.failure;
+    EXPECT_NEAR(r.simulated_s / (1.31 * s), 1, 5e-3);
+    EXPECT_NEAR(r.loso_s / ((r.run->source == "a" ? 1.50 : 1.12) * s), 1, 5e-3);
+  }
+}
+
 // A source that reads torch.cuda's reserved peak (torchtitan) measures the caching allocator,
 // not the device: the peak less what is allocated outside the allocator (the description's
 // reserved context, NCCL's buffers), with the allocator's fragmentation share. 1 GiB reserved,

@@ -45,10 +45,11 @@ std::string ComputeFitsYaml(const std::vector<ComputeFit>& fits, const std::stri
   std::ostringstream out;
   out << "# The fitted global parameter (DEVELOPERS.md accuracy rules; issue 14): per GPU architecture, the share\n"
       << "# of the kernel benchmarks' GEMM and attention rates (efficiency.sustained_compute) that\n"
-      << "# the published runs of docs/validation/published-runs.yaml sustained, as the median over\n"
-      << "# those runs of the value that would make each exact. Errors are of the simulated step\n"
-      << "# time (fractions; positive is optimistic): structural (1), with the fit, and with each\n"
-      << "# source predicted by the fit made without it (leave one source out). Written by\n"
+      << "# the published runs of docs/validation/published-runs.yaml sustained: the value that would\n"
+      << "# make each run exact, its median over each source's runs, and the median over sources.\n"
+      << "# Errors are of the simulated step time (fractions; positive is optimistic): structural\n"
+      << "# (1), with the fit, and with each source predicted by the fit made without it (leave one\n"
+      << "# source out). Written by\n"
       << "# `" << command << "`;\n"
       << "# read by estimate, simulate and plan (src/report/compute_fit.h) unless --unfitted.\n"
       << "fits:\n";

@@ -221,17 +221,29 @@ double LinearRatio(const PublishedResult& r, double t) {
 bool InFitBounds(double t) { return t >= 0.5 && t <= 20; }
 
 // The compute-time multiplier fitted on `arch`'s runs whose source is not in `without`: the
-// median of their exact multipliers, or 1 (the structural model) where none is left or the
-// median is out of bounds. One rule for the fit, its leave-one-source-out refits and the
-// bands' nested refits.
-double FitTimeWithout(const std::vector<PublishedResult>& results, const std::string& arch,
-                      const std::set<std::string>& without) {
-  std::vector<double> times;
+// median over sources of each source's median exact multiplier, or none where no run is left
+// or it is out of bounds. A source is one vote, whatever its number of runs: its runs share a
+// stack, a cluster and a way of measuring, so their residuals move together (a source's runs
+// are what leave-one-source-out holds out as one), and a source of 28 runs would otherwise
+// set the fit for the five others. One rule for the fit, its leave-one-source-out refits and
+// the bands' nested refits.
+std::optional<double> FitTime(const std::vector<PublishedResult>& results, const std::string& arch,
+                              const std::set<std::string>& without) {
+  std::map<std::string, std::vector<double>> by_source;
   for (const PublishedResult& r : results) {
     if (!r.failure.empty() || r.architecture != arch || without.count(r.run->source)) continue;
-    if (std::optional<double> t = ExactComputeTime(r)) times.push_back(*t);
+    if (std::optional<double> t = ExactComputeTime(r)) by_source[r.run->source].push_back(*t);
   }
-  return times.empty() || !InFitBounds(Median(times)) ? 1.0 : Median(times);
+  std::vector<double> per_source;
+  for (const auto& [source, times] : by_source) per_source.push_back(Median(times));
+  if (per_source.empty() || !InFitBounds(Median(per_source))) return std::nullopt;
+  return Median(per_source);
+}
+
+// FitTime, or 1 (the structural model) where it gives none.
+double FitTimeWithout(const std::vector<PublishedResult>& results, const std::string& arch,
+                      const std::set<std::string>& without) {
+  return FitTime(results, arch, without).value_or(1.0);
 }
 
 
@@ -389,8 +401,9 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
     }
     report.results.push_back(r);
   }
-  // 2. One factor per GPU architecture: the median of the runs' exact multipliers, where two
-  // or more sources give runs; and each source's factor without it.
+  // 2. One factor per GPU architecture (FitTime: the median over sources of each source's
+  // median exact multiplier), where two or more sources give runs; and each source's factor
+  // without it.
   std::vector<std::string> archs;  // in the order their first run appears
   for (const PublishedResult& r : report.results) {
     if (r.failure.empty() && std::find(archs.begin(), archs.end(), r.architecture) == archs.end()) {
@@ -400,7 +413,6 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
   std::map<std::string, double> fitted;                          // architecture -> sustained
   std::map<std::pair<std::string, std::string>, double> held;   // (architecture, source) -> sustained
   for (const std::string& arch : archs) {
-    std::vector<double> all;
     std::set<std::string> sources;
     std::vector<std::string> names;
     size_t runs = 0;
@@ -409,15 +421,15 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
       ++runs;
       sources.insert(r.run->source);
       if (std::find(names.begin(), names.end(), r.gpu) == names.end()) names.push_back(r.gpu);
-      if (std::optional<double> t = ExactComputeTime(r)) all.push_back(*t);
     }
-    if (sources.size() < 2 || all.empty() || !InFitBounds(Median(all))) continue;
+    const std::optional<double> t = FitTime(report.results, arch, {});
+    if (sources.size() < 2 || !t) continue;
     ComputeFitEstimate fit;
     fit.architecture = arch;
     fit.gpus = Join(names, ", ");
     fit.runs = runs;
     fit.sources = sources.size();
-    fit.sustained = 1 / Median(all);
+    fit.sustained = 1 / *t;
     fitted[arch] = fit.sustained;
     for (const std::string& source : sources) {
       const double f = 1 / FitTimeWithout(report.results, arch, {source});
@@ -570,8 +582,9 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       << "attention rates (MAMF, the GEMM shape table, FlashAttention's tables) that the runs "
       << "sustained. For each run the simulation at 1 and at " << Fmt("%.2f", 1 / kProbeComputeTime)
       << " gives the line on which the factor that makes it exact is read; the fit is the median "
-      << "of those over the architecture's runs (so half the runs are faster than predicted, half slower), "
-      << "made only where two or more sources give runs. It is what the structural model leaves "
+      << "over the architecture's sources of each source's median of those (a source is one vote, "
+      << "whatever its number of runs: its runs share a stack, a cluster and a way of measuring, and "
+      << "leave-one-source-out holds them out together), made only where two or more sources give runs. It is what the structural model leaves "
       << "out, not one measured effect: clocks under a node's power limit, kernels between the "
       << "modelled ones, per-stack overheads. `estimate`, `simulate` and `plan` apply it "
       << "(`docs/validation/compute-fits.yaml`) to a description that does not set the field; "

@@ -102,9 +102,9 @@ struct SourceStats {
   ErrorStats estimate, simulated, structural, loso;
 };
 
-// The fitted parameter of one GPU architecture (compute_fit.h): the median over its runs of the
-// sustained_compute that makes each run's simulation equal its measurement (linearised with
-// compute_slope_s), fitted only where runs from two or more sources allow a
+// The fitted parameter of one GPU architecture (compute_fit.h): the median over its sources of
+// each source's median of the sustained_compute that makes a run's simulation equal its
+// measurement (linearised with compute_slope_s; a source is one vote, whatever its runs), fitted only where runs from two or more sources allow a
 // leave-one-source-out error and the factor is within the hardware field's bounds [0.05, 2];
 // `loso` gives the factor fitted without each source (1 where that leaves no fit).
 struct ComputeFitEstimate {
