@@ -1,7 +1,7 @@
 // The kernels around the GEMMs (src/cost/ops.cc, Layout::kernels): the fused RoPE kernel every
 // RoPE model runs, and what PyTorch eager (kernels=eager, torchtitan without torch.compile)
-// runs instead: separate wq/wk/wv and w1/w3 GEMMs, RoPE as three kernels, SiLU and the
-// multiply apart, the logits cast to fp32 for the loss, and what that keeps in memory; and
+// runs instead: separate wq/wk/wv and w1/w3 GEMMs, RoPE as three kernels, RMSNorm as six,
+// SiLU and the multiply apart, the logits cast to fp32 for the loss, and what that keeps in memory; and
 // torchtitan compiled (kernels=compiled): the separate GEMMs with the rest fused.
 // Every expected value is worked by hand from the shapes in the comments.
 #include <gtest/gtest.h>
@@ -81,6 +81,25 @@ TEST(EagerKernels, SwigluIsTwoKernels) {
   EXPECT_DOUBLE_EQ(eager.backward_factor, 1.8);
 }
 
+// RMSNorm over T x h = 1024 x 1024 = 1,048,576 elements. Fused: read and write 2 bytes each,
+// 4 x 1,048,576 = 4,194,304 bytes. Eager, six kernels: x.float() 2 + 4, pow 4 + 4, mean 4, the
+// rsqrt multiply 4 + 4, type_as 4 + 2, the weight multiply 2 + 2: 36 bytes an element,
+// 37,748,736. At fp32 the casts are no-ops: 8 + 4 + 8 + 8 = 28 bytes, 29,360,128. A LayerNorm
+// model runs F.layer_norm, one kernel, eager or not: 2 x 2 bytes.
+TEST(EagerKernels, RmsNormIsSixEagerKernels) {
+  const ModelSpec m = testing::GqaTestModel();
+  EXPECT_EQ(testing::FindOp(LayerOps(m, OneSequence("fused"), false), "norm1").bytes, 4194304.0);
+  EXPECT_EQ(testing::FindOp(LayerOps(m, OneSequence("compiled"), false), "norm2").bytes, 4194304.0);
+  EXPECT_EQ(testing::FindOp(LayerOps(m, OneSequence("eager"), false), "norm1").bytes, 37748736.0);
+  EXPECT_EQ(testing::FindOp(LayerOps(m, OneSequence("eager"), false), "norm2").bytes, 37748736.0);
+  StatusOr<Layout> fp32 = ParseLayout("tp=1,pp=1,dp=1,mbs=1,gbs=1,dtype=fp32,kernels=eager");
+  ASSERT_TRUE(fp32.ok()) << fp32.status().message();
+  EXPECT_EQ(testing::FindOp(LayerOps(m, *fp32, false), "norm1").bytes, 29360128.0);
+  ModelSpec layer_norm = m;
+  layer_norm.norm = Norm::kLayerNorm;
+  EXPECT_EQ(testing::FindOp(LayerOps(layer_norm, OneSequence("eager"), false), "norm1").bytes, 4194304.0);
+}
+
 // Cross-entropy over T x V = 1024 x 8192 = 8,388,608 logits: fused 8 bytes a logit
 // (67,108,864), backward 0.5x; eager (e + 4) + 8 = 14 bytes (117,440,512), backward
 // (16 + 6) / 14 = 11/7 x.
@@ -125,14 +144,17 @@ TEST(EagerKernels, CompiledLossKeepsSixteenBitLogits) {
 }
 
 // Memory, recompute none, one layer's activations: eager keeps SiLU's input beside the
-// multiply's two inputs, one more T x f tensor: e x T x f = 2 x 1024 x 2816 = 5,767,168 bytes.
+// multiply's two inputs, one more T x f tensor: e x T x f = 2 x 1024 x 2816 = 5,767,168 bytes;
+// and each of its two RMSNorms keeps the fp32 copy of its input (4 bytes an element) and the
+// normalized tensor (e), where a fused norm keeps its input (e): 2 x 4 x T x h = 2 x 4 x 1024 x
+// 1024 = 8,388,608 bytes more; 14,155,776 in all.
 // At the head, 8 bytes a logit more than the fused path's 16-bit copy (2): 6 x 8,388,608 =
 // 50,331,648 bytes more in the loss copy.
 TEST(EagerKernels, EagerKeepsMoreMemory) {
   const ModelSpec m = testing::GqaTestModel();
   const HardwareSpec hw = *LoadHardware("dgx-h100");
   EXPECT_EQ(LayerActivationBytes(m, OneSequence("eager"), false) - LayerActivationBytes(m, OneSequence("fused"), false),
-            5767168.0);
+            14155776.0);
   const Layout fused = testing::ResolvedOnH100("tp=1,mbs=1,gbs=1,recompute=none,dtype=bf16", 1);
   const Layout eager = testing::ResolvedOnH100("tp=1,mbs=1,gbs=1,recompute=none,dtype=bf16,kernels=eager", 1);
   EXPECT_EQ(StageMemory(m, hw, eager, 0).loss_logit_copy - StageMemory(m, hw, fused, 0).loss_logit_copy, 50331648.0);

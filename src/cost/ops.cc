@@ -58,6 +58,22 @@ Op Memory(std::string name, OpRole role, double bytes, bool selective = false) {
 // fly; Transformer Engine keeps activations in bf16), 4 bytes for fp32.
 double ActBytes(const Layout& l) { return l.dtype == DType::kFp32 ? 4 : 2; }
 
+// HBM bytes a norm moves per element of its input, forward. Fused (Megatron-Core's and
+// Transformer Engine's, Apex's, Inductor's compiled kernel; LayerNorm in eager PyTorch is
+// F.layer_norm, one kernel too): read the input, write the output, 2b. Eager RMSNorm is six
+// kernels over the whole tensor: torchtitan's `self._norm(x.float()).type_as(x) * self.weight`
+// with `_norm(x) = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)` (torchtitan/models/
+// norms.py RMSNorm, pytorch/torchtitan @ 3faaa1a, norm_type "rmsnorm", its train configs'
+// default), as Hugging Face's LlamaRMSNorm writes it (transformers 4.34): x.float() (read b,
+// write 4), pow (read 4, write 4), mean (read 4), the multiply by the row's rsqrt (read 4, write
+// 4), type_as (read 4, write b), the multiply by the weight (read b, write b): 4b + 28 bytes;
+// at fp32 the casts are no-ops: 28. (Priced as one launch, as the eager RoPE below.)
+double NormBytesPerElement(const ModelSpec& m, const Layout& l) {
+  const double b = ActBytes(l);
+  if (l.kernels != Kernels::kEager || m.norm != Norm::kRmsNorm) return 2 * b;
+  return b == 4 ? 28 : 4 * b + 28;
+}
+
 // Under fp8, the quantization kernels of a Transformer Engine GEMM (Op::fp8_cast_*_bytes): in
 // forward its input (T x k), unless the norm before it writes fp8 itself (Megatron-Core's qkv
 // and fc1 are TELayerNormColumnParallelLinear, whose fused norm quantizes its output); in
@@ -130,7 +146,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   // The values' and the output projection's widths on this rank (MLA's v_head_dim differs).
   const int64_t v_width = kv_heads * m.v_head_dim();
   const int64_t o_width = heads * m.v_head_dim();
-  if (m.norms_per_layer > 0) ops.push_back(Memory("norm1", OpRole::kNorm, b * 2.0 * Tn * h));
+  if (m.norms_per_layer > 0) ops.push_back(Memory("norm1", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * h));
   if (m.mla) {
     // Multi-head latent attention (model_spec.h MlaSpec): the down-projections to the query
     // and key-value latents (and the shared RoPE key) run on every TP rank over all T tokens
@@ -139,7 +155,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     const MlaSpec& a = *m.mla;
     ops.push_back(Matmul("qkv_down", OpRole::kQkv, T, a.q_lora_rank + a.kv_lora_rank + a.rope_head_dim, h, b));
     Fp8Casts(ops.back(), l, true);
-    ops.push_back(Memory("latent_norm", OpRole::kNorm, b * 2.0 * static_cast<double>(T) * (a.q_lora_rank + a.kv_lora_rank)));
+    ops.push_back(Memory("latent_norm", OpRole::kNorm, NormBytesPerElement(m, l) * static_cast<double>(T) * (a.q_lora_rank + a.kv_lora_rank)));
     if (a.q_lora_rank > 0) {
       ops.push_back(Matmul("q_up", OpRole::kQkv, T, q, a.q_lora_rank, b));
     } else {
@@ -167,7 +183,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   if (m.qk_norm) {
     // RMSNorm over each head's queries and keys (Qwen3Attention.q_norm / k_norm in
     // transformers' models/qwen3/modeling_qwen3.py): read and write Q and K.
-    ops.push_back(Memory("qk_norm", OpRole::kNorm, b * 2.0 * static_cast<double>(T) * (q + kv)));
+    ops.push_back(Memory("qk_norm", OpRole::kNorm, NormBytesPerElement(m, l) * static_cast<double>(T) * (q + kv)));
   }
   if (m.position == Position::kRope) {
     // Rotary embedding of the queries and keys (MLA: each query head's and the shared key's
@@ -260,11 +276,11 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   Fp8Casts(ops.back(), l, false);
   // Gemma 2 and 3 normalise each branch's output too (post_attention_layernorm,
   // post_feedforward_layernorm: norms_per_layer 4).
-  if (m.norms_per_layer > 2) ops.push_back(Memory("post_attn_norm", OpRole::kNorm, b * 2.0 * Tn * h));
+  if (m.norms_per_layer > 2) ops.push_back(Memory("post_attn_norm", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * h));
   ops.push_back(Memory("residual1", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
   const size_t mlp_input = ops.size();
   // One norm a layer (Falcon-7B's parallel attention and MLP share it): no second one.
-  if (m.norms_per_layer > 1) ops.push_back(Memory("norm2", OpRole::kNorm, b * 2.0 * Tn * h));
+  if (m.norms_per_layer > 1) ops.push_back(Memory("norm2", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * h));
   if (moe_layer && m.moe) {
     // Router: (T x h) x (h x E), replicated over TP (on this rank's T / tp tokens when the
     // dispatcher gathers over TP, MoeDispatchGathersOverTp); each token goes to top_k experts,
@@ -309,7 +325,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     ops.push_back(Memory("moe_unpermute", OpRole::kMoePermute, 2.0 * b * permuted_rows * h));
     ops.back().backward_factor = 1;
   }
-  if (m.norms_per_layer > 3) ops.push_back(Memory("post_mlp_norm", OpRole::kNorm, b * 2.0 * Tn * h));
+  if (m.norms_per_layer > 3) ops.push_back(Memory("post_mlp_norm", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * h));
   ops.push_back(Memory("residual2", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
   for (size_t i = mlp_input; i < ops.size(); ++i) {
     ops[i].part = i < mlp ? LayerPart::kMlpInput : i < mlp_output ? LayerPart::kMlp : LayerPart::kMlpOutput;
@@ -396,7 +412,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
   const int64_t v = (m.vocab + l.tp - 1) / l.tp;
   std::vector<Op> ops;
   const auto head = [&] {
-    ops.push_back(Memory("final_norm", OpRole::kNorm, b * 2.0 * Tn * m.hidden));
+    ops.push_back(Memory("final_norm", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * m.hidden));
     ops.push_back(Matmul("lm_head", OpRole::kLmHead, T, v, m.hidden, b));
     ops.back().bf16_under_fp8 = true;  // Megatron-Core's output layer is not a TE module
     // Softmax cross-entropy over the vocabulary shard in fp32: read logits, write grads.
@@ -440,7 +456,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
   // Their TP exchanges are the layer plan's (layer_plan.cc, MtpTpExchanges).
   for (int64_t d = 0; d < m.mtp_layers; ++d) {
     for (const Op& op : EmbeddingOps(m, l)) ops.push_back(op);
-    ops.push_back(Memory("mtp_norms", OpRole::kNorm, 2 * b * 2.0 * Tn * m.hidden));
+    ops.push_back(Memory("mtp_norms", OpRole::kNorm, 2 * NormBytesPerElement(m, l) * Tn * m.hidden));
     ops.push_back(Matmul("mtp_eh_proj", OpRole::kProjection, T, (m.hidden + l.tp - 1) / l.tp,
                          2 * m.hidden, b));
     head();
