@@ -145,7 +145,7 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   const double v = m.mla ? static_cast<double>(m.v_dim()) : kv, o = static_cast<double>(m.o_dim());
   double split = sb * (e * q + e * kv + e * v  // Q, K, V
                        + g * o);              // projection input
-  if (m.qk_norm) split += sb * e * (q + kv);  // Q and K before their norms (Qwen3's q_norm, k_norm)
+  if (m.qk_norm) split += sb * norm_kept * (q + kv);  // Q and K before their norms (Qwen3's q_norm, k_norm)
   // Under fp8 linear_proj keeps its fp8 input (g above) and a fused (flash) kernel its output O
   // at 16 bits for its own backward (FlashAttention-2 Alg. 2 reads O: D_i = rowsum(dO_i o O_i);
   // TE's FusedAttention saves out): two tensors, where bf16 shares one.
