@@ -271,6 +271,8 @@ const std::map<std::string, std::string> kModelRuns = {
     {"mpt-13b", "--gpus 8 --layout mbs=2,gbs=64,zero=3,recompute=full"},
     {"mpt-30b", "--gpus 64 --layout mbs=2,gbs=256,zero=3,recompute=full"},
     {"mpt-70b", "--gpus 64 --layout mbs=2,gbs=256,zero=3,recompute=full"},
+    // Described but left out of the suite (its MoE runtime is not modelled; published-runs.yaml).
+    {"qwen1.5-moe-flagperf", "--hardware dgx-a800 --gpus 8 --layout tp=1,pp=2,mbs=1,gbs=512,zero=1,recompute=selective"},
     {"qwen3-30b-a3b", "--hardware dgx-h100 --nodes 2 --gpus 16 --layout tp=1,pp=1,ep=16,mbs=1,gbs=1024,zero=1"},
     {"grok1-314b", "--hardware dgx-h100 --nodes 64 --gpus 512 --layout tp=4,pp=8,cp=2,ep=8,vpp=8,mbs=1,gbs=1024,sp=on,zero=1"},
     // DeepSeek-V3 report Sec. 3.2.1 and 4.2: 2048 GPUs, PP 16, EP 64, ZeRO-1 DP, batch 15360;
