@@ -105,6 +105,14 @@ int FirstFailingRank(const RunProcess& p, bool failed) {
   return first == std::numeric_limits<int>::max() ? -1 : first;
 }
 
+void WaitForEveryRank(const RunProcess& p) {
+#if SHARDSIM_HAVE_MPI
+  if (p.world > 1) MPI_Barrier(MPI_COMM_WORLD);
+#else
+  (void)p;
+#endif
+}
+
 void EndRunProcess() {
 #if SHARDSIM_HAVE_MPI
   MPI_Finalize();

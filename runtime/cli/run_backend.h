@@ -54,6 +54,10 @@ RunProcess StartRunProcess(int* argc, char*** argv);
 // banner): never a hang.
 [[noreturn]] void AbortRun(const RunProcess& p, int code);
 void EndRunProcess();
+// Every process waits until all have reached it (MPI_Barrier; nothing without MPI or alone):
+// lets one rank finish printing an error the ranks agreed on before any of them aborts the job
+// (MPI_Abort from another rank would kill it mid-line).
+void WaitForEveryRank(const RunProcess& p);
 // Every process calls it, before any other communication: the lowest rank whose `failed` is
 // true, or -1 when none failed (one MPI_Allreduce of the minimum; this process's answer alone
 // without MPI). Lets the ranks that all fail alike print one message instead of N.

@@ -391,7 +391,11 @@ int Run(int argc, char** argv) {
     }
     const int first_bad = FirstFailingRank(process, !loaded.ok());
     if (first_bad >= 0) {
-      if (me == first_bad) std::cerr << "shardsim run: error: rank " << me << ": --resume: " << loaded.message() << "\n";
+      if (me == first_bad) {
+        std::cerr << ("shardsim run: error: rank " + std::to_string(me) + ": --resume: " + loaded.message() + "\n");
+        std::cerr.flush();
+      }
+      WaitForEveryRank(process);  // the line is out before another rank's MPI_Abort ends this one
       AbortRun(process, 1);
     }
     if (full) {
