@@ -135,7 +135,7 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   // Eager RMSNorm (ops.cc NormBytesPerElement) keeps, instead of its 16-bit input, the fp32 copy
   // x.float() (pow and the rsqrt multiply save it) and the normalized tensor before the weight
   // (the weight multiply saves it): 4 + e bytes an element where a fused norm keeps e.
-  const double norm_kept = l.kernels == Kernels::kEager && m.norm == Norm::kRmsNorm ? 4 + e : e;
+  const double norm_kept = EagerRmsNorm(m, l) ? 4 + e : e;
   double replicated = sb * (static_cast<double>(m.norms_per_layer) * norm_kept * h  // norm inputs (2; Gemma's 4)
                             + g * h         // QKV input (norm output)
                             + g * h         // MLP input (norm output)

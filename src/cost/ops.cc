@@ -70,7 +70,7 @@ double ActBytes(const Layout& l) { return l.dtype == DType::kFp32 ? 4 : 2; }
 // at fp32 the casts are no-ops: 28. (Priced as one launch, as the eager RoPE below.)
 double NormBytesPerElement(const ModelSpec& m, const Layout& l) {
   const double b = ActBytes(l);
-  if (l.kernels != Kernels::kEager || m.norm != Norm::kRmsNorm) return 2 * b;
+  if (!EagerRmsNorm(m, l)) return 2 * b;
   return b == 4 ? 28 : 4 * b + 28;
 }
 
@@ -91,32 +91,29 @@ void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t t
             int64_t ffn, const std::string& prefix, bool input_quantized_by_norm) {
   const double b = ActBytes(l);
   const int64_t f = ffn / l.tp;
-  if (m.activation == Activation::kSwiglu && SeparateLinears(l.kernels)) {
-    // torchtitan's FeedForward, w2(F.silu(w1(x)) * w3(x)), eager: w1 and w3 separate GEMMs
-    // (each quantizing its own input under float8), then two element-wise kernels: SiLU reads
-    // and writes f (2b), the multiply reads two and writes one (3b), 5b per element against
-    // the fused kernel's 3b. Backward: the multiply's two gradients (read the incoming gradient
-    // and the other operand, write: 3b each) and SiLU's (read the gradient and its input,
-    // write: 3b), 9b, 1.8 x the forward.
-    for (const char* w : {"w1", "w3"}) {
-      ops.push_back(Matmul(prefix + w, OpRole::kMlpUp, tokens, f, m.hidden, b));
-      ops.back().column_parallel = true;
-      Fp8Casts(ops.back(), l, false);
-    }
-    if (l.kernels == Kernels::kEager) {
-      ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * 5.0 * tokens * f));
-      ops.back().backward_factor = 9.0 / 5.0;
+  if (m.activation == Activation::kSwiglu) {
+    if (SeparateLinears(l.kernels)) {
+      // torchtitan's FeedForward, w2(F.silu(w1(x)) * w3(x)): w1 and w3 separate GEMMs (each
+      // quantizing its own input under float8).
+      for (const char* w : {"w1", "w3"}) {
+        ops.push_back(Matmul(prefix + w, OpRole::kMlpUp, tokens, f, m.hidden, b));
+        ops.back().column_parallel = true;
+        Fp8Casts(ops.back(), l, false);
+      }
     } else {
-      // Compiled: SiLU and the multiply in one kernel, as the fused SwiGLU.
-      ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * 3.0 * tokens * f));
+      // gate and up fused: (T x h) x (h x 2f/t); SiLU(gate) * up; down: (T x f/t) x (f/t x h).
+      ops.push_back(Matmul(prefix + "gate_up", OpRole::kMlpUp, tokens, 2 * f, m.hidden, b));
+      ops.back().column_parallel = true;
+      Fp8Casts(ops.back(), l, input_quantized_by_norm);
     }
-    ops.back().transcendentals = static_cast<double>(tokens) * f;  // exp in SiLU
-  } else if (m.activation == Activation::kSwiglu) {
-    // gate and up fused: (T x h) x (h x 2f/t); SiLU(gate) * up; down: (T x f/t) x (f/t x h).
-    ops.push_back(Matmul(prefix + "gate_up", OpRole::kMlpUp, tokens, 2 * f, m.hidden, b));
-    ops.back().column_parallel = true;
-    Fp8Casts(ops.back(), l, input_quantized_by_norm);
-    ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * 3.0 * tokens * f));
+    // SiLU(gate) * up in one kernel (fused, and compiled: Inductor fuses the chain), reading two
+    // and writing one, 3b per element; eager, two kernels: SiLU reads and writes f (2b), the
+    // multiply reads two and writes one (3b), 5b. Eager's backward: the multiply's two gradients
+    // (read the incoming gradient and the other operand, write: 3b each) and SiLU's (read the
+    // gradient and its input, write: 3b), 9b, 1.8 x the forward.
+    const bool eager = l.kernels == Kernels::kEager;
+    ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * (eager ? 5.0 : 3.0) * tokens * f));
+    if (eager) ops.back().backward_factor = 9.0 / 5.0;
     ops.back().transcendentals = static_cast<double>(tokens) * f;  // exp in SiLU
   } else {
     ops.push_back(Matmul(prefix + "up", OpRole::kMlpUp, tokens, f, m.hidden, b));

@@ -95,6 +95,12 @@ struct Op {
   AttentionImpl attention_impl = AttentionImpl::kFlash;
 };
 
+// Whether the model's RMSNorm runs as eager PyTorch ops (kernels=eager): six kernels through
+// fp32 that keep an fp32 copy of the input (ops.cc NormBytesPerElement; memory.cc).
+inline bool EagerRmsNorm(const ModelSpec& m, const Layout& l) {
+  return l.kernels == Kernels::kEager && m.norm == Norm::kRmsNorm;
+}
+
 // Per-rank forward ops of one transformer layer for one micro-batch (under recompute=op with
 // Op::op_recomputed set, OpCheckpoint).
 std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer);
