@@ -98,6 +98,7 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
       << Fmt("%.0f", w.sim.tokens_per_s) << " tokens/s, " << Fmt("%.1f", w.sim.model_tflops_per_gpu)
       << " TFLOP/s per GPU, MFU " << Fmt("%.1f %%", 100 * w.sim.mfu) << "\n";
   out << "  " << ComputeFitText(hw) << "\n  " << ErrorBandText(hw, w.layout.dtype, w.sim.iteration_time_s) << "\n";
+  out << "  " << MemoryBandText(hw, w.sim.peak_memory_bytes) << "\n";
   if (o.objective == Objective::kTimeToTrain || o.objective == Objective::kCost) {
     const double score = Score(w, m, hw, o);
     out << "  " << (o.objective == Objective::kCost ? "cost to train: $" + Fmt("%.0f", score)
@@ -162,6 +163,7 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
       // the winner's).
       ComputeFitJson(w, hw);
       ErrorBandJson(w, hw, r.ranked.front().layout.dtype, r.ranked.front().sim.iteration_time_s);
+      MemoryBandJson(w, hw, r.ranked.front().sim.peak_memory_bytes);
     }
     w.Key("ranked").BeginArray();
     for (const Candidate& c : r.ranked) {

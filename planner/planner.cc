@@ -16,6 +16,7 @@
 #include "planner/pipeline_splits.h"
 #include "src/cost/memory.h"
 #include "src/layout/validate.h"
+#include "src/report/error_band.h"
 #include "src/util/strings.h"
 
 namespace shardsim::planner {
@@ -374,8 +375,8 @@ std::string RobustnessText(const Robustness& r, const Candidate& c, double limit
 std::string TieWhy(const PlanResult& res, double tolerance, double fastest_score, double winner_score) {
   const Candidate& win = res.ranked.front();
   const Candidate& fast = *res.fastest;
-  const Robustness rw = RobustnessOf(win, winner_score, res.memory_limit_bytes);
-  const Robustness rf = RobustnessOf(fast, fastest_score, res.memory_limit_bytes);
+  const Robustness rw = RobustnessOf(win, winner_score, res.memory_limit_bytes, res.tight_fraction);
+  const Robustness rf = RobustnessOf(fast, fastest_score, res.memory_limit_bytes, res.tight_fraction);
   std::ostringstream out;
   out << res.ties << " layouts simulate within " << Fmt("%.1f", 100 * tolerance)
       << " % of the fastest, the published runs' ranking tolerance (the median error between two "
@@ -383,7 +384,8 @@ std::string TieWhy(const PlanResult& res, double tolerance, double fastest_score
       << RobustnessText(rw, win, res.memory_limit_bytes) << "). The fastest, " << FormatLayout(fast.layout) << ", is "
       << Fmt("%.1f", 100 * (winner_score / fastest_score - 1)) << " % faster by the model, but ";
   if (rf.tight != rw.tight) {
-    out << "its peak is within " << Fmt("%.0f", 100 * (1 - kTightMemoryFraction)) << " % of the memory limit";
+    out << "its peak is over " << Fmt("%.0f", 100 * res.tight_fraction) << " % of the memory limit (" << res.tight_why
+        << ")";
   } else if (rf.features.size() != rw.features.size()) {
     out << "it needs more framework-specific features (" << (rf.features.empty() ? "none" : Join(rf.features, ", ")) << ")";
   } else {
@@ -520,6 +522,7 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   // The usable memory (capacity less fragmentation), and no more than the fraction of the
   // capacity the user allows.
   res.memory_limit_bytes = std::min(hw.gpu.UsableMemoryBytes(), hw.gpu.memory_bytes * o.max_memory_fraction);
+  res.tight_fraction = TightMemoryFraction(hw.gpu, &res.tight_why);
   auto progress = [&](const std::string& stage, double f) {
     if (o.progress) o.progress(stage, f);
   };
@@ -864,12 +867,12 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   // all whose estimate is inside it); the most robust of them wins.
   const double best_score = sim_score[sim_order.front()];
   size_t winner = sim_order.front();
-  Robustness most = RobustnessOf(done[winner], sim_score[winner], res.memory_limit_bytes);
+  Robustness most = RobustnessOf(done[winner], sim_score[winner], res.memory_limit_bytes, res.tight_fraction);
   res.ties = 0;
   for (size_t i : sim_order) {
     if (sim_score[i] > best_score * (1 + o.tie_tolerance)) break;
     ++res.ties;
-    Robustness r = RobustnessOf(done[i], sim_score[i], res.memory_limit_bytes);
+    Robustness r = RobustnessOf(done[i], sim_score[i], res.memory_limit_bytes, res.tight_fraction);
     if (r < most) {
       winner = i;
       most = std::move(r);
@@ -887,7 +890,7 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     if (res.ties > 1) {
       res.why = std::to_string(res.ties) + " layouts simulate within " + Fmt("%.1f", 100 * o.tie_tolerance) +
                 " % of the best, the published runs' ranking tolerance: ties, of which the fastest is also the most "
-                "robust (" + RobustnessText(RobustnessOf(res.ranked[0], 0, res.memory_limit_bytes), res.ranked[0],
+                "robust (" + RobustnessText(RobustnessOf(res.ranked[0], 0, res.memory_limit_bytes, res.tight_fraction), res.ranked[0],
                                             res.memory_limit_bytes) + "). " + res.why;
     }
   }
@@ -910,10 +913,20 @@ bool Robustness::operator<(const Robustness& o) const {
   return score < o.score;
 }
 
-Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes) {
+double TightMemoryFraction(const GpuSpec& gpu, std::string* why) {
+  std::string none;
+  if (const std::optional<MemoryBand> band = FindMemoryBand(gpu, &none)) {
+    *why = "published peaks ran up to " + Fmt("%.2f", band->p90) + "x the prediction: the memory band's p90";
+    return 1 / band->p90;
+  }
+  *why = "no memory band (" + none + "): the planner's " + Fmt("%.0f", 100 * (1 - kTightMemoryFraction)) + " %";
+  return kTightMemoryFraction;
+}
+
+Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes, double tight_fraction) {
   Robustness r;
   const Layout& l = c.layout;
-  r.tight = c.sim.peak_memory_bytes > kTightMemoryFraction * memory_limit_bytes;
+  r.tight = c.sim.peak_memory_bytes > tight_fraction * memory_limit_bytes;
   if (l.vpp > 1) r.features.push_back("interleaved schedule (vpp " + std::to_string(l.vpp) + ")");
   if (l.schedule == Schedule::kZeroBubble || l.schedule == Schedule::kZeroBubbleV) r.features.push_back("zero-bubble schedule");
   if (l.cp > 1) r.features.push_back("context parallelism");

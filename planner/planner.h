@@ -60,6 +60,16 @@ struct Candidate {
   double time_s() const { return simulated ? sim.iteration_time_s : estimated_time_s; }
 };
 
+// Tight on memory, for the tie-break (Robustness below): a peak above this share of the
+// planner's limit. On a GPU the share comes from the memory band (src/report/error_band.h): published peaks
+// ran up to p90 x the prediction, so a peak above limit / p90 is tight. Where there is no
+// band (a CPU host) kTightMemoryFraction. ASSUMPTION: 0.95. The allocator share the fit
+// verdict assumes is 10 % (docs/hardware.md), and GMLake measured 15 % on average, up to 33 %:
+// a layout within 5 % of the limit has no room for a fragmentation above the assumption.
+inline constexpr double kTightMemoryFraction = 0.95;
+// The share of the memory limit above which a peak is tight on `gpu`, and *why (what it is from).
+double TightMemoryFraction(const GpuSpec& gpu, std::string* why);
+
 struct PlanResult {
   int64_t gpus = 0;
   int64_t enumerated = 0;         // layouts generated from the space
@@ -79,6 +89,8 @@ struct PlanResult {
   int64_t ties = 1;               // simulated layouts within tie_tolerance of the best, the winner included
   std::optional<Candidate> fastest;  // with ties: the fastest, when it is not the winner
   double memory_limit_bytes = 0;
+  double tight_fraction = kTightMemoryFraction;  // TightMemoryFraction, for the tie-break
+  std::string tight_why;                         // what tight_fraction is from
 };
 
 StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const PlanOptions& options);
@@ -104,15 +116,13 @@ double Score(const Candidate& c, const ModelSpec& m, const HardwareSpec& hw, con
 double ExposedCommFraction(const Candidate& c);
 
 // How robust a simulated layout is, for breaking ties (issue 14, item 6), compared in this
-// order: not tight on memory (its peak at most kTightMemoryFraction of the planner's limit);
+// order: not tight on memory (its peak at most `tight_fraction` of the planner's limit:
+// TightMemoryFraction's);
 // fewer framework-specific features (each needs a framework that has it, and tuning: the
 // interleaved schedule, CP, ZeRO-2/3, offload, gradient compression, TP overlap, zero-bubble
 // schedules, fp8 parameters); less exposed communication (the part of the step that depends
 // most on the network's real behaviour); then the faster.
-// ASSUMPTION: 0.95. The allocator share the fit verdict assumes is 10 % (docs/hardware.md),
-// and GMLake measured 15 % on average, up to 33 %: a layout within 5 % of the limit has no
-// room for a fragmentation above the assumption.
-inline constexpr double kTightMemoryFraction = 0.95;
+// (TightMemoryFraction above.)
 struct Robustness {
   bool tight = false;
   std::vector<std::string> features;  // the framework-specific features it uses
@@ -120,6 +130,6 @@ struct Robustness {
   double score = 0;
   bool operator<(const Robustness& o) const;  // more robust first
 };
-Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes);
+Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes, double tight_fraction);
 
 }  // namespace shardsim::planner

@@ -173,7 +173,9 @@ with open(out, "w") as f:
             "Engine's TP overlap) and, most, with the one fitted parameter, the sustained share of the kernel "
             "benchmarks' math rates per GPU architecture (docs/validation/compute-fits.yaml; " + fitted + "), which both the winners' and the replays' step times now include. The winners are the most "
             "robust of the layouts within the suite's ranking tolerance (%.1f %%) of the fastest, not the fastest " % (100 * tolerance) +
-            "itself (docs/planner.md, ties). The five replayed suite "
+            "itself (docs/planner.md, ties), and the most robust is first the one not tight on memory: a peak "
+            "under the limit divided by the memory band's p90 (published peaks ran up to that much above the "
+            "prediction; docs/validation/error-bands.yaml). The five replayed suite "
             "runs are in that fit's sample (their left-one-source-out errors are in "
             "docs/validation/published-runs.md); Table 1 is not. A replay error is the prediction's error on a run that really happened; "
             "the planner's winner has no measurement of its own. The default problem's nearest published "

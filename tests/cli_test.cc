@@ -510,7 +510,11 @@ TEST(Cli, PlanEmitNeedsAStackThatRunsIt) {
       << dp_only.err;
   const CommandResult mg = RunShardsim(plan + "--emit megatron");
   EXPECT_EQ(mg.exit_code, 0) << mg.err;
-  EXPECT_TRUE(Contains(mg.out, "--tensor-model-parallel-size 1"));
+  // The emitted arguments carry the winner's TP size (whichever layout wins).
+  const size_t at = mg.out.find("winner: tp=");
+  ASSERT_NE(at, std::string::npos) << mg.out;
+  const std::string tp = mg.out.substr(at + 11, mg.out.find(',', at) - at - 11);
+  EXPECT_TRUE(Contains(mg.out, "--tensor-model-parallel-size " + tp + " ")) << tp << "\n" << mg.out;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "planner/planner.h"
+#include "src/report/error_band.h"
 #include "src/layout/validate.h"
 #include "tests/test_models.h"
 
@@ -145,6 +146,8 @@ TEST(PlannerTest, TiesAreCompleteAndTheMostRobustWins) {
     if (p.hw.gpu.Peak(DType::kBf16)) o.fixed["dtype"] = "bf16";
     const BruteForce all = SimulateEveryLayout(p, o, cluster);
     const double limit = all.limit;
+    std::string why;
+    const double tight = TightMemoryFraction(p.hw.gpu, &why);  // by hand in PlannerTest.TightIsTheMemoryBandsP90
     const std::vector<Candidate>& fit = all.fit;
     std::map<std::string, std::vector<const Candidate*>> groups;  // same but recompute and offload
     for (const Candidate& c : fit) {
@@ -170,12 +173,12 @@ TEST(PlannerTest, TiesAreCompleteAndTheMostRobustWins) {
     for (const Candidate* c : kept) {
       if (c->sim.iteration_time_s > fastest * (1 + kTolerance)) continue;
       ++ties;
-      const Robustness rc = RobustnessOf(*c, c->sim.iteration_time_s, limit);
+      const Robustness rc = RobustnessOf(*c, c->sim.iteration_time_s, limit, tight);
       if (!robust) {
         robust = c;
         continue;
       }
-      const Robustness rb = RobustnessOf(*robust, robust->sim.iteration_time_s, limit);
+      const Robustness rb = RobustnessOf(*robust, robust->sim.iteration_time_s, limit, tight);
       if (rc < rb || (!(rb < rc) && FormatLayout(c->layout) < FormatLayout(robust->layout))) robust = c;
     }
     EXPECT_GT(ties, 1) << "no ties: the test would not test them";
@@ -208,12 +211,12 @@ TEST(PlannerTest, RobustnessOrder) {
     c.sim.ranks[0].breakdown_s[static_cast<int>(Category::kTp)] = comm_s;
     return c;
   };
-  const double limit = 100;
-  const Robustness tight = RobustnessOf(make(1, 0, 96, 0), 10, limit);  // 96 > 0.95 x 100
-  const Robustness featured = RobustnessOf(make(2, 2, 50, 0), 10, limit);
-  const Robustness chatty = RobustnessOf(make(1, 0, 50, 2), 10, limit);  // 20 % exposed
-  const Robustness quiet_slow = RobustnessOf(make(1, 0, 50, 1), 10.2, limit);
-  const Robustness quiet_fast = RobustnessOf(make(1, 0, 50, 1), 10.0, limit);
+  const double limit = 100, share = 0.95;
+  const Robustness tight = RobustnessOf(make(1, 0, 96, 0), 10, limit, share);  // 96 > 0.95 x 100
+  const Robustness featured = RobustnessOf(make(2, 2, 50, 0), 10, limit, share);
+  const Robustness chatty = RobustnessOf(make(1, 0, 50, 2), 10, limit, share);  // 20 % exposed
+  const Robustness quiet_slow = RobustnessOf(make(1, 0, 50, 1), 10.2, limit, share);
+  const Robustness quiet_fast = RobustnessOf(make(1, 0, 50, 1), 10.0, limit, share);
   EXPECT_TRUE(tight.tight);
   EXPECT_EQ(featured.features.size(), 2u);
   EXPECT_NEAR(chatty.exposed_comm, 0.2, 1e-12);
@@ -222,6 +225,25 @@ TEST(PlannerTest, RobustnessOrder) {
   EXPECT_TRUE(quiet_slow < chatty);
   EXPECT_TRUE(quiet_fast < quiet_slow);
   EXPECT_FALSE(quiet_slow < quiet_fast);
+}
+
+// Tight on a GPU is the memory band's p90 (docs/validation/error-bands.yaml, read here from
+// the file, not through the planner): published peaks ran up to p90 x the prediction, so a
+// peak above limit / p90 is tight. A device that names no GPU architecture (the CPU host) has
+// no band and keeps the planner's 0.95.
+TEST(PlannerTest, TightIsTheMemoryBandsP90) {
+  StatusOr<ErrorBands> bands = LoadErrorBands(std::string(SHARDSIM_SOURCE_DIR) + "/docs/validation/error-bands.yaml");
+  ASSERT_TRUE(bands.ok()) << bands.status().message();
+  ASSERT_TRUE(bands->memory.has_value());
+  GpuSpec gpu;
+  gpu.name = "G";
+  gpu.architecture = "sm90";
+  std::string why;
+  EXPECT_NEAR(TightMemoryFraction(gpu, &why), 1 / bands->memory->p90, 1e-12);
+  EXPECT_NE(why.find("p90"), std::string::npos) << why;
+  gpu.architecture.clear();
+  EXPECT_EQ(TightMemoryFraction(gpu, &why), 0.95);
+  EXPECT_NE(why.find("no memory band"), std::string::npos) << why;
 }
 
 // The planner never reports a winner the simulator says does not fit: over random problems

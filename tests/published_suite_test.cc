@@ -165,7 +165,7 @@ TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
   EXPECT_NEAR(ranking.tolerance, (1.2 / 1.1 + 1.5 / 1.3) / 2 - 1, 1e-12);
   // Written and read back as the commands read it.
   const std::string file = (testing::FreshTempDir("bands") / "bands.yaml").string();
-  std::ofstream(file) << ErrorBandsYaml(bands, ranking, "test");
+  std::ofstream(file) << ErrorBandsYaml(bands, ranking, MemoryBandEstimate{}, "test");
   StatusOr<ErrorBands> back = LoadErrorBands(file);
   ASSERT_TRUE(back.ok()) << back.status().message();
   ASSERT_EQ(back->bands.size(), 1u);
@@ -222,6 +222,53 @@ TEST(PublishedSuite, ErrorBandsAreOfLeftOutPredictionsWithNestedCoverage) {
   EXPECT_NEAR(bands[0].p90, 1.290821, 1e-6);
   EXPECT_EQ(bands[0].loso_runs, 3u);
   EXPECT_NEAR(bands[0].loso_coverage, 1.0 / 3, 1e-12);
+}
+
+// The memory band by hand: five runs with a published peak, predicted +25 %, +0 %, -20 %
+// (source a) and +25 %, -50 % (source b), so measured / predicted = 1 / (1 + error) = 0.8,
+// 1, 1.25 and 0.8, 2; a sixth run without a peak is left out. Sorted 0.8, 0.8, 1, 1.25, 2:
+// p10 at h = 0.4 -> 0.8, p50 1, p90 at h = 3.6 -> 1.25 + 0.6 x 0.75 = 1.7. Nested coverage:
+// a's runs against b's band [0.8 + 0.1 x 1.2, 0.8 + 0.9 x 1.2] = [0.92, 1.88]: 1 and 1.25
+// inside, 0.8 outside; b's against a's [0.8 + 0.2 x 0.2, 1 + 0.8 x 0.25] = [0.84, 1.2]: both
+// outside. Coverage 2 of 5. Written to the bands file and read back.
+TEST(PublishedSuite, MemoryBandIsOfMeasuredOverPredictedPeaks) {
+  PublishedRun ra, rb, rn;
+  ra.source = "a";
+  rb.source = "b";
+  rn.source = "a";
+  ra.measured_memory_bytes = rb.measured_memory_bytes = 1e9;
+  PublishedReport report;
+  for (const auto& [run, err] : std::vector<std::pair<const PublishedRun*, double>>{
+           {&ra, 0.25}, {&ra, 0.0}, {&ra, -0.2}, {&rb, 0.25}, {&rb, -0.5}, {&rn, 0.0}}) {
+    PublishedResult r;
+    r.run = run;
+    r.memory_error = err;
+    report.results.push_back(r);
+  }
+  const MemoryBandEstimate band = MemoryBandOf(report);
+  EXPECT_EQ(band.runs, 5u);
+  EXPECT_EQ(band.sources, 2u);
+  EXPECT_EQ(band.source_runs, "a 3, b 2");
+  EXPECT_NEAR(band.p10, 0.8, 1e-12);
+  EXPECT_NEAR(band.p50, 1.0, 1e-12);
+  EXPECT_NEAR(band.p90, 1.7, 1e-12);
+  EXPECT_EQ(band.loso_runs, 5u);
+  EXPECT_NEAR(band.loso_coverage, 0.4, 1e-12);
+  const std::string file = (testing::FreshTempDir("bands") / "memory.yaml").string();
+  ErrorBandEstimate time;  // a time band beside it, as the suite always has one
+  time.architecture = "smX";
+  time.gpus = "G";
+  time.dtype = "bf16";
+  time.runs = time.sources = 1;
+  time.p10 = time.p50 = time.p90 = 1;
+  std::ofstream(file) << ErrorBandsYaml({time}, RankingTolerance{}, band, "test");
+  StatusOr<ErrorBands> back = LoadErrorBands(file);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_TRUE(back->memory.has_value());
+  EXPECT_EQ(back->memory->runs, 5);
+  EXPECT_EQ(back->memory->source_runs, "a 3, b 2");
+  EXPECT_NEAR(back->memory->p90, 1.7, 1e-12);
+  EXPECT_NEAR(back->memory->loso_coverage, 0.4, 1e-12);
 }
 
 TEST(PublishedSuite, ErrorBandFileRejectsUnorderedPercentiles) {

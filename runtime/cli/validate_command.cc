@@ -251,7 +251,7 @@ int ValidatePublished(const std::string& file, const cli::Args& args) {
   }
   if (std::optional<std::string> bands = args.Get("bands-out")) {
     Status st = WriteFileAtomically(
-        *bands, ErrorBandsYaml(ErrorBandsOf(report), RankingToleranceOf(report),
+        *bands, ErrorBandsYaml(ErrorBandsOf(report), RankingToleranceOf(report), MemoryBandOf(report),
                                "shardsim validate --published " + file + " --bands-out FILE"));
     if (!st.ok()) return cli::Fail("validate", st.message(), 1);
   }

@@ -25,8 +25,18 @@ struct ErrorBand {
   double loso_coverage = 0;
 };
 
+// Measured / predicted peak memory per GPU over the published runs with a measured peak
+// (published_suite.h MemoryBandOf): one band for every GPU and stack.
+struct MemoryBand {
+  int64_t runs = 0, sources = 0;
+  std::string source_runs;  // "<source> <runs>, ..."
+  double p10 = 0, p50 = 0, p90 = 0;
+  double loso_coverage = 0;
+};
+
 struct ErrorBands {
   std::vector<ErrorBand> bands;
+  std::optional<MemoryBand> memory;  // absent when no run publishes a peak
   double ranking_tolerance = 0;  // published_suite.h's RankingTolerance
   int64_t ranking_pairs = 0;
 };
@@ -50,5 +60,18 @@ std::optional<ErrorBand> FindErrorBand(const std::string& architecture, DType dt
 std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_time_s);
 // The JSON field "error_band": its figures, or only a "note" saying why there is none.
 void ErrorBandJson(JsonWriter& j, const HardwareSpec& hw, DType dtype, double iteration_time_s);
+
+// The bundled memory band for predictions on `gpu`, or nullopt (and *why): none for a device
+// that names no GPU architecture (a CPU host), the published peaks being of GPUs.
+std::optional<MemoryBand> FindMemoryBand(const GpuSpec& gpu, std::string* why);
+// The memory band applied to a predicted peak of `peak_bytes` (the fit verdict's figure) as the
+// device would show it in use (GpuSpec::DeviceMemoryInUse), against the device's capacity:
+// "memory band: 71.6-96.7 GiB in use of 80.00 GiB (measured peaks ran 0.89-1.20x the
+// prediction, p10-p90 of 18 published runs from 2 sources: ...); at p10 it would fit: it may
+// run", or the reason there is none. The last clause: a layout that fits but would not at p90
+// is "tight"; one that does not fit but would at p10 "may run".
+std::string MemoryBandText(const HardwareSpec& hw, double peak_bytes);
+// The JSON field "memory_band": its figures, or only a "note".
+void MemoryBandJson(JsonWriter& j, const HardwareSpec& hw, double peak_bytes);
 
 }  // namespace shardsim

@@ -58,6 +58,7 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
     out << "  in use       " << Bytes(hw.gpu.DeviceMemoryInUse(mem.total()))
         << " as the device would show it (nvidia-smi: the allocator's holding included)\n";
   }
+  out << "  " << MemoryBandText(hw, mem.total()) << "\n";
   if (mem.host > 0) out << "  offloaded to host: " << Bytes(mem.host) << " per GPU\n";
 
   out << "\ncompute per micro-batch on stage " << e.reported_stage << ", the busiest (per instance):\n";
@@ -130,6 +131,7 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   w.Field("usable_memory_bytes", hw.gpu.UsableMemoryBytes());
   w.Field("device_memory_in_use_bytes", hw.gpu.DeviceMemoryInUse(e.peak_memory().total()));
   w.Field("fits", e.fits);
+  MemoryBandJson(w, hw, e.peak_memory().total());
   w.Field("estimated_iteration_time_s", e.iteration_time_s);
   w.Field("critical_path_s", e.critical_path_s);
   ComputeFitJson(w, hw);

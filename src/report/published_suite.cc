@@ -348,8 +348,48 @@ RankingTolerance RankingToleranceOf(const PublishedReport& report) {
   return {Median(rel), rel.size()};
 }
 
+MemoryBandEstimate MemoryBandOf(const PublishedReport& report) {
+  MemoryBandEstimate b;
+  std::vector<std::string> sources;  // in the file's order
+  std::vector<std::pair<std::string, double>> ratios;  // source, measured / predicted
+  for (const PublishedResult& r : report.results) {
+    if (!r.failure.empty() || !r.run->measured_memory_bytes) continue;
+    ratios.emplace_back(r.run->source, 1 / (1 + r.memory_error));
+    if (std::find(sources.begin(), sources.end(), r.run->source) == sources.end()) sources.push_back(r.run->source);
+  }
+  std::vector<double> all;
+  for (const auto& [source, x] : ratios) all.push_back(x);
+  b.runs = all.size();
+  b.sources = sources.size();
+  std::vector<std::string> counts;
+  for (const std::string& s : sources) {
+    const auto n = std::count_if(ratios.begin(), ratios.end(), [&](const auto& r) { return r.first == s; });
+    counts.push_back(s + " " + std::to_string(n));
+  }
+  b.source_runs = Join(counts, ", ");
+  b.p10 = Percentile(all, 0.1);
+  b.p50 = Percentile(all, 0.5);
+  b.p90 = Percentile(all, 0.9);
+  size_t inside = 0;
+  for (const std::string& held_out : sources) {
+    std::vector<double> others;
+    for (const auto& [source, x] : ratios) {
+      if (source != held_out) others.push_back(x);
+    }
+    if (others.empty()) continue;
+    const double lo = Percentile(others, 0.1), hi = Percentile(others, 0.9);
+    for (const auto& [source, x] : ratios) {
+      if (source != held_out) continue;
+      ++b.loso_runs;
+      if (x >= lo && x <= hi) ++inside;
+    }
+  }
+  b.loso_coverage = b.loso_runs ? static_cast<double>(inside) / static_cast<double>(b.loso_runs) : 0;
+  return b;
+}
+
 std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const RankingTolerance& ranking,
-                           const std::string& command) {
+                           const MemoryBandEstimate& memory, const std::string& command) {
   std::ostringstream out;
   out << "# Error bands (issue 14, item 6): measured / simulated step time over the published runs of\n"
       << "# docs/validation/published-runs.yaml, per GPU architecture (the fit's class) and precision,\n"
@@ -374,6 +414,20 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const Ra
         << "    p90: " << Fmt("%.4f", b.p90) << "\n"
         << "    sustained_compute: " << Fmt("%.4f", b.sustained) << "\n"
         << "    loso_coverage: " << Fmt("%.4f", b.loso_coverage) << "\n";
+  }
+  if (memory.runs > 0) {
+    out << "# memory_band: measured / predicted peak memory per GPU over the runs whose source publishes\n"
+        << "# one, each against the prediction of what it measured (the device's use or the allocator's\n"
+        << "# reserved peak): p10, p50, p90, and the nested leave-one-source-out coverage (each source's\n"
+        << "# runs against the band of the others'). No fitted parameter: the ratios are out of sample.\n"
+        << "memory_band:\n"
+        << "  runs: " << memory.runs << "\n"
+        << "  sources: " << memory.sources << "\n"
+        << "  source_runs: " << YamlQuoted(memory.source_runs) << "\n"
+        << "  p10: " << Fmt("%.4f", memory.p10) << "\n"
+        << "  p50: " << Fmt("%.4f", memory.p50) << "\n"
+        << "  p90: " << Fmt("%.4f", memory.p90) << "\n"
+        << "  loso_coverage: " << Fmt("%.4f", memory.loso_coverage) << "\n";
   }
   return out.str();
 }
@@ -634,6 +688,15 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
   out << "\n**Peak memory over " << report.memory.runs << " runs: MAPE "
       << Fmt("%.1f %%", 100 * report.memory.mape) << ", mean signed " << Fmt("%+.1f %%", 100 * report.memory.mean_signed)
       << ", largest " << Fmt("%.1f %%", 100 * report.memory.max_abs) << ".**";
+  if (const MemoryBandEstimate band = MemoryBandOf(report); band.runs > 0) {
+    out << "\n\nThe memory band `estimate`, `simulate` and `plan` print beside a predicted peak (as the device "
+        << "would show it in use): measured / predicted over these runs, p10-p90 **"
+        << Fmt("%.2f", band.p10) << "-" << Fmt("%.2f", band.p90) << "x** (median " << Fmt("%.2f", band.p50) << "; "
+        << band.runs << " runs from " << band.sources << " sources: " << band.source_runs
+        << "). Nothing in the memory model is fitted, so these ratios are out of sample as they are; "
+        << "leave-one-source-out coverage, each source's runs against the band of the others': "
+        << Fmt("%.1f %%", 100 * band.loso_coverage) << " of " << band.loso_runs << " runs.";
+  }
   out << "\n\n## Error bands\n\n"
       << "Measured / simulated step time per GPU architecture (the fit's class: one band for H100 and H200) "
       << "and precision, each run predicted with the fit made "

@@ -169,9 +169,26 @@ struct RankingTolerance {
 };
 RankingTolerance RankingToleranceOf(const PublishedReport& report);
 double Percentile(std::vector<double> values, double p);  // p in [0, 1]
+
+// The spread of measured / predicted peak memory per GPU over the runs whose source publishes
+// one, each against the prediction of what the source measured (PublishedResult::
+// predicted_memory_bytes: the device's use or the allocator's reserved peak): its 10th, 50th
+// and 90th percentiles, and the nested leave-one-source-out coverage of the p10-p90 band
+// (each source's runs against the band of the others'). The memory model has no fitted
+// parameter, so the ratios are out of sample as they stand; one band for every GPU and stack
+// (too few published peaks to split them).
+struct MemoryBandEstimate {
+  size_t runs = 0, sources = 0;
+  std::string source_runs;  // "<source> <runs>, ...", in the file's order
+  double p10 = 0, p50 = 0, p90 = 0;
+  double loso_coverage = 0;
+  size_t loso_runs = 0;  // runs with another source to compute a band from
+};
+MemoryBandEstimate MemoryBandOf(const PublishedReport& report);
+
 // The bands as the YAML file the commands read (src/report/error_band.h).
 std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const RankingTolerance& ranking,
-                           const std::string& command);
+                           const MemoryBandEstimate& memory, const std::string& command);
 
 // The Markdown table with the per-source and overall figures; `command` is the line that
 // regenerates it.

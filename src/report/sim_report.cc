@@ -80,6 +80,7 @@ std::string SimulationText(const ModelSpec& m, const HardwareSpec& hw, const Sim
     out << "  in use       " << FormatQuantity(hw.gpu.DeviceMemoryInUse(mem.total()), Dimension::kBytes)
         << " as the device would show it (nvidia-smi: the allocator's holding included)\n";
   }
+  out << "  " << MemoryBandText(hw, r.peak_memory_bytes) << "\n";
   out << "\niteration time: " << Fmt("%.4f s", r.iteration_time_s) << "\nthroughput: "
       << Fmt("%.0f tokens/s", r.tokens_per_s) << ", " << Fmt("%.1f", r.model_tflops_per_gpu)
       << " model TFLOP/s per GPU (" << Fmt("%.1f", r.hardware_tflops_per_gpu)
@@ -109,6 +110,7 @@ std::string SimulationJson(const ModelSpec& m, const HardwareSpec& hw, const Sim
   w.Field("memory_capacity_bytes", r.memory_capacity_bytes);
   w.Field("device_memory_in_use_bytes", hw.gpu.DeviceMemoryInUse(r.peak_memory_bytes));
   w.Field("fits", r.fits);
+  MemoryBandJson(w, hw, r.peak_memory_bytes);
   w.Field("usable_memory_bytes", r.usable_memory_bytes);
   w.Field("over_capacity_bytes", r.fits ? 0.0 : std::max(0.0, r.peak_memory_bytes - r.usable_memory_bytes));
   w.Key("memory_breakdown").BeginObject();
