@@ -1,9 +1,12 @@
-// Collective costs on the cluster graph against the ring formula and the link bottleneck.
+// Collective costs on the cluster graph against the ring formula and the link bottleneck, and
+// NCCL's protocols on the ring (LL and LL128 beside Simple) with the bundled DGX H100's figures
+// (hardware/dgx-h100.yaml; NCCL tuning.cc, REFERENCES.md 2.2-2.3).
 #include <gtest/gtest.h>
 
 #include <numeric>
 
 #include "src/cost/collective.h"
+#include "tests/test_hardware.h"
 #include "tests/test_models.h"
 
 namespace shardsim {
@@ -93,6 +96,93 @@ TEST(CollectiveTest, TreeWinsForSmallMessagesAcrossNodes) {
   EXPECT_NEAR(small.time_s, 2 * 1024 / 12.5e9 + 2 * 4 * 5e-6, 1e-12);
   const CollectiveCost large = model.Estimate(Collective::kAllReduce, Range(16), 1e9);
   EXPECT_EQ(large.algorithm, CollectiveAlgorithm::kRing);
+}
+
+// One DGX H100 node, all-reduce over its 8 GPUs: n = 8, bus factor 2 x 7/8 = 1.75, 14 steps.
+// The fabric: 450 GB/s x 0.824 = 370.8 GB/s per GPU, 3.4 us a step, base 8.4 us; 32 channels.
+//   Simple: 1.75 S / 370.8e9 + 8.4 + 14 x 3.4 = 56.0 us.
+//   LL:     busbw min(0.5 x 370.8, 141.0 one node) = 141 GB/s; 6.6 + 14 x 0.6 = 15.0 us.
+//   LL128:  busbw min(0.92 x 370.8 = 341.136, 36.7 x 32 = 1174.4) = 341.136 GB/s; 14 + 14 x 1.9 = 40.6 us.
+// So LL wins up to 25.6 us / (1.75 (1/141e9 - 1/341.136e9)) = 3.5 MB, LL128 up to
+// 15.4 us / (1.75 (1/341.136e9 - 1/370.8e9)) = 37.5 MB, and Simple beyond.
+TEST(CollectiveProtocolTest, RingPicksLlThenLl128ThenSimpleAsNcclDoes) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  ASSERT_EQ(hw->collective_protocols.size(), 2u);
+  const Cluster cluster(*hw);
+  const CollectiveModel model(cluster);
+  const std::vector<int64_t> node = Range(8);
+
+  const double small = 65536;  // 64 KiB: 1.75 x 65536 / 141e9 + 15.0 us
+  const CollectiveCost a = model.Estimate(Collective::kAllReduce, node, small);
+  EXPECT_EQ(a.algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_EQ(a.protocol, CollectiveProtocol::kLl);
+  EXPECT_NEAR(a.time_s, 1.75 * small / 141e9 + 15.0e-6, 1e-12);
+  EXPECT_NEAR(a.latency_s, 15.0e-6, 1e-12);
+  EXPECT_EQ(AlgorithmLabel(a), "ring LL");
+
+  const double mid = 16777216;  // 16 MiB: 1.75 x S / 341.136e9 + 40.6 us (Simple: +56.0 us at 370.8)
+  const CollectiveCost b = model.Estimate(Collective::kAllReduce, node, mid);
+  EXPECT_EQ(b.protocol, CollectiveProtocol::kLl128);
+  EXPECT_NEAR(b.time_s, 1.75 * mid / 341.136e9 + 40.6e-6, 1e-12);
+
+  const double large = 1073741824;  // 1 GiB: Simple, 1.75 x S / 370.8e9 + 56.0 us
+  const CollectiveCost c = model.Estimate(Collective::kAllReduce, node, large);
+  EXPECT_EQ(c.protocol, CollectiveProtocol::kSimple);
+  EXPECT_NEAR(c.time_s, 1.75 * large / 370.8e9 + 56.0e-6, 1e-12);
+  EXPECT_EQ(AlgorithmLabel(c), "ring");
+}
+
+// A ring across two nodes keeps its per-step latency under every protocol (the description's
+// network latency is the wire's and the library's post overhead), so LL's fixed term is the
+// Simple ring's less Simple's base 8.4 us plus LL's 6.6 us; its bus bandwidth is capped at
+// 39.0 GB/s (llMaxBws, two nodes, Intel host). An all-gather (no tree to compete) of 4 KiB
+// over both nodes' 16 GPUs: bus factor 15/16 = 0.9375.
+TEST(CollectiveProtocolTest, AcrossNodesOnlyTheBaseAndTheBandwidthChange) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  const Cluster cluster(*hw);
+  const CollectiveModel model(cluster);
+  const std::vector<int64_t> group = Range(16);  // both nodes, 8 GPUs each
+  const double S = 4096;  // latency-bound
+  const CollectiveCost simple = model.EstimateWith(Collective::kAllGather, CollectiveAlgorithm::kRing, group, S);
+  const CollectiveCost best = model.Estimate(Collective::kAllGather, group, S);
+  ASSERT_EQ(best.algorithm, CollectiveAlgorithm::kRing);
+  ASSERT_EQ(best.protocol, CollectiveProtocol::kLl);
+  EXPECT_TRUE(best.crosses_network);
+  EXPECT_NEAR(best.latency_s, simple.latency_s - 8.4e-6 + 6.6e-6, 1e-12);
+  EXPECT_NEAR(best.time_s - best.latency_s, 0.9375 * S / 39.0e9, 1e-12);
+}
+
+// A description without protocols prices Simple only, as before them.
+TEST(CollectiveProtocolTest, WithoutProtocolsTheRingRunsSimple) {
+  StatusOr<HardwareSpec> loaded = LoadHardware("dgx-h100");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  HardwareSpec hw = *loaded;
+  hw.collective_protocols.clear();
+  const Cluster cluster(hw);
+  const CollectiveModel model(cluster);
+  const CollectiveCost a = model.Estimate(Collective::kAllReduce, Range(8), 65536);
+  EXPECT_EQ(a.protocol, CollectiveProtocol::kSimple);
+  EXPECT_NEAR(a.time_s, 1.75 * 65536 / 370.8e9 + 56.0e-6, 1e-12);
+}
+
+// The loader: each protocol once, and its fields strict.
+TEST(CollectiveProtocolTest, LoaderRejectsARepeatedProtocolAndUnknownKeys) {
+  // The test node (tests/test_hardware.h) with a collectives section.
+  const std::string base = testing::TwoGpuNodeYaml("100 GB/s") +
+                           "collectives:\n  base_latency: \"8.4 us\"\n  protocols:\n";
+  const std::string ll = "    - {name: ll, base_latency: \"6.6 us\", fabric_latency: \"0.6 us\", bandwidth_factor: 0.5}\n";
+  StatusOr<HardwareSpec> ok = ParseHardwareYaml(base + ll, "p");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->collective_protocols.size(), 1u);
+  StatusOr<HardwareSpec> twice = ParseHardwareYaml(base + ll + ll, "p");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("listed twice"), std::string::npos) << twice.status().message();
+  StatusOr<HardwareSpec> typo = ParseHardwareYaml(
+      base + "    - {name: ll, base_latency: \"6.6 us\", fabric_latncy: \"0.6 us\", bandwidth_factor: 0.5}\n", "p");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("fabric_latency"), std::string::npos) << typo.status().message();
 }
 
 }  // namespace

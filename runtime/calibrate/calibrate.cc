@@ -552,6 +552,7 @@ StatusOr<CalibrationResult> Calibrate(Backend& backend, const HardwareSpec& base
     fabric.efficiency = r.collectives.bandwidth / fabric.bandwidth;
     fabric.latency_s = r.collectives.latency_s;
     r.hardware.collective_base_latency_s = 0;
+    r.hardware.collective_protocols.clear();  // the fit is of one ring protocol: the file is that model
   }
   return r;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "src/util/check.h"
@@ -33,6 +34,11 @@ std::string AlgorithmName(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::kDirect: return "direct";
   }
   return "?";
+}
+
+std::string AlgorithmLabel(const CollectiveCost& c) {
+  if (c.protocol == CollectiveProtocol::kSimple) return AlgorithmName(c.algorithm);
+  return AlgorithmName(c.algorithm) + (c.protocol == CollectiveProtocol::kLl ? " LL" : " LL128");
 }
 
 double BusBandwidthFactor(Collective c, int64_t n) {
@@ -377,6 +383,7 @@ const CollectiveModel::Lines& CollectiveModel::Coefficients(Collective c, const 
     for (int a = 0; a < kAlgorithms; ++a) {
       const CollectiveCost probe = EstimateWith(c, static_cast<CollectiveAlgorithm>(a), gpus, kProbe);
       Linear& lin = lines[a];
+      lin.algorithm = static_cast<CollectiveAlgorithm>(a);
       lin.applies = std::isfinite(probe.time_s);
       if (lin.applies) {
         lin.fixed = probe.latency_s;
@@ -384,11 +391,49 @@ const CollectiveModel::Lines& CollectiveModel::Coefficients(Collective c, const 
         lin.crosses_network = probe.crosses_network;
       }
     }
+    const std::vector<ProtocolSpec>& protocols = cluster_.hardware().collective_protocols;
+    for (size_t i = 0; i < protocols.size() && i < 2; ++i) {
+      lines[kAlgorithms + i] = ProtocolRing(lines[static_cast<int>(CollectiveAlgorithm::kRing)], protocols[i], c, gpus);
+    }
     it = cache_.emplace(key, lines).first;
   }
   const Lines lines = it->second;
   lock.unlock();
   return local.emplace(key, lines).first->second;
+}
+
+CollectiveModel::Linear CollectiveModel::ProtocolRing(const Linear& simple, const ProtocolSpec& p, Collective c,
+                                                     const std::vector<int64_t>& gpus) const {
+  Linear out;
+  out.algorithm = CollectiveAlgorithm::kRing;
+  out.protocol = p.protocol;
+  out.crosses_network = simple.crosses_network;
+  const int64_t n = static_cast<int64_t>(gpus.size());
+  if (!simple.applies || n <= 1 || simple.per_byte <= 0) return out;
+  const HardwareSpec& hw = cluster_.hardware();
+  // The ring's per-step latencies (the Simple line's fixed term less the call's base): inside a
+  // node, each step is one fabric route, so the protocol's fabric latency takes its place.
+  double steps_latency = simple.fixed - hw.collective_base_latency_s;
+  if (!simple.crosses_network) {
+    const double fabric = hw.node.fabric.latency_s;
+    steps_latency = fabric > 0 ? steps_latency * p.fabric_latency_s / fabric : 0;
+  }
+  out.fixed = p.base_latency_s + steps_latency;
+  // Bus bandwidth: the Simple ring's times the protocol's factor, under its caps.
+  const double factor = BusBandwidthFactor(c, n);
+  double busbw = factor / simple.per_byte * p.bandwidth_factor;
+  std::set<int64_t> nodes;
+  for (int64_t g : gpus) nodes.insert(cluster_.NodeOf(g));
+  const double by_nodes = nodes.size() == 1   ? p.max_busbw_one_node
+                          : nodes.size() == 2 ? p.max_busbw_two_nodes
+                                              : p.max_busbw_more_nodes;
+  if (by_nodes > 0) busbw = std::min(busbw, by_nodes);
+  if (p.max_channel_busbw > 0 && hw.gpu.nccl_channels > 0) {
+    busbw = std::min(busbw, p.max_channel_busbw * static_cast<double>(hw.gpu.nccl_channels));
+  }
+  out.per_byte = factor / busbw;
+  out.applies = true;
+  return out;
 }
 
 CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t>& gpus,
@@ -398,21 +443,20 @@ CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t
   const Linear* best = nullptr;
   double best_time = std::numeric_limits<double>::infinity();
   const Lines& lines = Coefficients(c, gpus);
-  for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
-                                CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect}) {
-    const Linear& lin = lines[static_cast<int>(a)];
+  for (const Linear& lin : lines) {  // Simple's algorithms first: a tie keeps Simple
     if (!lin.applies) continue;
     const double t = lin.per_byte * bytes + lin.fixed;
     if (t < best_time) {
       best_time = t;
       best = &lin;
-      best_a = a;
+      best_a = lin.algorithm;
     }
   }
   CHECK(best != nullptr) << "no algorithm for " << CollectiveName(c) << " over " << n << " ranks";
   CollectiveCost out;
   out.collective = c;
   out.algorithm = best_a;
+  out.protocol = best->protocol;
   out.ranks = n;
   out.bytes = bytes;
   out.crosses_network = best->crosses_network;

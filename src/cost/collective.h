@@ -5,6 +5,19 @@
 // intra-node AG). Time = latency terms + bytes over the bottleneck link, where each link's
 // load is the number of flows of the algorithm's step that cross it. The cheapest
 // algorithm is chosen, as NCCL's tuner does (src/graph/tuning.cc; REFERENCES.md section 2).
+//
+// Protocols: every figure of the hardware description is NCCL's Simple protocol's. Where the
+// description lists LL and LL128 (collectives.protocols), the ring is also priced under each,
+// as NCCL's tuner does (REFERENCES 2.2-2.3): the call's base latency is the protocol's; a ring
+// inside one node takes the protocol's per-step fabric latency in place of the fabric's
+// (hwLat[NVLINK][Ring]: LL 0.6, LL128 1.9 against Simple's 3.4 us on NVLink); a ring across
+// nodes keeps its per-step latency (the description's network latency is the wire's and the
+// library's post overhead, which no protocol removes); the bus bandwidth is the Simple ring's
+// times the protocol's factor (LL 0.5: half of each 8-byte store is a flag; LL128 0.92),
+// capped by the protocol's limits (NCCL llMaxBws by node count, perChMaxRingLL128Bws per
+// channel). The cheapest (algorithm, protocol) wins per size: LL for small messages, LL128
+// between, Simple for large. Tree, hierarchical and direct run Simple only (NCCL's tree LL
+// and LL128, and its p2p LL below 16 KiB, are not priced).
 #pragma once
 
 #include <array>
@@ -25,6 +38,9 @@ enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kDirect };
 
 std::string CollectiveName(Collective c);
 std::string AlgorithmName(CollectiveAlgorithm a);
+struct CollectiveCost;
+// The algorithm, with the protocol where it is not Simple: "ring", "ring LL128", "tree".
+std::string AlgorithmLabel(const CollectiveCost& c);
 
 // nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): all-reduce 2(n-1)/n, all-gather,
 // reduce-scatter and all-to-all (n-1)/n, others 1.
@@ -33,6 +49,7 @@ double BusBandwidthFactor(Collective c, int64_t n);
 struct CollectiveCost {
   Collective collective = Collective::kAllReduce;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  CollectiveProtocol protocol = CollectiveProtocol::kSimple;
   int64_t ranks = 0;
   double bytes = 0;         // nccl-tests convention: AR/bcast/reduce/sendrecv the buffer, AG/RS/A2A the total
   double time_s = 0;
@@ -93,9 +110,15 @@ class CollectiveModel {
     double per_byte = 0, fixed = 0;
     bool applies = false;
     bool crosses_network = false;
+    CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+    CollectiveProtocol protocol = CollectiveProtocol::kSimple;
   };
   static constexpr int kAlgorithms = 4;
-  using Lines = std::array<Linear, kAlgorithms>;  // by CollectiveAlgorithm
+  // By CollectiveAlgorithm under Simple, then the ring under each protocol the hardware lists.
+  using Lines = std::array<Linear, kAlgorithms + 2>;
+  // The ring under `p`, from its Simple line (the class comment's rules).
+  Linear ProtocolRing(const Linear& simple, const ProtocolSpec& p, Collective c,
+                      const std::vector<int64_t>& gpus) const;
   const Lines& Coefficients(Collective c, const std::vector<int64_t>& gpus) const;
 
   const Cluster& cluster_;

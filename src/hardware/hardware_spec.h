@@ -178,6 +178,24 @@ struct NetworkSpec {
   double effective_nic_bandwidth() const { return nic_bandwidth * nic_efficiency; }
 };
 
+// One of NCCL's low-latency protocols beside Simple (the protocol every other latency and
+// bandwidth of the description is of): LL (8-byte stores of 4 data bytes and a flag) or LL128
+// (128-byte lines of 120 data bytes), which the collective model offers the ring algorithm
+// as NCCL's tuner does, cheapest per size (src/cost/collective.h; NCCL src/graph/tuning.cc,
+// REFERENCES.md 2.2-2.4).
+enum class CollectiveProtocol { kSimple, kLl, kLl128 };
+const char* ProtocolName(CollectiveProtocol p);
+struct ProtocolSpec {
+  CollectiveProtocol protocol = CollectiveProtocol::kLl;
+  double base_latency_s = 0;    // per call, in place of collective_base_latency_s (NCCL baseLat[Ring][p])
+  double fabric_latency_s = 0;  // per step of a ring inside a node, in place of the fabric's latency (hwLat[NVLINK][Ring][p])
+  double bandwidth_factor = 1;  // of the Simple ring's bus bandwidth (LL 0.5, LL128 0.92)
+  // Caps on the bus bandwidth, 0 where none: by the nodes the group spans (1, 2, 3 or more;
+  // NCCL llMaxBws), and per channel (x gpu.nccl_channels; NCCL perChMaxRingLL128Bws).
+  double max_busbw_one_node = 0, max_busbw_two_nodes = 0, max_busbw_more_nodes = 0;
+  double max_channel_busbw = 0;
+};
+
 struct HardwareSpec {
   std::string name;
   std::string source;
@@ -186,6 +204,7 @@ struct HardwareSpec {
   NodeSpec node;
   std::optional<NetworkSpec> network;
   double collective_base_latency_s = 0;  // fixed cost per collective call
+  std::vector<ProtocolSpec> collective_protocols;  // beside Simple; none: Simple only
   std::optional<double> price_per_gpu_hour;
   int64_t total_gpus() const { return nodes * node.gpus; }
 };

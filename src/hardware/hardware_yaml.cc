@@ -26,6 +26,15 @@ std::string DTypeName(DType d) {
   return "?";
 }
 
+const char* ProtocolName(CollectiveProtocol p) {
+  switch (p) {
+    case CollectiveProtocol::kSimple: return "simple";
+    case CollectiveProtocol::kLl: return "ll";
+    case CollectiveProtocol::kLl128: return "ll128";
+  }
+  return "?";
+}
+
 double DTypeBytes(DType d) {
   switch (d) {
     case DType::kFp64: return 8;
@@ -281,6 +290,27 @@ StatusOr<HardwareSpec> ParseHardwareYaml(const std::string& text, const std::str
   if (std::optional<YamlMap> net = r.OptionalMap("network")) hw.network = ReadNetwork(*net);
   if (std::optional<YamlMap> c = r.OptionalMap("collectives")) {
     hw.collective_base_latency_s = c->OptionalQuantity("base_latency", Dimension::kTime).value_or(0);
+    if (c->Has("protocols")) {
+      for (YamlMap& p : c->MapList("protocols")) {
+        ProtocolSpec spec;
+        spec.protocol = p.Choice("name", {"ll", "ll128"}) == "ll128" ? CollectiveProtocol::kLl128 : CollectiveProtocol::kLl;
+        spec.base_latency_s = p.Quantity("base_latency", Dimension::kTime);
+        spec.fabric_latency_s = p.Quantity("fabric_latency", Dimension::kTime);
+        spec.bandwidth_factor = p.Number("bandwidth_factor", 0.01, 1);
+        if (std::optional<YamlMap> caps = p.OptionalMap("max_busbw")) {
+          spec.max_busbw_one_node = caps->Quantity("one_node", Dimension::kBandwidth);
+          spec.max_busbw_two_nodes = caps->Quantity("two_nodes", Dimension::kBandwidth);
+          spec.max_busbw_more_nodes = caps->Quantity("more_nodes", Dimension::kBandwidth);
+          caps->Finish();
+        }
+        spec.max_channel_busbw = p.OptionalQuantity("max_channel_busbw", Dimension::kBandwidth).value_or(0);
+        for (const ProtocolSpec& seen : hw.collective_protocols) {
+          if (seen.protocol == spec.protocol) p.Error("name", std::string("expected each protocol once; ") + ProtocolName(spec.protocol) + " is listed twice");
+        }
+        p.Finish();
+        hw.collective_protocols.push_back(spec);
+      }
+    }
     c->Finish();
   }
   hw.price_per_gpu_hour = r.OptionalNumber("price_per_gpu_hour", 0, 1e6);

@@ -138,6 +138,17 @@ std::string HardwareYaml(const HardwareSpec& hw) {
       << Num(n.oversubscription) << "\n";
   }
   o << "collectives:\n  base_latency: " << Q(hw.collective_base_latency_s, "s") << "\n";
+  if (!hw.collective_protocols.empty()) o << "  protocols:\n";
+  for (const ProtocolSpec& p : hw.collective_protocols) {
+    o << "    - name: " << ProtocolName(p.protocol) << "\n      base_latency: " << Q(p.base_latency_s, "s")
+      << "\n      fabric_latency: " << Q(p.fabric_latency_s, "s") << "\n      bandwidth_factor: " << Num(p.bandwidth_factor)
+      << "\n";
+    if (p.max_busbw_one_node > 0) {
+      o << "      max_busbw:\n        one_node: " << Q(p.max_busbw_one_node, "B/s") << "\n        two_nodes: "
+        << Q(p.max_busbw_two_nodes, "B/s") << "\n        more_nodes: " << Q(p.max_busbw_more_nodes, "B/s") << "\n";
+    }
+    if (p.max_channel_busbw > 0) o << "      max_channel_busbw: " << Q(p.max_channel_busbw, "B/s") << "\n";
+  }
   if (hw.price_per_gpu_hour) o << "price_per_gpu_hour: " << Num(*hw.price_per_gpu_hour) << "\n";
   return o.str();
 }

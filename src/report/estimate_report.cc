@@ -77,7 +77,7 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
     char line[220];
     std::snprintf(line, sizeof line, "  %-30s %-5s %6lld  %-10s  %-12s  %-10s  %-11s %6lld\n",
                   c.purpose.c_str(), c.group.c_str(), static_cast<long long>(c.cost.ranks),
-                  Bytes(c.cost.bytes).c_str(), AlgorithmName(c.cost.algorithm).c_str(),
+                  Bytes(c.cost.bytes).c_str(), AlgorithmLabel(c.cost).c_str(),
                   Secs(c.cost.time_s).c_str(), FormatQuantity(c.cost.busbw, Dimension::kBandwidth).c_str(),
                   static_cast<long long>(c.count));
     out << line;
@@ -162,7 +162,8 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
   for (const CollectiveTiming& c : e.collectives) {
     w.BeginObject().Field("purpose", c.purpose).Field("group", c.group);
     w.Field("collective", CollectiveName(c.cost.collective));
-    w.Field("algorithm", AlgorithmName(c.cost.algorithm)).Field("ranks", c.cost.ranks);
+    w.Field("algorithm", AlgorithmName(c.cost.algorithm)).Field("protocol", ProtocolName(c.cost.protocol));
+    w.Field("ranks", c.cost.ranks);
     w.Field("bytes", c.cost.bytes).Field("time_s", c.cost.time_s).Field("algbw", c.cost.algbw);
     w.Field("busbw", c.cost.busbw).Field("count", c.count).EndObject();
   }
