@@ -70,6 +70,9 @@ std::string PlanText(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
     for (const Candidate& c : r.closest) {
       out << "  " << Fmt("%6.1f GiB", c.memory_bytes / kGiB) << "  " << FormatLayout(c.layout) << "\n";
     }
+    // Whether the closest may run all the same: the memory band says how far measured peaks
+    // have fallen from predictions.
+    if (!r.closest.empty()) out << "The closest one's " << MemoryBandText(hw, r.closest.front().memory_bytes) << "\n";
     out << "What would help the closest one:\n";
     for (const std::string& a : r.advice) out << "  - " << a << "\n";
     return out.str();
@@ -164,6 +167,8 @@ std::string PlanJson(const ModelSpec& m, const HardwareSpec& hw, const PlanOptio
       ComputeFitJson(w, hw);
       ErrorBandJson(w, hw, r.ranked.front().layout.dtype, r.ranked.front().sim.iteration_time_s);
       MemoryBandJson(w, hw, r.ranked.front().sim.peak_memory_bytes);
+    } else if (!r.closest.empty()) {
+      MemoryBandJson(w, hw, r.closest.front().memory_bytes);  // the closest's: whether it may run
     }
     w.Key("ranked").BeginArray();
     for (const Candidate& c : r.ranked) {
