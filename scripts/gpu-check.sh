@@ -3,6 +3,8 @@
 #   1. the CUDA kernel tests (each kernel against the CPU backend);
 #   2. `shardsim calibrate --backend cuda` on Llama 3.2 1B's shapes, bf16 kernels
 #      (h200-calibrated.yaml);
+#   2b. the host's cost per eager PyTorch op and per CUDA graph replay (scripts/host-launch.py,
+#      host-launch.md: the descriptions' host.launch_overhead);
 #   3. the tiny model trained on the GPU and on the CPU, in fp32 and in bf16 mixed precision,
 #      and tiny-moe in fp8 (the MoE and fp8 kernels checked so far only in the emulator),
 #      losses compared step by step; rank 0 of cp=2 alone (the attention's query offset);
@@ -77,6 +79,13 @@ if [[ $backend == cuda ]]; then
     say "   calibrate failed"
   fi
 fi
+
+# --- 2b. the host's cost per eager PyTorch op (hardware descriptions' host.launch_overhead) ---
+launch_dev=cpu
+[[ $backend == cuda ]] && launch_dev=cuda
+say "== host cost per eager PyTorch op ($launch_dev; scripts/host-launch.py)"
+timeout 120 python3 scripts/host-launch.py --device "$launch_dev" --reps "$([[ $launch_dev == cuda ]] && echo 2000 || echo 100)" \
+  --out "$out/host-launch.md" >> "$log" 2>&1 || say "   host-launch failed (exit $?; PyTorch missing?)"
 
 # --- 3. runs and simulations ---------------------------------------------------------------------
 # name | model | hardware for the prediction | gpus | emulated rank (- for none) | layout | steps |

@@ -5,6 +5,7 @@
 #include "src/cost/layer_plan.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,6 +54,8 @@ struct Block {
   // The row-parallel projections' (attention output, MLP down) forward GEMMs, part of `fwd`:
   // the GEMMs whose output TP reduces (overlap_tp=on pipelines that reduction with them).
   double row_fwd = 0;
+  // Kernels the forward and the backward launch (OpForwardKernels, OpBackwardKernels).
+  double fwd_launches = 0, bwd_launches = 0;
 };
 
 Block SumOps(const GpuSpec& gpu, DType dtype, const std::vector<Op>& ops) {
@@ -74,8 +77,44 @@ Block SumOps(const GpuSpec& gpu, DType dtype, const std::vector<Op>& ops) {
     b.op_recompute += f * op.op_recomputed;
     b.op_recompute_flops += op.flops * op.op_recomputed;
     b.flops += op.flops;
+    b.fwd_launches += OpForwardKernels(op);
+    b.bwd_launches += OpBackwardKernels(op);
   }
   return b;
+}
+
+// The host floor. A framework issues a pass's kernels from one CPU thread, each launch costing
+// the host HostSpec::launch_s (PyTorch's dispatch of the op, then cudaLaunchKernel); the
+// device runs them as they come, so a pass takes at least its launches x launch_s, however
+// short its kernels (the launch-bound regime of small models, small micro-batches and wide
+// TP). While the device is the slower of the two the host runs ahead and costs nothing.
+// Priced per layer pass, the unit whose kernels repeat: when its host time exceeds the device
+// time of its compute blocks, each block's forward (backward) stretches by host / device, so
+// that the pass takes the host's time. Communication between the blocks is not counted on the
+// device's side (the host issues through it too): a lower bound on the overlap, so a slight
+// over-estimate of the floor where a pass's collectives are exposed. Host-side work that is
+// not a kernel launch (Python module logic, autograd bookkeeping beyond its kernels, NCCL's
+// calls) is not priced.
+void HostFloor(std::initializer_list<Block*> blocks, double launch_s) {
+  if (launch_s <= 0) return;
+  double fwd = 0, bwd = 0, fwd_host = 0, bwd_host = 0;
+  for (const Block* b : blocks) {
+    fwd += b->fwd;
+    bwd += b->bwd;
+    fwd_host += b->fwd_launches * launch_s;
+    bwd_host += b->bwd_launches * launch_s;
+  }
+  const double rf = fwd > 0 && fwd_host > fwd ? fwd_host / fwd : 1;
+  const double rb = bwd > 0 && bwd_host > bwd ? bwd_host / bwd : 1;
+  for (Block* b : blocks) {
+    b->fwd *= rf;
+    b->row_fwd *= rf;
+    b->selective *= rf;
+    b->op_recompute *= rf;
+    b->bwd *= rb;
+    b->wgrad *= rb;
+    b->col_wgrad *= rb;
+  }
 }
 
 // A layer split where communication goes between its parts.
@@ -129,7 +168,15 @@ double RowParallelOverlapFactor(const GpuSpec& gpu, const Layout& l) {
   return static_cast<double>(gpu.sm_count) / static_cast<double>(gpu.sm_count - kTpOverlapPipelineSms);
 }
 
-LayerCost CostLayer(const GpuSpec& gpu, const Layout& l, const LayerPlan& plan) {
+// The embedding's or the head's ops, one pass each, under the host floor.
+Block CostUnit(const HardwareSpec& hw, const Layout& l, const std::vector<Op>& ops) {
+  Block b = SumOps(hw.gpu, l.dtype, ops);
+  HostFloor({&b}, hw.node.host.launch_s);
+  return b;
+}
+
+LayerCost CostLayer(const HardwareSpec& hw, const Layout& l, const LayerPlan& plan) {
+  const GpuSpec& gpu = hw.gpu;
   std::vector<Op> attn, pre, mlp, post;
   for (const Op& op : plan.ops) {
     switch (op.part) {
@@ -148,6 +195,7 @@ LayerCost CostLayer(const GpuSpec& gpu, const Layout& l, const LayerPlan& plan) 
   c.attn.fwd += c.attn.row_fwd * slow;
   // Expert GEMMs (grouped, not Transformer Engine's userbuffers layers) keep their rate.
   if (!plan.moe) c.mlp.fwd += c.mlp.row_fwd * slow;
+  HostFloor({&c.attn, &c.mlp_pre, &c.mlp, &c.mlp_post}, hw.node.host.launch_s);
   c.plan = &plan;
   return c;
 }
@@ -1058,8 +1106,8 @@ void PassBuilder::Finish() {
 
 StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layout& l, int32_t stage,
                          const IterationPlan& plan) {
-  StageContext c{m, hw, l, stage, CostLayer(hw.gpu, l, plan.dense),
-                 CostLayer(hw.gpu, l, m.moe ? plan.moe : plan.dense), {}, {}, {}};
+  StageContext c{m, hw, l, stage, CostLayer(hw, l, plan.dense),
+                 CostLayer(hw, l, m.moe ? plan.moe : plan.dense), {}, {}, {}};
   const double e = l.dtype == DType::kFp32 ? 4 : 2;
   const double tokens = static_cast<double>(TokensPerRank(m, l));
   c.tp_bytes = tokens * static_cast<double>(m.hidden) * e;
@@ -1078,8 +1126,8 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   c.head_params = static_cast<double>(m.NormParams()) + (shares_table ? 0 : c.embedding_table) +
                   MtpHeadParamsOnRank(m, l);
   c.head_shares_table = shares_table;
-  c.embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
-  c.head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
+  c.embedding = CostUnit(hw, l, EmbeddingOps(m, l));
+  c.head = CostUnit(hw, l, HeadOps(m, l));
   if (CompressesGradients(l)) {
     c.dense_sent = LayerGradients(m, l, false, plan.dense.params);
     if (m.moe) c.moe_sent = LayerGradients(m, l, true, plan.moe.params);
@@ -1223,10 +1271,10 @@ std::shared_ptr<const LayerShapeCosts> PrepareLayerShape(const ModelSpec& m, con
   auto p = std::make_shared<LayerShapeCosts>();
   p->dense = PlanLayer(m, l, false);
   if (m.moe) p->moe = PlanLayer(m, l, true);
-  p->costs[0] = CostLayer(hw.gpu, l, p->dense);
-  p->costs[1] = m.moe ? CostLayer(hw.gpu, l, p->moe) : p->costs[0];
-  p->embedding = SumOps(hw.gpu, l.dtype, EmbeddingOps(m, l));
-  p->head = SumOps(hw.gpu, l.dtype, HeadOps(m, l));
+  p->costs[0] = CostLayer(hw, l, p->dense);
+  p->costs[1] = m.moe ? CostLayer(hw, l, p->moe) : p->costs[0];
+  p->embedding = CostUnit(hw, l, EmbeddingOps(m, l));
+  p->head = CostUnit(hw, l, HeadOps(m, l));
   return p;
 }
 

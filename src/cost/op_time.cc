@@ -68,8 +68,8 @@ double AttentionRate(const GpuEfficiency& e, const Op& op) {
 // Time for `work` units of the op's forward (1 = forward, backward_factor = backward).
 double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
   const GpuEfficiency& e = gpu.efficiency;
-  // One kernel per pass (a backward GEMM pair counts as the passes it does).
-  const double kernels = std::max(1.0, std::ceil(work));
+  // The op's launches per pass (a backward GEMM pair counts as the passes it does).
+  const double kernels = OpKernels(op, work);
   double compute = 0;
   if (op.kind == OpKind::kMatmul) {
     const DType gemm = dtype == DType::kFp8 && op.bf16_under_fp8 ? DType::kBf16 : dtype;
@@ -84,6 +84,14 @@ double Time(const GpuSpec& gpu, DType dtype, const Op& op, double work) {
 }
 
 }  // namespace
+
+double OpKernels(const Op& op, double work) { return static_cast<double>(op.launches) * std::max(1.0, std::ceil(work)); }
+
+double OpForwardKernels(const Op& op) { return OpKernels(op, 1.0) + (op.fp8_cast_forward_bytes > 0 ? 1 : 0); }
+
+double OpBackwardKernels(const Op& op) {
+  return OpKernels(op, op.backward_factor) + (op.fp8_cast_backward_bytes > 0 ? 1 : 0);
+}
 
 double WaveEfficiency(const GpuSpec& gpu, int64_t m, int64_t n) {
   const int64_t tm = gpu.efficiency.tile_m, tn = gpu.efficiency.tile_n;

@@ -1,6 +1,7 @@
 // Time of one operator on one GPU: a roofline with the hardware description's achievable
 // efficiencies, GEMM wave quantization, and a fixed per-kernel latency:
-//   t = kernel_latency + max(executed_flops / (peak x eff x wave_eff), bytes / (hbm_bw x eff_mem))
+//   t = kernels x kernel_latency + max(executed_flops / (peak x eff x wave_eff), bytes / (hbm_bw x eff_mem))
+// (kernels: OpKernels, one per pass but for eager PyTorch's element-wise chains, Op::launches).
 // Matmuls use the layout dtype's peak (fp8 GEMMs the fp8 peak); attention runs in 16-bit
 // (fp8 runs keep bf16 attention, as Transformer Engine does by default). GEMM and attention
 // rates are further multiplied by efficiency.sustained_compute when a description or the
@@ -44,5 +45,13 @@ double OpBackwardTime(const GpuSpec& gpu, DType dtype, const Op& op);
 
 // Memory-bound time for `bytes` of HBM traffic (optimizer steps, copies).
 double MemoryTime(const GpuSpec& gpu, double bytes);
+
+// Kernels the op launches for `work` units of its forward: Op::launches per pass, a pass
+// being each started unit (max(1, ceil(work))).
+double OpKernels(const Op& op, double work);
+// Kernels its forward and its backward launch, fp8 quantization kernels included: what the
+// host issues (layer_plan.cc HostFloor).
+double OpForwardKernels(const Op& op);
+double OpBackwardKernels(const Op& op);
 
 }  // namespace shardsim

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 
 namespace shardsim {
 
@@ -67,11 +69,27 @@ double ActBytes(const Layout& l) { return l.dtype == DType::kFp32 ? 4 : 2; }
 // default), as Hugging Face's LlamaRMSNorm writes it (transformers 4.34): x.float() (read b,
 // write 4), pow (read 4, write 4), mean (read 4), the multiply by the row's rsqrt (read 4, write
 // 4), type_as (read 4, write b), the multiply by the weight (read b, write b): 4b + 28 bytes;
-// at fp32 the casts are no-ops: 28. (Priced as one launch, as the eager RoPE below.)
+// at fp32 the casts are no-ops: 28. The launches (NormLaunches) count the two kernels on the
+// row statistics too (+ eps, rsqrt), whose bytes are negligible.
 double NormBytesPerElement(const ModelSpec& m, const Layout& l) {
   const double b = ActBytes(l);
   if (!EagerRmsNorm(m, l)) return 2 * b;
   return b == 4 ? 28 : 4 * b + 28;
+}
+
+// Kernels one norm launches: one fused (or eager F.layer_norm); eager RMSNorm's float, pow,
+// mean, + eps, rsqrt, multiply, type_as and weight multiply, eight (six at fp32, whose casts
+// launch nothing).
+int32_t NormLaunches(const ModelSpec& m, const Layout& l) {
+  if (!EagerRmsNorm(m, l)) return 1;
+  return ActBytes(l) == 4 ? 6 : 8;
+}
+
+// `count` norms over `elements` input elements each.
+Op NormOp(const ModelSpec& m, const Layout& l, std::string name, double elements, int32_t count = 1) {
+  Op op = Memory(std::move(name), OpRole::kNorm, count * NormBytesPerElement(m, l) * elements);
+  op.launches = count * NormLaunches(m, l);
+  return op;
 }
 
 // Under fp8, the quantization kernels of a Transformer Engine GEMM (Op::fp8_cast_*_bytes): in
@@ -113,7 +131,10 @@ void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t t
     // gradient and its input, write: 3b), 9b, 1.8 x the forward.
     const bool eager = l.kernels == Kernels::kEager;
     ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * (eager ? 5.0 : 3.0) * tokens * f));
-    if (eager) ops.back().backward_factor = 9.0 / 5.0;
+    if (eager) {
+      ops.back().backward_factor = 9.0 / 5.0;
+      ops.back().launches = 2;
+    }
     ops.back().transcendentals = static_cast<double>(tokens) * f;  // exp in SiLU
   } else {
     ops.push_back(Matmul(prefix + "up", OpRole::kMlpUp, tokens, f, m.hidden, b));
@@ -143,7 +164,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   // The values' and the output projection's widths on this rank (MLA's v_head_dim differs).
   const int64_t v_width = kv_heads * m.v_head_dim();
   const int64_t o_width = heads * m.v_head_dim();
-  if (m.norms_per_layer > 0) ops.push_back(Memory("norm1", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * h));
+  if (m.norms_per_layer > 0) ops.push_back(NormOp(m, l, "norm1", Tn * h));
   if (m.mla) {
     // Multi-head latent attention (model_spec.h MlaSpec): the down-projections to the query
     // and key-value latents (and the shared RoPE key) run on every TP rank over all T tokens
@@ -152,7 +173,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     const MlaSpec& a = *m.mla;
     ops.push_back(Matmul("qkv_down", OpRole::kQkv, T, a.q_lora_rank + a.kv_lora_rank + a.rope_head_dim, h, b));
     Fp8Casts(ops.back(), l, true);
-    ops.push_back(Memory("latent_norm", OpRole::kNorm, NormBytesPerElement(m, l) * static_cast<double>(T) * (a.q_lora_rank + a.kv_lora_rank)));
+    ops.push_back(NormOp(m, l, "latent_norm", static_cast<double>(T) * (a.q_lora_rank + a.kv_lora_rank)));
     if (a.q_lora_rank > 0) {
       ops.push_back(Matmul("q_up", OpRole::kQkv, T, q, a.q_lora_rank, b));
     } else {
@@ -180,7 +201,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   if (m.qk_norm) {
     // RMSNorm over each head's queries and keys (Qwen3Attention.q_norm / k_norm in
     // transformers' models/qwen3/modeling_qwen3.py): read and write Q and K.
-    ops.push_back(Memory("qk_norm", OpRole::kNorm, NormBytesPerElement(m, l) * static_cast<double>(T) * (q + kv)));
+    ops.push_back(NormOp(m, l, "qk_norm", static_cast<double>(T) * (q + kv)));
   }
   if (m.position == Position::kRope) {
     // Rotary embedding of the queries and keys (MLA: each query head's and the shared key's
@@ -194,6 +215,8 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     const double per_element = l.kernels != Kernels::kEager ? 2 * b : b == 4 ? 8 : 2 * b + 16;
     ops.push_back(Memory("rope", OpRole::kRope, per_element * static_cast<double>(T) * rotated));
     ops.back().backward_factor = 1;
+    // Eager, those kernels for the queries and again for the keys (at fp32 the multiply alone).
+    if (l.kernels == Kernels::kEager) ops.back().launches = b == 4 ? 2 : 6;
   }
   const double s_kv = static_cast<double>(m.seq_len);  // keys each query meets (all chunks)
   if (FusedAttention(l.attention)) {
@@ -273,11 +296,11 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   Fp8Casts(ops.back(), l, false);
   // Gemma 2 and 3 normalise each branch's output too (post_attention_layernorm,
   // post_feedforward_layernorm: norms_per_layer 4).
-  if (m.norms_per_layer > 2) ops.push_back(Memory("post_attn_norm", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * h));
+  if (m.norms_per_layer > 2) ops.push_back(NormOp(m, l, "post_attn_norm", Tn * h));
   ops.push_back(Memory("residual1", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
   const size_t mlp_input = ops.size();
   // One norm a layer (Falcon-7B's parallel attention and MLP share it): no second one.
-  if (m.norms_per_layer > 1) ops.push_back(Memory("norm2", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * h));
+  if (m.norms_per_layer > 1) ops.push_back(NormOp(m, l, "norm2", Tn * h));
   if (moe_layer && m.moe) {
     // Router: (T x h) x (h x E), replicated over TP (on this rank's T / tp tokens when the
     // dispatcher gathers over TP, MoeDispatchGathersOverTp); each token goes to top_k experts,
@@ -322,7 +345,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     ops.push_back(Memory("moe_unpermute", OpRole::kMoePermute, 2.0 * b * permuted_rows * h));
     ops.back().backward_factor = 1;
   }
-  if (m.norms_per_layer > 3) ops.push_back(Memory("post_mlp_norm", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * h));
+  if (m.norms_per_layer > 3) ops.push_back(NormOp(m, l, "post_mlp_norm", Tn * h));
   ops.push_back(Memory("residual2", OpRole::kResidual, b * 3.0 * Tn * h + (m.dropout ? Tn * h : 0)));
   for (size_t i = mlp_input; i < ops.size(); ++i) {
     ops[i].part = i < mlp ? LayerPart::kMlpInput : i < mlp_output ? LayerPart::kMlp : LayerPart::kMlpOutput;
@@ -409,7 +432,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
   const int64_t v = (m.vocab + l.tp - 1) / l.tp;
   std::vector<Op> ops;
   const auto head = [&] {
-    ops.push_back(Memory("final_norm", OpRole::kNorm, NormBytesPerElement(m, l) * Tn * m.hidden));
+    ops.push_back(NormOp(m, l, "final_norm", Tn * m.hidden));
     ops.push_back(Matmul("lm_head", OpRole::kLmHead, T, v, m.hidden, b));
     ops.back().bf16_under_fp8 = true;  // Megatron-Core's output layer is not a TE module
     // Softmax cross-entropy over the vocabulary shard in fp32: read logits, write grads.
@@ -424,6 +447,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
       const double cast = b == 4 ? 0 : b + 4;
       loss.bytes = (cast + 8) * static_cast<double>(T) * v;
       loss.backward_factor = (16 + cast) / (cast + 8);
+      loss.launches = b == 4 ? 2 : 3;  // the cast, log_softmax, the NLL gather
     } else if (l.kernels == Kernels::kCompiled) {
       // torchtitan's loss compiled (components/loss.py: torch.compile(cross_entropy_loss)): the
       // forward reads the 16-bit logits once for their log-sum-exp; the backward reads them
@@ -453,7 +477,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
   // Their TP exchanges are the layer plan's (layer_plan.cc, MtpTpExchanges).
   for (int64_t d = 0; d < m.mtp_layers; ++d) {
     for (const Op& op : EmbeddingOps(m, l)) ops.push_back(op);
-    ops.push_back(Memory("mtp_norms", OpRole::kNorm, 2 * NormBytesPerElement(m, l) * Tn * m.hidden));
+    ops.push_back(NormOp(m, l, "mtp_norms", Tn * m.hidden, 2));
     ops.push_back(Matmul("mtp_eh_proj", OpRole::kProjection, T, (m.hidden + l.tp - 1) / l.tp,
                          2 * m.hidden, b));
     head();

@@ -69,6 +69,12 @@ struct Op {
   // weight-gradient GEMMs hide that reduction under overlap_tp=backward.
   bool column_parallel = false;
   double backward_factor = 2;  // backward cost / forward cost
+  // Kernels one forward pass launches (the backward launches max(1, ceil(backward_factor))
+  // per forward kernel; an fp8 quantization, Op::fp8_cast_*_bytes, one more per pass). One,
+  // except the element-wise chains eager PyTorch runs op by op (kernels=eager: RMSNorm,
+  // RoPE, SwiGLU, the loss; ops.cc). Each launch costs the device its fixed kernel latency and
+  // the host the framework's launch overhead (HostSpec::launch_s, layer_plan.cc HostFloor).
+  int32_t launches = 1;
   // Under dtype=fp8 (Transformer Engine's recipe, as Megatron-Core runs it), a GEMM that stays
   // in bf16: not a Transformer Engine module, so fp8_autocast leaves it alone (the output
   // layer is tensor_parallel.ColumnParallelLinear, megatron/core/models/gpt/gpt_model.py; the

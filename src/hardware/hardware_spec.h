@@ -156,6 +156,10 @@ struct HostSpec {
   double memory_bandwidth = 0;
   double link_bandwidth = 0;  // per GPU, per direction
   double link_latency_s = 0;
+  // Host CPU time to launch one kernel through the framework (`launch_overhead`): PyTorch's
+  // dispatch of one eager op and its cudaLaunchKernel. The host issues a pass's kernels no
+  // faster than that (layer_plan.cc HostFloor); 0 where the description does not say.
+  double launch_s = 0;
 };
 
 struct NodeSpec {

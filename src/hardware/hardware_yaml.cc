@@ -255,6 +255,11 @@ NodeSpec ReadNode(YamlMap n) {
   node.host.memory_bandwidth = h.Quantity("memory_bandwidth", Dimension::kBandwidth);
   node.host.link_bandwidth = h.Quantity("link_bandwidth", Dimension::kBandwidth);
   node.host.link_latency_s = h.Quantity("link_latency", Dimension::kTime);
+  node.host.launch_s = h.OptionalQuantity("launch_overhead", Dimension::kTime).value_or(0);
+  // A kernel launch that costs the host a millisecond is no CPU's: bounded to catch a unit slip.
+  if (node.host.launch_s > 1e-3) {
+    h.Error("launch_overhead", "expected at most 1 ms per kernel launch (a few us on a server CPU)");
+  }
   h.Finish();
   n.Finish();
   return node;

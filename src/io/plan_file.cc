@@ -128,6 +128,7 @@ std::string HardwareYaml(const HardwareSpec& hw) {
   o << "  host:\n    memory: " << Q(h.memory_bytes, "B") << "\n    memory_bandwidth: "
     << Q(h.memory_bandwidth, "B/s") << "\n    link_bandwidth: " << Q(h.link_bandwidth, "B/s")
     << "\n    link_latency: " << Q(h.link_latency_s, "s") << "\n";
+  if (h.launch_s > 0) o << "    launch_overhead: " << Q(h.launch_s, "s") << "\n";
   if (hw.network) {
     const NetworkSpec& n = *hw.network;
     o << "network:\n  nics: " << n.nics << "\n  nic_bandwidth: " << Q(n.nic_bandwidth, "B/s")

@@ -1,0 +1,144 @@
+// Kernel launches (Op::launches, op_time.h OpKernels) and the host floor (layer_plan.cc
+// HostFloor): every kernel of an eager element-wise chain costs the device its kernel latency,
+// and a pass takes at least its launches x the host's launch_overhead. Every expected value is
+// worked by hand from the op lists in the comments.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "src/cost/estimate.h"
+#include "src/cost/op_time.h"
+#include "src/cost/ops.h"
+#include "src/hardware/cluster.h"
+#include "src/hardware/hardware_spec.h"
+#include "src/layout/layout.h"
+#include "src/sim/simulator.h"
+#include "tests/find_op.h"
+#include "tests/test_hardware.h"
+#include "tests/test_models.h"
+
+namespace shardsim {
+namespace {
+
+Layout L(const std::string& spec) {
+  StatusOr<Layout> l = ParseLayout(spec);
+  CHECK(l.ok()) << l.status().message();
+  return *l;
+}
+
+// Eager (torchtitan without torch.compile): RMSNorm is x.float(), pow, mean, + eps, rsqrt, the
+// multiply, type_as and the weight's multiply, 8 kernels (6 at fp32: the casts launch none);
+// RoPE a cast, the complex multiply and a cast back for Q and again for K, 6 (2 at fp32); SiLU
+// and the multiply, 2; the loss the logits' fp32 cast, log_softmax and the NLL gather, 3 (2 at
+// fp32). Fused and compiled: one kernel each.
+TEST(KernelLaunches, EagerChainsLaunchEachOp) {
+  const ModelSpec m = testing::TinyModel(64);
+  for (const char* dtype : {"bf16", "fp32"}) {
+    SCOPED_TRACE(dtype);
+    const bool fp32 = std::string(dtype) == "fp32";
+    const Layout eager = L(std::string("mbs=1,gbs=1,kernels=eager,dtype=") + dtype);
+    const std::vector<Op> ops = LayerOps(m, eager, false);
+    EXPECT_EQ(testing::FindOp(ops, "norm1").launches, fp32 ? 6 : 8);
+    EXPECT_EQ(testing::FindOp(ops, "norm2").launches, fp32 ? 6 : 8);
+    EXPECT_EQ(testing::FindOp(ops, "rope").launches, fp32 ? 2 : 6);
+    EXPECT_EQ(testing::FindOp(ops, "mlp_swiglu").launches, 2);
+    EXPECT_EQ(testing::FindOp(ops, "wq").launches, 1);
+    const std::vector<Op> head = HeadOps(m, eager);
+    EXPECT_EQ(testing::FindOp(head, "final_norm").launches, fp32 ? 6 : 8);
+    EXPECT_EQ(testing::FindOp(head, "cross_entropy").launches, fp32 ? 2 : 3);
+    for (const char* kernels : {"fused", "compiled"}) {
+      const Layout l = L(std::string("mbs=1,gbs=1,dtype=") + dtype + ",kernels=" + kernels);
+      for (const Op& op : LayerOps(m, l, false)) EXPECT_EQ(op.launches, 1) << kernels << " " << op.name;
+      for (const Op& op : HeadOps(m, l)) EXPECT_EQ(op.launches, 1) << kernels << " " << op.name;
+    }
+  }
+}
+
+// Each launch costs the device its kernel latency: on a GPU whose memory and math take no time
+// to speak of (TwoGpuNode: 1e6 TB/s) with a 5 us latency, eager RMSNorm's forward takes 8 x 5 =
+// 40 us and its backward (backward_factor 2: two passes of the chain) 16 x 5 = 80 us; the fused
+// norm 5 and 10 us. An fp8 GEMM's input quantization is one more kernel (qkv's is its fused
+// norm's, so proj: GEMM + cast, 2 x 5 us forward).
+TEST(KernelLaunches, EveryKernelPaysTheDeviceLatency) {
+  HardwareSpec hw = testing::TwoGpuNode("100 GB/s");
+  hw.gpu.efficiency.kernel_latency_s = 5e-6;
+  const ModelSpec m = testing::TinyModel(64);
+  const Op eager = testing::FindOp(LayerOps(m, L("mbs=1,gbs=1,kernels=eager"), false), "norm1");
+  const Op fused = testing::FindOp(LayerOps(m, L("mbs=1,gbs=1"), false), "norm1");
+  EXPECT_NEAR(OpForwardTime(hw.gpu, DType::kBf16, eager), 40e-6, 1e-9);
+  EXPECT_NEAR(OpBackwardTime(hw.gpu, DType::kBf16, eager), 80e-6, 1e-9);
+  EXPECT_NEAR(OpForwardTime(hw.gpu, DType::kBf16, fused), 5e-6, 1e-9);
+  EXPECT_NEAR(OpBackwardTime(hw.gpu, DType::kBf16, fused), 10e-6, 1e-9);
+  EXPECT_EQ(OpForwardKernels(eager), 8);
+  EXPECT_EQ(OpBackwardKernels(eager), 16);
+  hw.gpu.peak_flops[DType::kFp8] = 200e12;
+  const Op proj = testing::FindOp(LayerOps(m, L("mbs=1,gbs=1,dtype=fp8"), false), "proj");
+  EXPECT_EQ(OpForwardKernels(proj), 2);
+  EXPECT_EQ(OpBackwardKernels(proj), 3);  // dgrad, wgrad, the output gradient's quantization
+}
+
+// The host floor. TwoGpuNode's device does the tiny model's work in nanoseconds with no kernel
+// latency; a 1 ms launch_overhead then sets every pass's pace. One GPU, one micro-batch, fused
+// kernels, flash attention. A layer's forward launches norm1, qkv, rope, attention, proj,
+// residual1, norm2, gate_up, swiglu, down, residual2: 11; its backward ceil(backward_factor) a
+// kernel: 2 each but rope (1) and attention (2.5: 3), 22. The embedding 1 and 2; the head
+// final_norm 1 + 2, lm_head 1 + 2, cross_entropy (backward_factor 0.5) 1 + 1: 3 and 5. So
+// 4 x 33 + 3 + 8 = 143 launches, 143 ms of compute; the optimizer's step is not a pass (its
+// time, 0 here, is apart). Without the overhead the compute takes tens of microseconds (the
+// 64-row GEMMs fill a few of the 100 SMs: wave quantization), under 0.1 ms.
+TEST(HostFloor, ALaunchBoundStepTakesTheHostsTime) {
+  HardwareSpec hw = testing::TwoGpuNode("100 GB/s");
+  const ModelSpec m = testing::TinyModel(64);
+  const Layout l = L("tp=1,pp=1,dp=1,mbs=1,gbs=1,dtype=bf16");
+  const Estimate device_bound = EstimateIteration(m, Cluster(hw, 1), l);
+  EXPECT_LT(device_bound.time.compute, 1e-4);
+  hw.node.host.launch_s = 1e-3;
+  const Estimate host_bound = EstimateIteration(m, Cluster(hw, 1), l);
+  EXPECT_NEAR(host_bound.time.compute, 0.143, 1e-9);
+  StatusOr<SimResult> sim = Simulate(m, Cluster(hw, 1), l, SimOptions{});
+  ASSERT_TRUE(sim.ok()) << sim.status().message();
+  EXPECT_NEAR(sim->iteration_time_s, host_bound.iteration_time_s, 1e-9);
+}
+
+// Where the device is the slower, the host runs ahead and costs nothing: the bundled DGX H100
+// (kernel_latency 5 us, launch_overhead 4 us: every kernel takes the device longer than the
+// host) predicts the same step as without the overhead, even for the small model.
+TEST(HostFloor, ADeviceBoundStepIsUnchanged) {
+  StatusOr<HardwareSpec> loaded = LoadHardware("dgx-h100");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  HardwareSpec hw = *loaded;
+  ASSERT_NEAR(hw.node.host.launch_s, 4e-6, 1e-12);
+  const ModelSpec m = testing::TinyModel(64);
+  const Layout l = L("tp=1,pp=1,dp=1,mbs=1,gbs=4,kernels=eager");
+  const double with = EstimateIteration(m, Cluster(hw, 1), l).iteration_time_s;
+  hw.node.host.launch_s = 0;
+  EXPECT_DOUBLE_EQ(EstimateIteration(m, Cluster(hw, 1), l).iteration_time_s, with);
+}
+
+// The loader: launch_overhead is a time, optional (0), at most 1 ms.
+TEST(HostFloor, LaunchOverheadIsReadAndBounded) {
+  const std::string base = testing::TwoGpuNodeYaml("100 GB/s");
+  const std::string from = "link_latency: \"0 us\"}";
+  ASSERT_NE(base.find(from), std::string::npos);
+  auto with = [&](const std::string& value) {
+    std::string y = base;
+    y.replace(y.find(from), from.size(), "link_latency: \"0 us\", launch_overhead: \"" + value + "\"}");
+    return ParseHardwareYaml(y, "two");
+  };
+  StatusOr<HardwareSpec> ok = with("4 us");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_NEAR(ok->node.host.launch_s, 4e-6, 1e-15);
+  StatusOr<HardwareSpec> none = ParseHardwareYaml(base, "two");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->node.host.launch_s, 0);
+  StatusOr<HardwareSpec> slow = with("2 ms");
+  ASSERT_FALSE(slow.ok());
+  EXPECT_NE(slow.status().message().find("launch_overhead"), std::string::npos) << slow.status().message();
+  StatusOr<HardwareSpec> unit = with("4 GB");
+  ASSERT_FALSE(unit.ok());
+  EXPECT_NE(unit.status().message().find("launch_overhead"), std::string::npos) << unit.status().message();
+}
+
+}  // namespace
+}  // namespace shardsim
