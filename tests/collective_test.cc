@@ -3,6 +3,8 @@
 // (hardware/dgx-h100.yaml; NCCL tuning.cc, REFERENCES.md 2.2-2.3).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "src/cost/collective.h"
@@ -154,6 +156,63 @@ TEST(CollectiveProtocolTest, AcrossNodesOnlyTheBaseAndTheBandwidthChange) {
   EXPECT_NEAR(best.time_s - best.latency_s, 0.9375 * S / 39.0e9, 1e-12);
 }
 
+// The tree under LL and LL128 (an all-reduce over both DGX H100 nodes, 16 GPUs): its fixed term
+// is the Simple tree's less Simple's base (8.4 us) and intra-node chain (2 x 7 steps x the
+// fabric's 3.4 us = 47.6 us), plus the protocol's base and its chain at its tree fabric
+// latency (LL: 6.8 + 2 x 7 x 0.6 = 15.2 us; LL128: 14 + 2 x 7 x 1.25 = 31.5 us); the inter-node
+// steps stay. Its bus bandwidth is the Simple tree's times 1/3.8 (LL, capped at llMaxBws'
+// 39.0 GB/s for two nodes) or 120/128 (LL128, capped at 36.7 GB/s x 32 channels). At 4 KiB the
+// tree under LL wins (the ring pays 30 steps), at 4 MiB under LL128; at 1 GiB Simple does.
+TEST(CollectiveProtocolTest, TheTreeRunsLlAndLl128AcrossNodes) {
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  ASSERT_EQ(hw->gpu.nccl_channels, 32);
+  const Cluster cluster(*hw);
+  const CollectiveModel model(cluster);
+  const std::vector<int64_t> group = Range(16);
+  const double probe = 1e9;
+  const CollectiveCost simple = model.EstimateWith(Collective::kAllReduce, CollectiveAlgorithm::kTree, group, probe);
+  ASSERT_TRUE(std::isfinite(simple.time_s));
+  const double inter = simple.latency_s - 8.4e-6 - 47.6e-6;  // the inter-node steps
+  const double simple_busbw = simple.busbw * simple.time_s / (simple.time_s - simple.latency_s);
+  const double factor = 2.0 * 15 / 16;  // all-reduce bus factor, 16 ranks
+
+  const double S = 4096;
+  const CollectiveCost small = model.Estimate(Collective::kAllReduce, group, S);
+  EXPECT_EQ(small.algorithm, CollectiveAlgorithm::kTree);
+  EXPECT_EQ(small.protocol, CollectiveProtocol::kLl);
+  EXPECT_EQ(AlgorithmLabel(small), "tree LL");
+  EXPECT_NEAR(small.latency_s, 15.2e-6 + inter, 1e-12);
+  const double ll_busbw = std::min(simple_busbw / 3.8, 39.0e9);
+  EXPECT_NEAR(small.time_s, factor * S / ll_busbw + 15.2e-6 + inter, 1e-12);
+
+  // At 4 MiB LL's lower bandwidth costs more than LL128's 16.3 us of extra latency, and the
+  // tree under LL128 (about 58 us) beats the rings and Simple.
+  const double ll128_busbw = std::min(simple_busbw * 120.0 / 128.0, 36.7e9 * 32);
+  const double ll128_fixed = 31.5e-6 + inter;
+  const double M = 4194304;  // 4 MiB
+  const double ll_time = factor * M / ll_busbw + 15.2e-6 + inter;
+  const double ll128_time = factor * M / ll128_busbw + ll128_fixed;
+  const CollectiveCost mid = model.Estimate(Collective::kAllReduce, group, M);
+  EXPECT_LT(ll128_time, ll_time);
+  EXPECT_EQ(AlgorithmLabel(mid), "tree LL128");
+  EXPECT_NEAR(mid.time_s, ll128_time, 1e-12);
+  const CollectiveCost large = model.Estimate(Collective::kAllReduce, group, 1073741824.0);
+  EXPECT_EQ(large.protocol, CollectiveProtocol::kSimple);
+}
+
+// Without `tree:` figures the tree runs Simple only, however small the message.
+TEST(CollectiveProtocolTest, WithoutTreeFiguresTheTreeRunsSimple) {
+  StatusOr<HardwareSpec> loaded = LoadHardware("dgx-h100");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  HardwareSpec hw = *loaded;
+  for (ProtocolSpec& p : hw.collective_protocols) p.tree.reset();
+  const Cluster cluster(hw);
+  const CollectiveModel model(cluster);
+  const CollectiveCost small = model.Estimate(Collective::kAllReduce, Range(16), 4096);
+  EXPECT_FALSE(small.algorithm == CollectiveAlgorithm::kTree && small.protocol != CollectiveProtocol::kSimple);
+}
+
 // A description without protocols prices Simple only, as before them.
 TEST(CollectiveProtocolTest, WithoutProtocolsTheRingRunsSimple) {
   StatusOr<HardwareSpec> loaded = LoadHardware("dgx-h100");
@@ -183,6 +242,20 @@ TEST(CollectiveProtocolTest, LoaderRejectsARepeatedProtocolAndUnknownKeys) {
       base + "    - {name: ll, base_latency: \"6.6 us\", fabric_latncy: \"0.6 us\", bandwidth_factor: 0.5}\n", "p");
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.status().message().find("fabric_latency"), std::string::npos) << typo.status().message();
+  // The tree's figures: read, and strict too.
+  const std::string tree_ll = "    - {name: ll, base_latency: \"6.6 us\", fabric_latency: \"0.6 us\", bandwidth_factor: 0.5,\n"
+                              "       tree: {base_latency: \"6.8 us\", fabric_latency: \"0.6 us\", bandwidth_factor: 0.2632,\n"
+                              "              max_channel_busbw: {two_nodes: \"36.7 GB/s\", more_nodes: \"29 GB/s\"}}}\n";
+  StatusOr<HardwareSpec> tree = ParseHardwareYaml(base + tree_ll, "p");
+  ASSERT_TRUE(tree.ok()) << tree.status().message();
+  ASSERT_TRUE(tree->collective_protocols[0].tree.has_value());
+  EXPECT_NEAR(tree->collective_protocols[0].tree->base_latency_s, 6.8e-6, 1e-15);
+  EXPECT_NEAR(tree->collective_protocols[0].tree->max_channel_busbw_more_nodes, 29e9, 1e-3);
+  std::string bad_tree = tree_ll;
+  bad_tree.replace(bad_tree.find("more_nodes"), 10, "more_node");
+  StatusOr<HardwareSpec> bad = ParseHardwareYaml(base + bad_tree, "p");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("more_nodes"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

@@ -190,18 +190,12 @@ CollectiveCost CollectiveModel::EstimateWith(Collective c, CollectiveAlgorithm a
   if (a == CollectiveAlgorithm::kTree && c == Collective::kAllReduce && nodes >= 2) {
     // NCCL's double binary tree (tuning.cc): a chain inside each node, two binary trees
     // across nodes each carrying S/2. Bandwidth: NCCL converts busBw to algBw with x0.5,
-    // i.e. time = 2S / (the bandwidth the rings would get per byte). Latency:
-    // 2 * ((ppn-1) * intra + log2(nodes) * inter).
+    // i.e. time = 2S / (the bandwidth the rings would get per byte). Latency: TreeLatencyOf.
     const Phase unit = Rings(rings, channels * static_cast<double>(rings.front().size()), 1);
     // unit.bandwidth_time_s: seconds for one byte per flow on the busiest link, x channels.
     const double bw_time = 2.0 * bytes * unit.bandwidth_time_s / (channels * channels);
-    double intra = 0, inter = 0;
-    const std::vector<int64_t>& first = by_node.begin()->second;
-    if (first.size() > 1) intra = cluster_.RouteBetween(first[0], first[1]).latency_s;
-    inter = cluster_.RouteBetween(by_node.begin()->second[0], std::next(by_node.begin())->second[0]).latency_s;
-    const double lat = 2.0 * (static_cast<double>(ppn - 1) * intra +
-                              std::ceil(std::log2(static_cast<double>(nodes))) * inter);
-    return Finish(c, a, n, bytes, bw_time, lat, true);
+    const TreeLatency lat = TreeLatencyOf(gpus);
+    return Finish(c, a, n, bytes, bw_time, lat.intra_s + lat.inter_s, true);
   }
 
   if (a == CollectiveAlgorithm::kHierarchical && c == Collective::kAllReduce && nodes >= 2 &&
@@ -237,6 +231,22 @@ CollectiveCost CollectiveModel::EstimateWith(Collective c, CollectiveAlgorithm a
     return Finish(c, a, n, bytes, p.bandwidth_time_s, p.latency_s, p.crosses_network);
   }
   return none;
+}
+
+CollectiveModel::TreeLatency CollectiveModel::TreeLatencyOf(const std::vector<int64_t>& gpus) const {
+  std::map<int64_t, std::vector<int64_t>> by_node;
+  for (int64_t g : gpus) by_node[cluster_.NodeOf(g)].push_back(g);
+  TreeLatency out;
+  out.nodes = static_cast<int64_t>(by_node.size());
+  if (out.nodes < 2) return out;
+  size_t ppn = gpus.size();
+  for (const auto& [node, m] : by_node) ppn = std::min(ppn, m.size());
+  const std::vector<int64_t>& first = by_node.begin()->second;
+  const double intra = first.size() > 1 ? cluster_.RouteBetween(first[0], first[1]).latency_s : 0;
+  const double inter = cluster_.RouteBetween(first[0], std::next(by_node.begin())->second[0]).latency_s;
+  out.intra_s = 2.0 * static_cast<double>(ppn - 1) * intra;
+  out.inter_s = 2.0 * std::ceil(std::log2(static_cast<double>(out.nodes))) * inter;
+  return out;
 }
 
 CollectiveModel::LinkLoads CollectiveModel::RingLoads(
@@ -394,6 +404,7 @@ const CollectiveModel::Lines& CollectiveModel::Coefficients(Collective c, const 
     const std::vector<ProtocolSpec>& protocols = cluster_.hardware().collective_protocols;
     for (size_t i = 0; i < protocols.size() && i < 2; ++i) {
       lines[kAlgorithms + i] = ProtocolRing(lines[static_cast<int>(CollectiveAlgorithm::kRing)], protocols[i], c, gpus);
+      lines[kAlgorithms + 2 + i] = ProtocolTree(lines[static_cast<int>(CollectiveAlgorithm::kTree)], protocols[i], c, gpus);
     }
     it = cache_.emplace(key, lines).first;
   }
@@ -430,6 +441,36 @@ CollectiveModel::Linear CollectiveModel::ProtocolRing(const Linear& simple, cons
   if (by_nodes > 0) busbw = std::min(busbw, by_nodes);
   if (p.max_channel_busbw > 0 && hw.gpu.nccl_channels > 0) {
     busbw = std::min(busbw, p.max_channel_busbw * static_cast<double>(hw.gpu.nccl_channels));
+  }
+  out.per_byte = factor / busbw;
+  out.applies = true;
+  return out;
+}
+
+CollectiveModel::Linear CollectiveModel::ProtocolTree(const Linear& simple, const ProtocolSpec& p, Collective c,
+                                                     const std::vector<int64_t>& gpus) const {
+  Linear out;
+  out.algorithm = CollectiveAlgorithm::kTree;
+  out.protocol = p.protocol;
+  out.crosses_network = true;
+  const int64_t n = static_cast<int64_t>(gpus.size());
+  if (!p.tree || !simple.applies || n <= 1 || simple.per_byte <= 0) return out;
+  const TreeProtocolSpec& t = *p.tree;
+  const HardwareSpec& hw = cluster_.hardware();
+  // The intra-node chains' steps at the protocol's tree fabric latency; the inter-node steps
+  // as they are (the wire's and the library's post overhead).
+  const TreeLatency lat = TreeLatencyOf(gpus);
+  const double fabric = hw.node.fabric.latency_s;
+  const double intra = fabric > 0 ? lat.intra_s * t.fabric_latency_s / fabric : 0;
+  out.fixed = t.base_latency_s + intra + lat.inter_s;
+  const double factor = BusBandwidthFactor(c, n);
+  double busbw = factor / simple.per_byte * t.bandwidth_factor;
+  // LL's cap is the ring's (NCCL applies llMaxBw to both); LL128's its own per channel.
+  const double by_nodes = lat.nodes == 2 ? p.max_busbw_two_nodes : p.max_busbw_more_nodes;
+  if (by_nodes > 0) busbw = std::min(busbw, by_nodes);
+  const double per_channel = lat.nodes == 2 ? t.max_channel_busbw_two_nodes : t.max_channel_busbw_more_nodes;
+  if (per_channel > 0 && hw.gpu.nccl_channels > 0) {
+    busbw = std::min(busbw, per_channel * static_cast<double>(hw.gpu.nccl_channels));
   }
   out.per_byte = factor / busbw;
   out.applies = true;

@@ -15,9 +15,18 @@
 // library's post overhead, which no protocol removes); the bus bandwidth is the Simple ring's
 // times the protocol's factor (LL 0.5: half of each 8-byte store is a flag; LL128 0.92),
 // capped by the protocol's limits (NCCL llMaxBws by node count, perChMaxRingLL128Bws per
-// channel). The cheapest (algorithm, protocol) wins per size: LL for small messages, LL128
-// between, Simple for large. Tree, hierarchical and direct run Simple only (NCCL's tree LL
-// and LL128, and its p2p LL below 16 KiB, are not priced).
+// channel). Where a protocol also gives its tree figures (`tree:`), the double binary tree of
+// an all-reduce across nodes is priced under it likewise: the protocol's tree base latency
+// (baseLat[Tree]), its intra-node chain's steps at the protocol's tree fabric latency
+// (hwLat[NVLINK][Tree]: LL 0.6, LL128 1.25 against Simple's 4.0 us) while the inter-node steps
+// keep the description's network latency, and the Simple tree's bus bandwidth times the
+// tree factor (LL 1/3.8, LL128 120/128 across nodes) under the protocol's caps (LL: the same
+// llMaxBws as the ring; LL128: perChMaxTreeLL128Bws per channel, by node count). The cheapest
+// (algorithm, protocol) wins per size: LL for small messages, LL128 between, Simple for
+// large. Hierarchical and direct run Simple only (NCCL's p2p LL below 16 KiB is not priced),
+// and NCCL's size-dependent tree correction factors (treeCorrectionFactor, 0.4 to 1.0 of the
+// tree's bandwidth between 1 KiB and 8 MiB) are not applied: a line per (algorithm,
+// protocol) has one bandwidth.
 #pragma once
 
 #include <array>
@@ -114,11 +123,24 @@ class CollectiveModel {
     CollectiveProtocol protocol = CollectiveProtocol::kSimple;
   };
   static constexpr int kAlgorithms = 4;
-  // By CollectiveAlgorithm under Simple, then the ring under each protocol the hardware lists.
-  using Lines = std::array<Linear, kAlgorithms + 2>;
+  // By CollectiveAlgorithm under Simple, then the ring under each protocol the hardware lists,
+  // then the tree under each.
+  using Lines = std::array<Linear, kAlgorithms + 4>;
   // The ring under `p`, from its Simple line (the class comment's rules).
   Linear ProtocolRing(const Linear& simple, const ProtocolSpec& p, Collective c,
                       const std::vector<int64_t>& gpus) const;
+  // The tree under `p` (an all-reduce across nodes, where `p` gives tree figures), from its
+  // Simple line.
+  Linear ProtocolTree(const Linear& simple, const ProtocolSpec& p, Collective c,
+                      const std::vector<int64_t>& gpus) const;
+  // The double binary tree's latency over `gpus` (two or more nodes): the intra-node chains'
+  // part, 2 (ppn - 1) x one fabric route, and the inter-node part, 2 ceil(log2 nodes) x one
+  // node-to-node route (NCCL tuning.cc).
+  struct TreeLatency {
+    double intra_s = 0, inter_s = 0;
+    int64_t nodes = 0;
+  };
+  TreeLatency TreeLatencyOf(const std::vector<int64_t>& gpus) const;
   const Lines& Coefficients(Collective c, const std::vector<int64_t>& gpus) const;
 
   const Cluster& cluster_;

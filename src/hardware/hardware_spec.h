@@ -189,6 +189,16 @@ struct NetworkSpec {
 // REFERENCES.md 2.2-2.4).
 enum class CollectiveProtocol { kSimple, kLl, kLl128 };
 const char* ProtocolName(CollectiveProtocol p);
+// A protocol's figures on NCCL's double binary tree (an all-reduce across nodes).
+struct TreeProtocolSpec {
+  double base_latency_s = 0;    // per call (NCCL baseLat[Tree][p])
+  double fabric_latency_s = 0;  // per step of the intra-node chain (hwLat[NVLINK][Tree][p])
+  double bandwidth_factor = 1;  // of the Simple tree's bus bandwidth (LL 1/3.8, LL128 120/128)
+  // Cap per channel (x gpu.nccl_channels) by the nodes the group spans, 0 where none (NCCL
+  // perChMaxTreeLL128Bws).
+  double max_channel_busbw_two_nodes = 0, max_channel_busbw_more_nodes = 0;
+};
+
 struct ProtocolSpec {
   CollectiveProtocol protocol = CollectiveProtocol::kLl;
   double base_latency_s = 0;    // per call, in place of collective_base_latency_s (NCCL baseLat[Ring][p])
@@ -198,6 +208,8 @@ struct ProtocolSpec {
   // NCCL llMaxBws), and per channel (x gpu.nccl_channels; NCCL perChMaxRingLL128Bws).
   double max_busbw_one_node = 0, max_busbw_two_nodes = 0, max_busbw_more_nodes = 0;
   double max_channel_busbw = 0;
+  // The tree under this protocol (`tree:`); none: the tree runs Simple only.
+  std::optional<TreeProtocolSpec> tree;
 };
 
 struct HardwareSpec {

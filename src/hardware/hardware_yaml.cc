@@ -309,6 +309,19 @@ StatusOr<HardwareSpec> ParseHardwareYaml(const std::string& text, const std::str
           caps->Finish();
         }
         spec.max_channel_busbw = p.OptionalQuantity("max_channel_busbw", Dimension::kBandwidth).value_or(0);
+        if (std::optional<YamlMap> t = p.OptionalMap("tree")) {
+          TreeProtocolSpec tree;
+          tree.base_latency_s = t->Quantity("base_latency", Dimension::kTime);
+          tree.fabric_latency_s = t->Quantity("fabric_latency", Dimension::kTime);
+          tree.bandwidth_factor = t->Number("bandwidth_factor", 0.01, 1);
+          if (std::optional<YamlMap> caps = t->OptionalMap("max_channel_busbw")) {
+            tree.max_channel_busbw_two_nodes = caps->Quantity("two_nodes", Dimension::kBandwidth);
+            tree.max_channel_busbw_more_nodes = caps->Quantity("more_nodes", Dimension::kBandwidth);
+            caps->Finish();
+          }
+          t->Finish();
+          spec.tree = tree;
+        }
         for (const ProtocolSpec& seen : hw.collective_protocols) {
           if (seen.protocol == spec.protocol) p.Error("name", std::string("expected each protocol once; ") + ProtocolName(spec.protocol) + " is listed twice");
         }

@@ -149,6 +149,15 @@ std::string HardwareYaml(const HardwareSpec& hw) {
         << Q(p.max_busbw_two_nodes, "B/s") << "\n        more_nodes: " << Q(p.max_busbw_more_nodes, "B/s") << "\n";
     }
     if (p.max_channel_busbw > 0) o << "      max_channel_busbw: " << Q(p.max_channel_busbw, "B/s") << "\n";
+    if (p.tree) {
+      const TreeProtocolSpec& t = *p.tree;
+      o << "      tree:\n        base_latency: " << Q(t.base_latency_s, "s") << "\n        fabric_latency: "
+        << Q(t.fabric_latency_s, "s") << "\n        bandwidth_factor: " << Num(t.bandwidth_factor) << "\n";
+      if (t.max_channel_busbw_two_nodes > 0 || t.max_channel_busbw_more_nodes > 0) {
+        o << "        max_channel_busbw:\n          two_nodes: " << Q(t.max_channel_busbw_two_nodes, "B/s")
+          << "\n          more_nodes: " << Q(t.max_channel_busbw_more_nodes, "B/s") << "\n";
+      }
+    }
   }
   if (hw.price_per_gpu_hour) o << "price_per_gpu_hour: " << Num(*hw.price_per_gpu_hour) << "\n";
   return o.str();
