@@ -84,8 +84,16 @@ fi
 launch_dev=cpu
 [[ $backend == cuda ]] && launch_dev=cuda
 say "== host cost per eager PyTorch op ($launch_dev; scripts/host-launch.py)"
-timeout 120 python3 scripts/host-launch.py --device "$launch_dev" --reps "$([[ $launch_dev == cuda ]] && echo 2000 || echo 100)" \
-  --out "$out/host-launch.md" >> "$log" 2>&1 || say "   host-launch failed (exit $?; PyTorch missing?)"
+torch_py=""
+for py in python3 /usr/bin/python3; do
+  if command -v "$py" > /dev/null && "$py" -c 'import torch' 2> /dev/null; then torch_py=$py; break; fi
+done
+if [[ -z $torch_py ]]; then
+  say "   skipped: no python3 here has PyTorch"
+elif ! timeout 120 "$torch_py" scripts/host-launch.py --device "$launch_dev" \
+    --reps "$([[ $launch_dev == cuda ]] && echo 2000 || echo 100)" --out "$out/host-launch.md" >> "$log" 2>&1; then
+  say "   host-launch failed"
+fi
 
 # --- 3. runs and simulations ---------------------------------------------------------------------
 # name | model | hardware for the prediction | gpus | emulated rank (- for none) | layout | steps |

@@ -88,14 +88,15 @@ TEST(CollectiveTest, SendRecvAndBaseLatency) {
 }
 
 // The cheapest algorithm wins: for a small all-reduce across 16 nodes x 1 GPU the tree's
-// 2 log2(16) = 8 latency steps beat the ring's 2 x 15 = 30.
+// 2 log2(16) = 8 latency steps beat the ring's 2 x 15 = 30. At 1024 B the tree's bandwidth is
+// NCCL's corrected one, x0.9 (Simple, log2(1024 / 64) = 4).
 TEST(CollectiveTest, TreeWinsForSmallMessagesAcrossNodes) {
   const HardwareSpec hw = testing::TestCluster(16, 1, "300 GB/s", "3 us", "100 Gb/s", "5 us", 1, 16);
   const Cluster cluster(hw);
   const CollectiveModel model(cluster);
   const CollectiveCost small = model.Estimate(Collective::kAllReduce, Range(16), 1024);
   EXPECT_EQ(small.algorithm, CollectiveAlgorithm::kTree);
-  EXPECT_NEAR(small.time_s, 2 * 1024 / 12.5e9 + 2 * 4 * 5e-6, 1e-12);
+  EXPECT_NEAR(small.time_s, 2 * 1024 / (12.5e9 * 0.9) + 2 * 4 * 5e-6, 1e-12);
   const CollectiveCost large = model.Estimate(Collective::kAllReduce, Range(16), 1e9);
   EXPECT_EQ(large.algorithm, CollectiveAlgorithm::kRing);
 }
@@ -160,7 +161,7 @@ TEST(CollectiveProtocolTest, AcrossNodesOnlyTheBaseAndTheBandwidthChange) {
 // is the Simple tree's less Simple's base (8.4 us) and intra-node chain (2 x 7 steps x the
 // fabric's 3.4 us = 47.6 us), plus the protocol's base and its chain at its tree fabric
 // latency (LL: 6.8 + 2 x 7 x 0.6 = 15.2 us; LL128: 14 + 2 x 7 x 1.25 = 31.5 us); the inter-node
-// steps stay. Its bus bandwidth is the Simple tree's times 1/3.8 (LL, capped at llMaxBws'
+// steps stay. Its bus bandwidth is NCCL's tree correction (by size) x the Simple tree's times 1/3.8 (LL, capped at llMaxBws'
 // 39.0 GB/s for two nodes) or 120/128 (LL128, capped at 36.7 GB/s x 32 channels). At 4 KiB the
 // tree under LL wins (the ring pays 30 steps), at 4 MiB under LL128; at 1 GiB Simple does.
 TEST(CollectiveProtocolTest, TheTreeRunsLlAndLl128AcrossNodes) {
@@ -183,16 +184,17 @@ TEST(CollectiveProtocolTest, TheTreeRunsLlAndLl128AcrossNodes) {
   EXPECT_EQ(small.protocol, CollectiveProtocol::kLl);
   EXPECT_EQ(AlgorithmLabel(small), "tree LL");
   EXPECT_NEAR(small.latency_s, 15.2e-6 + inter, 1e-12);
+  // NCCL's tree correction at 4096 B: log2(4096 / 64) = 6, LL's 0.7 of the bandwidth.
   const double ll_busbw = std::min(simple_busbw / 3.8, 39.0e9);
-  EXPECT_NEAR(small.time_s, factor * S / ll_busbw + 15.2e-6 + inter, 1e-12);
+  EXPECT_NEAR(small.time_s, factor * S / (ll_busbw * 0.7) + 15.2e-6 + inter, 1e-12);
 
   // At 4 MiB LL's lower bandwidth costs more than LL128's 16.3 us of extra latency, and the
   // tree under LL128 (about 58 us) beats the rings and Simple.
   const double ll128_busbw = std::min(simple_busbw * 120.0 / 128.0, 36.7e9 * 32);
   const double ll128_fixed = 31.5e-6 + inter;
-  const double M = 4194304;  // 4 MiB
-  const double ll_time = factor * M / ll_busbw + 15.2e-6 + inter;
-  const double ll128_time = factor * M / ll128_busbw + ll128_fixed;
+  const double M = 4194304;  // 4 MiB: log2(M / 64) = 16, corrected x0.7 under LL, x0.8 under LL128
+  const double ll_time = factor * M / (ll_busbw * 0.7) + 15.2e-6 + inter;
+  const double ll128_time = factor * M / (ll128_busbw * 0.8) + ll128_fixed;
   const CollectiveCost mid = model.Estimate(Collective::kAllReduce, group, M);
   EXPECT_LT(ll128_time, ll_time);
   EXPECT_EQ(AlgorithmLabel(mid), "tree LL128");

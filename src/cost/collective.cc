@@ -477,6 +477,26 @@ CollectiveModel::Linear CollectiveModel::ProtocolTree(const Linear& simple, cons
   return out;
 }
 
+namespace {
+
+// NCCL's correction of the tree all-reduce's bandwidth at medium sizes ("Trees are not
+// perfectly sticking to the model for medium sizes", src/graph/tuning.cc treeCorrectionFactor,
+// in NCCL since 2.5.6, 2020; values as of NVIDIA/nccl 5067397c): by protocol (LL, LL128,
+// Simple) and log2(bytes / 64) from 0 (64 B) to 22 (256 MiB); 1 outside.
+double TreeCorrection(Collective c, CollectiveAlgorithm a, CollectiveProtocol p, double bytes) {
+  static constexpr double kFactor[3][23] = {
+      {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+      {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+  if (a != CollectiveAlgorithm::kTree || c != Collective::kAllReduce || bytes < 64) return 1;
+  const int log_size = static_cast<int>(std::floor(std::log2(bytes / 64)));  // log2i(nBytes >> 6)
+  if (log_size < 0 || log_size >= 23) return 1;
+  const int row = p == CollectiveProtocol::kLl ? 0 : p == CollectiveProtocol::kLl128 ? 1 : 2;
+  return kFactor[row][log_size];
+}
+
+}  // namespace
+
 CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t>& gpus,
                                          double bytes) const {
   const int64_t n = static_cast<int64_t>(gpus.size());
@@ -486,7 +506,8 @@ CollectiveCost CollectiveModel::Estimate(Collective c, const std::vector<int64_t
   const Lines& lines = Coefficients(c, gpus);
   for (const Linear& lin : lines) {  // Simple's algorithms first: a tie keeps Simple
     if (!lin.applies) continue;
-    const double t = lin.per_byte * bytes + lin.fixed;
+    // The tree's bandwidth at medium sizes is NCCL's corrected one (TreeCorrection).
+    const double t = lin.per_byte * bytes / TreeCorrection(c, lin.algorithm, lin.protocol, bytes) + lin.fixed;
     if (t < best_time) {
       best_time = t;
       best = &lin;

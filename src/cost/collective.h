@@ -23,10 +23,10 @@
 // tree factor (LL 1/3.8, LL128 120/128 across nodes) under the protocol's caps (LL: the same
 // llMaxBws as the ring; LL128: perChMaxTreeLL128Bws per channel, by node count). The cheapest
 // (algorithm, protocol) wins per size: LL for small messages, LL128 between, Simple for
-// large. Hierarchical and direct run Simple only (NCCL's p2p LL below 16 KiB is not priced),
-// and NCCL's size-dependent tree correction factors (treeCorrectionFactor, 0.4 to 1.0 of the
-// tree's bandwidth between 1 KiB and 8 MiB) are not applied: a line per (algorithm,
-// protocol) has one bandwidth.
+// large. The tree's all-reduce bandwidth at each size is NCCL's corrected one
+// (treeCorrectionFactor by protocol and log2(size / 64): 0.4 to 1.0 between 64 B and 256 MiB,
+// NCCL's own fit of its tree model to measured medium sizes), under every protocol.
+// Hierarchical and direct run Simple only (NCCL's p2p LL below 16 KiB is not priced).
 #pragma once
 
 #include <array>
