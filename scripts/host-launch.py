@@ -18,6 +18,7 @@ machine and by its CPU dry run; the figures are cited where a description uses t
 """
 import argparse
 import os
+import platform
 import statistics
 import sys
 import time
@@ -103,8 +104,12 @@ def main():
         replay = per_op_seconds(g.replay, a.reps, sync) * OPS_PER_CHAIN
         rows.append((f"CUDA graph of the {OPS_PER_CHAIN} ops, host per replay", replay))
     name = torch.cuda.get_device_name(0) if a.device == "cuda" else "CPU tensors"
+    cpu = platform.processor() or platform.machine()
     lines = [f"# Host cost per eager PyTorch op ({a.device}: {name}; torch {torch.__version__}, "
              f"{a.reps} chains of {OPS_PER_CHAIN} ops, best of 5)", "",
+             f"Written by `scripts/host-launch.py --device {a.device} --reps {a.reps}` on a host with "
+             f"{os.cpu_count()} CPUs ({cpu}): each op's host time while the host, not the device, is the "
+             "slower (the script's docstring says how).", "",
              "| what | us |", "|---|---:|"]
     lines += [f"| {what} | {t * 1e6:.2f} |" for what, t in rows]
     text = "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@
 #include "src/hardware/cluster.h"
 #include "src/hardware/hardware_spec.h"
 #include "src/layout/layout.h"
+#include "src/report/estimate_report.h"
 #include "src/sim/simulator.h"
 #include "tests/find_op.h"
 #include "tests/test_hardware.h"
@@ -99,6 +100,27 @@ TEST(HostFloor, ALaunchBoundStepTakesTheHostsTime) {
   StatusOr<SimResult> sim = Simulate(m, Cluster(hw, 1), l, SimOptions{});
   ASSERT_TRUE(sim.ok()) << sim.status().message();
   EXPECT_NEAR(sim->iteration_time_s, host_bound.iteration_time_s, 1e-9);
+}
+
+// The estimate says so: the same step's 4 x 11 + 1 + 3 = 48 forward and 4 x 22 + 2 + 5 = 95
+// backward launches, 143 ms of the host against tens of microseconds of kernels: launch-bound.
+TEST(HostFloor, TheEstimateSaysWhenItIsLaunchBound) {
+  HardwareSpec hw = testing::TwoGpuNode("100 GB/s");
+  hw.node.host.launch_s = 1e-3;
+  const ModelSpec m = testing::TinyModel(64);
+  const Estimate e = EstimateIteration(m, Cluster(hw, 1), L("tp=1,pp=1,dp=1,mbs=1,gbs=1,dtype=bf16"));
+  const std::string text = EstimateText(m, hw, e);
+  EXPECT_NE(text.find("kernel launches per micro-batch: 48 forward, 95 backward; at 1.000 ms each the host needs "
+                      "143.000 ms"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("LAUNCH-BOUND"), std::string::npos);
+  const std::string json = EstimateJson(m, hw, e);
+  EXPECT_NE(json.find("\"kernel_launches\": {\n    \"forward\": 48,\n    \"backward\": 95,\n"
+                      "    \"launch_overhead_s\": 0.001,"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"launch_bound\": true"), std::string::npos);
 }
 
 // Where the device is the slower, the host runs ahead and costs nothing: the bundled DGX H100

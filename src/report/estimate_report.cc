@@ -3,7 +3,9 @@
 
 #include <cstdio>
 #include <sstream>
+#include <vector>
 
+#include "src/cost/op_time.h"
 #include "src/report/compute_fit.h"
 #include "src/report/error_band.h"
 #include "src/util/json_writer.h"
@@ -25,6 +27,32 @@ void BreakdownJson(JsonWriter& w, const MemoryBreakdown& mem) {
       .Field("other", mem.other)
       .Field("nccl_buffers", mem.nccl_buffers)
       .EndObject();
+}
+
+// The host's side of one micro-batch on the reported stage (docs/cost-model.md, "Kernel
+// launches and the host"): the kernels its ops launch, forward and backward, the device's time
+// for them and the host's at the description's launch_overhead. Launch-bound where the host's
+// exceeds the device's in either pass (the layer plan's HostFloor then stretches the passes;
+// it decides per layer, which for alike layers is the same).
+struct HostLaunches {
+  double forward = 0, backward = 0;              // kernels
+  double device_forward_s = 0, device_backward_s = 0;
+  double host_forward_s = 0, host_backward_s = 0;
+  bool bound() const { return host_forward_s > device_forward_s || host_backward_s > device_backward_s; }
+};
+
+HostLaunches LaunchesOf(const std::vector<OpTiming>& ops, double launch_s) {
+  HostLaunches h;
+  for (const OpTiming& t : ops) {
+    const double n = static_cast<double>(t.count);
+    h.forward += n * OpForwardKernels(t.op);
+    h.backward += n * OpBackwardKernels(t.op);
+    h.device_forward_s += n * t.forward_s;
+    h.device_backward_s += n * t.backward_s;
+  }
+  h.host_forward_s = h.forward * launch_s;
+  h.host_backward_s = h.backward * launch_s;
+  return h;
 }
 
 }  // namespace
@@ -69,6 +97,17 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
                   static_cast<long long>(t.count), Secs(t.forward_s).c_str(),
                   Secs(t.backward_s).c_str(), t.op.flops / 1e9);
     out << line;
+  }
+  const double launch_s = hw.node.host.launch_s;
+  const HostLaunches h = LaunchesOf(e.ops, launch_s);
+  out << "  kernel launches per micro-batch: " << Fmt("%.0f", h.forward) << " forward, "
+      << Fmt("%.0f", h.backward) << " backward";
+  if (launch_s > 0) {
+    out << "; at " << Secs(launch_s) << " each the host needs " << Secs(h.host_forward_s + h.host_backward_s)
+        << " against " << Secs(h.device_forward_s + h.device_backward_s) << " of kernels: "
+        << (h.bound() ? "LAUNCH-BOUND, the passes take the host's time" : "the device sets the pace") << "\n";
+  } else {
+    out << " (the description gives no host launch_overhead: the host is not priced)\n";
   }
 
   out << "\ncommunication (one call; count per iteration):\n";
@@ -158,6 +197,14 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
     w.Field("forward_flops", op.op.flops).Field("forward_bytes", op.op.bytes).EndObject();
   }
   w.EndArray();
+  const HostLaunches h = LaunchesOf(e.ops, hw.node.host.launch_s);
+  w.Key("kernel_launches").BeginObject();
+  w.Field("forward", h.forward).Field("backward", h.backward);
+  w.Field("launch_overhead_s", hw.node.host.launch_s);
+  w.Field("host_s", h.host_forward_s + h.host_backward_s);
+  w.Field("device_s", h.device_forward_s + h.device_backward_s);
+  w.Field("launch_bound", h.bound());
+  w.EndObject();
   w.Key("collectives").BeginArray();
   for (const CollectiveTiming& c : e.collectives) {
     w.BeginObject().Field("purpose", c.purpose).Field("group", c.group);
