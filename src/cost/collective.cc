@@ -190,10 +190,14 @@ CollectiveCost CollectiveModel::EstimateWith(Collective c, CollectiveAlgorithm a
   if (a == CollectiveAlgorithm::kTree && c == Collective::kAllReduce && nodes >= 2) {
     // NCCL's double binary tree (tuning.cc): a chain inside each node, two binary trees
     // across nodes each carrying S/2. Bandwidth: NCCL converts busBw to algBw with x0.5,
-    // i.e. time = 2S / (the bandwidth the rings would get per byte). Latency: TreeLatencyOf.
+    // i.e. time = 2S / (the bandwidth the rings would get per byte), and takes 0.92 of that
+    // bus bandwidth for the tree's all-reduce (`busBw * .92`, before any protocol's factor;
+    // its per-channel cap perChMaxTreeBws, 36 to 41 GB/s x 32 channels on Hopper, is above any
+    // node's network and not priced). Latency: TreeLatencyOf.
+    constexpr double kTreeBusBwFactor = 0.92;
     const Phase unit = Rings(rings, channels * static_cast<double>(rings.front().size()), 1);
     // unit.bandwidth_time_s: seconds for one byte per flow on the busiest link, x channels.
-    const double bw_time = 2.0 * bytes * unit.bandwidth_time_s / (channels * channels);
+    const double bw_time = 2.0 * bytes * unit.bandwidth_time_s / (channels * channels) / kTreeBusBwFactor;
     const TreeLatency lat = TreeLatencyOf(gpus);
     return Finish(c, a, n, bytes, bw_time, lat.intra_s + lat.inter_s, true);
   }
