@@ -208,7 +208,7 @@ struct ProtocolSpec {
   // NCCL llMaxBws), and per channel (x gpu.nccl_channels; NCCL perChMaxRingLL128Bws).
   double max_busbw_one_node = 0, max_busbw_two_nodes = 0, max_busbw_more_nodes = 0;
   double max_channel_busbw = 0;
-  // The tree under this protocol (`tree:`); none: the tree runs Simple only.
+  // The tree under this protocol (`tree:`); none: the tree is not priced under it.
   std::optional<TreeProtocolSpec> tree;
 };
 
