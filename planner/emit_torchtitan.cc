@@ -125,9 +125,12 @@ StatusOr<std::string> EmitTorchtitan(const ModelSpec& m, const Layout& l) {
   if (l.zero == 0 && l.dp > 1) {
     s += "# DDP reduces gradients in 100 MB buckets (apply_ddp); shardsim prices one bucket per block.\n";
   }
-  // torch.compile: what fp8 and async TP need, and what fuses the eager element-wise chains
-  // (kernels=compiled; kernels=eager is torchtitan without it).
-  const bool compile = l.dtype == DType::kFp8 || l.overlap_tp == TpOverlap::kOn || l.kernels != Kernels::kEager;
+  // torch.compile: on the model what fp8 and async TP need, and what fuses the eager
+  // element-wise chains (kernels=compiled or compiled-model); on the loss for kernels=compiled
+  // or compiled-loss (compile.components); kernels=eager is torchtitan without it.
+  const bool compile_model = l.dtype == DType::kFp8 || l.overlap_tp == TpOverlap::kOn || !EagerElementwise(l.kernels);
+  const bool compile_loss = CompiledLoss(l.kernels);
+  const bool compile = compile_model || compile_loss;
 
   s += "\n[model]\nname = \"llama3\"\nflavor = " + TomlStr(flavor) + "\n";
   if (l.dtype == DType::kFp8) s += "converters = [\"quantize.linear.float8\"]\n";
@@ -162,7 +165,10 @@ StatusOr<std::string> EmitTorchtitan(const ModelSpec& m, const Layout& l) {
        TomlStr(l.recompute == Recompute::kFull ? "full" : l.recompute == Recompute::kOp ? "selective" : "none") + "\n";
   if (l.recompute == Recompute::kOp) s += "selective_ac_option = \"op\"\n";
   s += "\n[compile]\nenable = " + Toml(compile) + "\n";
-  if (compile) s += "components = [\"model\", \"loss\"]\n";
+  if (compile) {
+    s += std::string("components = [") + (compile_model ? "\"model\"" : "") + (compile_model && compile_loss ? ", " : "") +
+         (compile_loss ? "\"loss\"" : "") + "]\n";
+  }
   if (l.dtype == DType::kFp8) s += "\n[quantize.linear.float8]\nfilter_fqns = [\"output\"]\n";
   return s;
 }

@@ -194,6 +194,62 @@ TEST(EagerKernels, KeyStackAndTorchtitanReader) {
   EXPECT_EQ(compiled->layout.kernels, Kernels::kCompiled);
 }
 
+// One of torchtitan's two compile.components compiled. compiled-model: the compiled layer
+// (RoPE fused, 5,242,880 bytes; the layer keeps what fused keeps) with the eager loss (14
+// bytes a logit, 117,440,512; backward 22/14) and its memory at the head: 4 bytes a logit kept
+// against compiled's 2, and the eager copy's 8 against compiled's 2: (2 + 6) x 8,388,608 =
+// 67,108,864 bytes more than compiled, the peak being the head's. compiled-loss: the eager
+// layer (RoPE 26,214,400 bytes; 14,155,776 more kept than fused) with the compiled loss
+// (16,777,216 bytes, 2x backward). Both names read back; the stack refuses float8 and async
+// TP with an eager model, and the reader maps compile.components.
+TEST(EagerKernels, OneOfTheTwoCompiled) {
+  const ModelSpec m = testing::GqaTestModel();
+  const Layout model_only = OneSequence("compiled-model");
+  EXPECT_EQ(testing::FindOp(LayerOps(m, model_only, false), "rope").bytes, 5242880.0);
+  EXPECT_EQ(LayerActivationBytes(m, model_only, false), LayerActivationBytes(m, OneSequence("fused"), false));
+  const Op eager_loss = testing::FindOp(HeadOps(m, model_only), "cross_entropy");
+  EXPECT_EQ(eager_loss.bytes, 117440512.0);
+  EXPECT_DOUBLE_EQ(eager_loss.backward_factor, 22.0 / 14.0);
+  const HardwareSpec hw = *LoadHardware("dgx-h100");
+  const Layout compiled = testing::ResolvedOnH100("tp=1,mbs=1,gbs=1,recompute=none,dtype=bf16,kernels=compiled", 1);
+  const Layout compiled_model =
+      testing::ResolvedOnH100("tp=1,mbs=1,gbs=1,recompute=none,dtype=bf16,kernels=compiled-model", 1);
+  EXPECT_EQ(StageMemory(m, hw, compiled_model, 0).total() - StageMemory(m, hw, compiled, 0).total(), 67108864.0);
+
+  const Layout loss_only = OneSequence("compiled-loss");
+  EXPECT_EQ(testing::FindOp(LayerOps(m, loss_only, false), "rope").bytes, 26214400.0);
+  EXPECT_EQ(LayerActivationBytes(m, loss_only, false) - LayerActivationBytes(m, OneSequence("fused"), false),
+            14155776.0);
+  const Op compiled_loss = testing::FindOp(HeadOps(m, loss_only), "cross_entropy");
+  EXPECT_EQ(compiled_loss.bytes, 16777216.0);
+  EXPECT_EQ(compiled_loss.backward_factor, 2.0);
+
+  for (const char* k : {"compiled-model", "compiled-loss"}) {
+    const std::string spec = FormatLayout(OneSequence(k));
+    EXPECT_NE(spec.find(std::string(",kernels=") + k), std::string::npos) << spec;
+    EXPECT_EQ(KernelsName(ParseLayout(spec)->kernels), k);
+  }
+  StatusOr<StackSpec> titan = LoadStack("torchtitan-fsdp2");
+  ASSERT_TRUE(titan.ok()) << titan.status().message();
+  Layout fp8_loss_only = loss_only;
+  fp8_loss_only.dtype = DType::kFp8;
+  EXPECT_TRUE(StackRefusal(*titan, fp8_loss_only).has_value());
+  Layout fp8_model_only = model_only;
+  fp8_model_only.dtype = DType::kFp8;
+  EXPECT_FALSE(StackRefusal(*titan, fp8_model_only).has_value());
+
+  const std::string toml =
+      "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nseq_len = 8192\nlocal_batch_size = 1\n"
+      "global_batch_size = 8\n[parallelism]\ndata_parallel_shard_degree = 8\n[activation_checkpoint]\nmode = \"none\"\n"
+      "[compile]\nenable = true\n";
+  StatusOr<TorchtitanRead> model_read = ParseTorchtitanToml(toml + "components = [\"model\"]\n", "job.toml");
+  ASSERT_TRUE(model_read.ok()) << model_read.status().message();
+  EXPECT_EQ(model_read->layout.kernels, Kernels::kCompiledModel);
+  StatusOr<TorchtitanRead> loss_read = ParseTorchtitanToml(toml + "components = [\"loss\"]\n", "job.toml");
+  ASSERT_TRUE(loss_read.ok()) << loss_read.status().message();
+  EXPECT_EQ(loss_read->layout.kernels, Kernels::kCompiledLoss);
+}
+
 // Dropout inside the fused attention kernel: its executed work grows by 0.614 / 0.594 (the
 // H200 cuDNN measurement cited in ops.cc). GptModel(2, 1024, 16, ...) has dropout: with s = T =
 // 1024, the kernel's causal half is 4 x T x s x d x a / 2 = 2 x 1024 x 1024 x 64 x 16 =

@@ -297,6 +297,30 @@ TEST(TorchtitanEmit, EveryRunnableLayoutReadsBackAsPlanned) {
   EXPECT_FALSE(planner::EmitTorchtitan(Model("gpt3-175b"), Resolved("tp=8,mbs=1,gbs=8,sp=on", 8)).ok());
 }
 
+// compile.components as the kernels say: none (eager), the model and the loss (compiled), the
+// model alone (compiled-model) or the loss alone (compiled-loss); each reads back as written.
+TEST(TorchtitanEmit, CompileComponentsFollowTheKernels) {
+  const ModelSpec m = Model("llama3-8b");
+  for (const auto& [kernels, components] : std::vector<std::pair<std::string, std::string>>{
+           {"eager", ""},
+           {"compiled", "components = [\"model\", \"loss\"]"},
+           {"compiled-model", "components = [\"model\"]"},
+           {"compiled-loss", "components = [\"loss\"]"}}) {
+    const Layout planned = Resolved("mbs=1,gbs=64,zero=2,live_params=1000000000000,kernels=" + kernels, 8);
+    StatusOr<std::string> toml = planner::EmitTorchtitan(m, planned);
+    ASSERT_TRUE(toml.ok()) << kernels << ": " << toml.status().message();
+    if (components.empty()) {
+      EXPECT_NE(toml->find("enable = false"), std::string::npos) << *toml;
+      EXPECT_EQ(toml->find("components"), std::string::npos) << *toml;
+    } else {
+      EXPECT_NE(toml->find(components), std::string::npos) << *toml;
+    }
+    StatusOr<TorchtitanRead> r = ParseTorchtitanToml(*toml, "emitted.toml");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(KernelsName(r->layout.kernels), kernels);
+  }
+}
+
 // Every key the emitter writes and the reader reads is a JobConfig field at 73a0e6979; the
 // reader's list of JobConfig is exactly the source's; the flavors, converters and model
 // arguments used are torchtitan's.

@@ -63,7 +63,8 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
          "--fix attention=flash, as megatron-core-2024 plans cuDNN's attention on Hopper)");
   no(l.kernels != shardsim::Kernels::kFused,
      "kernels=" + shardsim::KernelsName(l.kernels) +
-         " (prices torchtitan's PyTorch kernels, eager or compiled; the runtime runs its own fused ones: kernels=fused)");
+         " (prices torchtitan's PyTorch kernels, eager or compiled in part or whole; the runtime runs its own fused "
+         "ones: kernels=fused)");
   no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +
                                " (the runtime reduces one bucket per layer, the embeddings and the head: bucket_params=0)");
   no(l.zero == 3 && static_cast<double>(l.live_params) < DenseLayerParamsOnRank(m, l),

@@ -168,7 +168,7 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   }
   // Eager (ops.h, kernels=eager): SiLU keeps its input and the multiply both of its inputs,
   // SiLU's output one more f-wide tensor than the fused SwiGLU keeps.
-  if (l.kernels == Kernels::kEager && m.activation == Activation::kSwiglu) split += tokens_mlp * e * ffn;
+  if (EagerElementwise(l.kernels) && m.activation == Activation::kSwiglu) split += tokens_mlp * e * ffn;
   // The s x s attention terms: softmax output (e), dropout mask (1), dropout output (e) per
   // head: a*s*s*b*(2e+1) = 5*a*s^2*b at e=2. Gone with selective recompute or a fused
   // (flash) kernel under selective, which keeps only O(s) statistics.
@@ -555,9 +555,9 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     // a logit soft-cap, its tanh's fp32 output kept too (ModelSpec::final_logit_softcap).
     const double shard_logits =
         tokens * static_cast<double>((m.vocab + l.tp - 1) / l.tp) * static_cast<double>(1 + m.mtp_layers);
-    // Compiled (kernels=compiled, torchtitan): the loss keeps the 16-bit logits themselves
+    // Compiled (kernels=compiled or compiled-loss, torchtitan): the loss keeps the 16-bit logits themselves
     // (the compiled graph's input) and recomputes the softmax in its backward.
-    const double kept = l.kernels == Kernels::kCompiled && l.dtype != DType::kFp32 ? 2.0 : 4.0;
+    const double kept = CompiledLoss(l.kernels) && l.dtype != DType::kFp32 ? 2.0 : 4.0;
     const double logits = kept * shard_logits * (m.final_logit_softcap > 0 ? 2.0 : 1.0);
     const double k = l.schedule == Schedule::kGpipe ? static_cast<double>(l.microbatches()) : 1.0;
     const double e = l.dtype == DType::kFp32 ? 4 : 2;
@@ -568,11 +568,11 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const HardwareSpec& hw, const La
     // logits are held twice at the head: in its forward the 16-bit output beside the fp32 copy,
     // in its backward the fp32 gradient (the probabilities, overwritten in place) beside its
     // 16-bit cast.
-    // Eager (kernels=eager, torchtitan): log_softmax's fp32 output is what stays; beside it the
+    // Eager (kernels=eager or compiled-model, torchtitan): log_softmax's fp32 output is what stays; beside it the
     // fp32 logits in the forward, and in the backward the NLL's dense fp32 gradient and
     // log_softmax's: 8 bytes a logit above the 4 counted.
     // Compiled: in the backward, the 16-bit gradient beside the kept 16-bit logits.
-    const double copy = l.kernels == Kernels::kEager ? 8.0 * shard_logits
+    const double copy = EagerLoss(l.kernels) ? 8.0 * shard_logits
                         : l.dtype == DType::kFp32   ? 0.0
                                                     : 2.0 * shard_logits;
     for (size_t i = 0; i < layer_moments; ++i) moments[i].other += (k - 1) * logits;

@@ -129,7 +129,7 @@ void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t t
     // multiply reads two and writes one (3b), 5b. Eager's backward: the multiply's two gradients
     // (read the incoming gradient and the other operand, write: 3b each) and SiLU's (read the
     // gradient and its input, write: 3b), 9b, 1.8 x the forward.
-    const bool eager = l.kernels == Kernels::kEager;
+    const bool eager = EagerElementwise(l.kernels);
     ops.push_back(Memory(prefix + "swiglu", OpRole::kMlpActivation, b * (eager ? 5.0 : 3.0) * tokens * f));
     if (eager) {
       ops.back().backward_factor = 9.0 / 5.0;
@@ -212,11 +212,11 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
     // and type_as (read 4, write b): 2b + 16 per element (8 at fp32, where the casts are
     // no-ops). Backward applies the conjugate rotation the same way (backward_factor 1).
     const double rotated = m.mla ? static_cast<double>((heads + 1) * m.mla->rope_head_dim) : static_cast<double>(q + kv);
-    const double per_element = l.kernels != Kernels::kEager ? 2 * b : b == 4 ? 8 : 2 * b + 16;
+    const double per_element = !EagerElementwise(l.kernels) ? 2 * b : b == 4 ? 8 : 2 * b + 16;
     ops.push_back(Memory("rope", OpRole::kRope, per_element * static_cast<double>(T) * rotated));
     ops.back().backward_factor = 1;
     // Eager, those kernels for the queries and again for the keys (at fp32 the multiply alone).
-    if (l.kernels == Kernels::kEager) ops.back().launches = b == 4 ? 2 : 6;
+    if (EagerElementwise(l.kernels)) ops.back().launches = b == 4 ? 2 : 6;
   }
   const double s_kv = static_cast<double>(m.seq_len);  // keys each query meets (all chunks)
   if (FusedAttention(l.attention)) {
@@ -439,7 +439,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
     Op loss =
         Memory("cross_entropy", OpRole::kCrossEntropy, 4.0 * 2.0 * static_cast<double>(T) * v);
     loss.backward_factor = 0.5;  // the gradient is produced in the forward kernel's pass
-    if (l.kernels == Kernels::kEager) {
+    if (EagerLoss(l.kernels)) {
       // torchtitan: the output layer's logits cast to fp32 (.float(): read b, write 4; no kernel
       // at fp32), then F.cross_entropy: log_softmax (read 4, write 4) and the NLL gather.
       // Backward: the NLL's dense gradient (write 4), log_softmax's (read the gradient and its
@@ -448,7 +448,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
       loss.bytes = (cast + 8) * static_cast<double>(T) * v;
       loss.backward_factor = (16 + cast) / (cast + 8);
       loss.launches = b == 4 ? 2 : 3;  // the cast, log_softmax, the NLL gather
-    } else if (l.kernels == Kernels::kCompiled) {
+    } else if (CompiledLoss(l.kernels)) {
       // torchtitan's loss compiled (components/loss.py: torch.compile(cross_entropy_loss)): the
       // forward reads the 16-bit logits once for their log-sum-exp; the backward reads them
       // again and writes the 16-bit gradient, the softmax recomputed in the kernel.

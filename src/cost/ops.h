@@ -104,7 +104,7 @@ struct Op {
 // Whether the model's RMSNorm runs as eager PyTorch ops (kernels=eager): six kernels through
 // fp32 that keep an fp32 copy of the input (ops.cc NormBytesPerElement; memory.cc).
 inline bool EagerRmsNorm(const ModelSpec& m, const Layout& l) {
-  return l.kernels == Kernels::kEager && m.norm == Norm::kRmsNorm;
+  return EagerElementwise(l.kernels) && m.norm == Norm::kRmsNorm;
 }
 
 // Per-rank forward ops of one transformer layer for one micro-batch (under recompute=op with

@@ -247,12 +247,15 @@ StatusOr<TorchtitanRead> ParseTorchtitanToml(const std::string& text, const std:
   std::vector<std::string> components = r.Has("compile.components") ? r.List("compile.components")
                                                                      : std::vector<std::string>{"model", "loss"};
   const bool model_compiled = compiled && std::find(components.begin(), components.end(), "model") != components.end();
+  const bool loss_compiled = compiled && std::find(components.begin(), components.end(), "loss") != components.end();
   // Without torch.compile the model runs eager PyTorch kernels (Layout's Kernels::kEager: RoPE
   // as casts and a complex multiply, repeat_kv copies, SiLU and the multiply apart, the logits
-  // cast to fp32 for the loss); compiled, Inductor fuses those element-wise chains and the
-  // loss keeps its 16-bit logits (kCompiled; a loss left out of compile.components is still
-  // priced compiled).
-  l.kernels = model_compiled ? Kernels::kCompiled : Kernels::kEager;
+  // cast to fp32 for the loss); compiled, Inductor fuses those element-wise chains, and the
+  // compiled loss keeps its 16-bit logits: each of compile.components apart (layout.h Kernels).
+  l.kernels = model_compiled && loss_compiled ? Kernels::kCompiled
+              : model_compiled                ? Kernels::kCompiledModel
+              : loss_compiled                 ? Kernels::kCompiledLoss
+                                              : Kernels::kEager;
   if (r.Bool("parallelism.enable_async_tensor_parallel", false) && l.tp > 1) {
     if (!model_compiled) {
       r.Error("parallelism.enable_async_tensor_parallel", "parallelism.enable_async_tensor_parallel needs compile.enable "

@@ -54,7 +54,14 @@ std::string AttentionName(AttentionImpl a) {
 }
 
 std::string KernelsName(Kernels k) {
-  return k == Kernels::kFused ? "fused" : k == Kernels::kEager ? "eager" : "compiled";
+  switch (k) {
+    case Kernels::kFused: return "fused";
+    case Kernels::kEager: return "eager";
+    case Kernels::kCompiled: return "compiled";
+    case Kernels::kCompiledModel: return "compiled-model";
+    case Kernels::kCompiledLoss: return "compiled-loss";
+  }
+  return "?";
 }
 
 std::string TpOverlapName(TpOverlap o) {
@@ -174,7 +181,7 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"flash", "unfused", "flash1", "cudnn"}));
     l.attention = static_cast<AttentionImpl>(i);
   } else if (key == "kernels") {
-    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"fused", "eager", "compiled"}));
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"fused", "eager", "compiled", "compiled-model", "compiled-loss"}));
     l.kernels = static_cast<Kernels>(i);
   } else if (key == "bucket_params") {
     SHARDSIM_ASSIGN_OR_RETURN(l.bucket_params, NonNegativeInt(key, value));

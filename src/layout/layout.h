@@ -49,10 +49,22 @@ inline bool FusedAttention(AttentionImpl a) { return a != AttentionImpl::kUnfuse
 //           backward recomputes the softmax from them and their log-sum-exp (AOTAutograd's
 //           min-cut partition saves the cheapest tensors, torch/_functorch/partitioners.py),
 //           so no fp32 copy of the logits is made or kept.
-enum class Kernels { kFused, kEager, kCompiled };
+//   kCompiledModel torch.compile on the model only (torchtitan's compile.components =
+//           ["model"]): kCompiled's fused element-wise chains, kEager's fp32 loss. torchtitan
+//           also ran so between pytorch/torchtitan e8977b0 (2024-12-18, "turning off compile
+//           on loss function", train.py) and the loss's return to compile (components/loss.py).
+//   kCompiledLoss  the loss alone compiled (compile.components = ["loss"]): kEager's
+//           element-wise chains, kCompiled's loss.
+enum class Kernels { kFused, kEager, kCompiled, kCompiledModel, kCompiledLoss };
 // Whether the projections are separate linears (torchtitan's wq, wk, wv and w1, w3), not the
 // fused QKV and gate+up GEMMs.
 inline bool SeparateLinears(Kernels k) { return k != Kernels::kFused; }
+// Whether the RMSNorm, RoPE and SwiGLU chains run as eager PyTorch's separate kernels.
+inline bool EagerElementwise(Kernels k) { return k == Kernels::kEager || k == Kernels::kCompiledLoss; }
+// Whether the loss runs compiled on the 16-bit logits (else, torchtitan's eager loss on an
+// fp32 copy; kFused is Megatron-Core's vocabulary-parallel cross-entropy, neither).
+inline bool CompiledLoss(Kernels k) { return k == Kernels::kCompiled || k == Kernels::kCompiledLoss; }
+inline bool EagerLoss(Kernels k) { return k == Kernels::kEager || k == Kernels::kCompiledModel; }
 // Which TP collectives run under GEMMs (tp > 1):
 //   kOff      every TP collective is blocking;
 //   kBackward in the backward pass, each column-parallel group's (Q/K/V; the MLP's up or
