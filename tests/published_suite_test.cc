@@ -133,6 +133,7 @@ TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
   PublishedRun ra, rb;
   ra.source = "a";
   rb.source = "b";
+  ra.measured_step_s = rb.measured_step_s = 1.0;  // timed runs (each result below sets its own figures)
   PublishedReport report;
   for (auto [run, err] : std::vector<std::pair<const PublishedRun*, double>>{{&ra, 0.1}, {&ra, 0.2}, {&rb, 0.3}, {&rb, 0.5}}) {
     PublishedResult r;
@@ -192,6 +193,7 @@ TEST(PublishedSuite, ErrorBandsAreOfLeftOutPredictionsWithNestedCoverage) {
   PublishedRun ra, rb, rc;
   ra.source = "a";
   rb.source = "b";
+  ra.measured_step_s = rb.measured_step_s = rc.measured_step_s = 1.0;  // timed runs (each result below sets its own figures)
   rc.source = "c";
   PublishedReport report;
   ComputeFitEstimate fit;
@@ -311,6 +313,55 @@ TEST(PublishedSuite, ReplaysARunFromTokensPerGpu) {
   ASSERT_TRUE(tiny.ok());
   EXPECT_NEAR(r.measured_step_s, 16.0 * tiny->seq_len / 8000.0, 1e-12);
   EXPECT_NEAR(r.simulated_error, r.measured_step_s / r.simulated_s - 1, 1e-12);
+}
+
+// A run with a published peak and no time counts for memory alone. Sources a and b publish
+// one timed run each of gpt-1.7b on one A100 (FitsOneFactorPerGpuWithLeaveOneSourceOut's
+// layout), at 1.1 and 1.3 x its structural step S; a also publishes the same layout's peak
+// only, measured at 1.25 x the predicted allocator view, so its memory error is 1 / 1.25 - 1 =
+// -0.2 exactly. The fit and the time figures are of the two timed runs, the memory figures of
+// the one peak.
+TEST(PublishedSuite, MemoryOnlyRunsCountForMemoryAlone) {
+  const std::string dir = testing::FreshTempDir("memory-only").string();
+  auto write = [&](double m1, double m2, double measured_memory_bytes) {
+    const std::string file = dir + "/suite.yaml";
+    const std::string run = "    model: gpt-1.7b\n    hardware: dgx-a100-80gb\n    gpus: 1\n"
+                            "    layout: \"mbs=1,gbs=4\"\n    published: p\n";
+    std::ofstream(file) << std::setprecision(17) << "sources:\n  - {key: a, citation: c, stack: s}\n"
+                        << "  - {key: b, citation: c, stack: s}\nruns:\n"
+                        << "  - id: one\n    source: a\n" << run << "    measured_step_s: " << m1 << "\n"
+                        << "  - id: two\n    source: b\n" << run << "    measured_step_s: " << m2 << "\n"
+                        << "  - id: peak\n    source: a\n" << run << "    measured_memory: \"" << measured_memory_bytes
+                        << " B\"\n    measured_memory_kind: allocator_reserved\n";
+    StatusOr<PublishedSuite> suite = LoadPublishedSuite(file);
+    EXPECT_TRUE(suite.ok()) << suite.status().message();
+    return suite.ok() ? *suite : PublishedSuite{};
+  };
+  const PublishedReport first = EvaluatePublishedSuite(write(1, 1, 1e9));
+  ASSERT_EQ(first.results.size(), 3u);
+  for (const PublishedResult& r : first.results) ASSERT_TRUE(r.failure.empty()) << r.failure;
+  const double s = first.results[0].structural_s, predicted = first.results[2].predicted_memory_bytes;
+  ASSERT_GT(predicted, 0);
+  const PublishedSuite suite = write(1.1 * s, 1.3 * s, 1.25 * predicted);
+  const PublishedReport report = EvaluatePublishedSuite(suite);
+  EXPECT_EQ(report.memory_only, 1u);
+  EXPECT_EQ(report.failed, 0u);
+  EXPECT_EQ(report.simulated.runs, 2u);
+  EXPECT_EQ(report.structural.runs, 2u);
+  ASSERT_EQ(report.fits.size(), 1u);
+  EXPECT_EQ(report.fits[0].runs, 2u);
+  EXPECT_EQ(report.memory.runs, 1u);
+  const PublishedResult& peak = report.results[2];
+  EXPECT_EQ(peak.measured_step_s, 0.0);
+  EXPECT_EQ(peak.simulated_error, 0.0);
+  EXPECT_NEAR(peak.memory_error, -0.2, 1e-6);
+  EXPECT_NEAR(report.memory.mape, 0.2, 1e-6);
+  for (const ErrorBandEstimate& b : ErrorBandsOf(report)) EXPECT_EQ(b.runs, 2u);
+  // A pair is two runs of one source: one and peak would be (both a's), but the peak has no time.
+  EXPECT_EQ(RankingToleranceOf(report).pairs, 0u);
+  const std::string md = PublishedReportMarkdown(suite, report, "test");
+  EXPECT_NE(md.find("| peak | a | gpt-1.7b | 1 | `mbs=1,gbs=4` | p | memory only"), std::string::npos) << md;
+  EXPECT_NE(md.find("1 more runs are checked for their peak memory only"), std::string::npos);
 }
 
 // Progress hears of each run in each pass, in order: a suite of two runs gives structural 0/2,
@@ -472,8 +523,8 @@ TEST(PublishedSuite, RejectsMalformedSuites) {
   const std::string run = "  - id: one\n    source: a\n    model: tiny\n    hardware: cpu-host\n    gpus: 1\n"
                           "    layout: \"tp=1\"\n    published: \"1 s\"\n";
   const Case cases[] = {
-      {"both_figures", run + "    measured_step_s: 1\n    measured_tokens_per_s_per_gpu: 5\n", "exactly one of"},
-      {"no_figure", run, "exactly one of"},
+      {"both_figures", run + "    measured_step_s: 1\n    measured_tokens_per_s_per_gpu: 5\n", "at most one of"},
+      {"no_figure", run, "for a run checked for memory only, 'measured_memory'"},
       {"unknown_source", "  - id: one\n    source: b\n    model: tiny\n    hardware: cpu-host\n    gpus: 1\n"
                          "    layout: \"tp=1\"\n    published: \"1 s\"\n    measured_step_s: 1\n",
        "expected one of the keys under 'sources'"},

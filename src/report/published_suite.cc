@@ -22,7 +22,7 @@
 namespace shardsim {
 namespace {
 
-constexpr int64_t kMaxRunGpus = int64_t{1} << 20;  // docs/validation.md: a run's GPU count bound
+constexpr int64_t kMaxRunGpus = int64_t{1} << 20;  // docs/cli.md "validate --published": a run's GPU count bound
 constexpr double kMaxRunMemoryBytes = kTiB;  // a published per-GPU peak's bound
 
 PublishedRun ReadRun(YamlMap& r) {
@@ -42,8 +42,8 @@ PublishedRun ReadRun(YamlMap& r) {
   if (std::optional<double> t = r.OptionalNumber("measured_tokens_per_s_per_gpu", 1e-6, 1e9)) {
     run.measured_tokens_per_s_per_gpu = *t;
   }
-  if (run.measured_step_s.has_value() == run.measured_tokens_per_s_per_gpu.has_value()) {
-    r.Error("measured_step_s", "expected exactly one of 'measured_step_s' and 'measured_tokens_per_s_per_gpu'");
+  if (run.measured_step_s && run.measured_tokens_per_s_per_gpu) {
+    r.Error("measured_step_s", "expected at most one of 'measured_step_s' and 'measured_tokens_per_s_per_gpu'");
   }
   if (std::optional<double> m = r.OptionalQuantity("measured_memory", Dimension::kBytes)) {
     if (*m <= 0 || *m > kMaxRunMemoryBytes) {
@@ -55,6 +55,10 @@ PublishedRun ReadRun(YamlMap& r) {
   if (std::optional<std::string> k = r.OptionalChoice("measured_memory_kind", {"device", "allocator_reserved"})) {
     if (!run.measured_memory_bytes) r.Error("measured_memory_kind", "expected only beside 'measured_memory'");
     if (*k == "allocator_reserved") run.measured_memory_kind = PublishedRun::MemoryKind::kAllocatorReserved;
+  }
+  if (!run.timed() && !run.measured_memory_bytes) {
+    r.Error("measured_tokens_per_s_per_gpu", "expected 'measured_step_s', 'measured_tokens_per_s_per_gpu' or, for a "
+            "run checked for memory only, 'measured_memory'");
   }
   run.notes = r.OptionalString("notes").value_or("");
   r.Finish();
@@ -157,10 +161,11 @@ std::optional<PreparedRun> Prepare(const PublishedRun& run, const std::map<std::
     if (!stack.ok()) return fail(stack.status().message());
     if (std::optional<std::string> why = StackRefusal(*stack, p.layout)) return fail(*why);
   }
-  res->measured_step_s = run.measured_step_s
-                             ? *run.measured_step_s
-                             : static_cast<double>(p.layout.gbs) * static_cast<double>(p.model.seq_len) /
-                                   (*run.measured_tokens_per_s_per_gpu * static_cast<double>(run.gpus));
+  res->measured_step_s = run.measured_step_s ? *run.measured_step_s
+                         : run.measured_tokens_per_s_per_gpu
+                             ? static_cast<double>(p.layout.gbs) * static_cast<double>(p.model.seq_len) /
+                                   (*run.measured_tokens_per_s_per_gpu * static_cast<double>(run.gpus))
+                             : 0.0;
   res->gpu = p.hw.gpu.name;
   res->architecture = p.hw.gpu.FitKey();
   res->dtype = DTypeName(p.layout.dtype);
@@ -183,12 +188,13 @@ PublishedResult Replay(const PreparedRun& p, const PublishedResult& base, std::o
     res.failure = sim.status().message();
     return res;
   }
+  const bool timed = res.run->timed();
   if (with_estimate) {
     res.estimate_s = EstimateIteration(p.model, cluster, p.layout).iteration_time_s;
-    res.estimate_error = res.measured_step_s / res.estimate_s - 1;
+    if (timed) res.estimate_error = res.measured_step_s / res.estimate_s - 1;
   }
   res.simulated_s = sim->iteration_time_s;
-  res.simulated_error = res.measured_step_s / res.simulated_s - 1;
+  if (timed) res.simulated_error = res.measured_step_s / res.simulated_s - 1;
   res.mfu = sim->mfu;
   res.peak_memory_bytes = sim->peak_memory_bytes;
   res.device_memory_bytes = hw.gpu.DeviceMemoryInUse(sim->peak_memory_bytes);
@@ -203,6 +209,10 @@ PublishedResult Replay(const PreparedRun& p, const PublishedResult& base, std::o
 }
 
 double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
+
+// A replayed run with a measured time: what the fit, the time errors, the bands and the
+// ranking tolerance are made of (a memory-only run counts for the memory figures alone).
+bool Timed(const PublishedResult& r) { return r.failure.empty() && r.run->timed(); }
 
 // The compute-time multiplier (1 / sustained_compute) that makes a run's simulation equal its
 // measurement, on the line through its structural and probe simulations; nullopt when the
@@ -231,7 +241,7 @@ std::optional<double> FitTime(const std::vector<PublishedResult>& results, const
                               const std::set<std::string>& without) {
   std::map<std::string, std::vector<double>> by_source;
   for (const PublishedResult& r : results) {
-    if (!r.failure.empty() || r.architecture != arch || without.count(r.run->source)) continue;
+    if (!Timed(r) || r.architecture != arch || without.count(r.run->source)) continue;
     if (std::optional<double> t = ExactComputeTime(r)) by_source[r.run->source].push_back(*t);
   }
   std::vector<double> per_source;
@@ -271,7 +281,7 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
   // so a GPU with one source (H200) shares its architecture's spread over sources.
   std::vector<std::pair<std::string, std::string>> classes;
   for (const PublishedResult& r : report.results) {
-    if (!r.failure.empty()) continue;
+    if (!Timed(r)) continue;
     const std::pair<std::string, std::string> k{r.architecture, r.dtype};
     if (std::find(classes.begin(), classes.end(), k) == classes.end()) classes.push_back(k);
   }
@@ -286,7 +296,7 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
     // measured / simulated with the fit made without its source (1 + loso_error), not the
     // in-sample residuals, which a fit on the run's own source narrows.
     auto in_class = [&, &arch = arch, &dtype = dtype](const PublishedResult& r) {
-      return r.failure.empty() && r.architecture == arch && r.dtype == dtype;
+      return Timed(r) && r.architecture == arch && r.dtype == dtype;
     };
     std::vector<double> ratios;
     std::set<std::string> sources;
@@ -338,7 +348,7 @@ RankingTolerance RankingToleranceOf(const PublishedReport& report) {
   for (size_t i = 0; i < rs.size(); ++i) {
     for (size_t j = i + 1; j < rs.size(); ++j) {
       const PublishedResult &a = rs[i], &b = rs[j];
-      if (!a.failure.empty() || !b.failure.empty() || a.run->source != b.run->source ||
+      if (!Timed(a) || !Timed(b) || a.run->source != b.run->source ||
           a.run->model != b.run->model || a.gpu != b.gpu || a.dtype != b.dtype) {
         continue;
       }
@@ -446,7 +456,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
     prepared.push_back(Prepare(run, stacks, &r));
     if (prepared.back()) {
       r = Replay(*prepared.back(), r, std::nullopt, true);
-      if (r.failure.empty()) {
+      if (Timed(r)) {
         r.structural_s = r.simulated_s;
         r.structural_error = r.simulated_error;
         const PublishedResult probe = Replay(*prepared.back(), r, 1 / kProbeComputeTime, false);
@@ -460,7 +470,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
   // without it.
   std::vector<std::string> archs;  // in the order their first run appears
   for (const PublishedResult& r : report.results) {
-    if (r.failure.empty() && std::find(archs.begin(), archs.end(), r.architecture) == archs.end()) {
+    if (Timed(r) && std::find(archs.begin(), archs.end(), r.architecture) == archs.end()) {
       archs.push_back(r.architecture);
     }
   }
@@ -471,7 +481,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
     std::vector<std::string> names;
     size_t runs = 0;
     for (const PublishedResult& r : report.results) {
-      if (!r.failure.empty() || r.architecture != arch) continue;
+      if (!Timed(r) || r.architecture != arch) continue;
       ++runs;
       sources.insert(r.run->source);
       if (std::find(names.begin(), names.end(), r.gpu) == names.end()) names.push_back(r.gpu);
@@ -503,6 +513,10 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
       r.loso_error = r.structural_error;
       continue;
     }
+    if (!r.run->timed()) {  // memory only: its peak as the commands predict it, with the fit
+      r = Replay(*prepared[i], r, it->second, true);
+      continue;
+    }
     const PublishedResult without = Replay(*prepared[i], r, held.at({r.architecture, r.run->source}), false);
     r = Replay(*prepared[i], r, it->second, true);
     if (r.failure.empty() && !without.failure.empty()) r.failure = without.failure;
@@ -517,12 +531,16 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
       ++report.failed;
       continue;
     }
+    if (r.run->measured_memory_bytes) memory.push_back(r.memory_error);
+    if (!r.run->timed()) {
+      ++report.memory_only;
+      continue;
+    }
     by_source[r.run->source].push_back(&r);
     est.push_back(r.estimate_error);
     sim.push_back(r.simulated_error);
     structural.push_back(r.structural_error);
     loso.push_back(r.loso_error);
-    if (r.run->measured_memory_bytes) memory.push_back(r.memory_error);
   }
   auto stats = [](const std::vector<const PublishedResult*>& rs, double PublishedResult::*field) {
     std::vector<double> v;
@@ -540,7 +558,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
   for (ComputeFitEstimate& fit : report.fits) {
     std::vector<const PublishedResult*> rs;
     for (const PublishedResult& r : report.results) {
-      if (r.failure.empty() && r.architecture == fit.architecture) rs.push_back(&r);
+      if (Timed(r) && r.architecture == fit.architecture) rs.push_back(&r);
     }
     fit.structural = stats(rs, &PublishedResult::structural_error);
     fit.fitted = stats(rs, &PublishedResult::simulated_error);
@@ -602,6 +620,10 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       out << "not replayed: " << r.failure << " | | | | | | | | |\n";
       continue;
     }
+    if (!run.timed()) {
+      out << "memory only (section \"Peak memory\") | | | | | | | | " << (r.fits ? "yes" : "no") << " |\n";
+      continue;
+    }
     out << Fmt("%.3f", r.measured_step_s) << " | " << Fmt("%.3f", r.structural_s) << " | "
         << Fmt("%+.1f %%", 100 * r.structural_error) << " | " << Fmt("%.3f", r.simulated_s) << " | "
         << Fmt("%+.1f %%", 100 * r.simulated_error) << " | " << Fmt("%+.1f %%", 100 * r.loso_error) << " | "
@@ -631,6 +653,10 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       << "; fitted mean signed " << Fmt("%+.1f %%", 100 * report.simulated.mean_signed) << ", largest "
       << Fmt("%.1f %%", 100 * report.simulated.max_abs) << ".";
   if (report.failed > 0) out << " " << report.failed << " runs could not be replayed (listed above).";
+  if (report.memory_only > 0) {
+    out << " " << report.memory_only << " more runs are checked for their peak memory only (their source publishes no "
+        << "throughput on a GPU whose rate is known).";
+  }
   out << "\n\n## Fitted parameter\n\n"
       << "`efficiency.sustained_compute`, per GPU architecture (`gpu.architecture`): the share of the kernel benchmarks' GEMM and "
       << "attention rates (MAMF, the GEMM shape table, FlashAttention's tables) that the runs "
@@ -657,7 +683,7 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
   {
     std::set<std::string> unfit;
     for (const PublishedResult& r : report.results) {
-      if (!r.failure.empty()) continue;
+      if (!Timed(r)) continue;
       bool has = false;
       for (const ComputeFitEstimate& f : report.fits) has = has || f.architecture == r.architecture;
       if (!has) unfit.insert(r.architecture);
@@ -735,11 +761,14 @@ std::string PublishedReportJson(const PublishedReport& report) {
     if (!r.failure.empty()) {
       j.Field("failure", r.failure);
     } else {
-      j.Field("measured_step_s", r.measured_step_s).Field("estimate_s", r.estimate_s);
-      j.Field("estimate_error", r.estimate_error).Field("simulated_s", r.simulated_s);
-      j.Field("simulated_error", r.simulated_error).Field("mfu", r.mfu);
-      j.Field("sustained_compute", r.sustained).Field("structural_s", r.structural_s);
-      j.Field("structural_error", r.structural_error).Field("left_out_s", r.loso_s).Field("left_out_error", r.loso_error);
+      j.Field("timed", r.run->timed());
+      if (r.run->timed()) {
+        j.Field("measured_step_s", r.measured_step_s).Field("estimate_s", r.estimate_s);
+        j.Field("estimate_error", r.estimate_error).Field("simulated_s", r.simulated_s);
+        j.Field("simulated_error", r.simulated_error).Field("mfu", r.mfu);
+        j.Field("sustained_compute", r.sustained).Field("structural_s", r.structural_s);
+        j.Field("structural_error", r.structural_error).Field("left_out_s", r.loso_s).Field("left_out_error", r.loso_error);
+      }
       j.Field("peak_memory_bytes", r.peak_memory_bytes).Field("device_memory_bytes", r.device_memory_bytes);
       j.Field("fits", r.fits);
       if (r.run->measured_memory_bytes) {
@@ -779,6 +808,7 @@ std::string PublishedReportJson(const PublishedReport& report) {
   }
   j.EndArray();
   j.Field("failed", static_cast<int64_t>(report.failed));
+  j.Field("memory_only", static_cast<int64_t>(report.memory_only));
   j.EndObject();
   return j.str();
 }

@@ -2,7 +2,7 @@
 // throughput a framework's authors published with the layout they ran, replayed through the
 // estimate and the symmetric simulation with that layout, and the errors per run, per source
 // and overall. The runs live in a YAML file (docs/validation/published-runs.yaml, format in
-// docs/validation.md); `shardsim validate --published FILE` prints the table.
+// docs/cli.md, "validate --published"); `shardsim validate --published FILE` prints the table.
 //
 // Sign convention: error = predicted throughput / measured throughput - 1 = measured step time
 // / predicted step time - 1, so a positive error is an optimistic prediction (the issue's
@@ -37,9 +37,12 @@ struct PublishedRun {
   std::string stack;     // optional: the stacks/ description of the framework that ran it
   std::string assumed;   // the layout fields the source does not state, and why they were chosen
   std::string published;  // the measured figure exactly as published
-  // One of the two, as published: step time, or tokens per second per GPU.
+  // At most one of the two, as published: step time, or tokens per second per GPU. A run with
+  // neither is checked for memory only (measured_memory is then required): its source publishes
+  // a peak but a throughput on a GPU whose rate is not known (docs/cli.md).
   std::optional<double> measured_step_s;
   std::optional<double> measured_tokens_per_s_per_gpu;
+  bool timed() const { return measured_step_s.has_value() || measured_tokens_per_s_per_gpu.has_value(); }
   // Peak memory per GPU as published, where the source gives one: what the predicted peak is
   // checked against, as the source measured it (measured_memory_kind): the device's use
   // (FlagPerf's "mem", nvidia-smi) or the caching allocator's reserved peak (torchtitan's
@@ -65,7 +68,7 @@ struct PublishedResult {
   std::string dtype;  // the layout's precision
   std::string architecture;  // GpuSpec::FitKey(): the fit's class
   std::string failure;  // non-empty: the run could not be replayed (why); no figures below
-  double measured_step_s = 0;   // the published figure as a step time
+  double measured_step_s = 0;   // the published figure as a step time (0: a memory-only run)
   // With the GPU's fitted sustained_compute (1 where the GPU has no fit): what the commands
   // predict.
   double estimate_s = 0, simulated_s = 0;
@@ -119,11 +122,12 @@ struct ComputeFitEstimate {
 struct PublishedReport {
   std::vector<PublishedResult> results;  // in the file's order
   std::vector<SourceStats> sources;      // in the file's order, sources with runs only
-  ErrorStats estimate, simulated;        // over every replayed run, with the fit
+  ErrorStats estimate, simulated;        // over every replayed timed run, with the fit
   ErrorStats structural, loso;           // the same without it, and left one source out
   ErrorStats memory;                     // predicted against measured peak memory, where published
   std::vector<ComputeFitEstimate> fits;  // per architecture with runs from >= 2 sources
   size_t failed = 0;                     // runs that could not be replayed
+  size_t memory_only = 0;                // replayed runs with a measured peak and no time
 };
 
 // Replays every run (estimate, then the symmetric simulation) structurally and at a probe
