@@ -302,6 +302,18 @@ void AddOptimizerAndOverlap(const Layout& l, MegatronArgs& a) {
       a.NotExpressible("overlap_tp=on without sp (--tp-comm-overlap requires --sequence-parallel)");
     }
   }
+  // CUDA graphs (validate_args @ NVIDIA/Megatron-LM d98e8a64dd): each layer captured by
+  // Megatron-Core's CudaGraphManager, or the whole iteration, which asserts that the loss
+  // and gradients are not checked for NaN.
+  if (l.cuda_graphs == CudaGraphs::kLayers) a.Flag("--cuda-graph-impl", "local");
+  if (l.cuda_graphs == CudaGraphs::kStep) {
+    a.Flag("--cuda-graph-impl", "full_iteration");
+    a.Flag("--no-check-for-nan-in-loss-and-grad");
+  }
+  if (l.cuda_graphs != CudaGraphs::kOff) {
+    a.Comment("CUDA graphs: --cuda-graph-impl is Megatron-Core 0.14+ (before: --enable-cuda-graph, with "
+              "--cuda-graph-scope full_iteration for the whole step); shardsim does not price the graphs' memory");
+  }
   if (l.offload != Offload::kNone) {
     // validate_args: --optimizer-cpu-offload asserts --use-precision-aware-optimizer.
     a.Flag("--optimizer-cpu-offload");
@@ -364,6 +376,11 @@ void AddPrecisionAndAttention(const Layout& l, MegatronArgs& a) {
 // DeepSpeed deepspeed/__init__.py (_add_core_arguments: --deepspeed, --deepspeed_config).
 std::vector<std::string> DeepSpeedNotes(const ModelSpec& m, const Layout& l) {
   std::vector<std::string> notes;
+  if (l.cuda_graphs != CudaGraphs::kOff) {
+    notes.push_back("cuda_graphs=" + CudaGraphsName(l.cuda_graphs) +
+                    " is not expressible: DeepSpeed's training engine captures no CUDA graphs (enable_cuda_graph "
+                    "is its inference engine's)");
+  }
   if (l.tp > 1 || l.pp > 1) {
     notes.push_back(
         "DeepSpeed's config does not set the tensor- or pipeline-parallel size: "

@@ -180,6 +180,13 @@ void Training(const Layout& l, Overrides& o) {
   if (l.tp > 1 && l.overlap_tp == TpOverlap::kOff) {
     o.NotExpressible("overlap_tp=off (Transformer Engine overlaps the backward's TP communication without userbuffers)");
   }
+  // CUDA graphs: Megatron-Core's TransformerConfig.enable_cuda_graph captures each layer;
+  // cuda_graph_scope "full_iteration" the whole step (NeMo 2 recipes set them on the model's
+  // config; Transformer Engine's RNG tracker, which graphs need, Megatron-Core turns on).
+  if (l.cuda_graphs != CudaGraphs::kOff) {
+    o.Set("model.config.enable_cuda_graph", Py(true));
+    if (l.cuda_graphs == CudaGraphs::kStep) o.Set("model.config.cuda_graph_scope", PyStr("full_iteration"));
+  }
 }
 
 }  // namespace

@@ -46,6 +46,9 @@ std::vector<std::string> NotRunnable(const ModelSpec& m, const Layout& l) {
     out.push_back("mixed precision with tp or pp and no FSDP (maybe_enable_amp: none is applied)");
   }
   if (l.dtype == DType::kFp16) out.push_back("dtype=fp16 (mixed_precision_param is bfloat16 or float32)");
+  if (l.cuda_graphs != CudaGraphs::kOff) {
+    out.push_back("cuda_graphs=" + CudaGraphsName(l.cuda_graphs) + " (the trainer captures no CUDA graphs)");
+  }
   if (l.fp8_params) out.push_back("fp8_params=on (torchao's float8 keeps no fp8 weights)");
   if (l.offload == Offload::kOptimizer) out.push_back("offload=optimizer (CPUOffloadPolicy moves parameters too)");
   if (l.offload == Offload::kOptimizerAndParams && !fsdp) out.push_back("offload without FSDP");

@@ -103,6 +103,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
       if (key == "prefetch") b.prefetch = v.prefetch;
       if (key == "attention") b.attention = v.attention;
       if (key == "kernels") b.kernels = v.kernels;
+      if (key == "cuda_graphs") b.cuda_graphs = v.cuda_graphs;
       if (key == "bucket_params") b.bucket_params = v.bucket_params;
       if (key == "live_params") b.live_params = v.live_params;
     }

@@ -66,6 +66,8 @@ const std::map<std::string, MegatronOption>& KnownMegatronOptions() {
       {"--recompute-method", {Kind::kChoice, {"uniform", "block"}}},
       {"--recompute-num-layers", {Kind::kInt, {}}},
       {"--tp-comm-overlap", {Kind::kSwitch, {}}},
+      {"--cuda-graph-impl", {Kind::kChoice, {"none", "local", "transformer_engine", "full_iteration"}}},
+      {"--no-check-for-nan-in-loss-and-grad", {Kind::kSwitch, {}}},
       {"--use-flash-attn", {Kind::kSwitch, {}}},
       {"--disable-bias-linear", {Kind::kSwitch, {}}},
       {"--add-qkv-bias", {Kind::kSwitch, {}}},

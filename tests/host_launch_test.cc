@@ -4,7 +4,9 @@
 // worked by hand from the op lists in the comments.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/cost/estimate.h"
@@ -12,7 +14,9 @@
 #include "src/cost/ops.h"
 #include "src/hardware/cluster.h"
 #include "src/hardware/hardware_spec.h"
+#include "src/io/megatron_args.h"
 #include "src/layout/layout.h"
+#include "src/layout/stack.h"
 #include "src/report/estimate_report.h"
 #include "src/sim/simulator.h"
 #include "tests/find_op.h"
@@ -121,6 +125,87 @@ TEST(HostFloor, TheEstimateSaysWhenItIsLaunchBound) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"launch_bound\": true"), std::string::npos);
+}
+
+// CUDA graphs, on the launch-bound step above (1 ms a launch): cuda_graphs=layers replays
+// each layer pass from one graph, one launch: 4 layers x (1 + 1) = 8 ms, the embedding's and
+// the head's kernels still the host's own (1 + 2 and 3 + 5: 11 ms), 19 ms in all; the host
+// launches 4 + 1 + 3 = 8 forward and 4 + 2 + 5 = 11 backward. cuda_graphs=step replays the
+// whole step from one graph: no pass waits for the host, the step is the device's (under
+// 0.1 ms, as without the overhead). The simulation agrees.
+TEST(HostFloor, CudaGraphsLaunchOneGraphAPass) {
+  HardwareSpec hw = testing::TwoGpuNode("100 GB/s");
+  hw.node.host.launch_s = 1e-3;
+  const ModelSpec m = testing::TinyModel(64);
+  const Layout layers = L("tp=1,pp=1,dp=1,mbs=1,gbs=1,dtype=bf16,cuda_graphs=layers");
+  const Estimate e = EstimateIteration(m, Cluster(hw, 1), layers);
+  EXPECT_NEAR(e.time.compute, 0.019, 1e-9);
+  StatusOr<SimResult> sim = Simulate(m, Cluster(hw, 1), layers, SimOptions{});
+  ASSERT_TRUE(sim.ok()) << sim.status().message();
+  EXPECT_NEAR(sim->iteration_time_s, e.iteration_time_s, 1e-9);
+  const std::string text = EstimateText(m, hw, e);
+  EXPECT_NE(text.find("kernel launches per micro-batch: 48 forward, 95 backward, replayed from CUDA graphs "
+                      "(cuda_graphs=layers): the host launches 8 and 11, a graph a layer pass and the embedding's "
+                      "and head's kernels; at 1.000 ms each the host needs 19.000 ms"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(EstimateJson(m, hw, e).find("\"cuda_graphs\": \"layers\",\n    \"host_forward\": 8,\n    \"host_backward\": 11,"),
+            std::string::npos);
+
+  const Estimate step = EstimateIteration(m, Cluster(hw, 1), L("tp=1,pp=1,dp=1,mbs=1,gbs=1,dtype=bf16,cuda_graphs=step"));
+  EXPECT_LT(step.time.compute, 1e-4);
+  EXPECT_EQ(FormatLayout(layers).find(",cuda_graphs=layers"), FormatLayout(layers).size() - 19);
+  EXPECT_EQ(FormatLayout(L("tp=1")).find("cuda_graphs"), std::string::npos);  // off is not written
+  EXPECT_FALSE(ParseLayout("cuda_graphs=on").ok());
+}
+
+// Who runs CUDA graphs: Megatron-Core 2024-25 does; the 2021 and 2022 Megatron stacks,
+// DeepSpeed's ZeRO engine and torchtitan v0.2.2 refuse them. Megatron-LM's arguments read
+// back: --cuda-graph-impl local and transformer_engine (each layer), full_iteration (the
+// step), the deprecated --enable-cuda-graph (local; with --cuda-graph-scope full_iteration,
+// the step) and --external-cuda-graph (transformer_engine); with --cuda-graph-impl, the
+// deprecated ones are refused (validate_args).
+TEST(HostFloor, CudaGraphsStacksAndArguments) {
+  Layout l = L("tp=1,pp=1,dp=8,mbs=1,gbs=8,zero=1,cuda_graphs=layers");
+  for (const char* name : {"megatron-core-2024"}) {
+    StatusOr<StackSpec> s = LoadStack(name);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_FALSE(StackRefusal(*s, l).has_value()) << name;
+  }
+  // Each stack's base layout runs there; with graphs it is refused for them.
+  for (const auto& [name, base] : std::vector<std::pair<std::string, std::string>>{
+           {"megatron-lm-2021", "tp=1,pp=1,dp=8,mbs=1,gbs=8,zero=0,attention=unfused"},
+           {"megatron-deepspeed-2022", "tp=1,pp=1,dp=8,mbs=1,gbs=8,zero=1,attention=unfused"},
+           {"deepspeed-zero3", "tp=1,pp=1,dp=8,mbs=1,gbs=8,zero=3"},
+           {"torchtitan-fsdp2", "tp=1,pp=1,dp=8,mbs=1,gbs=8,zero=3,kernels=compiled,live_params=1000000000000"}}) {
+    StatusOr<StackSpec> s = LoadStack(name);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    Layout b = L(base);
+    EXPECT_FALSE(StackRefusal(*s, b).has_value()) << name << ": " << StackRefusal(*s, b).value_or("");
+    for (CudaGraphs g : {CudaGraphs::kLayers, CudaGraphs::kStep}) {
+      b.cuda_graphs = g;
+      const std::optional<std::string> why = StackRefusal(*s, b);
+      ASSERT_TRUE(why.has_value()) << name;
+      EXPECT_NE(why->find("cuda_graphs="), std::string::npos) << *why;
+    }
+  }
+  const std::string model = "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 ";
+  for (const auto& [args, graphs] : std::vector<std::pair<std::string, CudaGraphs>>{
+           {"", CudaGraphs::kOff},
+           {"--cuda-graph-impl none", CudaGraphs::kOff},
+           {"--cuda-graph-impl local", CudaGraphs::kLayers},
+           {"--cuda-graph-impl transformer_engine", CudaGraphs::kLayers},
+           {"--cuda-graph-impl full_iteration --no-check-for-nan-in-loss-and-grad", CudaGraphs::kStep},
+           {"--enable-cuda-graph", CudaGraphs::kLayers},
+           {"--enable-cuda-graph --cuda-graph-scope full_iteration", CudaGraphs::kStep},
+           {"--external-cuda-graph", CudaGraphs::kLayers}}) {
+    StatusOr<MegatronRead> r = ParseMegatronArgs(model + args, "train.sh");
+    ASSERT_TRUE(r.ok()) << args << ": " << r.status().message();
+    EXPECT_EQ(r->layout.cuda_graphs, graphs) << args;
+  }
+  StatusOr<MegatronRead> both = ParseMegatronArgs(model + "--enable-cuda-graph --cuda-graph-impl local", "train.sh");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("--cuda-graph-impl"), std::string::npos) << both.status().message();
 }
 
 // Where the device is the slower, the host runs ahead and costs nothing: the bundled DGX H100

@@ -112,5 +112,25 @@ TEST(RoundTrip, NamesWhatDoesNotComeBack) {
   EXPECT_FALSE(rt.ok());
 }
 
+// CUDA graphs come back from both Megatron-Core formats: per layer (--cuda-graph-impl local;
+// NeMo's enable_cuda_graph) and the whole step (full_iteration; NeMo's cuda_graph_scope).
+TEST(RoundTrip, CudaGraphsComeBack) {
+  StatusOr<ModelSpec> m = LoadModel("llama3-8b");
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(m.ok() && hw.ok());
+  for (const char* graphs : {"layers", "step"}) {
+    StatusOr<Layout> l = ParseLayout(std::string("tp=2,pp=1,mbs=1,gbs=64,zero=1,sp=on,overlap_tp=backward,attention=cudnn,cuda_graphs=") + graphs);
+    ASSERT_TRUE(l.ok()) << l.status().message();
+    StatusOr<Layout> planned = ResolveLayoutFor(*l, 8, *hw);
+    ASSERT_TRUE(planned.ok()) << planned.status().message();
+    for (const char* format : {"megatron", "nemo"}) {
+      StatusOr<std::string> config = EmitFor(format, *m, *planned);
+      ASSERT_TRUE(config.ok()) << config.status().message();
+      const RoundTrip rt = CheckRoundTrip(format, *config, *m, Cluster(*hw, 8), 8, *planned, 80e9);
+      EXPECT_TRUE(rt.differences.empty()) << format << ", cuda_graphs=" << graphs << ": " << rt.Summary() << "\n" << *config;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardsim::planner

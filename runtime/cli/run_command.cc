@@ -303,7 +303,7 @@ int Run(int argc, char** argv) {
                  "compress=R runs PowerSGD (ZeRO 0): each gradient matrix sent as rank-r\n"
                  "factors of about 1/R of its size, with error feedback. Both backends run\n"
                  "all of these. Not run yet, and rejected before any work with the reason:\n"
-                 "fp8_params; recompute=op; kernels other than fused; moe_capacity with cp > 1.\n\n"
+                 "fp8_params; recompute=op; kernels other than fused; cuda_graphs; moe_capacity with cp > 1.\n\n"
               << cli::FlagHelp(flags);
     return 0;
   }

@@ -65,6 +65,9 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
      "kernels=" + shardsim::KernelsName(l.kernels) +
          " (prices torchtitan's PyTorch kernels, eager or compiled in part or whole; the runtime runs its own fused "
          "ones: kernels=fused)");
+  no(l.cuda_graphs != shardsim::CudaGraphs::kOff,
+     "cuda_graphs=" + shardsim::CudaGraphsName(l.cuda_graphs) +
+         " (prices the host's launches replayed from CUDA graphs; the runtime launches each kernel: cuda_graphs=off)");
   no(l.bucket_params != 0, "bucket_params=" + std::to_string(l.bucket_params) +
                                " (the runtime reduces one bucket per layer, the embeddings and the head: bucket_params=0)");
   no(l.zero == 3 && static_cast<double>(l.live_params) < DenseLayerParamsOnRank(m, l),

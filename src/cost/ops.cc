@@ -421,8 +421,9 @@ std::vector<Op> EmbeddingOps(const ModelSpec& m, const Layout& l) {
   const double Tn = l.sp ? static_cast<double>(TokensPerRank(m, l)) / l.tp
                          : static_cast<double>(TokensPerRank(m, l));
   // Gather T rows of the (V/t x h) table and write T x h (+ position embedding add).
-  return {Memory("embedding", OpRole::kEmbedding,
-                 b * 2.0 * Tn * m.hidden * (m.position == Position::kLearned ? 1.5 : 1.0))};
+  Op lookup = Memory("embedding", OpRole::kEmbedding, b * 2.0 * Tn * m.hidden * (m.position == Position::kLearned ? 1.5 : 1.0));
+  lookup.in_layer = false;
+  return {lookup};
 }
 
 std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
@@ -482,6 +483,7 @@ std::vector<Op> HeadOps(const ModelSpec& m, const Layout& l) {
                          2 * m.hidden, b));
     head();
   }
+  for (Op& op : ops) op.in_layer = false;
   return ops;
 }
 

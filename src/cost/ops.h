@@ -75,6 +75,9 @@ struct Op {
   // RoPE, SwiGLU, the loss; ops.cc). Each launch costs the device its fixed kernel latency and
   // the host the framework's launch overhead (HostSpec::launch_s, layer_plan.cc HostFloor).
   int32_t launches = 1;
+  // A transformer layer's op (LayerOps), not the embedding's or the head's: what cuda_graphs=
+  // layers replays from a graph (Layout::cuda_graphs).
+  bool in_layer = true;
   // Under dtype=fp8 (Transformer Engine's recipe, as Megatron-Core runs it), a GEMM that stays
   // in bf16: not a Transformer Engine module, so fp8_autocast leaves it alone (the output
   // layer is tensor_parallel.ColumnParallelLinear, megatron/core/models/gpt/gpt_model.py; the

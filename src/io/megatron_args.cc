@@ -148,6 +148,11 @@ const std::map<std::string, Kind>& Known() {
       {"--overlap-grad-reduce", Kind::kSwitch},
       {"--overlap-param-gather", Kind::kSwitch},
       {"--tp-comm-overlap", Kind::kSwitch},
+      {"--cuda-graph-impl", Kind::kText},
+      {"--enable-cuda-graph", Kind::kSwitch},
+      {"--external-cuda-graph", Kind::kSwitch},
+      {"--cuda-graph-scope", Kind::kText},
+      {"--no-check-for-nan-in-loss-and-grad", Kind::kSwitch},  // full_iteration's requirement; nothing to price
       {"--optimizer-cpu-offload", Kind::kSwitch},
       {"--use-precision-aware-optimizer", Kind::kSwitch},
       {"--bf16", Kind::kSwitch},
@@ -292,6 +297,21 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
     r.Error("--tp-comm-overlap", "--tp-comm-overlap needs --sequence-parallel (validate_args)");
   }
   if (r.Has("--optimizer-cpu-offload")) l.offload = Offload::kOptimizer;
+  // CUDA graphs (validate_args @ NVIDIA/Megatron-LM d98e8a64dd): --cuda-graph-impl local or
+  // transformer_engine graphs each layer (cuda_graphs=layers), full_iteration the whole step;
+  // the deprecated --enable-cuda-graph is local (--cuda-graph-scope full_iteration: the step)
+  // and --external-cuda-graph transformer_engine. Per-module scopes (--cuda-graph-modules attn,
+  // mlp, ...) are read as the whole layer.
+  const std::string impl = r.Choice("--cuda-graph-impl", "none", {"none", "local", "transformer_engine", "full_iteration"});
+  if ((r.Has("--enable-cuda-graph") || r.Has("--external-cuda-graph")) && r.Has("--cuda-graph-impl")) {
+    r.Error("--cuda-graph-impl", "--enable-cuda-graph or --external-cuda-graph with --cuda-graph-impl (validate_args refuses)");
+  }
+  const bool legacy_step = r.Has("--enable-cuda-graph") && r.Text("--cuda-graph-scope", "") == "full_iteration";
+  if (impl == "full_iteration" || legacy_step) {
+    l.cuda_graphs = CudaGraphs::kStep;
+  } else if (impl != "none" || r.Has("--enable-cuda-graph") || r.Has("--external-cuda-graph")) {
+    l.cuda_graphs = CudaGraphs::kLayers;
+  }
 
   if (r.Has("--bf16") && r.Has("--fp16")) r.Error("--fp16", "--bf16 and --fp16 both given");
   l.dtype = r.Has("--bf16") ? DType::kBf16 : r.Has("--fp16") ? DType::kFp16 : DType::kFp32;

@@ -36,7 +36,8 @@ const std::vector<std::string>& Paths() {
       "trainer.strategy.ddp.overlap_param_gather", "trainer.strategy.ddp.bucket_size", "trainer.plugins",
       "trainer.plugins.fp8_param_gather",
       // MegatronCommOverlapCallback's arguments, as "callback.<name>".
-      "callback.tp_comm_overlap", "callback.overlap_p2p_comm"};
+      "callback.tp_comm_overlap", "callback.overlap_p2p_comm", "model.config.enable_cuda_graph",
+      "model.config.cuda_graph_scope"};
   return *kPaths;
 }
 
@@ -195,6 +196,11 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   out.attention_auto = backend == "AttnBackend.auto";
   if (l.tp > 1) l.overlap_tp = r.Bool("callback.tp_comm_overlap", false) ? TpOverlap::kOn : TpOverlap::kBackward;
   l.overlap_pp = l.vpp > 1 && r.Bool("callback.overlap_p2p_comm", true);
+  // CUDA graphs: each layer (Megatron-Core's "full" scope, the layer; "attn" and the other
+  // module scopes read as the layer too), or the whole step ("full_iteration").
+  if (r.Bool("model.config.enable_cuda_graph", false)) {
+    l.cuda_graphs = r.Text("model.config.cuda_graph_scope", "full") == "full_iteration" ? CudaGraphs::kStep : CudaGraphs::kLayers;
+  }
   SHARDSIM_RETURN_IF_ERROR(r.status());
   return out;
 }

@@ -64,6 +64,15 @@ std::string KernelsName(Kernels k) {
   return "?";
 }
 
+std::string CudaGraphsName(CudaGraphs g) {
+  switch (g) {
+    case CudaGraphs::kOff: return "off";
+    case CudaGraphs::kLayers: return "layers";
+    case CudaGraphs::kStep: return "step";
+  }
+  return "?";
+}
+
 std::string TpOverlapName(TpOverlap o) {
   switch (o) {
     case TpOverlap::kOff: return "off";
@@ -79,7 +88,7 @@ const std::vector<std::string> kKeys = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
     "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
     "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
-    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels"};
+    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels", "cuda_graphs"};
 
 Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
                 const std::vector<std::string>& choices = {}) {
@@ -183,6 +192,9 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
   } else if (key == "kernels") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"fused", "eager", "compiled", "compiled-model", "compiled-loss"}));
     l.kernels = static_cast<Kernels>(i);
+  } else if (key == "cuda_graphs") {
+    SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"off", "layers", "step"}));
+    l.cuda_graphs = static_cast<CudaGraphs>(i);
   } else if (key == "bucket_params") {
     SHARDSIM_ASSIGN_OR_RETURN(l.bucket_params, NonNegativeInt(key, value));
   } else if (key == "live_params") {
@@ -338,6 +350,7 @@ std::string FormatLayout(const Layout& l) {
   if (l.moe_capacity > 0) out += ",moe_capacity=" + real(l.moe_capacity);
   if (l.moe_imbalance != 1) out += ",moe_imbalance=" + real(l.moe_imbalance);
   if (l.kernels != Kernels::kFused) out += ",kernels=" + KernelsName(l.kernels);  // likewise
+  if (l.cuda_graphs != CudaGraphs::kOff) out += ",cuda_graphs=" + CudaGraphsName(l.cuda_graphs);  // likewise
   return out;
 }
 
@@ -377,6 +390,7 @@ std::optional<std::string> LayoutValue(const Layout& l, std::string_view key) {
   if (key == "moe_capacity") return num(l.moe_capacity);
   if (key == "moe_imbalance") return num(l.moe_imbalance);
   if (key == "kernels") return KernelsName(l.kernels);
+  if (key == "cuda_graphs") return CudaGraphsName(l.cuda_graphs);
   return std::nullopt;
 }
 

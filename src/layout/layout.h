@@ -75,6 +75,19 @@ inline bool EagerLoss(Kernels k) { return k == Kernels::kEager || k == Kernels::
 //   kOn       every TP collective hidden (Megatron-LM's --tp-comm-overlap, TransformerEngine
 //             userbuffers), joined only at the pass's end.
 enum class TpOverlap { kOff, kBackward, kOn };
+// Which kernels the framework replays from CUDA graphs (captured once, then launched as one
+// graph from the host; docs/cost-model.md, "Kernel launches and the host"):
+//   kOff     none: the host launches every kernel (eager);
+//   kLayers  each transformer layer's forward and backward, one graph a layer pass, the
+//            embedding, the head, the loss and the optimizer left eager: Megatron-Core's
+//            per-layer capture (--cuda-graph-impl local, CudaGraphManager, or
+//            transformer_engine, TE make_graphed_callables; --enable-cuda-graph before);
+//   kStep    the whole forward-backward of every micro-batch, one graph a step
+//            (--cuda-graph-impl full_iteration, FullCudaGraphWrapper).
+// Only the host's side is priced: the graphs' static input and output buffers and their
+// private memory pool (one set per layer and micro-batch in flight under a pipeline,
+// CudaGraphManager's runners) are not, so the memory predicted with graphs is a lower bound.
+enum class CudaGraphs { kOff, kLayers, kStep };
 
 struct Layout {
   int64_t tp = 1;   // tensor parallel
@@ -104,6 +117,7 @@ struct Layout {
   bool prefetch = true;         // ZeRO-3 parameter all-gather prefetched
   AttentionImpl attention = AttentionImpl::kFlash;
   Kernels kernels = Kernels::kFused;
+  CudaGraphs cuda_graphs = CudaGraphs::kOff;
   // Gradient bucket size, in parameters per rank: consecutive units (a layer, the embeddings,
   // the final norm + LM head) are reduced together until a bucket holds at least this many
   // (Megatron-LM's --ddp-bucket-size, DeepSpeed's reduce_bucket_size); 0: one bucket per unit.
@@ -155,7 +169,8 @@ std::string ScheduleName(Schedule s);
 std::string RecomputeName(Recompute r);
 std::string OffloadName(Offload o);
 std::string AttentionName(AttentionImpl a);
-std::string KernelsName(Kernels k);  // "fused", "eager", "compiled"
+std::string KernelsName(Kernels k);  // "fused", "eager", "compiled", "compiled-model", "compiled-loss"
+std::string CudaGraphsName(CudaGraphs g);  // "off", "layers", "step"
 std::string TpOverlapName(TpOverlap o);  // "off", "backward", "on"
 
 // Parses a spec string; syntax errors name the key, the expected value and a "did you mean".

@@ -20,7 +20,7 @@ constexpr const char* kFields[] = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule", "dtype",
     "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
     "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
-    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels"};
+    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels", "cuda_graphs"};
 
 int FieldIndex(const std::string& key) {
   for (int i = 0; i < static_cast<int>(std::size(kFields)); ++i) {
@@ -62,6 +62,7 @@ double FieldValue(const Layout& l, int field) {
     case 27: return l.moe_capacity;
     case 28: return l.moe_imbalance;
     case 29: return d(static_cast<int>(l.kernels));
+    case 30: return d(static_cast<int>(l.cuda_graphs));
   }
   return 0;
 }

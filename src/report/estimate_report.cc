@@ -1,6 +1,7 @@
 // See estimate_report.h.
 #include "src/report/estimate_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -33,25 +34,44 @@ void BreakdownJson(JsonWriter& w, const MemoryBreakdown& mem) {
 // launches and the host"): the kernels its ops launch, forward and backward, the device's time
 // for them and the host's at the description's launch_overhead. Launch-bound where the host's
 // exceeds the device's in either pass (the layer plan's HostFloor then stretches the passes;
-// it decides per layer, which for alike layers is the same).
+// it decides per layer, which for alike layers is the same). Under CUDA graphs
+// (Layout::cuda_graphs) the host launches one graph a layer pass (layers; the embedding's and
+// the head's kernels stay its own) or one a step (step: no launch a micro-batch is priced).
 struct HostLaunches {
   double forward = 0, backward = 0;              // kernels
+  double host_forward = 0, host_backward = 0;    // what the host launches: kernels or graphs
   double device_forward_s = 0, device_backward_s = 0;
   double host_forward_s = 0, host_backward_s = 0;
   bool bound() const { return host_forward_s > device_forward_s || host_backward_s > device_backward_s; }
 };
 
-HostLaunches LaunchesOf(const std::vector<OpTiming>& ops, double launch_s) {
+HostLaunches LaunchesOf(const std::vector<OpTiming>& ops, double launch_s, CudaGraphs graphs) {
   HostLaunches h;
+  double layers = 0;  // layer instances on the stage: a graph each, forward and backward
   for (const OpTiming& t : ops) {
     const double n = static_cast<double>(t.count);
     h.forward += n * OpForwardKernels(t.op);
     h.backward += n * OpBackwardKernels(t.op);
     h.device_forward_s += n * t.forward_s;
     h.device_backward_s += n * t.backward_s;
+    if (t.op.in_layer) {
+      layers = std::max(layers, n);
+    } else if (graphs != CudaGraphs::kStep) {
+      h.host_forward += n * OpForwardKernels(t.op);
+      h.host_backward += n * OpBackwardKernels(t.op);
+    }
   }
-  h.host_forward_s = h.forward * launch_s;
-  h.host_backward_s = h.backward * launch_s;
+  if (graphs == CudaGraphs::kOff) {
+    h.host_forward = h.forward;
+    h.host_backward = h.backward;
+  } else if (graphs == CudaGraphs::kLayers) {
+    h.host_forward += layers;
+    h.host_backward += layers;
+  } else {
+    h.host_forward = h.host_backward = 0;
+  }
+  h.host_forward_s = h.host_forward * launch_s;
+  h.host_backward_s = h.host_backward * launch_s;
   return h;
 }
 
@@ -99,9 +119,15 @@ std::string EstimateText(const ModelSpec& m, const HardwareSpec& hw, const Estim
     out << line;
   }
   const double launch_s = hw.node.host.launch_s;
-  const HostLaunches h = LaunchesOf(e.ops, launch_s);
+  const HostLaunches h = LaunchesOf(e.ops, launch_s, l.cuda_graphs);
   out << "  kernel launches per micro-batch: " << Fmt("%.0f", h.forward) << " forward, "
       << Fmt("%.0f", h.backward) << " backward";
+  if (l.cuda_graphs == CudaGraphs::kLayers) {
+    out << ", replayed from CUDA graphs (cuda_graphs=layers): the host launches " << Fmt("%.0f", h.host_forward)
+        << " and " << Fmt("%.0f", h.host_backward) << ", a graph a layer pass and the embedding's and head's kernels";
+  } else if (l.cuda_graphs == CudaGraphs::kStep) {
+    out << ", replayed from one CUDA graph a step (cuda_graphs=step)";
+  }
   if (launch_s > 0) {
     out << "; at " << Secs(launch_s) << " each the host needs " << Secs(h.host_forward_s + h.host_backward_s)
         << " against " << Secs(h.device_forward_s + h.device_backward_s) << " of kernels: "
@@ -197,10 +223,12 @@ std::string EstimateJson(const ModelSpec& m, const HardwareSpec& hw, const Estim
     w.Field("forward_flops", op.op.flops).Field("forward_bytes", op.op.bytes).EndObject();
   }
   w.EndArray();
-  const HostLaunches h = LaunchesOf(e.ops, hw.node.host.launch_s);
+  const HostLaunches h = LaunchesOf(e.ops, hw.node.host.launch_s, e.layout.cuda_graphs);
   w.Key("kernel_launches").BeginObject();
   w.Field("forward", h.forward).Field("backward", h.backward);
   w.Field("launch_overhead_s", hw.node.host.launch_s);
+  w.Field("cuda_graphs", CudaGraphsName(e.layout.cuda_graphs));
+  w.Field("host_forward", h.host_forward).Field("host_backward", h.host_backward);
   w.Field("host_s", h.host_forward_s + h.host_backward_s);
   w.Field("device_s", h.device_forward_s + h.device_backward_s);
   w.Field("launch_bound", h.bound());
