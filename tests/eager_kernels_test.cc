@@ -250,6 +250,21 @@ TEST(EagerKernels, OneOfTheTwoCompiled) {
   EXPECT_EQ(loss_read->layout.kernels, Kernels::kCompiledLoss);
 }
 
+// TP with SP: Megatron-Core keeps a column-parallel GEMM's input sharded (re-gathered in the
+// backward); torchtitan's DTensor TP saves the gathered attention and feed-forward inputs for
+// wq/wk/wv and w1/w3 whole: 2 x e x T x h x (1 - 1/t) = 2 x 2 x 1024 x 1024 x 1/2 = 2,097,152
+// bytes a layer more at t = 2 (compiled and fused keep the same otherwise).
+TEST(EagerKernels, TorchtitanTpKeepsTheGatheredInputs) {
+  const ModelSpec m = testing::GqaTestModel();
+  StatusOr<Layout> fused = ParseLayout("tp=2,pp=1,dp=1,mbs=1,gbs=1,dtype=bf16,sp=on");
+  StatusOr<Layout> compiled = ParseLayout("tp=2,pp=1,dp=1,mbs=1,gbs=1,dtype=bf16,sp=on,kernels=compiled");
+  ASSERT_TRUE(fused.ok() && compiled.ok());
+  EXPECT_EQ(LayerActivationBytes(m, *compiled, false) - LayerActivationBytes(m, *fused, false), 2097152.0);
+  Layout fused_no_sp = *fused, compiled_no_sp = *compiled;  // without SP both keep them whole
+  fused_no_sp.sp = compiled_no_sp.sp = false;
+  EXPECT_EQ(LayerActivationBytes(m, compiled_no_sp, false), LayerActivationBytes(m, fused_no_sp, false));
+}
+
 // Dropout inside the fused attention kernel: its executed work grows by 0.614 / 0.594 (the
 // H200 cuDNN measurement cited in ops.cc). GptModel(2, 1024, 16, ...) has dropout: with s = T =
 // 1024, the kernel's causal half is 4 x T x s x d x a / 2 = 2 x 1024 x 1024 x 64 x 16 =

@@ -187,7 +187,14 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
     // Only the layer input is kept: 2sbh (Korthikanti Sec. 5), split by t under SP.
     return e * sb * h / (l.sp ? t : 1);
   }
-  const double rep = l.sp ? replicated / t : replicated;
+  // With SP, Megatron-Core keeps a column-parallel GEMM's input sharded and gathers it again
+  // in the backward (Transformer Engine's _Linear, ctx.backward_input_needs_gather). torchtitan's
+  // DTensor TP (kernels other than fused) gathers the attention's and the feed-forward's input
+  // to Replicate before wq/wk/wv and w1/w3 (PrepareModuleInput, desired_input_layouts
+  // (Replicate(),); models/llama3/infra/parallelize.py apply_tp @ v0.2.2) and those linears
+  // save that gathered tensor for their weight gradients: the QKV and MLP inputs stay whole.
+  const double gathered = l.sp && SeparateLinears(l.kernels) ? sb * 2 * g * h : 0;
+  const double rep = l.sp ? (replicated - gathered) / t + gathered : replicated;
   // MLA's latents, on every TP rank over all its tokens (the down-projections are duplicated):
   // the down-projections' outputs (their norms' inputs) and the normed latents the
   // up-projections keep, and the shared RoPE key.
