@@ -4,7 +4,9 @@
 // worked by hand from the op lists in the comments.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,9 +19,14 @@
 #include "src/io/megatron_args.h"
 #include "src/layout/layout.h"
 #include "src/layout/stack.h"
+#include "src/layout/validate.h"
+#include "src/model/model_spec.h"
+#include "src/util/strings.h"
+#include "src/report/compute_fit.h"
 #include "src/report/estimate_report.h"
 #include "src/sim/simulator.h"
 #include "tests/find_op.h"
+#include "tests/run_shardsim.h"
 #include "tests/test_hardware.h"
 #include "tests/test_models.h"
 
@@ -206,6 +213,42 @@ TEST(HostFloor, CudaGraphsStacksAndArguments) {
   StatusOr<MegatronRead> both = ParseMegatronArgs(model + "--enable-cuda-graph --cuda-graph-impl local", "train.sh");
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("--cuda-graph-impl"), std::string::npos) << both.status().message();
+}
+
+// `estimate` on a launch-bound step says what CUDA graphs would save: the DGX H100 with a
+// 20 us host (5x the bundled 4 us), small-17m eager at one sequence a micro-batch, where the
+// host's 149 + 278 launches a micro-batch outlast the kernels; the warning quotes the estimate
+// of the same layout with cuda_graphs=layers (on the fitted description, as the command). The bundled 4 us host gives no such warning.
+TEST(HostFloor, EstimateSaysWhatCudaGraphsWouldSave) {
+  const std::string dir = testing::FreshTempDir("slow-host").string();
+  std::ifstream in(std::string(SHARDSIM_SOURCE_DIR) + "/hardware/dgx-h100.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  const std::string fast = "launch_overhead: \"4 us\"";
+  ASSERT_NE(yaml.find(fast), std::string::npos);
+  yaml.replace(yaml.find(fast), fast.size(), "launch_overhead: \"20 us\"");
+  const std::string file = dir + "/slow-host.yaml";
+  std::ofstream(file) << yaml;
+  const std::string layout = "tp=1,pp=1,mbs=1,gbs=64,zero=1,kernels=eager";
+  const testing::CommandResult r =
+      testing::RunShardsim("estimate --model small-17m --hardware '" + file + "' --gpus 8 --layout " + layout);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  StatusOr<HardwareSpec> loaded = LoadHardware(file);
+  StatusOr<ModelSpec> m = LoadModel("small-17m");
+  ASSERT_TRUE(loaded.ok() && m.ok());
+  HardwareSpec hw = *loaded;
+  ApplyComputeFit(&hw, false);  // as the command does (compute_fit.h)
+  Layout graphed = *ResolveLayoutFor(L(layout + ",cuda_graphs=layers"), 8, hw);
+  const double with = EstimateIteration(*m, Cluster(hw, 8), graphed).iteration_time_s;
+  EXPECT_NE(r.out.find("warning: launch-bound: with each layer replayed from a CUDA graph (cuda_graphs=layers; "
+                       "Megatron-Core --cuda-graph-impl local) the step would take " + Fmt("%.4g", with) + " s"),
+            std::string::npos)
+      << r.out;
+  const testing::CommandResult bundled =
+      testing::RunShardsim("estimate --model small-17m --hardware dgx-h100 --gpus 8 --layout " + layout);
+  ASSERT_EQ(bundled.exit_code, 0) << bundled.err;
+  EXPECT_EQ(bundled.out.find("launch-bound:"), std::string::npos);
 }
 
 // Where the device is the slower, the host runs ahead and costs nothing: the bundled DGX H100
