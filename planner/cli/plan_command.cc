@@ -19,6 +19,7 @@
 #include "src/cli/inputs.h"
 #include "src/cli/commands.h"
 #include "src/io/plan_file.h"
+#include "src/cli/graphs_advice.h"
 #include "src/report/compute_fit.h"
 #include "src/report/error_band.h"
 #include "src/util/atomic_file.h"
@@ -220,6 +221,11 @@ int RunPlan(int argc, char** argv) {
   for (const PlanResult& r : results) {
     if (r.ranked.empty()) continue;
     if (!best || Score(r.ranked.front(), *model, *hw, o) < Score(best->ranked.front(), *model, *hw, o)) best = &r;
+  }
+  if (best) {
+    if (std::optional<std::string> advice = cli::CudaGraphsAdvice(*model, cluster, best->ranked.front().layout, o.stack)) {
+      warnings.push_back("the winner is " + *advice);
+    }
   }
   if (json) {
     std::cout << PlanJson(*model, *hw, o, results, warnings);

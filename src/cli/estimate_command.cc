@@ -4,12 +4,11 @@
 #include <iostream>
 
 #include "src/cli/commands.h"
+#include "src/cli/graphs_advice.h"
 #include "src/cli/inputs.h"
 #include "src/cost/estimate.h"
-#include "src/layout/stack.h"
 #include "src/report/estimate_report.h"
 #include "src/util/atomic_file.h"
-#include "src/util/strings.h"
 
 namespace shardsim::cli {
 
@@ -32,21 +31,8 @@ int RunEstimate(int argc, char** argv) {
   const Cluster cluster(in->hardware, std::max(in->gpus, in->layout.world()));  // the job's nodes
   Estimate est = EstimateIteration(in->model, cluster, in->layout);
   est.warnings = in->warnings;
-  // A launch-bound step without CUDA graphs: what replaying each layer from a graph would
-  // save (layer_plan.cc HostFloor), where a framework can (the stack given, else any).
-  if (in->layout.cuda_graphs == CudaGraphs::kOff && in->hardware.node.host.launch_s > 0) {
-    Layout graphed = in->layout;
-    graphed.cuda_graphs = CudaGraphs::kLayers;
-    const double with = EstimateIteration(in->model, cluster, graphed).iteration_time_s;
-    const bool runs = !in->stack || !StackRefusal(*in->stack, graphed).has_value();
-    if (with < est.iteration_time_s * (1 - 1e-3)) {
-      est.warnings.push_back(
-          "launch-bound: with each layer replayed from a CUDA graph (cuda_graphs=layers; Megatron-Core "
-          "--cuda-graph-impl local) the step would take " + Fmt("%.4g", with) + " s instead of " +
-          Fmt("%.4g", est.iteration_time_s) + " s" +
-          (runs ? std::string("") : " (stack '" + in->stack->name + "' does not run CUDA graphs)") +
-          "; the graphs' memory is not priced");
-    }
+  if (std::optional<std::string> advice = CudaGraphsAdvice(in->model, cluster, in->layout, in->stack)) {
+    est.warnings.push_back(*advice);
   }
   const std::string json = EstimateJson(in->model, in->hardware, est);
   if (std::optional<std::string> out = args->Get("out")) {

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "src/cli/commands.h"
+#include "src/cli/graphs_advice.h"
 #include "src/layout/placement.h"
 #include "src/util/strings.h"
 #include "src/cli/inputs.h"
@@ -71,7 +72,11 @@ int RunSimulate(int argc, char** argv) {
   if (tty || args->Has("progress")) options.progress = [&](double f) { line.Update("", "running", f); };
   StatusOr<SimResult> result = Simulate(in->model, cluster, in->layout, options);
   if (!result.ok()) return Fail("simulate", result.status().message(), 1);
-  const std::string json = SimulationJson(in->model, in->hardware, *result, in->warnings);
+  std::vector<std::string> warnings = in->warnings;
+  if (std::optional<std::string> advice = CudaGraphsAdvice(in->model, cluster, in->layout, in->stack)) {
+    warnings.push_back(*advice);
+  }
+  const std::string json = SimulationJson(in->model, in->hardware, *result, warnings);
   if (std::optional<std::string> out = args->Get("out")) {
     Status st = WriteFileAtomically(*out, json);
     if (!st.ok()) return Fail("simulate", st.message(), 1);
@@ -80,7 +85,7 @@ int RunSimulate(int argc, char** argv) {
     Status st = WriteFileAtomically(*trace, ChromeTrace(*result));
     if (!st.ok()) return Fail("simulate", st.message(), 1);
   }
-  std::cout << (args->Has("json") ? json : SimulationText(in->model, in->hardware, *result, in->warnings));
+  std::cout << (args->Has("json") ? json : SimulationText(in->model, in->hardware, *result, warnings));
   return 0;
 }
 
