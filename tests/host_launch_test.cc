@@ -249,6 +249,12 @@ TEST(HostFloor, EstimateSaysWhatCudaGraphsWouldSave) {
       testing::RunShardsim("estimate --model small-17m --hardware dgx-h100 --gpus 8 --layout " + layout);
   ASSERT_EQ(bundled.exit_code, 0) << bundled.err;
   EXPECT_EQ(bundled.out.find("launch-bound:"), std::string::npos);
+  // plan --fix cuda_graphs=layers plans with graphs and says their memory is not priced.
+  const testing::CommandResult plan =
+      testing::RunShardsim("plan --model tiny --hardware dgx-h100 --gpus 8 --global-batch 8 --fix cuda_graphs=layers --top 1");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("warning: cuda_graphs=layers prices the host's launches only"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find(",cuda_graphs=layers\n"), std::string::npos) << plan.out;
 }
 
 // Where the device is the slower, the host runs ahead and costs nothing: the bundled DGX H100

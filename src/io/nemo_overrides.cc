@@ -199,7 +199,8 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   // CUDA graphs: each layer (Megatron-Core's "full" scope, the layer; "attn" and the other
   // module scopes read as the layer too), or the whole step ("full_iteration").
   if (r.Bool("model.config.enable_cuda_graph", false)) {
-    l.cuda_graphs = r.Text("model.config.cuda_graph_scope", "full") == "full_iteration" ? CudaGraphs::kStep : CudaGraphs::kLayers;
+    const bool step = r.Text("model.config.cuda_graph_scope", "full") == "full_iteration";
+    l.cuda_graphs = step ? CudaGraphs::kStep : CudaGraphs::kLayers;
   }
   SHARDSIM_RETURN_IF_ERROR(r.status());
   return out;
