@@ -362,6 +362,8 @@ TEST(PublishedSuite, MemoryOnlyRunsCountForMemoryAlone) {
   const std::string md = PublishedReportMarkdown(suite, report, "test");
   EXPECT_NE(md.find("| peak | a | gpt-1.7b | 1 | `mbs=1,gbs=4` | p | memory only"), std::string::npos) << md;
   EXPECT_NE(md.find("1 more runs are checked for their peak memory only"), std::string::npos);
+  // The memory figures by source: a's one peak at -20 %.
+  EXPECT_NE(md.find(" By source: a 1 runs, MAPE 20.0 %, mean signed -20.0 %."), std::string::npos) << md;
 }
 
 // Progress hears of each run in each pass, in order: a suite of two runs gives structural 0/2,
