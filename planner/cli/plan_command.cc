@@ -141,9 +141,11 @@ int RunPlan(int argc, char** argv) {
   StatusOr<std::map<std::string, std::string>> fixed = ParseFixed(args->Get("fix").value_or(""));
   if (!fixed.ok()) return Fail("plan", "--fix: " + fixed.status().message(), 1);
   o.fixed = *fixed;
-  if (auto g = o.fixed.find("cuda_graphs"); g != o.fixed.end() && g->second != "off") {
-    warnings.push_back("cuda_graphs=" + g->second + " prices the host's launches only: the graphs' static buffers "
-                       "and memory pool are not priced, so every memory figure below is a lower bound");
+  if (auto g = o.fixed.find("cuda_graphs"); g != o.fixed.end()) {
+    StatusOr<Layout> fixed_graphs = ParseLayout("cuda_graphs=" + g->second);  // ParseFixed checked it
+    if (fixed_graphs.ok() && fixed_graphs->cuda_graphs != CudaGraphs::kOff) {
+      warnings.push_back(CudaGraphsCaveat(fixed_graphs->cuda_graphs) + ", so every memory figure below is a lower bound");
+    }
   }
   StatusOr<std::map<std::string, std::set<std::string>>> forbidden = ParseForbidden(args->Get("forbid").value_or(""));
   if (!forbidden.ok()) return Fail("plan", forbidden.status().message(), 1);

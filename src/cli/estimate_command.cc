@@ -31,7 +31,7 @@ int RunEstimate(int argc, char** argv) {
   const Cluster cluster(in->hardware, std::max(in->gpus, in->layout.world()));  // the job's nodes
   Estimate est = EstimateIteration(in->model, cluster, in->layout);
   est.warnings = in->warnings;
-  if (std::optional<std::string> advice = CudaGraphsAdvice(in->model, cluster, in->layout, in->stack)) {
+  if (std::optional<std::string> advice = CudaGraphsAdvice(in->model, cluster, in->layout, in->stack, est.iteration_time_s)) {
     est.warnings.push_back(*advice);
   }
   const std::string json = EstimateJson(in->model, in->hardware, est);

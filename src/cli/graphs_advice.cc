@@ -7,9 +7,9 @@
 namespace shardsim::cli {
 
 std::optional<std::string> CudaGraphsAdvice(const ModelSpec& m, const Cluster& cluster, const Layout& l,
-                                            const std::optional<StackSpec>& stack) {
+                                            const std::optional<StackSpec>& stack, std::optional<double> estimated_s) {
   if (l.cuda_graphs != CudaGraphs::kOff || cluster.hardware().node.host.launch_s <= 0) return std::nullopt;
-  const double without = EstimateIteration(m, cluster, l).iteration_time_s;
+  const double without = estimated_s ? *estimated_s : EstimateIteration(m, cluster, l).iteration_time_s;
   Layout graphed = l;
   graphed.cuda_graphs = CudaGraphs::kLayers;
   const double with = EstimateIteration(m, cluster, graphed).iteration_time_s;

@@ -15,8 +15,9 @@ namespace shardsim::cli {
 
 // nullopt unless the layout runs without graphs, its host is priced and graphs would shorten
 // the estimated step by more than 0.1 %; else the warning, saying whether `stack` (when
-// given) runs graphs.
+// given) runs graphs. `estimated_s`: the layout's own estimate where the caller has it.
 std::optional<std::string> CudaGraphsAdvice(const ModelSpec& m, const Cluster& cluster, const Layout& l,
-                                            const std::optional<StackSpec>& stack);
+                                            const std::optional<StackSpec>& stack,
+                                            std::optional<double> estimated_s = std::nullopt);
 
 }  // namespace shardsim::cli

@@ -73,6 +73,11 @@ std::string CudaGraphsName(CudaGraphs g) {
   return "?";
 }
 
+std::string CudaGraphsCaveat(CudaGraphs g) {
+  return "cuda_graphs=" + CudaGraphsName(g) +
+         " prices the host's launches only: the graphs' static buffers and memory pool are not priced";
+}
+
 std::string TpOverlapName(TpOverlap o) {
   switch (o) {
     case TpOverlap::kOff: return "off";

@@ -171,6 +171,9 @@ std::string OffloadName(Offload o);
 std::string AttentionName(AttentionImpl a);
 std::string KernelsName(Kernels k);  // "fused", "eager", "compiled", "compiled-model", "compiled-loss"
 std::string CudaGraphsName(CudaGraphs g);  // "off", "layers", "step"
+// What a layout with graphs leaves unpriced, the start of every warning that says so (the
+// layout check, plan --fix): "cuda_graphs=layers prices the host's launches only: ...".
+std::string CudaGraphsCaveat(CudaGraphs g);
 std::string TpOverlapName(TpOverlap o);  // "off", "backward", "on"
 
 // Parses a spec string; syntax errors name the key, the expected value and a "did you mean".

@@ -217,10 +217,7 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
         "FlashAttention elsewhere); use attention=flash");
   }
   if (l.grad_compression > 1 && l.dp_cp() == 1) warn("compress has no effect with dp x cp = 1");
-  if (l.cuda_graphs != CudaGraphs::kOff) {
-    warn("cuda_graphs=" + CudaGraphsName(l.cuda_graphs) + " prices the host's launches only: the graphs' static "
-         "buffers and memory pool are not priced, so the memory predicted is a lower bound");
-  }
+  if (l.cuda_graphs != CudaGraphs::kOff) warn(CudaGraphsCaveat(l.cuda_graphs) + ", so the memory predicted is a lower bound");
   if (l.grad_compression > 1 && l.zero > 0) {
     err("compress=" + LayoutValue(l, "compress").value_or("?") + " with zero=" + S(l.zero) +
         ": gradient compression runs PowerSGD on all-reduced gradients (PyTorch DDP's powerSGD_hook); "

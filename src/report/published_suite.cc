@@ -455,7 +455,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
     PublishedResult r;
     prepared.push_back(Prepare(run, stacks, &r));
     if (prepared.back()) {
-      r = Replay(*prepared.back(), r, std::nullopt, true);
+      r = Replay(*prepared.back(), r, std::nullopt, run.timed());  // a memory-only run needs no estimate
       if (Timed(r)) {
         r.structural_s = r.simulated_s;
         r.structural_error = r.simulated_error;
@@ -514,7 +514,7 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
       continue;
     }
     if (!r.run->timed()) {  // memory only: its peak as the commands predict it, with the fit
-      r = Replay(*prepared[i], r, it->second, true);
+      r = Replay(*prepared[i], r, it->second, false);
       continue;
     }
     const PublishedResult without = Replay(*prepared[i], r, held.at({r.architecture, r.run->source}), false);
