@@ -17,6 +17,7 @@
 #include "src/hardware/cluster.h"
 #include "src/hardware/hardware_spec.h"
 #include "src/io/megatron_args.h"
+#include "src/io/nemo_overrides.h"
 #include "src/layout/layout.h"
 #include "src/layout/stack.h"
 #include "src/layout/validate.h"
@@ -213,6 +214,66 @@ TEST(HostFloor, CudaGraphsStacksAndArguments) {
   StatusOr<MegatronRead> both = ParseMegatronArgs(model + "--enable-cuda-graph --cuda-graph-impl local", "train.sh");
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("--cuda-graph-impl"), std::string::npos) << both.status().message();
+}
+
+// --cuda-graph-scope is a closed, multi-valued choice (nargs '+', Megatron-LM d98e8a64dd:
+// full alone, the CudaGraphModule names, the deprecated full_iteration and
+// full_iteration_inference). A module scope graphs part of each layer and is read as the whole
+// layer with a warning; full_iteration moves the impl to the step (from none, with a warning
+// that older Megatron-LM graphed nothing there); a typo is refused where it stands, with the
+// nearest name, where before it read as per-layer graphs.
+TEST(HostFloor, CudaGraphScopeIsAClosedChoice) {
+  const std::string model = "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 ";
+  struct Case {
+    std::string args;
+    CudaGraphs graphs;
+    std::string warning;  // "" for none
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--cuda-graph-impl transformer_engine --cuda-graph-scope attn mlp", CudaGraphs::kLayers, "attn mlp graphs part"},
+           {"--cuda-graph-impl transformer_engine --cuda-graph-scope full", CudaGraphs::kLayers, ""},
+           {"--cuda-graph-impl local --cuda-graph-scope full_iteration", CudaGraphs::kStep, ""},
+           {"--cuda-graph-scope full_iteration", CudaGraphs::kStep, "000c4ac24f61"},
+           {"--cuda-graph-scope attn", CudaGraphs::kOff, ""},
+           {"--cuda-graph-impl local --cuda-graph-scope full_iteration_inference", CudaGraphs::kLayers, ""}}) {
+    StatusOr<MegatronRead> r = ParseMegatronArgs(model + c.args, "train.sh");
+    ASSERT_TRUE(r.ok()) << c.args << ": " << r.status().message();
+    EXPECT_EQ(r->layout.cuda_graphs, c.graphs) << c.args;
+    const std::string warnings = Join(r->warnings, "\n");
+    if (c.warning.empty()) {
+      EXPECT_EQ(warnings.find("--cuda-graph-scope"), std::string::npos) << c.args << ": " << warnings;
+    } else {
+      EXPECT_NE(warnings.find(c.warning), std::string::npos) << c.args << ": " << warnings;
+    }
+  }
+  // Refused, each with where the flag stands (line 1; the flag's column) and why.
+  for (const auto& [args, why] : std::vector<std::pair<std::string, std::string>>{
+           {"--cuda-graph-impl local --cuda-graph-scope ful_iteration", "did you mean 'full_iteration'"},
+           {"--cuda-graph-impl local --cuda-graph-scope full attn", "'full' cannot be used with other scopes"},
+           {"--external-cuda-graph --cuda-graph-scope full_iteration", "cannot be combined with cuda_graph_impl 'transformer_engine'"},
+           {"--cuda-graph-impl full_iteration --cuda-graph-scope mlp", "no module scope"},
+           {"--cuda-graph-scope full_iteration full_iteration_inference", "at most one deprecated scope"}}) {
+    StatusOr<MegatronRead> r = ParseMegatronArgs(model + args, "train.sh");
+    ASSERT_FALSE(r.ok()) << args;
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << args << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find("train.sh:1:"), std::string::npos) << r.status().message();
+  }
+  // NeMo's model.config.cuda_graph_scope: a string or a Python list, the same names.
+  const std::string nemo =
+      "recipe.model.config.num_layers = 2\nrecipe.model.config.hidden_size = 1024\n"
+      "recipe.model.config.num_attention_heads = 8\nrecipe.model.config.seq_length = 2048\n"
+      "recipe.model.config.enable_cuda_graph = True\n";
+  StatusOr<MegatronRead> step = ParseNemoOverrides(nemo + "recipe.model.config.cuda_graph_scope = \"full_iteration\"\n", "o.py");
+  ASSERT_TRUE(step.ok()) << step.status().message();
+  EXPECT_EQ(step->layout.cuda_graphs, CudaGraphs::kStep);
+  StatusOr<MegatronRead> part = ParseNemoOverrides(nemo + "recipe.model.config.cuda_graph_scope = [\"attn\", \"mlp\"]\n", "o.py");
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  EXPECT_EQ(part->layout.cuda_graphs, CudaGraphs::kLayers);
+  EXPECT_NE(Join(part->warnings, "\n").find("attn mlp graphs part"), std::string::npos) << Join(part->warnings, "\n");
+  StatusOr<MegatronRead> typo = ParseNemoOverrides(nemo + "recipe.model.config.cuda_graph_scope = \"atn\"\n", "o.py");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("o.py:6:"), std::string::npos) << typo.status().message();
+  EXPECT_NE(typo.status().message().find("did you mean 'attn'"), std::string::npos) << typo.status().message();
 }
 
 // `estimate` on a launch-bound step says what CUDA graphs would save: the DGX H100 with a

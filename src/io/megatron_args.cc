@@ -1,6 +1,7 @@
 // See megatron_args.h. Defaults and derivations are megatron/training/arguments.py's at
 // NVIDIA/Megatron-LM 000c4ac24f61 (line numbers of that file in brackets).
 #include "src/io/megatron_args.h"
+#include "src/io/cuda_graph_scope.h"
 #include "src/io/mla_keys.h"
 #include "src/io/moe_layer_freq.h"
 
@@ -87,7 +88,7 @@ StatusOr<std::vector<Word>> ShellWords(const std::string& text, const std::strin
   return words;
 }
 
-enum class Kind { kSwitch, kInt, kNumber, kText };
+enum class Kind { kSwitch, kInt, kNumber, kText, kList };  // kList: nargs '+'
 
 // The arguments read here and what each takes.
 const std::map<std::string, Kind>& Known() {
@@ -151,7 +152,7 @@ const std::map<std::string, Kind>& Known() {
       {"--cuda-graph-impl", Kind::kText},
       {"--enable-cuda-graph", Kind::kSwitch},
       {"--external-cuda-graph", Kind::kSwitch},
-      {"--cuda-graph-scope", Kind::kText},
+      {"--cuda-graph-scope", Kind::kList},
       {"--no-check-for-nan-in-loss-and-grad", Kind::kSwitch},  // full_iteration's requirement; nothing to price
       {"--optimizer-cpu-offload", Kind::kSwitch},
       {"--use-precision-aware-optimizer", Kind::kSwitch},
@@ -297,19 +298,48 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
     r.Error("--tp-comm-overlap", "--tp-comm-overlap needs --sequence-parallel (validate_args)");
   }
   if (r.Has("--optimizer-cpu-offload")) l.offload = Offload::kOptimizer;
-  // CUDA graphs (validate_args @ NVIDIA/Megatron-LM d98e8a64dd): --cuda-graph-impl local or
-  // transformer_engine graphs each layer (cuda_graphs=layers), full_iteration the whole step;
-  // the deprecated --enable-cuda-graph is local (--cuda-graph-scope full_iteration: the step)
-  // and --external-cuda-graph transformer_engine. Per-module scopes (--cuda-graph-modules attn,
-  // mlp, ...) are read as the whole layer.
-  const std::string impl = r.Choice("--cuda-graph-impl", "none", {"none", "local", "transformer_engine", "full_iteration"});
+  // CUDA graphs: --cuda-graph-impl local or transformer_engine graphs each layer
+  // (cuda_graphs=layers), full_iteration the whole step; the deprecated --enable-cuda-graph is
+  // local and --external-cuda-graph transformer_engine. --cuda-graph-scope's values as
+  // src/io/cuda_graph_scope.h reads them, with NVIDIA/Megatron-LM d98e8a64dd's rules
+  // (validate_args; its --cuda-graph-modules, the new spelling, is not read): "full_iteration"
+  // moves the impl to full_iteration, from none or local only, which then takes no module
+  // scope. At 000c4ac24f61 the scope took one value and, without an impl, captured nothing.
+  std::string impl = r.Choice("--cuda-graph-impl", "none", {"none", "local", "transformer_engine", "full_iteration"});
   if ((r.Has("--enable-cuda-graph") || r.Has("--external-cuda-graph")) && r.Has("--cuda-graph-impl")) {
     r.Error("--cuda-graph-impl", "--enable-cuda-graph or --external-cuda-graph with --cuda-graph-impl (validate_args refuses)");
   }
-  const bool legacy_step = r.Has("--enable-cuda-graph") && r.Text("--cuda-graph-scope", "") == "full_iteration";
-  if (impl == "full_iteration" || legacy_step) {
+  if (r.Has("--enable-cuda-graph")) impl = "local";
+  if (r.Has("--external-cuda-graph")) impl = "transformer_engine";
+  const std::string flag = "--cuda-graph-scope";
+  StatusOr<CudaGraphScopes> scopes = ReadCudaGraphScopes(SplitCudaGraphScopes(r.Text(flag, "")));
+  if (!scopes.ok()) {
+    r.Error(flag, flag + ": " + scopes.status().message());
+  } else {
+    if (scopes->full_iteration && impl == "transformer_engine") {
+      r.Error(flag, flag + " full_iteration cannot be combined with cuda_graph_impl 'transformer_engine'");
+    }
+    if (scopes->inference_only && impl != "none" && impl != "local") {
+      r.Error(flag, flag + " full_iteration_inference cannot be combined with cuda_graph_impl '" + impl + "'");
+    }
+    if (scopes->full_iteration && impl == "none") {
+      out.warnings.push_back(r.Where(flag) + ": " + flag +
+                             " full_iteration without --cuda-graph-impl: read as the whole step graphed "
+                             "(Megatron-LM d98e8a64dd); Megatron-LM before that (000c4ac24f61) graphs nothing");
+    }
+    if (scopes->full_iteration) impl = "full_iteration";
+    if (impl == "full_iteration" && !scopes->modules.empty()) {
+      r.Error(flag, flag + " must hold no module scope with --cuda-graph-impl=full_iteration (validate_args)");
+    }
+    if (impl != "none" && impl != "full_iteration" && !scopes->modules.empty()) {
+      out.warnings.push_back(r.Where(flag) + ": " + flag + " " + Join(scopes->modules, " ") +
+                             " graphs part of each layer; shardsim prices the whole layer graphed, so the "
+                             "host's launch time is a lower bound");
+    }
+  }
+  if (impl == "full_iteration") {
     l.cuda_graphs = CudaGraphs::kStep;
-  } else if (impl != "none" || r.Has("--enable-cuda-graph") || r.Has("--external-cuda-graph")) {
+  } else if (impl != "none") {
     l.cuda_graphs = CudaGraphs::kLayers;
   }
 
@@ -378,6 +408,10 @@ StatusOr<MegatronRead> ParseMegatronArgs(const std::string& text, const std::str
     } else if (i + 1 < words.size() && words[i + 1].text.rfind("--", 0) != 0) {
       value_at = words[++i];
       value = value_at.text;
+      // nargs '+': every word up to the next argument, joined by spaces.
+      while (known->second == Kind::kList && i + 1 < words.size() && words[i + 1].text.rfind("--", 0) != 0) {
+        value += " " + words[++i].text;
+      }
     } else {
       return Status::Error(where(w) + ": " + flag + ": missing its value");
     }

@@ -1,5 +1,6 @@
 // See nemo_overrides.h.
 #include "src/io/nemo_overrides.h"
+#include "src/io/cuda_graph_scope.h"
 #include "src/io/mla_keys.h"
 #include "src/io/moe_layer_freq.h"
 
@@ -196,11 +197,24 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   out.attention_auto = backend == "AttnBackend.auto";
   if (l.tp > 1) l.overlap_tp = r.Bool("callback.tp_comm_overlap", false) ? TpOverlap::kOn : TpOverlap::kBackward;
   l.overlap_pp = l.vpp > 1 && r.Bool("callback.overlap_p2p_comm", true);
-  // CUDA graphs: each layer (Megatron-Core's "full" scope, the layer; "attn" and the other
-  // module scopes read as the layer too), or the whole step ("full_iteration").
-  if (r.Bool("model.config.enable_cuda_graph", false)) {
-    const bool step = r.Text("model.config.cuda_graph_scope", "full") == "full_iteration";
-    l.cuda_graphs = step ? CudaGraphs::kStep : CudaGraphs::kLayers;
+  // CUDA graphs: each layer (Megatron-Core's "full" scope, the layer), or the whole step
+  // ("full_iteration"); the scope's values as src/io/cuda_graph_scope.h reads them, a module
+  // scope ("attn", ...) priced as the whole layer, with a warning.
+  StatusOr<CudaGraphScopes> scopes =
+      ReadCudaGraphScopes(SplitCudaGraphScopes(r.Text("model.config.cuda_graph_scope", "full")));
+  if (!scopes.ok()) {
+    r.Error("model.config.cuda_graph_scope", "model.config.cuda_graph_scope: " + scopes.status().message());
+  } else if (r.Bool("model.config.enable_cuda_graph", false)) {
+    l.cuda_graphs = scopes->full_iteration ? CudaGraphs::kStep : CudaGraphs::kLayers;
+    if (scopes->full_iteration && !scopes->modules.empty()) {
+      r.Error("model.config.cuda_graph_scope", "model.config.cuda_graph_scope: full_iteration takes no module scope");
+    }
+    if (!scopes->full_iteration && !scopes->modules.empty()) {
+      out.warnings.push_back(r.Where("model.config.cuda_graph_scope") + ": cuda_graph_scope " +
+                             Join(scopes->modules, " ") +
+                             " graphs part of each layer; shardsim prices the whole layer graphed, so the "
+                             "host's launch time is a lower bound");
+    }
   }
   SHARDSIM_RETURN_IF_ERROR(r.status());
   return out;
