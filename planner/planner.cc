@@ -387,6 +387,10 @@ std::string TieWhy(const PlanResult& res, double tolerance, double fastest_score
   if (rf.tight != rw.tight) {
     out << "its peak is over " << Fmt("%.0f", 100 * res.tight_fraction) << " % of the memory limit (" << res.tight_why
         << ")";
+  } else if (rf.tight && rf.tight_step != rw.tight_step) {
+    out << "both peaks are over " << Fmt("%.0f", 100 * res.tight_fraction) << " % of the memory limit (" << res.tight_why
+        << ") and its, " << Fmt("%.1f", fast.sim.peak_memory_bytes / 1073741824.0)
+        << " GiB, is higher by a step of 5 % of the limit or more: less headroom";
   } else if (rf.features.size() != rw.features.size()) {
     out << "it needs more framework-specific features (" << (rf.features.empty() ? "none" : Join(rf.features, ", ")) << ")";
   } else {
@@ -909,6 +913,7 @@ double ExposedCommFraction(const Candidate& c) {
 
 bool Robustness::operator<(const Robustness& o) const {
   if (tight != o.tight) return !tight;
+  if (tight && tight_step != o.tight_step) return tight_step < o.tight_step;
   if (features.size() != o.features.size()) return features.size() < o.features.size();
   if (exposed_comm != o.exposed_comm) return exposed_comm < o.exposed_comm;
   return score < o.score;
@@ -928,6 +933,9 @@ Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_by
   Robustness r;
   const Layout& l = c.layout;
   r.tight = c.sim.peak_memory_bytes > tight_fraction * memory_limit_bytes;
+  if (r.tight) {
+    r.tight_step = static_cast<int64_t>(std::floor(c.sim.peak_memory_bytes / memory_limit_bytes / (1 - kTightMemoryFraction)));
+  }
   if (l.vpp > 1) r.features.push_back("interleaved schedule (vpp " + std::to_string(l.vpp) + ")");
   if (l.schedule == Schedule::kZeroBubble || l.schedule == Schedule::kZeroBubbleV) r.features.push_back("zero-bubble schedule");
   if (l.cp > 1) r.features.push_back("context parallelism");

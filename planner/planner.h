@@ -117,7 +117,8 @@ double ExposedCommFraction(const Candidate& c);
 
 // How robust a simulated layout is, for breaking ties (issue 14, item 6), compared in this
 // order: not tight on memory (its peak at most `tight_fraction` of the planner's limit:
-// TightMemoryFraction's);
+// TightMemoryFraction's), and of two tight layouts the one with more headroom by a step of 5 %
+// of the limit (over the band's p90 neither may fit; the lower, the less likely it fails);
 // fewer framework-specific features (each needs a framework that has it, and tuning: the
 // interleaved schedule, CP, ZeRO-2/3, offload, gradient compression, TP overlap, zero-bubble
 // schedules, fp8 parameters); less exposed communication (the part of the step that depends
@@ -125,6 +126,9 @@ double ExposedCommFraction(const Candidate& c);
 // (TightMemoryFraction above.)
 struct Robustness {
   bool tight = false;
+  // Of a tight layout, its peak in steps of 1 - kTightMemoryFraction (5 %) of the limit: of
+  // two tight layouts the one a step lower is the more robust; within a step, the rest decides.
+  int64_t tight_step = 0;
   std::vector<std::string> features;  // the framework-specific features it uses
   double exposed_comm = 0;
   double score = 0;
