@@ -195,7 +195,8 @@ TEST(PlannerTest, TiesAreCompleteAndTheMostRobustWins) {
   }
 }
 
-// Robustness, by hand: a layout within 5 % of the memory limit loses to one that is not; then
+// Robustness, by hand: a layout within 5 % of the memory limit loses to one that is not (and of
+// two tight ones, the one a 5 % step lower wins); then
 // the one with fewer framework-specific features wins (here: vpp 2 and ZeRO-2 against none);
 // then less exposed communication; then the faster.
 TEST(PlannerTest, RobustnessOrder) {
@@ -225,6 +226,22 @@ TEST(PlannerTest, RobustnessOrder) {
   EXPECT_TRUE(quiet_slow < chatty);
   EXPECT_TRUE(quiet_fast < quiet_slow);
   EXPECT_FALSE(quiet_slow < quiet_fast);
+  // Two tight layouts (share 0.85 here, the band's 1 / 1.18): headroom first, in steps of 5 %
+  // of the limit. 86 and 89 are both in step floor(0.86 / 0.05) = floor(0.89 / 0.05) = 17, so
+  // the features decide (none beats vpp 2); 96 is in step 19 and loses to 89 whatever its
+  // features (none against vpp 2 and ZeRO-2).
+  const double band = 0.85;
+  const Robustness low_featured = RobustnessOf(make(2, 2, 86, 0), 10, limit, band);
+  const Robustness mid_plain = RobustnessOf(make(1, 0, 89, 0), 10, limit, band);
+  const Robustness mid_featured = RobustnessOf(make(2, 2, 89, 0), 10, limit, band);
+  const Robustness high_plain = RobustnessOf(make(1, 0, 96, 0), 10, limit, band);
+  EXPECT_TRUE(low_featured.tight && mid_plain.tight && high_plain.tight);
+  EXPECT_EQ(low_featured.tight_step, 17);
+  EXPECT_EQ(mid_plain.tight_step, 17);
+  EXPECT_EQ(high_plain.tight_step, 19);
+  EXPECT_TRUE(mid_plain < low_featured);   // same step: fewer features
+  EXPECT_TRUE(mid_featured < high_plain);  // a step lower: more headroom
+  EXPECT_FALSE(high_plain < mid_featured);
 }
 
 // Tight on a GPU is the memory band's p90 (docs/validation/error-bands.yaml, read here from
