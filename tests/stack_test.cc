@@ -158,6 +158,73 @@ TEST(StackTest, EstimateTakesTheStackDefaultsTheSpecDoesNotSet) {
   EXPECT_TRUE(Contains(compiled.out, "--layout takes live_params=1000000000000 from stack torchtitan-fsdp2")) << compiled.out;
 }
 
+// framework_defaults: what the framework runs where the spec is silent on a searched key, by
+// the layout as resolved. A hand-written stack: zero=3 when dp>1 and pp=1, zero=1 and
+// overlap_pp=on when pp>1; a key the spec sets stays, and the first rule that sets a key wins.
+TEST(StackTest, FrameworkDefaultsFollowTheResolvedLayout) {
+  const StatusOr<StackSpec> s = ParseStackYaml(
+      "name: t\nsource: s\ndescription: d\nframework_defaults:\n"
+      "  - {when: \"dp>1,pp=1\", set: \"zero=3\", why: fsdp}\n"
+      "  - {when: \"pp>1\", set: \"zero=1,overlap_pp=on\", why: pipelined}\n"
+      "  - {set: \"zero=2\", why: never}\n"
+      "rules:\n  - {refuse: \"cp>1\", why: w}\n",
+      "t.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  std::vector<std::string> why;
+  // 8 GPUs at tp=2: dp = 4, pp = 1: the first rule; the third's zero is taken by then.
+  EXPECT_EQ(StackFrameworkDefaults(*s, Resolved("tp=2,mbs=1,gbs=8", 8), {"tp", "mbs", "gbs"}, &why),
+            std::vector<std::string>{"zero=3"});
+  EXPECT_EQ(why, std::vector<std::string>{"fsdp"});
+  why.clear();
+  // pp = 2: the second rule, both keys; with zero set by the spec, overlap_pp alone.
+  EXPECT_EQ(StackFrameworkDefaults(*s, Resolved("tp=2,pp=2,mbs=1,gbs=8", 8), {"tp", "pp", "mbs", "gbs"}, &why),
+            (std::vector<std::string>{"zero=1", "overlap_pp=on"}));
+  EXPECT_EQ(StackFrameworkDefaults(*s, Resolved("tp=2,pp=2,mbs=1,gbs=8,zero=0", 8), {"tp", "pp", "mbs", "gbs", "zero"}, &why),
+            std::vector<std::string>{"overlap_pp=on"});
+  // tp = 8 on 8 GPUs: dp = 1, pp = 1: only the unconditional third rule.
+  EXPECT_EQ(StackFrameworkDefaults(*s, Resolved("tp=8,mbs=1,gbs=8", 8), {"tp", "mbs", "gbs"}, &why),
+            std::vector<std::string>{"zero=2"});
+  // Bad entries are located errors: the user's sizes, an unknown key, a missing reason.
+  for (const auto& [entry, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"  - {set: \"tp=2\", why: w}\n", "the parallel sizes, mbs and gbs are the user's"},
+           {"  - {set: \"zeroo=3\", why: w}\n", "zeroo"},
+           {"  - {set: \"zero\", why: w}\n", "expected key=value"},
+           {"  - {set: \"zero=3\"}\n", "why"},
+           {"  - {when: \"pp>x\", set: \"zero=3\", why: w}\n", "non-negative integer"}}) {
+    const StatusOr<StackSpec> bad = ParseStackYaml(
+        "name: t\nsource: s\ndescription: d\nframework_defaults:\n" + entry + "rules:\n  - {refuse: \"cp>1\", why: w}\n",
+        "bad.yaml");
+    ASSERT_FALSE(bad.ok()) << entry;
+    EXPECT_TRUE(Contains(bad.status().message(), expected)) << entry << " -> " << bad.status().message();
+    EXPECT_TRUE(Contains(bad.status().message(), "bad.yaml:5")) << bad.status().message();
+  }
+}
+
+// estimate with the bundled stacks and a bare spec: torchtitan at tp=2, pp=2 on 8 GPUs (dp 2)
+// runs FSDP with PP's one gather a step (zero=1), SP and the delayed send waits (overlap_pp=on),
+// where before the spec's zero=0, sp=off and overlap_pp=off were refused one after the other;
+// Megatron-Core at tp=2 overlaps the backward's TP communication (overlap_tp=backward). Each
+// with the warning that names what it took.
+TEST(StackTest, EstimateTakesWhatTheFrameworkRunsWhereTheSpecIsSilent) {
+  const testing::CommandResult titan = testing::RunShardsim(
+      "estimate --model llama3-8b --hardware dgx-h100 --gpus 8 --stack torchtitan-fsdp2 --layout tp=2,pp=2,mbs=1,gbs=16");
+  ASSERT_EQ(titan.exit_code, 0) << titan.err;
+  EXPECT_TRUE(Contains(titan.out, "layout: tp=2,pp=2,dp=2,")) << titan.out;
+  EXPECT_TRUE(Contains(titan.out, ",zero=1,sp=on,")) << titan.out;
+  EXPECT_TRUE(Contains(titan.out, ",overlap_pp=on,")) << titan.out;
+  EXPECT_TRUE(Contains(titan.out, "--layout takes zero=1,sp=on,overlap_pp=on from stack torchtitan-fsdp2 (what the "
+                                  "framework runs where the spec is silent")) << titan.out;
+  const testing::CommandResult mcore = testing::RunShardsim(
+      "estimate --model llama3-8b --hardware dgx-h100 --gpus 8 --stack megatron-core-2024 --layout tp=2,mbs=1,gbs=16");
+  ASSERT_EQ(mcore.exit_code, 0) << mcore.err;
+  EXPECT_TRUE(Contains(mcore.out, ",overlap_tp=backward,")) << mcore.out;
+  // A key the spec sets is the user's: overlap_tp=off is still refused.
+  const testing::CommandResult off = testing::RunShardsim(
+      "estimate --model llama3-8b --hardware dgx-h100 --gpus 8 --stack megatron-core-2024 --layout tp=2,mbs=1,gbs=16,overlap_tp=off");
+  EXPECT_EQ(off.exit_code, 1);
+  EXPECT_TRUE(Contains(off.err, "cannot run overlap_tp=off with tp>1")) << off.err;
+}
+
 // Transformer Engine's attention backend follows the GPU: megatron-core-2024's default
 // attention=cudnn on the H100 description (it has cuDNN's rates), attention=flash on the A100's
 // (TE runs FlashAttention there). Megatron-LM arguments without --attention-backend (auto,

@@ -76,6 +76,20 @@ std::string WithStackDefaults(std::string spec, const std::optional<StackSpec>& 
   return spec;
 }
 
+// Then, on the layout as resolved for its GPUs, what the framework runs where the spec is silent
+// on a searched key (StackFrameworkDefaults, e.g. torchtitan's FSDP: zero=3), said in a warning.
+StatusOr<Layout> WithFrameworkDefaults(const std::string& spec, const StackSpec& stack, const Layout& resolved, Inputs* in) {
+  std::vector<std::string> given;
+  for (const std::string& term : Split(spec, ',')) given.push_back(term.substr(0, term.find('=')));
+  std::vector<std::string> why;
+  const std::vector<std::string> added = StackFrameworkDefaults(stack, resolved, given, &why);
+  if (added.empty()) return resolved;
+  in->warnings.push_back("--layout takes " + Join(added, ",") + " from stack " + stack.name +
+                         " (what the framework runs where the spec is silent: " + Join(why, "; ") + ")");
+  SHARDSIM_ASSIGN_OR_RETURN(Layout layout, ParseLayout(spec + "," + Join(added, ",")));
+  return ResolveLayoutFor(layout, in->gpus, in->hardware);
+}
+
 StatusOr<std::string> ReadText(const std::string& path, const std::string& what) {
   StatusOr<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return Status::Error(path + ": cannot open " + what);
@@ -184,12 +198,17 @@ StatusOr<Inputs> LoadInputs(const Args& args, std::optional<int64_t> default_gpu
   }
   SHARDSIM_ASSIGN_OR_RETURN(std::optional<StackSpec> stack, StackFlag(args));
   Layout layout;
+  std::string spec;
   if (args.Has("layout-from")) {
     SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFromFramework(args, in.model, &in));
   } else {
-    SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFlag(WithStackDefaults(*args.Get("layout"), stack, &in)));
+    spec = WithStackDefaults(*args.Get("layout"), stack, &in);
+    SHARDSIM_ASSIGN_OR_RETURN(layout, LayoutFlag(spec));
   }
   SHARDSIM_ASSIGN_OR_RETURN(in.layout, ResolveLayoutFor(layout, in.gpus, in.hardware));
+  if (!spec.empty() && stack && !IsLayoutFile(spec)) {
+    SHARDSIM_ASSIGN_OR_RETURN(in.layout, WithFrameworkDefaults(spec, *stack, in.layout, &in));
+  }
   const LayoutCheck check = CheckLayout(in.layout, in.model, in.hardware, in.gpus);
   SHARDSIM_RETURN_IF_ERROR(check.ToStatus());
   in.warnings.insert(in.warnings.end(), check.warnings.begin(), check.warnings.end());

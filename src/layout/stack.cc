@@ -161,8 +161,36 @@ StatusOr<StackSpec> FromFile(const YamlFile& f, const std::string& name) {
       s.defaults[key] = kv.substr(eq + 1);
     }
   }
+  std::vector<YamlMap> fdefaults;
+  if (root.Has("framework_defaults")) fdefaults = root.MapList("framework_defaults");
   std::vector<YamlMap> rules = root.MapList("rules");
   root.Finish();
+  if (static_cast<int64_t>(fdefaults.size()) > kMaxRules) {
+    return Status::Error(name + ": 'framework_defaults': expected at most " + std::to_string(kMaxRules) + " entries");
+  }
+  for (YamlMap& r : fdefaults) {
+    static const std::vector<std::string> kUsers = {"tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs"};
+    StackDefaultRule d;
+    d.when = ReadTerms(r, "when", false);
+    const std::string set = r.String("set");
+    for (const std::string& kv : Split(set, ',')) {
+      if (r.failed()) break;
+      const size_t eq = kv.find('=');
+      const std::string key = kv.substr(0, eq);
+      if (eq == std::string::npos) {
+        r.Error("set", "'" + kv + "': expected key=value (docs/layout.md keys)");
+      } else if (std::find(kUsers.begin(), kUsers.end(), key) != kUsers.end()) {
+        r.Error("set", "'" + kv + "': the parallel sizes, mbs and gbs are the user's, not a framework default");
+      } else if (StatusOr<Layout> one = ParseLayout(kv); !one.ok()) {
+        r.Error("set", one.status().message());
+      } else {
+        d.set.emplace_back(key, kv.substr(eq + 1));
+      }
+    }
+    d.why = r.String("why");
+    r.Finish();
+    s.framework_defaults.push_back(d);
+  }
   if (static_cast<int64_t>(rules.size()) > kMaxRules) {
     return Status::Error(name + ": 'rules': expected at most " + std::to_string(kMaxRules) + " rules");
   }
@@ -199,6 +227,26 @@ std::map<std::string, std::string> StackDefaultsOn(const StackSpec& stack, const
   std::map<std::string, std::string> out = stack.defaults;
   const auto it = out.find("attention");
   if (it != out.end() && it->second == "cudnn") it->second = AttentionName(TransformerEngineAttention(hw));
+  return out;
+}
+
+std::vector<std::string> StackFrameworkDefaults(const StackSpec& stack, const Layout& l,
+                                                const std::vector<std::string>& given, std::vector<std::string>* why) {
+  std::vector<std::string> out;
+  std::vector<std::string> taken = given;
+  for (const StackDefaultRule& d : stack.framework_defaults) {
+    bool applies = true;
+    for (const StackTerm& t : d.when) applies = applies && Holds(t, l);
+    if (!applies) continue;
+    bool used = false;
+    for (const auto& [key, value] : d.set) {
+      if (std::find(taken.begin(), taken.end(), key) != taken.end()) continue;
+      taken.push_back(key);
+      out.push_back(key + "=" + value);
+      used = true;
+    }
+    if (used) why->push_back(d.why);
+  }
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "src/hardware/hardware_spec.h"
@@ -38,6 +39,16 @@ struct StackRule {
   std::string why;  // the reason, with its source
 };
 
+// What the framework runs where a layout spec is silent on a searched key (`framework_defaults:`
+// in the YAML, a list of {when, set, why}): `set` (key=value terms; not the parallel sizes,
+// mbs or gbs, which are the user's) for a layout where every `when` term holds, e.g.
+// torchtitan's FSDP over every data-parallel rank, {when: "dp>1,pp=1", set: "zero=3"}.
+struct StackDefaultRule {
+  std::vector<StackTerm> when;
+  std::vector<std::pair<std::string, std::string>> set;  // key, value
+  std::string why;
+};
+
 struct StackSpec {
   std::string name, source, description;
   // The configurations `plan --emit` writes for this stack, comma-separated: "megatron"
@@ -50,8 +61,15 @@ struct StackSpec {
   // overrides); estimate and simulate take them for the keys a --layout spec string does not
   // set (src/cli/inputs.cc), and price a layout file, a plan or a framework config as given.
   std::map<std::string, std::string> defaults;
+  std::vector<StackDefaultRule> framework_defaults;
   std::vector<StackRule> rules;
 };
+
+// The framework_defaults terms for `l` (a layout resolved for its GPUs, read from a spec that
+// sets the keys `given`): "key=value" for each key of a rule whose `when` holds that the spec
+// does not set, first rule first; *why gets each applied rule's reason.
+std::vector<std::string> StackFrameworkDefaults(const StackSpec& stack, const Layout& l,
+                                                const std::vector<std::string>& given, std::vector<std::string>* why);
 
 // The stack's defaults on `hw`: as written, except that a default attention=cudnn (Transformer
 // Engine's FusedAttention, what DotProductAttention picks on Hopper) becomes attention=flash on
