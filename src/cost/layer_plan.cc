@@ -94,12 +94,24 @@ Block SumOps(const GpuSpec& gpu, DType dtype, const std::vector<Op>& ops) {
 // device's side (the host issues through it too): a lower bound on the overlap, so a slight
 // over-estimate of the floor where a pass's collectives are exposed. Host-side work that is
 // not a kernel launch (Python module logic, autograd bookkeeping beyond its kernels, NCCL's
-// calls) is not priced. Replayed from a CUDA graph (`graphed`, cuda_graphs=layers) a layer
+// calls) is not priced. Replayed from a CUDA graph (HostReplay, cuda_graphs=layers) a layer
 // pass costs the host one launch, the graph's, whatever its kernels; under cuda_graphs=step
-// the host launches one graph a step and no pass has a floor (launch_s 0 here; the step's
-// one launch is not priced).
-void HostFloor(std::initializer_list<Block*> blocks, double launch_s, bool graphed) {
-  if (launch_s <= 0) return;
+// the host launches one graph a step and no pass has a floor (the step's one launch is not
+// priced).
+enum class HostReplay {
+  kKernels,     // each kernel launched by the host
+  kLayerGraph,  // one graph launch a pass (cuda_graphs=layers, a layer's blocks)
+  kStepGraph,   // one graph launch a step (cuda_graphs=step): no floor
+};
+
+// How the host issues a pass of the layer (`layer`) or of the embedding's or the head's ops.
+HostReplay ReplayOf(const Layout& l, bool layer) {
+  if (l.cuda_graphs == CudaGraphs::kStep) return HostReplay::kStepGraph;
+  return layer && l.cuda_graphs == CudaGraphs::kLayers ? HostReplay::kLayerGraph : HostReplay::kKernels;
+}
+
+void HostFloor(std::initializer_list<Block*> blocks, double launch_s, HostReplay replay) {
+  if (launch_s <= 0 || replay == HostReplay::kStepGraph) return;
   double fwd = 0, bwd = 0, fwd_host = 0, bwd_host = 0;
   for (const Block* b : blocks) {
     fwd += b->fwd;
@@ -107,7 +119,7 @@ void HostFloor(std::initializer_list<Block*> blocks, double launch_s, bool graph
     fwd_host += b->fwd_launches * launch_s;
     bwd_host += b->bwd_launches * launch_s;
   }
-  if (graphed) fwd_host = bwd_host = launch_s;
+  if (replay == HostReplay::kLayerGraph) fwd_host = bwd_host = launch_s;
   const double rf = fwd > 0 && fwd_host > fwd ? fwd_host / fwd : 1;
   const double rb = bwd > 0 && bwd_host > bwd ? bwd_host / bwd : 1;
   for (Block* b : blocks) {
@@ -175,7 +187,7 @@ double RowParallelOverlapFactor(const GpuSpec& gpu, const Layout& l) {
 // The embedding's or the head's ops, one pass each, under the host floor.
 Block CostUnit(const HardwareSpec& hw, const Layout& l, const std::vector<Op>& ops) {
   Block b = SumOps(hw.gpu, l.dtype, ops);
-  HostFloor({&b}, l.cuda_graphs == CudaGraphs::kStep ? 0 : hw.node.host.launch_s, false);
+  HostFloor({&b}, hw.node.host.launch_s, ReplayOf(l, false));
   return b;
 }
 
@@ -199,8 +211,7 @@ LayerCost CostLayer(const HardwareSpec& hw, const Layout& l, const LayerPlan& pl
   c.attn.fwd += c.attn.row_fwd * slow;
   // Expert GEMMs (grouped, not Transformer Engine's userbuffers layers) keep their rate.
   if (!plan.moe) c.mlp.fwd += c.mlp.row_fwd * slow;
-  HostFloor({&c.attn, &c.mlp_pre, &c.mlp, &c.mlp_post}, l.cuda_graphs == CudaGraphs::kStep ? 0 : hw.node.host.launch_s,
-            l.cuda_graphs == CudaGraphs::kLayers);
+  HostFloor({&c.attn, &c.mlp_pre, &c.mlp, &c.mlp_post}, hw.node.host.launch_s, ReplayOf(l, true));
   c.plan = &plan;
   return c;
 }
