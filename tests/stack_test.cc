@@ -140,6 +140,14 @@ TEST(StackTest, EstimateRefusesWhatTheStackCannotRun) {
   const testing::CommandResult missing = testing::RunShardsim("estimate --stack megatron-core-2042");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_TRUE(Contains(missing.err, "did you mean 'megatron-core-2024'")) << missing.err;
+  // A name no typo away but the start of exactly one bundled name gets that one; the start of
+  // several (megatron-*) gets none.
+  const testing::CommandResult prefix = testing::RunShardsim("estimate --stack torchtitan");
+  EXPECT_EQ(prefix.exit_code, 1);
+  EXPECT_TRUE(Contains(prefix.err, "did you mean 'torchtitan-fsdp2'")) << prefix.err;
+  const testing::CommandResult several = testing::RunShardsim("estimate --stack megatron");
+  EXPECT_EQ(several.exit_code, 1);
+  EXPECT_FALSE(Contains(several.err, "did you mean")) << several.err;
 }
 
 // A --layout spec takes the stack's defaults for the keys it does not set, with a warning

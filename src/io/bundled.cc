@@ -45,9 +45,18 @@ StatusOr<std::string> ResolveBundled(const std::string& path_or_name, const std:
     if (fs::exists(bundled, ec)) return bundled.string();
   }
   const std::vector<std::string> names = BundledNames(folder);
+  // The nearest name by edit distance, else the one name that starts with what was given
+  // ("torchtitan" for torchtitan-fsdp2).
+  std::string near = DidYouMean(path_or_name, names);
+  if (near.empty() && !path_or_name.empty()) {
+    std::vector<std::string> starts;
+    for (const std::string& n : names) {
+      if (n.rfind(path_or_name, 0) == 0) starts.push_back(n);
+    }
+    if (starts.size() == 1) near = " (did you mean '" + starts.front() + "'?)";
+  }
   return Status::Error("'" + path_or_name + "': no such file, and no bundled " + folder +
-                       " description of that name" + DidYouMean(path_or_name, names) +
-                       "; bundled: " + Join(names, ", "));
+                       " description of that name" + near + "; bundled: " + Join(names, ", "));
 }
 
 }  // namespace shardsim
