@@ -129,6 +129,8 @@ const std::map<std::string, Kind>& Known() {
       {"--pipeline-model-parallel-size", Kind::kInt},
       {"--context-parallel-size", Kind::kInt},
       {"--expert-model-parallel-size", Kind::kInt},
+      {"--expert-tensor-parallel-size", Kind::kInt},
+      {"--moe-extended-tp", Kind::kSwitch},
       {"--sequence-parallel", Kind::kSwitch},
       {"--moe-expert-capacity-factor", Kind::kNumber},
       {"--num-layers-per-virtual-pipeline-stage", Kind::kInt},
@@ -233,6 +235,19 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
   l.pp = r.Int("--pipeline-model-parallel-size", 1);
   l.cp = r.Int("--context-parallel-size", 1);
   l.ep = r.Int("--expert-model-parallel-size", 1);
+  // shardsim splits each expert over the attention's TP ranks: expert_tensor_parallel_size =
+  // tensor_model_parallel_size, Megatron-LM's default [439-440]. Another split of an MoE model's
+  // experts is refused, not priced as the default.
+  if (m.moe && r.Has("--expert-tensor-parallel-size") && r.Int("--expert-tensor-parallel-size", 1) != l.tp) {
+    r.Error("--expert-tensor-parallel-size", "--expert-tensor-parallel-size " + r.Text("--expert-tensor-parallel-size", "") +
+                                                 " with --tensor-model-parallel-size " + std::to_string(l.tp) +
+                                                 ": shardsim splits the experts as the attention (expert tensor parallelism "
+                                                 "= tensor parallelism, Megatron-LM's default); another split is not modelled");
+  }
+  if (m.moe && r.Has("--moe-extended-tp")) {
+    r.Error("--moe-extended-tp", "--moe-extended-tp (experts split over TP x EP) is not modelled: shardsim splits the "
+                                 "experts as the attention");
+  }
   if (r.Has("--sequence-parallel") && l.tp == 1) {
     out.warnings.push_back("--sequence-parallel with tensor-parallel size 1: Megatron-LM turns it off (validate_args)");
   }

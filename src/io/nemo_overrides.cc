@@ -29,6 +29,7 @@ const std::vector<std::string>& Paths() {
       "trainer.strategy.tensor_model_parallel_size", "trainer.strategy.pipeline_model_parallel_size",
       "trainer.strategy.virtual_pipeline_model_parallel_size", "trainer.strategy.context_parallel_size",
       "trainer.strategy.sequence_parallel", "trainer.strategy.expert_model_parallel_size",
+      "trainer.strategy.expert_tensor_parallel_size",
       "model.config.moe_expert_capacity_factor",
       "trainer.strategy.num_layers_in_first_pipeline_stage", "trainer.strategy.num_layers_in_last_pipeline_stage",
       "trainer.strategy.account_for_embedding_in_pipeline_split",
@@ -155,6 +156,16 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   l.vpp = r.Int("trainer.strategy.virtual_pipeline_model_parallel_size", 1);
   l.cp = r.Int("trainer.strategy.context_parallel_size", 1);
   l.ep = r.Int("trainer.strategy.expert_model_parallel_size", 1);
+  // Experts split as the attention (megatron_args.cc): expert_tensor_parallel_size None is the
+  // TP size; another is refused for an MoE model.
+  if (m.moe && r.Text("trainer.strategy.expert_tensor_parallel_size", "None") != "None" &&
+      r.Int("trainer.strategy.expert_tensor_parallel_size", 1) != l.tp) {
+    r.Error("trainer.strategy.expert_tensor_parallel_size",
+            "trainer.strategy.expert_tensor_parallel_size " + r.Text("trainer.strategy.expert_tensor_parallel_size", "") +
+                " with tensor_model_parallel_size " + std::to_string(l.tp) +
+                ": shardsim splits the experts as the attention (expert tensor parallelism = tensor parallelism, "
+                "Megatron-Core's default); another split is not modelled");
+  }
   if (r.Text("model.config.moe_expert_capacity_factor", "None") != "None") {
     l.moe_capacity = r.Number("model.config.moe_expert_capacity_factor", 0, 0, 64);
   }
