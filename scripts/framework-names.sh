@@ -2,7 +2,8 @@
 # Extracts the option and key names the exports may use from the frameworks' own sources, at
 # a named commit, into tests/data/frameworks/ (tests/emit_test.cc checks every emitted name
 # against these lists, and the readers of src/io/framework_config.h read only these names):
-#   megatron-lm-<commit>.txt  every `add_argument('--name'` of megatron/training/arguments.py;
+#   megatron-lm-<commit>.txt  every `add_argument('--name'` of megatron/training/arguments.py
+#                             (at 000c4ac24f61, and at d98e8a64dd for the reader's newer names);
 #   deepspeed-<commit>.txt    the DeepSpeed config keys as dotted paths: the top-level and
 #                             bf16/fp16 keys of deepspeed/runtime/constants.py, the
 #                             activation_checkpointing keys of
@@ -18,6 +19,9 @@ cd "$(dirname "$0")/.."
 megatron_git=${MEGATRON_GIT:-/work/.mirror/NVIDIA+Megatron-LM/repo}
 deepspeed_git=${DEEPSPEED_GIT:-/work/.mirror/deepspeedai+DeepSpeed/repo}
 megatron_commit=${MEGATRON_COMMIT:-000c4ac24f61}  # Nov 2025, the last before dataclass-built arguments
+# A later commit whose add_argument names the reader also takes (arguments its dataclasses build
+# are not listed): the CUDA graph spellings of 2026 (--cuda-graph-modules).
+megatron_new_commit=${MEGATRON_NEW_COMMIT:-d98e8a64dd}
 deepspeed_commit=${DEEPSPEED_COMMIT:-edaa72212}
 out=tests/data/frameworks
 mkdir -p "$out"
@@ -31,6 +35,13 @@ show() { git --git-dir="$1" show "$2:$3"; }
     grep -o "add_argument('--[A-Za-z0-9-]*'" | sed "s/add_argument('//; s/'//" | sort -u
 } > "$out/megatron-lm-$megatron_commit.txt.tmp"
 mv "$out/megatron-lm-$megatron_commit.txt.tmp" "$out/megatron-lm-$megatron_commit.txt"
+{
+  echo "# add_argument names of megatron/training/arguments.py at NVIDIA/Megatron-LM $megatron_new_commit"
+  echo "# (scripts/framework-names.sh; the arguments its dataclasses build are not listed)"
+  show "$megatron_git" "$megatron_new_commit" megatron/training/arguments.py |
+    grep -o "add_argument('--[A-Za-z0-9-]*'" | sed "s/add_argument('//; s/'//" | sort -u
+} > "$out/megatron-lm-$megatron_new_commit.txt.tmp"
+mv "$out/megatron-lm-$megatron_new_commit.txt.tmp" "$out/megatron-lm-$megatron_new_commit.txt"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -216,9 +216,10 @@ TEST(HostFloor, CudaGraphsStacksAndArguments) {
   EXPECT_NE(both.status().message().find("--cuda-graph-impl"), std::string::npos) << both.status().message();
 }
 
-// --cuda-graph-scope is a closed, multi-valued choice (nargs '+', Megatron-LM d98e8a64dd:
-// full alone, the CudaGraphModule names, the deprecated full_iteration and
-// full_iteration_inference). A module scope graphs part of each layer and is read as the whole
+// --cuda-graph-modules and its deprecated spelling --cuda-graph-scope are a closed,
+// multi-valued choice (nargs '+'; Megatron-LM d98e8a64dd refuses the two together): full
+// alone, the CudaGraphModule names, the deprecated full_iteration and
+// full_iteration_inference. A module scope graphs part of each layer and is read as the whole
 // layer with a warning; full_iteration moves the impl to the step (from none, with a warning
 // that older Megatron-LM graphed nothing there); a typo is refused where it stands, with the
 // nearest name, where before it read as per-layer graphs.
@@ -235,7 +236,10 @@ TEST(HostFloor, CudaGraphScopeIsAClosedChoice) {
            {"--cuda-graph-impl local --cuda-graph-scope full_iteration", CudaGraphs::kStep, ""},
            {"--cuda-graph-scope full_iteration", CudaGraphs::kStep, "000c4ac24f61"},
            {"--cuda-graph-scope attn", CudaGraphs::kOff, ""},
-           {"--cuda-graph-impl local --cuda-graph-scope full_iteration_inference", CudaGraphs::kLayers, ""}}) {
+           {"--cuda-graph-impl local --cuda-graph-scope full_iteration_inference", CudaGraphs::kLayers, ""},
+           {"--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router", CudaGraphs::kLayers,
+            "--cuda-graph-modules attn moe_router graphs part"},
+           {"--cuda-graph-impl local --cuda-graph-modules full_iteration", CudaGraphs::kStep, ""}}) {
     StatusOr<MegatronRead> r = ParseMegatronArgs(model + c.args, "train.sh");
     ASSERT_TRUE(r.ok()) << c.args << ": " << r.status().message();
     EXPECT_EQ(r->layout.cuda_graphs, c.graphs) << c.args;
@@ -252,7 +256,9 @@ TEST(HostFloor, CudaGraphScopeIsAClosedChoice) {
            {"--cuda-graph-impl local --cuda-graph-scope full attn", "'full' cannot be used with other scopes"},
            {"--external-cuda-graph --cuda-graph-scope full_iteration", "cannot be combined with cuda_graph_impl 'transformer_engine'"},
            {"--cuda-graph-impl full_iteration --cuda-graph-scope mlp", "no module scope"},
-           {"--cuda-graph-scope full_iteration full_iteration_inference", "at most one deprecated scope"}}) {
+           {"--cuda-graph-scope full_iteration full_iteration_inference", "at most one deprecated scope"},
+           {"--cuda-graph-impl local --cuda-graph-scope attn --cuda-graph-modules mlp", "cannot be used together"},
+           {"--cuda-graph-impl local --cuda-graph-modules atn", "did you mean 'attn'"}}) {
     StatusOr<MegatronRead> r = ParseMegatronArgs(model + args, "train.sh");
     ASSERT_FALSE(r.ok()) << args;
     EXPECT_NE(r.status().message().find(why), std::string::npos) << args << ": " << r.status().message();

@@ -155,6 +155,7 @@ const std::map<std::string, Kind>& Known() {
       {"--enable-cuda-graph", Kind::kSwitch},
       {"--external-cuda-graph", Kind::kSwitch},
       {"--cuda-graph-scope", Kind::kList},
+      {"--cuda-graph-modules", Kind::kList},
       {"--no-check-for-nan-in-loss-and-grad", Kind::kSwitch},  // full_iteration's requirement; nothing to price
       {"--optimizer-cpu-offload", Kind::kSwitch},
       {"--use-precision-aware-optimizer", Kind::kSwitch},
@@ -315,9 +316,9 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
   if (r.Has("--optimizer-cpu-offload")) l.offload = Offload::kOptimizer;
   // CUDA graphs: --cuda-graph-impl local or transformer_engine graphs each layer
   // (cuda_graphs=layers), full_iteration the whole step; the deprecated --enable-cuda-graph is
-  // local and --external-cuda-graph transformer_engine. --cuda-graph-scope's values as
-  // src/io/cuda_graph_scope.h reads them, with NVIDIA/Megatron-LM d98e8a64dd's rules
-  // (validate_args; its --cuda-graph-modules, the new spelling, is not read): "full_iteration"
+  // local and --external-cuda-graph transformer_engine. --cuda-graph-modules' values (and those
+  // of its deprecated spelling --cuda-graph-scope) as src/io/cuda_graph_scope.h reads them,
+  // with NVIDIA/Megatron-LM d98e8a64dd's rules (validate_args): "full_iteration"
   // moves the impl to full_iteration, from none or local only, which then takes no module
   // scope. At 000c4ac24f61 the scope took one value and, without an impl, captured nothing.
   std::string impl = r.Choice("--cuda-graph-impl", "none", {"none", "local", "transformer_engine", "full_iteration"});
@@ -326,7 +327,10 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
   }
   if (r.Has("--enable-cuda-graph")) impl = "local";
   if (r.Has("--external-cuda-graph")) impl = "transformer_engine";
-  const std::string flag = "--cuda-graph-scope";
+  if (r.Has("--cuda-graph-scope") && r.Has("--cuda-graph-modules")) {
+    r.Error("--cuda-graph-modules", "--cuda-graph-scope and --cuda-graph-modules cannot be used together (validate_args)");
+  }
+  const std::string flag = r.Has("--cuda-graph-modules") ? "--cuda-graph-modules" : "--cuda-graph-scope";
   StatusOr<CudaGraphScopes> scopes = ReadCudaGraphScopes(SplitCudaGraphScopes(r.Text(flag, "")));
   if (!scopes.ok()) {
     r.Error(flag, flag + ": " + scopes.status().message());
