@@ -376,8 +376,8 @@ std::string RobustnessText(const Robustness& r, const Candidate& c, double limit
 std::string TieWhy(const PlanResult& res, double tolerance, double fastest_score, double winner_score) {
   const Candidate& win = res.ranked.front();
   const Candidate& fast = *res.fastest;
-  const Robustness rw = RobustnessOf(win, winner_score, res.memory_limit_bytes, res.tight_fraction);
-  const Robustness rf = RobustnessOf(fast, fastest_score, res.memory_limit_bytes, res.tight_fraction);
+  const Robustness rw = RobustnessOf(win, winner_score, res.memory_limit_bytes, res.tight_fraction, tolerance);
+  const Robustness rf = RobustnessOf(fast, fastest_score, res.memory_limit_bytes, res.tight_fraction, tolerance);
   std::ostringstream out;
   out << res.ties << " layouts simulate within " << Fmt("%.1f", 100 * tolerance)
       << " % of the fastest, the published runs' ranking tolerance (the median error between two "
@@ -393,8 +393,11 @@ std::string TieWhy(const PlanResult& res, double tolerance, double fastest_score
         << " GiB, is higher by a step of 5 % of the limit or more: less headroom";
   } else if (rf.features.size() != rw.features.size()) {
     out << "it needs more framework-specific features (" << (rf.features.empty() ? "none" : Join(rf.features, ", ")) << ")";
+  } else if (rf.comm_key != rw.comm_key) {
+    out << "it exposes more communication (" << Fmt("%.1f", 100 * rf.exposed_comm) << " %, a step of "
+        << Fmt("%.1f", 100 * tolerance) << " % of the iteration or more above)";
   } else {
-    out << "it exposes more communication (" << Fmt("%.1f", 100 * rf.exposed_comm) << " %)";
+    out << "it is no more robust";
   }
   out << "; --tie-tolerance 0 picks the fastest.";
   return out.str();
@@ -872,12 +875,13 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
   // all whose estimate is inside it); the most robust of them wins.
   const double best_score = sim_score[sim_order.front()];
   size_t winner = sim_order.front();
-  Robustness most = RobustnessOf(done[winner], sim_score[winner], res.memory_limit_bytes, res.tight_fraction);
+  Robustness most =
+      RobustnessOf(done[winner], sim_score[winner], res.memory_limit_bytes, res.tight_fraction, o.tie_tolerance);
   res.ties = 0;
   for (size_t i : sim_order) {
     if (sim_score[i] > best_score * (1 + o.tie_tolerance)) break;
     ++res.ties;
-    Robustness r = RobustnessOf(done[i], sim_score[i], res.memory_limit_bytes, res.tight_fraction);
+    Robustness r = RobustnessOf(done[i], sim_score[i], res.memory_limit_bytes, res.tight_fraction, o.tie_tolerance);
     if (r < most) {
       winner = i;
       most = std::move(r);
@@ -895,7 +899,7 @@ StatusOr<PlanResult> Plan(const ModelSpec& m, const Cluster& cluster, const Plan
     if (res.ties > 1) {
       res.why = std::to_string(res.ties) + " layouts simulate within " + Fmt("%.1f", 100 * o.tie_tolerance) +
                 " % of the best, the published runs' ranking tolerance: ties, of which the fastest is also the most "
-                "robust (" + RobustnessText(RobustnessOf(res.ranked[0], 0, res.memory_limit_bytes, res.tight_fraction), res.ranked[0],
+                "robust (" + RobustnessText(RobustnessOf(res.ranked[0], 0, res.memory_limit_bytes, res.tight_fraction, o.tie_tolerance), res.ranked[0],
                                             res.memory_limit_bytes) + "). " + res.why;
     }
   }
@@ -915,7 +919,7 @@ bool Robustness::operator<(const Robustness& o) const {
   if (tight != o.tight) return !tight;
   if (tight && tight_step != o.tight_step) return tight_step < o.tight_step;
   if (features.size() != o.features.size()) return features.size() < o.features.size();
-  if (exposed_comm != o.exposed_comm) return exposed_comm < o.exposed_comm;
+  if (comm_key != o.comm_key) return comm_key < o.comm_key;
   return score < o.score;
 }
 
@@ -929,7 +933,8 @@ double TightMemoryFraction(const GpuSpec& gpu, std::string* why) {
   return kTightMemoryFraction;
 }
 
-Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes, double tight_fraction) {
+Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes, double tight_fraction,
+                        double comm_step) {
   Robustness r;
   const Layout& l = c.layout;
   r.tight = c.sim.peak_memory_bytes > tight_fraction * memory_limit_bytes;
@@ -947,6 +952,7 @@ Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_by
   if (l.overlap_tp == TpOverlap::kOn) r.features.push_back("TP communication overlap (userbuffers)");
   if (l.fp8_params) r.features.push_back("fp8 parameters");
   r.exposed_comm = ExposedCommFraction(c);
+  r.comm_key = comm_step > 0 ? std::floor(r.exposed_comm / comm_step) : r.exposed_comm;
   r.score = score;
   return r;
 }

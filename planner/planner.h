@@ -122,7 +122,9 @@ double ExposedCommFraction(const Candidate& c);
 // fewer framework-specific features (each needs a framework that has it, and tuning: the
 // interleaved schedule, CP, ZeRO-2/3, offload, gradient compression, TP overlap, zero-bubble
 // schedules, fp8 parameters); less exposed communication (the part of the step that depends
-// most on the network's real behaviour); then the faster.
+// most on the network's real behaviour), by steps of `comm_step` of the iteration (the tie
+// tolerance: a smaller difference is inside what the model resolves; 0 compares exactly);
+// then the faster.
 // (TightMemoryFraction above.)
 struct Robustness {
   bool tight = false;
@@ -131,9 +133,11 @@ struct Robustness {
   int64_t tight_step = 0;
   std::vector<std::string> features;  // the framework-specific features it uses
   double exposed_comm = 0;
+  double comm_key = 0;  // what is compared: exposed_comm in steps of comm_step, or itself
   double score = 0;
   bool operator<(const Robustness& o) const;  // more robust first
 };
-Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes, double tight_fraction);
+Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_bytes, double tight_fraction,
+                        double comm_step);
 
 }  // namespace shardsim::planner

@@ -173,12 +173,12 @@ TEST(PlannerTest, TiesAreCompleteAndTheMostRobustWins) {
     for (const Candidate* c : kept) {
       if (c->sim.iteration_time_s > fastest * (1 + kTolerance)) continue;
       ++ties;
-      const Robustness rc = RobustnessOf(*c, c->sim.iteration_time_s, limit, tight);
+      const Robustness rc = RobustnessOf(*c, c->sim.iteration_time_s, limit, tight, kTolerance);
       if (!robust) {
         robust = c;
         continue;
       }
-      const Robustness rb = RobustnessOf(*robust, robust->sim.iteration_time_s, limit, tight);
+      const Robustness rb = RobustnessOf(*robust, robust->sim.iteration_time_s, limit, tight, kTolerance);
       if (rc < rb || (!(rb < rc) && FormatLayout(c->layout) < FormatLayout(robust->layout))) robust = c;
     }
     EXPECT_GT(ties, 1) << "no ties: the test would not test them";
@@ -213,11 +213,11 @@ TEST(PlannerTest, RobustnessOrder) {
     return c;
   };
   const double limit = 100, share = 0.95;
-  const Robustness tight = RobustnessOf(make(1, 0, 96, 0), 10, limit, share);  // 96 > 0.95 x 100
-  const Robustness featured = RobustnessOf(make(2, 2, 50, 0), 10, limit, share);
-  const Robustness chatty = RobustnessOf(make(1, 0, 50, 2), 10, limit, share);  // 20 % exposed
-  const Robustness quiet_slow = RobustnessOf(make(1, 0, 50, 1), 10.2, limit, share);
-  const Robustness quiet_fast = RobustnessOf(make(1, 0, 50, 1), 10.0, limit, share);
+  const Robustness tight = RobustnessOf(make(1, 0, 96, 0), 10, limit, share, 0);  // 96 > 0.95 x 100
+  const Robustness featured = RobustnessOf(make(2, 2, 50, 0), 10, limit, share, 0);
+  const Robustness chatty = RobustnessOf(make(1, 0, 50, 2), 10, limit, share, 0);  // 20 % exposed
+  const Robustness quiet_slow = RobustnessOf(make(1, 0, 50, 1), 10.2, limit, share, 0);
+  const Robustness quiet_fast = RobustnessOf(make(1, 0, 50, 1), 10.0, limit, share, 0);
   EXPECT_TRUE(tight.tight);
   EXPECT_EQ(featured.features.size(), 2u);
   EXPECT_NEAR(chatty.exposed_comm, 0.2, 1e-12);
@@ -231,10 +231,10 @@ TEST(PlannerTest, RobustnessOrder) {
   // the features decide (none beats vpp 2); 96 is in step 19 and loses to 89 whatever its
   // features (none against vpp 2 and ZeRO-2).
   const double band = 0.85;
-  const Robustness low_featured = RobustnessOf(make(2, 2, 86, 0), 10, limit, band);
-  const Robustness mid_plain = RobustnessOf(make(1, 0, 89, 0), 10, limit, band);
-  const Robustness mid_featured = RobustnessOf(make(2, 2, 89, 0), 10, limit, band);
-  const Robustness high_plain = RobustnessOf(make(1, 0, 96, 0), 10, limit, band);
+  const Robustness low_featured = RobustnessOf(make(2, 2, 86, 0), 10, limit, band, 0);
+  const Robustness mid_plain = RobustnessOf(make(1, 0, 89, 0), 10, limit, band, 0);
+  const Robustness mid_featured = RobustnessOf(make(2, 2, 89, 0), 10, limit, band, 0);
+  const Robustness high_plain = RobustnessOf(make(1, 0, 96, 0), 10, limit, band, 0);
   EXPECT_TRUE(low_featured.tight && mid_plain.tight && high_plain.tight);
   EXPECT_EQ(low_featured.tight_step, 17);
   EXPECT_EQ(mid_plain.tight_step, 17);
@@ -242,6 +242,18 @@ TEST(PlannerTest, RobustnessOrder) {
   EXPECT_TRUE(mid_plain < low_featured);   // same step: fewer features
   EXPECT_TRUE(mid_featured < high_plain);  // a step lower: more headroom
   EXPECT_FALSE(high_plain < mid_featured);
+  // Exposed communication in steps of the tie tolerance (here 2.6 % of the iteration): 2.7 %
+  // and 2.8 % (0.27 and 0.28 s of 10 s) are both step floor(2.7 / 2.6) = floor(2.8 / 2.6) = 1,
+  // so the faster wins; 2.1 % is step 0 and beats them whatever the speed.
+  const double step = 0.026;
+  const Robustness c27_slow = RobustnessOf(make(1, 0, 50, 0.27), 10.2, limit, share, step);
+  const Robustness c28_fast = RobustnessOf(make(1, 0, 50, 0.28), 10.0, limit, share, step);
+  const Robustness c21_slower = RobustnessOf(make(1, 0, 50, 0.21), 10.4, limit, share, step);
+  EXPECT_EQ(c27_slow.comm_key, 1);
+  EXPECT_EQ(c28_fast.comm_key, 1);
+  EXPECT_EQ(c21_slower.comm_key, 0);
+  EXPECT_TRUE(c28_fast < c27_slow);
+  EXPECT_TRUE(c21_slower < c28_fast);
 }
 
 // Tight on a GPU is the memory band's p90 (docs/validation/error-bands.yaml, read here from
