@@ -186,6 +186,9 @@ void AddParallelism(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
   a.Flag("--pipeline-model-parallel-size", l.pp);
   a.Flag("--context-parallel-size", l.cp);
   if (m.moe || l.ep > 1) a.Flag("--expert-model-parallel-size", l.ep);
+  // The token dispatcher shardsim prices (ops.cc, layer_plan.cc): alltoall, which Megatron-LM
+  // runs only when asked (its default is allgather, arguments.py _add_moe_args).
+  if (m.moe) a.Flag("--moe-token-dispatcher-type", "alltoall");
   // _add_moe_args: an expert's capacity, tokens beyond it dropped (--moe-token-drop-policy
   // probs, the default, drops the lowest-probability ones).
   if (m.moe && l.moe_capacity > 0) a.Flag("--moe-expert-capacity-factor", Ratio(l.moe_capacity));

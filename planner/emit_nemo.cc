@@ -114,6 +114,9 @@ void Parallelism(const ModelSpec& m, const Layout& l, Overrides& o) {
   o.Set("trainer.strategy.context_parallel_size", Py(l.cp));
   o.Set("trainer.strategy.sequence_parallel", Py(l.tp > 1 && l.sp));
   if (m.moe || l.ep > 1) o.Set("trainer.strategy.expert_model_parallel_size", Py(l.ep));
+  // The alltoall token dispatcher, as shardsim prices it (Megatron-Core's TransformerConfig
+  // default is allgather).
+  if (m.moe) o.Set("model.config.moe_token_dispatcher_type", PyStr("alltoall"));
   if (m.moe && l.moe_capacity > 0) {  // TransformerConfig.moe_expert_capacity_factor (None: no capacity)
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", l.moe_capacity);

@@ -108,6 +108,7 @@ const std::map<std::string, MegatronOption>& KnownMegatronOptions() {
       {"--context-parallel-size", {Kind::kInt, {}}},
       // _add_moe_args
       {"--expert-model-parallel-size", {Kind::kInt, {}}},
+      {"--moe-token-dispatcher-type", {Kind::kChoice, {"allgather", "alltoall", "flex"}}},
       {"--num-experts", {Kind::kInt, {}}},
       {"--moe-ffn-hidden-size", {Kind::kInt, {}}},
       {"--moe-layer-freq", {Kind::kFreq, {}}},

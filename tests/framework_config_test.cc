@@ -194,6 +194,46 @@ TEST(MegatronArgs, ExpertTensorParallelOtherThanTpIsRefused) {
   ASSERT_TRUE(nnone.ok()) << nnone.status().message();
 }
 
+// The token dispatcher: shardsim prices alltoall. With expert parallelism, Megatron-LM's
+// default (allgather) or an explicit allgather is refused, naming the flag to pass; flex reads
+// as alltoall with a warning; without EP (or without experts) the dispatcher does not matter.
+// NeMo's model.config.moe_token_dispatcher_type the same (Megatron-Core's default allgather).
+TEST(MegatronArgs, TokenDispatcherIsAlltoall) {
+  const std::string moe = "--num-layers 8 --hidden-size 512 --num-attention-heads 8 --seq-length 128 "
+                          "--num-experts 8 --moe-router-topk 2 ";
+  StatusOr<MegatronRead> unset = ParseMegatronArgs(moe + "--expert-model-parallel-size 4", "args");
+  ASSERT_FALSE(unset.ok());
+  EXPECT_TRUE(Contains(unset.status().message(), "allgather (Megatron-LM's default) with --expert-model-parallel-size 4"))
+      << unset.status().message();
+  EXPECT_TRUE(Contains(unset.status().message(), "pass --moe-token-dispatcher-type alltoall")) << unset.status().message();
+  StatusOr<MegatronRead> given = ParseMegatronArgs(moe + "--expert-model-parallel-size 4 --moe-token-dispatcher-type allgather", "args");
+  ASSERT_FALSE(given.ok());
+  EXPECT_TRUE(Contains(given.status().message(), "args:1:")) << given.status().message();
+  StatusOr<MegatronRead> a2a = ParseMegatronArgs(moe + "--expert-model-parallel-size 4 --moe-token-dispatcher-type alltoall", "args");
+  ASSERT_TRUE(a2a.ok()) << a2a.status().message();
+  EXPECT_EQ(a2a->layout.ep, 4);
+  StatusOr<MegatronRead> flex = ParseMegatronArgs(moe + "--expert-model-parallel-size 4 --moe-token-dispatcher-type flex", "args");
+  ASSERT_TRUE(flex.ok()) << flex.status().message();
+  EXPECT_TRUE(Contains(Join(flex->warnings, "\n"), "flex priced as alltoall")) << Join(flex->warnings, "\n");
+  StatusOr<MegatronRead> typo = ParseMegatronArgs(moe + "--moe-token-dispatcher-type all2all", "args");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_TRUE(Contains(typo.status().message(), "expected one of allgather, alltoall, flex")) << typo.status().message();
+  StatusOr<MegatronRead> no_ep = ParseMegatronArgs(moe, "args");
+  ASSERT_TRUE(no_ep.ok()) << no_ep.status().message();
+  const std::string nemo =
+      "recipe.model.config.num_layers = 2\nrecipe.model.config.hidden_size = 1024\n"
+      "recipe.model.config.num_attention_heads = 8\nrecipe.model.config.seq_length = 2048\n"
+      "recipe.model.config.num_moe_experts = 8\nrecipe.model.config.moe_router_topk = 2\n"
+      "recipe.trainer.strategy.expert_model_parallel_size = 4\n";
+  StatusOr<MegatronRead> n_unset = ParseNemoOverrides(nemo, "o.py");
+  ASSERT_FALSE(n_unset.ok());
+  EXPECT_TRUE(Contains(n_unset.status().message(), "allgather (Megatron-Core's default) with expert_model_parallel_size 4"))
+      << n_unset.status().message();
+  StatusOr<MegatronRead> n_a2a = ParseNemoOverrides(nemo + "recipe.model.config.moe_token_dispatcher_type = \"alltoall\"\n", "o.py");
+  ASSERT_TRUE(n_a2a.ok()) << n_a2a.status().message();
+  EXPECT_EQ(n_a2a->layout.ep, 4);
+}
+
 TEST(MegatronArgs, ModelMismatchesNameEachField) {
   StatusOr<ModelSpec> m = LoadModel("llama3-70b");
   ASSERT_TRUE(m.ok());

@@ -132,5 +132,25 @@ TEST(RoundTrip, CudaGraphsComeBack) {
   }
 }
 
+// An MoE layout with expert parallelism comes back from both Megatron-Core formats: the
+// exports name the alltoall token dispatcher shardsim prices (Megatron-LM's and Megatron-Core's
+// default is allgather, which the readers refuse with EP), and the readers take it.
+TEST(RoundTrip, MoeWithExpertParallelismComesBack) {
+  StatusOr<ModelSpec> m = LoadModel("mixtral-8x7b");
+  StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
+  ASSERT_TRUE(m.ok() && hw.ok());
+  StatusOr<Layout> l = ParseLayout("tp=2,pp=1,ep=4,mbs=1,gbs=64,zero=1,sp=on,overlap_tp=backward,attention=cudnn");
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  StatusOr<Layout> planned = ResolveLayoutFor(*l, 16, *hw);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  for (const char* format : {"megatron", "nemo"}) {
+    StatusOr<std::string> config = EmitFor(format, *m, *planned);
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    EXPECT_NE(config->find("alltoall"), std::string::npos) << format << "\n" << *config;
+    const RoundTrip rt = CheckRoundTrip(format, *config, *m, Cluster(*hw, 16), 16, *planned, 80e9);
+    EXPECT_TRUE(rt.differences.empty()) << format << ": " << rt.Summary() << "\n" << *config;
+  }
+}
+
 }  // namespace
 }  // namespace shardsim::planner

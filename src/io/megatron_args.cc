@@ -131,6 +131,7 @@ const std::map<std::string, Kind>& Known() {
       {"--expert-model-parallel-size", Kind::kInt},
       {"--expert-tensor-parallel-size", Kind::kInt},
       {"--moe-extended-tp", Kind::kSwitch},
+      {"--moe-token-dispatcher-type", Kind::kText},
       {"--sequence-parallel", Kind::kSwitch},
       {"--moe-expert-capacity-factor", Kind::kNumber},
       {"--num-layers-per-virtual-pipeline-stage", Kind::kInt},
@@ -244,6 +245,23 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
                                                  " with --tensor-model-parallel-size " + std::to_string(l.tp) +
                                                  ": shardsim splits the experts as the attention (expert tensor parallelism "
                                                  "= tensor parallelism, Megatron-LM's default); another split is not modelled");
+  }
+  // The token dispatcher: shardsim prices alltoall (ops.cc, layer_plan.cc); the allgather
+  // dispatcher, Megatron-LM's default [_add_moe_args], hands every token to every expert-parallel
+  // rank and is not modelled, so an MoE model with EP over it is refused rather than priced as
+  // alltoall; flex (DeepEP, HybridEP) exchanges the same tokens all-to-all and is read as it.
+  const std::string dispatcher = r.Choice("--moe-token-dispatcher-type", "allgather", {"allgather", "alltoall", "flex"});
+  if (m.moe && l.ep > 1 && dispatcher == "allgather") {
+    r.Error("--moe-token-dispatcher-type",
+            "--moe-token-dispatcher-type " + dispatcher + (r.Has("--moe-token-dispatcher-type") ? "" : " (Megatron-LM's default)") +
+                " with --expert-model-parallel-size " + std::to_string(l.ep) +
+                ": shardsim prices the alltoall dispatcher; the allgather one, every token to every expert-parallel "
+                "rank, is not modelled (pass --moe-token-dispatcher-type alltoall)");
+  }
+  if (m.moe && l.ep > 1 && dispatcher == "flex") {
+    out.warnings.push_back(r.Where("--moe-token-dispatcher-type") +
+                           ": --moe-token-dispatcher-type flex priced as alltoall (the same tokens exchanged; "
+                           "DeepEP's and HybridEP's fused kernels are not modelled)");
   }
   if (m.moe && r.Has("--moe-extended-tp")) {
     r.Error("--moe-extended-tp", "--moe-extended-tp (experts split over TP x EP) is not modelled: shardsim splits the "

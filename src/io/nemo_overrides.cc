@@ -29,7 +29,7 @@ const std::vector<std::string>& Paths() {
       "trainer.strategy.tensor_model_parallel_size", "trainer.strategy.pipeline_model_parallel_size",
       "trainer.strategy.virtual_pipeline_model_parallel_size", "trainer.strategy.context_parallel_size",
       "trainer.strategy.sequence_parallel", "trainer.strategy.expert_model_parallel_size",
-      "trainer.strategy.expert_tensor_parallel_size",
+      "trainer.strategy.expert_tensor_parallel_size", "model.config.moe_token_dispatcher_type",
       "model.config.moe_expert_capacity_factor",
       "trainer.strategy.num_layers_in_first_pipeline_stage", "trainer.strategy.num_layers_in_last_pipeline_stage",
       "trainer.strategy.account_for_embedding_in_pipeline_split",
@@ -165,6 +165,22 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
                 " with tensor_model_parallel_size " + std::to_string(l.tp) +
                 ": shardsim splits the experts as the attention (expert tensor parallelism = tensor parallelism, "
                 "Megatron-Core's default); another split is not modelled");
+  }
+  // The token dispatcher as in megatron_args.cc: Megatron-Core's TransformerConfig default is
+  // allgather, which shardsim does not price; flex is read as alltoall.
+  const std::string dispatcher =
+      r.Choice("model.config.moe_token_dispatcher_type", "allgather", {"allgather", "alltoall", "flex"});
+  if (m.moe && l.ep > 1 && dispatcher == "allgather") {
+    r.Error("model.config.moe_token_dispatcher_type",
+            "model.config.moe_token_dispatcher_type allgather" +
+                std::string(r.Has("model.config.moe_token_dispatcher_type") ? "" : " (Megatron-Core's default)") +
+                " with expert_model_parallel_size " + std::to_string(l.ep) +
+                ": shardsim prices the alltoall dispatcher; the allgather one is not modelled (set it to \"alltoall\")");
+  }
+  if (m.moe && l.ep > 1 && dispatcher == "flex") {
+    out.warnings.push_back(r.Where("model.config.moe_token_dispatcher_type") +
+                           ": moe_token_dispatcher_type flex priced as alltoall (DeepEP's and HybridEP's fused "
+                           "kernels are not modelled)");
   }
   if (r.Text("model.config.moe_expert_capacity_factor", "None") != "None") {
     l.moe_capacity = r.Number("model.config.moe_expert_capacity_factor", 0, 0, 64);
