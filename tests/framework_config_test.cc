@@ -194,6 +194,64 @@ TEST(MegatronArgs, ExpertTensorParallelOtherThanTpIsRefused) {
   ASSERT_TRUE(nnone.ok()) << nnone.status().message();
 }
 
+// Settings that change what runs but that shardsim does not model are refused where they stand,
+// not priced as Megatron-LM's default; their defaults, or values that are the default, read.
+TEST(MegatronArgs, WhatIsNotModelledIsRefused) {
+  const std::string shape = "--num-layers 8 --hidden-size 512 --num-attention-heads 8 --seq-length 128 ";
+  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"--recompute-granularity selective --recompute-modules mlp moe_act",
+            "--recompute-modules mlp moe_act: recomputing other modules than the attention core (core_attn) is not modelled"},
+           {"--use-torch-fsdp2", "--use-torch-fsdp2: Megatron-Core's FSDP"},
+           {"--use-megatron-fsdp", "--use-megatron-fsdp: Megatron-Core's FSDP"},
+           {"--context-parallel-size 2 --cp-comm-type a2a", "context parallelism by a2a"},
+           {"--num-distributed-optimizer-instances 2", "sharded over part of the data-parallel ranks"},
+           {"--pipeline-model-parallel-layout 'E|t*4|t*4,L'", "a custom pipeline layout"},
+           {"--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+            "--microbatch-group-size-per-virtual-pipeline-stage 4",
+            "micro-batch groups are not the pipeline size"},
+           {"--fp8-format hybrid --first-last-layers-bf16", "bf16 first and last layers under fp8"},
+           {"--fp4-format e2m1", "fp4 training"}}) {
+    StatusOr<MegatronRead> r = ParseMegatronArgs(shape + args, "args");
+    ASSERT_FALSE(r.ok()) << args;
+    EXPECT_TRUE(Contains(r.status().message(), "args:1:")) << r.status().message();
+    EXPECT_TRUE(Contains(r.status().message(), expected)) << r.status().message();
+  }
+  for (const std::string& args : {std::string("--recompute-granularity selective --recompute-modules core_attn"),
+                                  std::string("--recompute-granularity full --recompute-method uniform "
+                                              "--recompute-num-layers 1 --recompute-modules mlp"),
+                                  std::string("--context-parallel-size 2 --cp-comm-type p2p"),
+                                  std::string("--cp-comm-type a2a"),  // no context parallelism: no effect
+                                  std::string("--num-distributed-optimizer-instances 1"),
+                                  std::string("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+                                              "--microbatch-group-size-per-virtual-pipeline-stage 2")}) {
+    StatusOr<MegatronRead> r = ParseMegatronArgs(shape + args, "args");
+    EXPECT_TRUE(r.ok()) << args << ": " << r.status().message();
+  }
+  // NeMo's overrides, the same settings under their recipe paths.
+  const std::string nemo =
+      "recipe.model.config.num_layers = 2\nrecipe.model.config.hidden_size = 1024\n"
+      "recipe.model.config.num_attention_heads = 8\nrecipe.model.config.seq_length = 2048\n";
+  for (const auto& [lines, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"recipe.model.config.recompute_granularity = \"selective\"\n"
+            "recipe.model.config.recompute_modules = [\"mlp\"]\n",
+            "recomputing other modules than the attention core"},
+           {"recipe.trainer.strategy.fsdp = \"megatron\"\n", "Megatron-Core's FSDP"},
+           {"recipe.trainer.strategy.context_parallel_size = 2\nrecipe.model.config.cp_comm_type = \"a2a\"\n",
+            "context parallelism by a2a"},
+           {"recipe.trainer.strategy.num_distributed_optimizer_instances = 2\n", "part of the data-parallel ranks"},
+           {"recipe.trainer.plugins.fp4 = \"nvfp4\"\n", "fp4 training"}}) {
+    StatusOr<MegatronRead> r = ParseNemoOverrides(nemo + lines, "o.py");
+    ASSERT_FALSE(r.ok()) << lines;
+    EXPECT_TRUE(Contains(r.status().message(), "o.py:")) << r.status().message();
+    EXPECT_TRUE(Contains(r.status().message(), expected)) << r.status().message();
+  }
+  StatusOr<MegatronRead> core = ParseNemoOverrides(
+      nemo + "recipe.model.config.recompute_granularity = \"selective\"\n"
+             "recipe.model.config.recompute_modules = [\"core_attn\"]\n",
+      "o.py");
+  EXPECT_TRUE(core.ok()) << core.status().message();
+}
+
 // The token dispatcher: shardsim prices alltoall. With expert parallelism, Megatron-LM's
 // default (allgather) or an explicit allgather is refused, naming the flag to pass; flex reads
 // as alltoall with a warning; without EP (or without experts) the dispatcher does not matter.

@@ -36,26 +36,4 @@ StatusOr<CudaGraphScopes> ReadCudaGraphScopes(const std::vector<std::string>& va
   return out;
 }
 
-std::vector<std::string> SplitCudaGraphScopes(const std::string& text) {
-  std::string t = Trim(text);
-  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
-  std::vector<std::string> out;
-  std::string word;
-  auto flush = [&]() {
-    std::string w = Trim(word);
-    if (w.size() >= 2 && (w.front() == '"' || w.front() == '\'') && w.back() == w.front()) w = w.substr(1, w.size() - 2);
-    if (!w.empty()) out.push_back(w);
-    word.clear();
-  };
-  for (char c : t) {
-    if (c == ',' || c == ' ' || c == '\t') {
-      flush();
-    } else {
-      word += c;
-    }
-  }
-  flush();
-  return out;
-}
-
 }  // namespace shardsim

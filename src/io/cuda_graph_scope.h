@@ -30,8 +30,4 @@ struct CudaGraphScopes {
 // accepts and the nearest accepted name; the caller adds where it stands.
 StatusOr<CudaGraphScopes> ReadCudaGraphScopes(const std::vector<std::string>& values);
 
-// The values of one setting written as words ("attn mlp"), a comma list ("attn,mlp") or a
-// Python list of strings (["attn", "mlp"]); empty pieces dropped.
-std::vector<std::string> SplitCudaGraphScopes(const std::string& text);
-
 }  // namespace shardsim

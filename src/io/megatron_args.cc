@@ -132,6 +132,16 @@ const std::map<std::string, Kind>& Known() {
       {"--expert-tensor-parallel-size", Kind::kInt},
       {"--moe-extended-tp", Kind::kSwitch},
       {"--moe-token-dispatcher-type", Kind::kText},
+      // Read to refuse what shardsim does not model (ReadLayout, "not modelled").
+      {"--recompute-modules", Kind::kList},
+      {"--use-torch-fsdp2", Kind::kSwitch},
+      {"--use-megatron-fsdp", Kind::kSwitch},
+      {"--cp-comm-type", Kind::kList},
+      {"--num-distributed-optimizer-instances", Kind::kInt},
+      {"--pipeline-model-parallel-layout", Kind::kText},
+      {"--microbatch-group-size-per-virtual-pipeline-stage", Kind::kInt},
+      {"--first-last-layers-bf16", Kind::kSwitch},
+      {"--fp4-format", Kind::kText},
       {"--sequence-parallel", Kind::kSwitch},
       {"--moe-expert-capacity-factor", Kind::kNumber},
       {"--num-layers-per-virtual-pipeline-stage", Kind::kInt},
@@ -229,6 +239,48 @@ ModelSpec ReadModel(LocatedValues& r, MegatronRead& out) {
   }
   m.mtp_layers = r.Int("--mtp-num-layers", 0, 0);  // _add_mtp_args: None, no MTP
   return m;
+}
+
+// Settings that change what runs but that shardsim does not model: refused where they stand
+// rather than priced as Megatron-LM's default (arguments.py @ 000c4ac24f61).
+void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l) {
+  auto refuse = [&](const std::string& flag, const std::string& what) {
+    r.Error(flag, flag + (r.Text(flag, "").empty() ? "" : " " + r.Text(flag, "")) + ": " + what + " is not modelled");
+  };
+  // Selective recompute is the attention core's (recompute=selective, Korthikanti et al. 2022);
+  // --recompute-modules' default, ["core_attn"], is that (the modules matter only to it).
+  if (l.recompute == Recompute::kSelective && r.Has("--recompute-modules") &&
+      r.Text("--recompute-modules", "") != "core_attn") {
+    refuse("--recompute-modules", "recomputing other modules than the attention core (core_attn)");
+  }
+  for (const char* fsdp : {"--use-torch-fsdp2", "--use-megatron-fsdp"}) {
+    if (r.Has(fsdp)) {
+      refuse(fsdp, "Megatron-Core's FSDP (price a ZeRO-3-like run with --layout zero=3 instead)");
+    }
+  }
+  // Context parallelism is the ring exchange of keys and values (p2p, the default).
+  if (l.cp > 1 && r.Has("--cp-comm-type")) {
+    for (const std::string& type : SplitValueList(r.Text("--cp-comm-type", ""))) {
+      if (type != "p2p") {
+        refuse("--cp-comm-type", "context parallelism by " + type + " (shardsim prices p2p, the ring)");
+        break;
+      }
+    }
+  }
+  if (r.Int("--num-distributed-optimizer-instances", 1) > 1) {
+    refuse("--num-distributed-optimizer-instances", "a distributed optimizer sharded over part of the data-parallel ranks");
+  }
+  if (r.Has("--pipeline-model-parallel-layout")) {
+    refuse("--pipeline-model-parallel-layout",
+           "a custom pipeline layout (--decoder-first/last-pipeline-num-layers are read)");
+  }
+  if (r.Has("--microbatch-group-size-per-virtual-pipeline-stage") &&
+      r.Int("--microbatch-group-size-per-virtual-pipeline-stage", 1) != l.pp) {
+    refuse("--microbatch-group-size-per-virtual-pipeline-stage",
+           "an interleaved schedule whose micro-batch groups are not the pipeline size");
+  }
+  if (r.Has("--first-last-layers-bf16")) refuse("--first-last-layers-bf16", "bf16 first and last layers under fp8");
+  if (r.Has("--fp4-format")) refuse("--fp4-format", "fp4 training");
 }
 
 Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
@@ -349,7 +401,7 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
     r.Error("--cuda-graph-modules", "--cuda-graph-scope and --cuda-graph-modules cannot be used together (validate_args)");
   }
   const std::string flag = r.Has("--cuda-graph-modules") ? "--cuda-graph-modules" : "--cuda-graph-scope";
-  StatusOr<CudaGraphScopes> scopes = ReadCudaGraphScopes(SplitCudaGraphScopes(r.Text(flag, "")));
+  StatusOr<CudaGraphScopes> scopes = ReadCudaGraphScopes(SplitValueList(r.Text(flag, "")));
   if (!scopes.ok()) {
     r.Error(flag, flag + ": " + scopes.status().message());
   } else {
@@ -379,6 +431,8 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
   } else if (impl != "none") {
     l.cuda_graphs = CudaGraphs::kLayers;
   }
+
+  RefuseWhatIsNotModelled(r, l);
 
   if (r.Has("--bf16") && r.Has("--fp16")) r.Error("--fp16", "--bf16 and --fp16 both given");
   l.dtype = r.Has("--bf16") ? DType::kBf16 : r.Has("--fp16") ? DType::kFp16 : DType::kFp32;

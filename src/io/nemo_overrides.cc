@@ -30,6 +30,11 @@ const std::vector<std::string>& Paths() {
       "trainer.strategy.virtual_pipeline_model_parallel_size", "trainer.strategy.context_parallel_size",
       "trainer.strategy.sequence_parallel", "trainer.strategy.expert_model_parallel_size",
       "trainer.strategy.expert_tensor_parallel_size", "model.config.moe_token_dispatcher_type",
+      // Read to refuse what shardsim does not model (RefuseWhatIsNotModelled).
+      "model.config.recompute_modules", "trainer.strategy.fsdp", "model.config.cp_comm_type",
+      "trainer.strategy.num_distributed_optimizer_instances", "trainer.strategy.pipeline_model_parallel_layout",
+      "trainer.strategy.microbatch_group_size_per_vp_stage", "trainer.strategy.moe_extended_tp",
+      "model.config.first_last_layers_bf16", "trainer.plugins.first_last_layers_bf16", "trainer.plugins.fp4",
       "model.config.moe_expert_capacity_factor",
       "trainer.strategy.num_layers_in_first_pipeline_stage", "trainer.strategy.num_layers_in_last_pipeline_stage",
       "trainer.strategy.account_for_embedding_in_pipeline_split",
@@ -51,6 +56,56 @@ std::string Unquote(const std::string& v) {
 }  // namespace
 
 std::vector<std::string> NemoPathsRead() { return Paths(); }
+
+namespace {
+
+// As megatron_args.cc's: settings that change what runs but that shardsim does not model,
+// refused where they stand rather than priced as the defaults (None, False, the defaults'
+// values).
+void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l, const ModelSpec& m) {
+  auto set = [&](const std::string& path) { return r.Text(path, "None") != "None"; };
+  auto refuse = [&](const std::string& path, const std::string& what) {
+    r.Error(path, path + " " + r.Text(path, "") + ": " + what + " is not modelled");
+  };
+  if (l.recompute == Recompute::kSelective && set("model.config.recompute_modules")) {
+    const std::vector<std::string> modules = SplitValueList(r.Text("model.config.recompute_modules", ""));
+    if (modules != std::vector<std::string>{"core_attn"}) {
+      refuse("model.config.recompute_modules", "recomputing other modules than the attention core (core_attn)");
+    }
+  }
+  if (set("trainer.strategy.fsdp")) {
+    refuse("trainer.strategy.fsdp", "Megatron-Core's FSDP (price a ZeRO-3-like run with --layout zero=3 instead)");
+  }
+  if (l.cp > 1 && set("model.config.cp_comm_type")) {
+    for (const std::string& type : SplitValueList(r.Text("model.config.cp_comm_type", ""))) {
+      if (type != "p2p") {
+        refuse("model.config.cp_comm_type", "context parallelism by " + type + " (shardsim prices p2p, the ring)");
+        break;
+      }
+    }
+  }
+  if (r.Int("trainer.strategy.num_distributed_optimizer_instances", 1) > 1) {
+    refuse("trainer.strategy.num_distributed_optimizer_instances",
+           "a distributed optimizer sharded over part of the data-parallel ranks");
+  }
+  if (set("trainer.strategy.pipeline_model_parallel_layout")) {
+    refuse("trainer.strategy.pipeline_model_parallel_layout", "a custom pipeline layout");
+  }
+  if (set("trainer.strategy.microbatch_group_size_per_vp_stage") &&
+      r.Int("trainer.strategy.microbatch_group_size_per_vp_stage", 1) != l.pp) {
+    refuse("trainer.strategy.microbatch_group_size_per_vp_stage",
+           "an interleaved schedule whose micro-batch groups are not the pipeline size");
+  }
+  if (m.moe && r.Bool("trainer.strategy.moe_extended_tp", false)) {
+    refuse("trainer.strategy.moe_extended_tp", "experts split over TP x EP");
+  }
+  for (const char* path : {"model.config.first_last_layers_bf16", "trainer.plugins.first_last_layers_bf16"}) {
+    if (r.Bool(path, false)) refuse(path, "bf16 first and last layers under fp8");
+  }
+  if (set("trainer.plugins.fp4")) refuse("trainer.plugins.fp4", "fp4 training");
+}
+
+}  // namespace
 
 StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::string& name) {
   MegatronRead out;
@@ -228,7 +283,7 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   // ("full_iteration"); the scope's values as src/io/cuda_graph_scope.h reads them, a module
   // scope ("attn", ...) priced as the whole layer, with a warning.
   StatusOr<CudaGraphScopes> scopes =
-      ReadCudaGraphScopes(SplitCudaGraphScopes(r.Text("model.config.cuda_graph_scope", "full")));
+      ReadCudaGraphScopes(SplitValueList(r.Text("model.config.cuda_graph_scope", "full")));
   if (!scopes.ok()) {
     r.Error("model.config.cuda_graph_scope", "model.config.cuda_graph_scope: " + scopes.status().message());
   } else if (r.Bool("model.config.enable_cuda_graph", false)) {
@@ -243,6 +298,7 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
                              "host's launch time is a lower bound");
     }
   }
+  RefuseWhatIsNotModelled(r, l, out.model);
   SHARDSIM_RETURN_IF_ERROR(r.status());
   return out;
 }

@@ -28,6 +28,10 @@ std::string Fmt(const char* format, double v);
 // "a, b, c"
 std::string Join(const std::vector<std::string>& items, std::string_view sep);
 
+// The values of one setting written as words ("attn mlp"), a comma list ("attn,mlp") or a
+// Python list of strings (["attn", "mlp"]); empty pieces dropped.
+std::vector<std::string> SplitValueList(const std::string& text);
+
 // `text` as a YAML double-quoted scalar (YAML 1.2, 7.3.1): the quotes, with '\\' and '"'
 // escaped and control characters as \xNN, so any string reads back as itself.
 std::string YamlQuoted(std::string_view text);
