@@ -248,6 +248,29 @@ TEST(TorchtitanConfig, ErrorsAreLocatedAndSayWhy) {
   EXPECT_NE(flav.status().message().find("did you mean '8B'"), std::string::npos) << flav.status().message();
 }
 
+// torchao's float8 as shardsim prices it: tensorwise (recipe unset or "tensorwise"), the output
+// layer alone left in bf16 (or nothing); rowwise scaling, other linears in bf16 and emulation are
+// refused where they stand, not priced as tensorwise.
+TEST(TorchtitanConfig, Float8IsTensorwiseWithTheOutputInBf16) {
+  const std::string head = "[model]\nflavor = \"8B\"\nconverters = [\"quantize.linear.float8\"]\n"
+                           "[activation_checkpoint]\nmode = \"none\"\n[compile]\nenable = true\n"
+                           "[quantize.linear.float8]\n";
+  for (const std::string& body : {std::string(""), std::string("recipe_name = \"tensorwise\"\nfilter_fqns = [\"output\"]\n"),
+                                  std::string("filter_fqns = []\n")}) {
+    StatusOr<TorchtitanRead> r = ParseTorchtitanToml(head + body, "f.toml");
+    ASSERT_TRUE(r.ok()) << body << ": " << r.status().message();
+    EXPECT_EQ(r->layout.dtype, DType::kFp8) << body;
+  }
+  for (const auto& [body, want] : std::vector<std::pair<std::string, std::string>>{
+           {"recipe_name = \"rowwise\"\n", "f.toml:9:15: quantize.linear.float8.recipe_name \"rowwise\": rowwise float8 scaling is not modelled"},
+           {"filter_fqns = [\"output\", \"attention.wq\"]\n", "'attention.wq' left in bf16 is not modelled"},
+           {"emulate = true\n", "emulated float8 GEMMs are not modelled"}}) {
+    StatusOr<TorchtitanRead> r = ParseTorchtitanToml(head + body, "f.toml");
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << body << " -> " << r.status().message();
+  }
+}
+
 // Every layout torchtitan runs comes back from its emitted config as planned (model included);
 // the other layouts are refused with the reason.
 TEST(TorchtitanEmit, EveryRunnableLayoutReadsBackAsPlanned) {

@@ -27,7 +27,8 @@ const std::vector<std::string>& KeysRead() {
       "parallelism.pipeline_parallel_layers_per_stage", "parallelism.module_fqns_per_model_part",
       "parallelism.context_parallel_degree", "parallelism.expert_parallel_degree",
       "parallelism.expert_tensor_parallel_degree", "activation_checkpoint.mode",
-      "activation_checkpoint.selective_ac_option", "compile.enable", "compile.components"};
+      "activation_checkpoint.selective_ac_option", "compile.enable", "compile.components",
+      "quantize.linear.float8.recipe_name", "quantize.linear.float8.filter_fqns", "quantize.linear.float8.emulate"};
   return *kRead;
 }
 
@@ -322,6 +323,27 @@ StatusOr<TorchtitanRead> ParseTorchtitanToml(const std::string& text, const std:
     if (c == "quantize.linear.float8") continue;
     r.Error("model.converters", "model.converters: '" + c + "' is not modelled" +
             (c == "float8" ? " (nor registered: torchtitan v0.2.2 names it 'quantize.linear.float8')" : std::string(" (only quantize.linear.float8)")));
+  }
+  // torchao's float8 as shardsim prices it (src/cost/ops.cc Fp8Casts): tensorwise scaling (the
+  // default, recipe_name unset), every linear of the blocks in float8 and the output layer in
+  // bf16 (filter_fqns ["output"], what plan --emit torchtitan writes; unset, torchao converts the
+  // output layer too, and shardsim prices it 16-bit: slightly slow). Rowwise scaling, other
+  // linears left in bf16 and emulation would run other kernels: refused, not priced as these.
+  const std::string recipe = r.Choice("quantize.linear.float8.recipe_name", "tensorwise",
+                                      {"tensorwise", "rowwise", "rowwise_with_gw_hp"});
+  if (recipe != "tensorwise") {
+    r.Error("quantize.linear.float8.recipe_name", "quantize.linear.float8.recipe_name \"" + recipe +
+                                                      "\": rowwise float8 scaling is not modelled (shardsim prices tensorwise)");
+  }
+  for (const std::string& fqn : r.List("quantize.linear.float8.filter_fqns")) {
+    if (fqn != "output") {
+      r.Error("quantize.linear.float8.filter_fqns", "quantize.linear.float8.filter_fqns: '" + fqn +
+                                                        "' left in bf16 is not modelled (only the output layer)");
+      break;
+    }
+  }
+  if (r.Bool("quantize.linear.float8.emulate", false)) {
+    r.Error("quantize.linear.float8.emulate", "quantize.linear.float8.emulate: emulated float8 GEMMs are not modelled");
   }
   const std::string param = r.Choice("training.mixed_precision_param", "bfloat16", {"bfloat16", "float32"});
   r.Choice("training.mixed_precision_reduce", "float32", {"float32"});
