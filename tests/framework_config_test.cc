@@ -485,6 +485,15 @@ TEST(DeepSpeedConfig, StageTwoDefaultsAndErrors) {
        "3 x 2 does not divide it"},
       {R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 4}})",
        "expected a ZeRO stage 0..3, found 4"},
+      // ZeRO++ and MiCS on: refused, not priced as plain ZeRO-3.
+      {R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}})",
+       "hierarchical partitioning (hpZ) is not modelled"},
+      {R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "zero_quantized_weights": true}})",
+       "quantized communication (zero_quantized_weights) is not modelled"},
+      {R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "zero_quantized_gradients": true}})",
+       "quantized communication (zero_quantized_gradients) is not modelled"},
+      {R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "mics_shard_size": 8}})",
+       "MiCS"},
   };
   for (const Case& c : cases) {
     StatusOr<DeepSpeedRead> bad = ParseDeepSpeedConfig(c.text, "ds.json", Base());
@@ -496,6 +505,12 @@ TEST(DeepSpeedConfig, StageTwoDefaultsAndErrors) {
       "ds.json", Base());
   ASSERT_FALSE(typo.ok());
   EXPECT_TRUE(Contains(typo.status().message(), "stage3_prefetch_bucket_size")) << typo.status().message();
+  // Their defaults, written out, read.
+  StatusOr<DeepSpeedRead> plain = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3,
+  "zero_hpz_partition_size": 1, "zero_quantized_weights": false, "zero_quantized_gradients": false, "mics_shard_size": -1}})",
+      "ds.json", Base());
+  EXPECT_TRUE(plain.ok()) << plain.status().message();
 }
 
 }  // namespace

@@ -101,6 +101,18 @@ StatusOr<DeepSpeedRead> ParseDeepSpeedConfig(const std::string& text, const std:
     if ((opt && *opt == "nvme") || (par && *par == "nvme")) {
       out.warnings.push_back("offload device nvme is read as host memory (shardsim prices PCIe to the host, not NVMe)");
     }
+    // ZeRO++ and MiCS change what is exchanged and kept (a node-local secondary copy of the
+    // weights, int8 weights or gradients on the wire, sharding over a sub-group): refused when
+    // on, not priced as plain ZeRO (deepspeed/runtime/zero/config.py defaults: 1, false, false, -1).
+    if (zero->OptionalInt("zero_hpz_partition_size", 0).value_or(1) > 1) {
+      zero->Error("zero_hpz_partition_size", "ZeRO++'s hierarchical partitioning (hpZ) is not modelled");
+    }
+    for (const char* q : {"zero_quantized_weights", "zero_quantized_gradients"}) {
+      if (zero->OptionalBool(q).value_or(false)) zero->Error(q, std::string("ZeRO++'s quantized communication (") + q + ") is not modelled");
+    }
+    if (zero->OptionalInt("mics_shard_size", -1).value_or(-1) > 0) {
+      zero->Error("mics_shard_size", "MiCS (sharding over a sub-group of the data-parallel ranks) is not modelled");
+    }
     for (const std::string& k : UnmodelledZeroKeys()) {
       if (zero->Has(k)) out.ignored.push_back("zero_optimization." + k);
     }
