@@ -189,6 +189,10 @@ void AddParallelism(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
   // The token dispatcher shardsim prices (ops.cc, layer_plan.cc): alltoall, which Megatron-LM
   // runs only when asked (its default is allgather, arguments.py _add_moe_args).
   if (m.moe) a.Flag("--moe-token-dispatcher-type", "alltoall");
+  // A rank's experts as one grouped GEMM (TEGroupedMLP), as shardsim prices them; without the
+  // flag Megatron-Core runs SequentialMLP, a loop over the rank's experts
+  // (transformer_engine_spec_provider.py grouped_mlp_modules).
+  if (m.moe) a.Flag("--moe-grouped-gemm");
   // _add_moe_args: an expert's capacity, tokens beyond it dropped (--moe-token-drop-policy
   // probs, the default, drops the lowest-probability ones).
   if (m.moe && l.moe_capacity > 0) a.Flag("--moe-expert-capacity-factor", Ratio(l.moe_capacity));

@@ -117,6 +117,8 @@ void Parallelism(const ModelSpec& m, const Layout& l, Overrides& o) {
   // The alltoall token dispatcher, as shardsim prices it (Megatron-Core's TransformerConfig
   // default is allgather).
   if (m.moe) o.Set("model.config.moe_token_dispatcher_type", PyStr("alltoall"));
+  // The rank's experts as one grouped GEMM (TEGroupedMLP); TransformerConfig's default is False.
+  if (m.moe) o.Set("model.config.moe_grouped_gemm", Py(true));
   if (m.moe && l.moe_capacity > 0) {  // TransformerConfig.moe_expert_capacity_factor (None: no capacity)
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", l.moe_capacity);

@@ -109,6 +109,7 @@ const std::map<std::string, MegatronOption>& KnownMegatronOptions() {
       // _add_moe_args
       {"--expert-model-parallel-size", {Kind::kInt, {}}},
       {"--moe-token-dispatcher-type", {Kind::kChoice, {"allgather", "alltoall", "flex"}}},
+      {"--moe-grouped-gemm", {Kind::kSwitch, {}}},
       {"--num-experts", {Kind::kInt, {}}},
       {"--moe-ffn-hidden-size", {Kind::kInt, {}}},
       {"--moe-layer-freq", {Kind::kFreq, {}}},

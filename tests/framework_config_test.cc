@@ -270,6 +270,13 @@ TEST(MegatronArgs, TokenDispatcherIsAlltoall) {
   StatusOr<MegatronRead> a2a = ParseMegatronArgs(moe + "--expert-model-parallel-size 4 --moe-token-dispatcher-type alltoall", "args");
   ASSERT_TRUE(a2a.ok()) << a2a.status().message();
   EXPECT_EQ(a2a->layout.ep, 4);
+  // 8 experts over ep 4: two a rank, run one after another without --moe-grouped-gemm.
+  EXPECT_TRUE(Contains(Join(a2a->warnings, "\n"), "runs each rank's 2 experts one after another (SequentialMLP)"))
+      << Join(a2a->warnings, "\n");
+  StatusOr<MegatronRead> grouped = ParseMegatronArgs(
+      moe + "--expert-model-parallel-size 4 --moe-token-dispatcher-type alltoall --moe-grouped-gemm", "args");
+  ASSERT_TRUE(grouped.ok()) << grouped.status().message();
+  EXPECT_FALSE(Contains(Join(grouped->warnings, "\n"), "SequentialMLP")) << Join(grouped->warnings, "\n");
   StatusOr<MegatronRead> flex = ParseMegatronArgs(moe + "--expert-model-parallel-size 4 --moe-token-dispatcher-type flex", "args");
   ASSERT_TRUE(flex.ok()) << flex.status().message();
   EXPECT_TRUE(Contains(Join(flex->warnings, "\n"), "flex priced as alltoall")) << Join(flex->warnings, "\n");

@@ -134,7 +134,8 @@ TEST(RoundTrip, CudaGraphsComeBack) {
 
 // An MoE layout with expert parallelism comes back from both Megatron-Core formats: the
 // exports name the alltoall token dispatcher shardsim prices (Megatron-LM's and Megatron-Core's
-// default is allgather, which the readers refuse with EP), and the readers take it.
+// default is allgather, which the readers refuse with EP) and the grouped experts' GEMM (the
+// default runs a rank's experts one after another), and the readers take them.
 TEST(RoundTrip, MoeWithExpertParallelismComesBack) {
   StatusOr<ModelSpec> m = LoadModel("mixtral-8x7b");
   StatusOr<HardwareSpec> hw = LoadHardware("dgx-h100");
@@ -147,6 +148,9 @@ TEST(RoundTrip, MoeWithExpertParallelismComesBack) {
     StatusOr<std::string> config = EmitFor(format, *m, *planned);
     ASSERT_TRUE(config.ok()) << config.status().message();
     EXPECT_NE(config->find("alltoall"), std::string::npos) << format << "\n" << *config;
+    const bool grouped = config->find("--moe-grouped-gemm") != std::string::npos ||
+                         config->find("moe_grouped_gemm = True") != std::string::npos;
+    EXPECT_TRUE(grouped) << format << "\n" << *config;
     const RoundTrip rt = CheckRoundTrip(format, *config, *m, Cluster(*hw, 16), 16, *planned, 80e9);
     EXPECT_TRUE(rt.differences.empty()) << format << ": " << rt.Summary() << "\n" << *config;
   }

@@ -5,6 +5,7 @@
 #include "src/io/mla_keys.h"
 #include "src/io/moe_layer_freq.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -132,6 +133,7 @@ const std::map<std::string, Kind>& Known() {
       {"--expert-tensor-parallel-size", Kind::kInt},
       {"--moe-extended-tp", Kind::kSwitch},
       {"--moe-token-dispatcher-type", Kind::kText},
+      {"--moe-grouped-gemm", Kind::kSwitch},
       // Read to refuse what shardsim does not model (ReadLayout, "not modelled").
       {"--recompute-modules", Kind::kList},
       {"--use-torch-fsdp2", Kind::kSwitch},
@@ -314,6 +316,14 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
     out.warnings.push_back(r.Where("--moe-token-dispatcher-type") +
                            ": --moe-token-dispatcher-type flex priced as alltoall (the same tokens exchanged; "
                            "DeepEP's and HybridEP's fused kernels are not modelled)");
+  }
+  // Without --moe-grouped-gemm Megatron-Core runs a rank's experts one after another
+  // (SequentialMLP); shardsim prices them as one grouped GEMM: a lower bound there.
+  if (m.moe && !r.Has("--moe-grouped-gemm") && m.moe->experts / std::max<int64_t>(1, l.ep) > 1) {
+    out.warnings.push_back("no --moe-grouped-gemm: Megatron-Core runs each rank's " +
+                           std::to_string(m.moe->experts / std::max<int64_t>(1, l.ep)) +
+                           " experts one after another (SequentialMLP); shardsim prices them as one grouped GEMM, "
+                           "so the experts' time is a lower bound");
   }
   if (m.moe && r.Has("--moe-extended-tp")) {
     r.Error("--moe-extended-tp", "--moe-extended-tp (experts split over TP x EP) is not modelled: shardsim splits the "

@@ -4,6 +4,7 @@
 #include "src/io/mla_keys.h"
 #include "src/io/moe_layer_freq.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "src/io/located_values.h"
@@ -30,6 +31,7 @@ const std::vector<std::string>& Paths() {
       "trainer.strategy.virtual_pipeline_model_parallel_size", "trainer.strategy.context_parallel_size",
       "trainer.strategy.sequence_parallel", "trainer.strategy.expert_model_parallel_size",
       "trainer.strategy.expert_tensor_parallel_size", "model.config.moe_token_dispatcher_type",
+      "model.config.moe_grouped_gemm",
       // Read to refuse what shardsim does not model (RefuseWhatIsNotModelled).
       "model.config.recompute_modules", "trainer.strategy.fsdp", "model.config.cp_comm_type",
       "trainer.strategy.num_distributed_optimizer_instances", "trainer.strategy.pipeline_model_parallel_layout",
@@ -236,6 +238,13 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
     out.warnings.push_back(r.Where("model.config.moe_token_dispatcher_type") +
                            ": moe_token_dispatcher_type flex priced as alltoall (DeepEP's and HybridEP's fused "
                            "kernels are not modelled)");
+  }
+  // TransformerConfig.moe_grouped_gemm False (the default): SequentialMLP, priced as grouped.
+  if (m.moe && !r.Bool("model.config.moe_grouped_gemm", false) && m.moe->experts / std::max<int64_t>(1, l.ep) > 1) {
+    out.warnings.push_back("model.config.moe_grouped_gemm False: Megatron-Core runs each rank's " +
+                           std::to_string(m.moe->experts / std::max<int64_t>(1, l.ep)) +
+                           " experts one after another (SequentialMLP); shardsim prices them as one grouped GEMM, "
+                           "so the experts' time is a lower bound");
   }
   if (r.Text("model.config.moe_expert_capacity_factor", "None") != "None") {
     l.moe_capacity = r.Number("model.config.moe_expert_capacity_factor", 0, 0, 64);
