@@ -28,8 +28,10 @@ std::string ShortLayout(const Layout& l) {
   if (l.embedding_in_split) o << " +emb";
   if (l.loss_in_split) o << " +loss";
   o << " mbs" << l.mbs << " z" << l.zero << (l.sp ? " sp" : "");
-  // TP overlap, which the planner searches: "ovl" the backward's, "ub" userbuffers' (all).
-  if (l.tp > 1 && l.overlap_tp != TpOverlap::kOff) o << (l.overlap_tp == TpOverlap::kOn ? " ub" : " ovl");
+  // TP overlap, which the planner searches: "ovl" the backward's, "ub" userbuffers' (all), or
+  // with separate linears (torchtitan) "async" for its async TP.
+  if (l.tp > 1 && l.overlap_tp == TpOverlap::kBackward) o << " ovl";
+  if (l.tp > 1 && l.overlap_tp == TpOverlap::kOn) o << (SeparateLinears(l.kernels) ? " async" : " ub");
   o << " " << RecomputeName(l.recompute);
   if (l.pp > 1) o << " " << ScheduleName(l.schedule);
   if (l.offload != Offload::kNone) o << " off:" << OffloadName(l.offload);

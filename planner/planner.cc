@@ -949,7 +949,10 @@ Robustness RobustnessOf(const Candidate& c, double score, double memory_limit_by
   if (l.grad_compression > 1) r.features.push_back("gradient compression");
   // Only userbuffers' overlap is a feature to switch on: the backward's overlap is what
   // Megatron-Core and Transformer Engine do by default.
-  if (l.overlap_tp == TpOverlap::kOn) r.features.push_back("TP communication overlap (userbuffers)");
+  if (l.overlap_tp == TpOverlap::kOn) {
+    r.features.push_back(SeparateLinears(l.kernels) ? "TP communication overlap (async TP)"
+                                                    : "TP communication overlap (userbuffers)");
+  }
   if (l.fp8_params) r.features.push_back("fp8 parameters");
   r.exposed_comm = ExposedCommFraction(c);
   r.comm_key = comm_step > 0 ? std::floor(r.exposed_comm / comm_step) : r.exposed_comm;
