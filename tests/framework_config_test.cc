@@ -210,7 +210,9 @@ TEST(MegatronArgs, WhatIsNotModelledIsRefused) {
             "--microbatch-group-size-per-virtual-pipeline-stage 4",
             "micro-batch groups are not the pipeline size"},
            {"--fp8-format hybrid --first-last-layers-bf16", "bf16 first and last layers under fp8"},
-           {"--fp4-format e2m1", "fp4 training"}}) {
+           {"--fp4-format e2m1", "fp4 training"},
+           {"--fp8-format hybrid --fp8-recipe mxfp8", "--fp8-recipe mxfp8: fp8 other than per-tensor scaling"},
+           {"--fp8-format e4m3 --fp8-recipe blockwise", "--fp8-recipe blockwise: fp8 other than per-tensor scaling"}}) {
     StatusOr<MegatronRead> r = ParseMegatronArgs(shape + args, "args");
     ASSERT_FALSE(r.ok()) << args;
     EXPECT_TRUE(Contains(r.status().message(), "args:1:")) << r.status().message();
@@ -220,6 +222,8 @@ TEST(MegatronArgs, WhatIsNotModelledIsRefused) {
                                   std::string("--recompute-granularity full --recompute-method uniform "
                                               "--recompute-num-layers 1 --recompute-modules mlp"),
                                   std::string("--context-parallel-size 2 --cp-comm-type p2p"),
+                                  std::string("--fp8-format hybrid --fp8-recipe tensorwise"),
+                                  std::string("--fp8-format hybrid --fp8-recipe delayed"),
                                   std::string("--cp-comm-type a2a"),  // no context parallelism: no effect
                                   std::string("--num-distributed-optimizer-instances 1"),
                                   std::string("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "

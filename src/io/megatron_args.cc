@@ -144,6 +144,7 @@ const std::map<std::string, Kind>& Known() {
       {"--microbatch-group-size-per-virtual-pipeline-stage", Kind::kInt},
       {"--first-last-layers-bf16", Kind::kSwitch},
       {"--fp4-format", Kind::kText},
+      {"--fp8-recipe", Kind::kText},
       {"--sequence-parallel", Kind::kSwitch},
       {"--moe-expert-capacity-factor", Kind::kNumber},
       {"--num-layers-per-virtual-pipeline-stage", Kind::kInt},
@@ -446,6 +447,12 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
 
   if (r.Has("--bf16") && r.Has("--fp16")) r.Error("--fp16", "--bf16 and --fp16 both given");
   l.dtype = r.Has("--bf16") ? DType::kBf16 : r.Has("--fp16") ? DType::kFp16 : DType::kFp32;
+  // Transformer Engine's per-tensor recipes (delayed, the default, and tensorwise current
+  // scaling) are what shardsim prices; MXFP8's and the blockwise recipe's scaling and GEMMs are not.
+  const std::string fp8_recipe = r.Choice("--fp8-recipe", "delayed", {"tensorwise", "delayed", "mxfp8", "blockwise", "custom"});
+  if (r.Has("--fp8-format") && fp8_recipe != "delayed" && fp8_recipe != "tensorwise") {
+    r.Error("--fp8-recipe", "--fp8-recipe " + fp8_recipe + ": fp8 other than per-tensor scaling (delayed, tensorwise) is not modelled");
+  }
   if (r.Has("--fp8-format")) {
     r.Choice("--fp8-format", "hybrid", {"e4m3", "hybrid"});
     l.dtype = DType::kFp8;
