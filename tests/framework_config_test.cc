@@ -223,6 +223,7 @@ TEST(MegatronArgs, WhatIsNotModelledIsRefused) {
                                               "--recompute-num-layers 1 --recompute-modules mlp"),
                                   std::string("--context-parallel-size 2 --cp-comm-type p2p"),
                                   std::string("--fp8-format hybrid --fp8-recipe tensorwise"),
+                                  std::string("--bf16 --first-last-layers-bf16"),  // no fp8: nothing to keep in bf16
                                   std::string("--fp8-format hybrid --fp8-recipe delayed"),
                                   std::string("--cp-comm-type a2a"),  // no context parallelism: no effect
                                   std::string("--num-distributed-optimizer-instances 1"),

@@ -269,6 +269,13 @@ TEST(TorchtitanConfig, Float8IsTensorwiseWithTheOutputInBf16) {
     ASSERT_FALSE(r.ok()) << body;
     EXPECT_NE(r.status().message().find(want), std::string::npos) << body << " -> " << r.status().message();
   }
+  // Without the float8 converter the section applies to nothing: read, bf16.
+  StatusOr<TorchtitanRead> off = ParseTorchtitanToml(
+      "[model]\nflavor = \"8B\"\n[activation_checkpoint]\nmode = \"none\"\n"
+      "[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n",
+      "o.toml");
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_EQ(off->layout.dtype, DType::kBf16);
 }
 
 // Every layout torchtitan runs comes back from its emitted config as planned (model included);

@@ -282,7 +282,9 @@ void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l) {
     refuse("--microbatch-group-size-per-virtual-pipeline-stage",
            "an interleaved schedule whose micro-batch groups are not the pipeline size");
   }
-  if (r.Has("--first-last-layers-bf16")) refuse("--first-last-layers-bf16", "bf16 first and last layers under fp8");
+  if (r.Has("--first-last-layers-bf16") && r.Has("--fp8-format")) {
+    refuse("--first-last-layers-bf16", "bf16 first and last layers under fp8");
+  }
   if (r.Has("--fp4-format")) refuse("--fp4-format", "fp4 training");
 }
 

@@ -102,7 +102,7 @@ void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l, const ModelSpec&
     refuse("trainer.strategy.moe_extended_tp", "experts split over TP x EP");
   }
   for (const char* path : {"model.config.first_last_layers_bf16", "trainer.plugins.first_last_layers_bf16"}) {
-    if (r.Bool(path, false)) refuse(path, "bf16 first and last layers under fp8");
+    if (r.Bool(path, false) && l.dtype == DType::kFp8) refuse(path, "bf16 first and last layers under fp8");
   }
   if (set("trainer.plugins.fp4")) refuse("trainer.plugins.fp4", "fp4 training");
 }

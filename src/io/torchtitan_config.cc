@@ -329,20 +329,22 @@ StatusOr<TorchtitanRead> ParseTorchtitanToml(const std::string& text, const std:
   // bf16 (filter_fqns ["output"], what plan --emit torchtitan writes; unset, torchao converts the
   // output layer too, and shardsim prices it 16-bit: slightly slow). Rowwise scaling, other
   // linears left in bf16 and emulation would run other kernels: refused, not priced as these.
+  // Read only with the converter on: without it torchtitan applies none of them.
+  const bool float8 = !converters.empty();
   const std::string recipe = r.Choice("quantize.linear.float8.recipe_name", "tensorwise",
                                       {"tensorwise", "rowwise", "rowwise_with_gw_hp"});
-  if (recipe != "tensorwise") {
+  if (float8 && recipe != "tensorwise") {
     r.Error("quantize.linear.float8.recipe_name", "quantize.linear.float8.recipe_name \"" + recipe +
                                                       "\": rowwise float8 scaling is not modelled (shardsim prices tensorwise)");
   }
   for (const std::string& fqn : r.List("quantize.linear.float8.filter_fqns")) {
-    if (fqn != "output") {
+    if (float8 && fqn != "output") {
       r.Error("quantize.linear.float8.filter_fqns", "quantize.linear.float8.filter_fqns: '" + fqn +
                                                         "' left in bf16 is not modelled (only the output layer)");
       break;
     }
   }
-  if (r.Bool("quantize.linear.float8.emulate", false)) {
+  if (r.Bool("quantize.linear.float8.emulate", false) && float8) {
     r.Error("quantize.linear.float8.emulate", "quantize.linear.float8.emulate: emulated float8 GEMMs are not modelled");
   }
   const std::string param = r.Choice("training.mixed_precision_param", "bfloat16", {"bfloat16", "float32"});
