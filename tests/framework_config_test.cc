@@ -224,6 +224,8 @@ TEST(MegatronArgs, WhatIsNotModelledIsRefused) {
                                   std::string("--context-parallel-size 2 --cp-comm-type p2p"),
                                   std::string("--fp8-format hybrid --fp8-recipe tensorwise"),
                                   std::string("--bf16 --first-last-layers-bf16"),  // no fp8: nothing to keep in bf16
+                                  std::string("--pipeline-model-parallel-size 2 "
+                                              "--microbatch-group-size-per-virtual-pipeline-stage 4"),  // not interleaved
                                   std::string("--fp8-format hybrid --fp8-recipe delayed"),
                                   std::string("--cp-comm-type a2a"),  // no context parallelism: no effect
                                   std::string("--num-distributed-optimizer-instances 1"),

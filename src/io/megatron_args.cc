@@ -277,7 +277,7 @@ void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l) {
     refuse("--pipeline-model-parallel-layout",
            "a custom pipeline layout (--decoder-first/last-pipeline-num-layers are read)");
   }
-  if (r.Has("--microbatch-group-size-per-virtual-pipeline-stage") &&
+  if (l.vpp > 1 && r.Has("--microbatch-group-size-per-virtual-pipeline-stage") &&
       r.Int("--microbatch-group-size-per-virtual-pipeline-stage", 1) != l.pp) {
     refuse("--microbatch-group-size-per-virtual-pipeline-stage",
            "an interleaved schedule whose micro-batch groups are not the pipeline size");

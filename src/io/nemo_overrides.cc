@@ -93,7 +93,7 @@ void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l, const ModelSpec&
   if (set("trainer.strategy.pipeline_model_parallel_layout")) {
     refuse("trainer.strategy.pipeline_model_parallel_layout", "a custom pipeline layout");
   }
-  if (set("trainer.strategy.microbatch_group_size_per_vp_stage") &&
+  if (l.vpp > 1 && set("trainer.strategy.microbatch_group_size_per_vp_stage") &&
       r.Int("trainer.strategy.microbatch_group_size_per_vp_stage", 1) != l.pp) {
     refuse("trainer.strategy.microbatch_group_size_per_vp_stage",
            "an interleaved schedule whose micro-batch groups are not the pipeline size");
