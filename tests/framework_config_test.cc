@@ -204,7 +204,7 @@ TEST(MegatronArgs, WhatIsNotModelledIsRefused) {
            {"--use-torch-fsdp2", "--use-torch-fsdp2: Megatron-Core's FSDP"},
            {"--use-megatron-fsdp", "--use-megatron-fsdp: Megatron-Core's FSDP"},
            {"--context-parallel-size 2 --cp-comm-type a2a", "context parallelism by a2a"},
-           {"--num-distributed-optimizer-instances 2", "sharded over part of the data-parallel ranks"},
+           {"--use-distributed-optimizer --num-distributed-optimizer-instances 2", "sharded over part of the data-parallel ranks"},
            {"--pipeline-model-parallel-layout 'E|t*4|t*4,L'", "a custom pipeline layout"},
            {"--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
             "--microbatch-group-size-per-virtual-pipeline-stage 4",
@@ -245,7 +245,8 @@ TEST(MegatronArgs, WhatIsNotModelledIsRefused) {
            {"recipe.trainer.strategy.fsdp = \"megatron\"\n", "Megatron-Core's FSDP"},
            {"recipe.trainer.strategy.context_parallel_size = 2\nrecipe.model.config.cp_comm_type = \"a2a\"\n",
             "context parallelism by a2a"},
-           {"recipe.trainer.strategy.num_distributed_optimizer_instances = 2\n", "part of the data-parallel ranks"},
+           {"recipe.optim.config.use_distributed_optimizer = True\n"
+            "recipe.trainer.strategy.num_distributed_optimizer_instances = 2\n", "part of the data-parallel ranks"},
            {"recipe.trainer.plugins.fp4 = \"nvfp4\"\n", "fp4 training"}}) {
     StatusOr<MegatronRead> r = ParseNemoOverrides(nemo + lines, "o.py");
     ASSERT_FALSE(r.ok()) << lines;

@@ -270,7 +270,7 @@ void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l) {
       }
     }
   }
-  if (r.Int("--num-distributed-optimizer-instances", 1) > 1) {
+  if (l.zero >= 1 && r.Int("--num-distributed-optimizer-instances", 1) > 1) {
     refuse("--num-distributed-optimizer-instances", "a distributed optimizer sharded over part of the data-parallel ranks");
   }
   if (r.Has("--pipeline-model-parallel-layout")) {

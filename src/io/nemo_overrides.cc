@@ -86,7 +86,7 @@ void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l, const ModelSpec&
       }
     }
   }
-  if (r.Int("trainer.strategy.num_distributed_optimizer_instances", 1) > 1) {
+  if (l.zero >= 1 && r.Int("trainer.strategy.num_distributed_optimizer_instances", 1) > 1) {
     refuse("trainer.strategy.num_distributed_optimizer_instances",
            "a distributed optimizer sharded over part of the data-parallel ranks");
   }
