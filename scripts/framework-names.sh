@@ -28,20 +28,19 @@ mkdir -p "$out"
 
 show() { git --git-dir="$1" show "$2:$3"; }
 
-{
-  echo "# add_argument names of megatron/training/arguments.py at NVIDIA/Megatron-LM $megatron_commit"
-  echo "# (scripts/framework-names.sh)"
-  show "$megatron_git" "$megatron_commit" megatron/training/arguments.py |
-    grep -o "add_argument('--[A-Za-z0-9-]*'" | sed "s/add_argument('//; s/'//" | sort -u
-} > "$out/megatron-lm-$megatron_commit.txt.tmp"
-mv "$out/megatron-lm-$megatron_commit.txt.tmp" "$out/megatron-lm-$megatron_commit.txt"
-{
-  echo "# add_argument names of megatron/training/arguments.py at NVIDIA/Megatron-LM $megatron_new_commit"
-  echo "# (scripts/framework-names.sh; the arguments its dataclasses build are not listed)"
-  show "$megatron_git" "$megatron_new_commit" megatron/training/arguments.py |
-    grep -o "add_argument('--[A-Za-z0-9-]*'" | sed "s/add_argument('//; s/'//" | sort -u
-} > "$out/megatron-lm-$megatron_new_commit.txt.tmp"
-mv "$out/megatron-lm-$megatron_new_commit.txt.tmp" "$out/megatron-lm-$megatron_new_commit.txt"
+# megatron_names COMMIT NOTE: the add_argument names of arguments.py at COMMIT, whole or not at all.
+megatron_names() {
+  local file="$out/megatron-lm-$1.txt"
+  {
+    echo "# add_argument names of megatron/training/arguments.py at NVIDIA/Megatron-LM $1"
+    echo "# (scripts/framework-names.sh$2)"
+    show "$megatron_git" "$1" megatron/training/arguments.py |
+      grep -o "add_argument('--[A-Za-z0-9-]*'" | sed "s/add_argument('//; s/'//" | sort -u
+  } > "$file.tmp"
+  mv "$file.tmp" "$file"
+}
+megatron_names "$megatron_commit" ""
+megatron_names "$megatron_new_commit" "; the arguments its dataclasses build are not listed"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
