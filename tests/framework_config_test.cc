@@ -218,6 +218,12 @@ TEST(MegatronArgs, WhatIsNotModelledIsRefused) {
     EXPECT_TRUE(Contains(r.status().message(), "args:1:")) << r.status().message();
     EXPECT_TRUE(Contains(r.status().message(), expected)) << r.status().message();
   }
+  // Overlaps it does not model are read with a warning: priced without them, an upper bound.
+  StatusOr<MegatronRead> overlap = ParseMegatronArgs(shape + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute", "args");
+  ASSERT_TRUE(overlap.ok()) << overlap.status().message();
+  EXPECT_TRUE(Contains(Join(overlap->warnings, "\n"), "--overlap-moe-expert-parallel-comm is not modelled: priced without it"))
+      << Join(overlap->warnings, "\n");
+  EXPECT_TRUE(Contains(Join(overlap->warnings, "\n"), "--delay-wgrad-compute is not modelled")) << Join(overlap->warnings, "\n");
   for (const std::string& args : {std::string("--recompute-granularity selective --recompute-modules core_attn"),
                                   std::string("--recompute-granularity full --recompute-method uniform "
                                               "--recompute-num-layers 1 --recompute-modules mlp"),

@@ -269,6 +269,18 @@ TEST(TorchtitanConfig, Float8IsTensorwiseWithTheOutputInBf16) {
     ASSERT_FALSE(r.ok()) << body;
     EXPECT_NE(r.status().message().find(want), std::string::npos) << body << " -> " << r.status().message();
   }
+  // Context parallelism: torch's all-gather (or all-to-all) rotation of the key/value shards,
+  // read with a warning that it is priced as the ring's exchange.
+  StatusOr<TorchtitanRead> cp = ParseTorchtitanToml(
+      "[model]\nflavor = \"8B\"\n[activation_checkpoint]\nmode = \"none\"\n"
+      "[parallelism]\ncontext_parallel_degree = 2\n",
+      "c.toml");
+  ASSERT_TRUE(cp.ok()) << cp.status().message();
+  EXPECT_EQ(cp->layout.cp, 2);
+  std::string warnings;
+  for (const std::string& w : cp->warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("context_parallel_rotate_method \"allgather\": priced as a ring's exchange"), std::string::npos)
+      << warnings;
   // Without the float8 converter the section applies to nothing: read, bf16.
   StatusOr<TorchtitanRead> off = ParseTorchtitanToml(
       "[model]\nflavor = \"8B\"\n[activation_checkpoint]\nmode = \"none\"\n"

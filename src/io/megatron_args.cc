@@ -145,6 +145,9 @@ const std::map<std::string, Kind>& Known() {
       {"--first-last-layers-bf16", Kind::kSwitch},
       {"--fp4-format", Kind::kText},
       {"--fp8-recipe", Kind::kText},
+      // Read to say they are not modelled (priced without them: the step is an upper bound).
+      {"--overlap-moe-expert-parallel-comm", Kind::kSwitch},
+      {"--delay-wgrad-compute", Kind::kSwitch},
       {"--sequence-parallel", Kind::kSwitch},
       {"--moe-expert-capacity-factor", Kind::kNumber},
       {"--num-layers-per-virtual-pipeline-stage", Kind::kInt},
@@ -327,6 +330,12 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
                            std::to_string(m.moe->experts / std::max<int64_t>(1, l.ep)) +
                            " experts one after another (SequentialMLP); shardsim prices them as one grouped GEMM, "
                            "so the experts' time is a lower bound");
+  }
+  for (const char* overlap : {"--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"}) {
+    if (r.Has(overlap)) {
+      out.warnings.push_back(r.Where(overlap) + ": " + overlap +
+                             " is not modelled: priced without it, so the step time is an upper bound");
+    }
   }
   if (m.moe && r.Has("--moe-extended-tp")) {
     r.Error("--moe-extended-tp", "--moe-extended-tp (experts split over TP x EP) is not modelled: shardsim splits the "

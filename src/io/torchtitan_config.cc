@@ -28,7 +28,8 @@ const std::vector<std::string>& KeysRead() {
       "parallelism.context_parallel_degree", "parallelism.expert_parallel_degree",
       "parallelism.expert_tensor_parallel_degree", "activation_checkpoint.mode",
       "activation_checkpoint.selective_ac_option", "compile.enable", "compile.components",
-      "quantize.linear.float8.recipe_name", "quantize.linear.float8.filter_fqns", "quantize.linear.float8.emulate"};
+      "quantize.linear.float8.recipe_name", "quantize.linear.float8.filter_fqns", "quantize.linear.float8.emulate",
+      "parallelism.context_parallel_rotate_method"};
   return *kRead;
 }
 
@@ -205,6 +206,15 @@ StatusOr<TorchtitanRead> ParseTorchtitanToml(const std::string& text, const std:
   l.tp = r.Int("parallelism.tensor_parallel_degree", 1, 1);
   l.pp = r.Int("parallelism.pipeline_parallel_degree", 1, 1);
   l.cp = r.Int("parallelism.context_parallel_degree", 1, 1);
+  // torch's context-parallel SDPA exchanges the key/value shards by all-gather (the default)
+  // or all-to-all (job_config.py context_parallel_rotate_method); shardsim prices the ring's
+  // step-by-step exchange under the attention (cp k/v exchange), the same bytes: said, not refused.
+  const std::string rotate = r.Choice("parallelism.context_parallel_rotate_method", "allgather", {"allgather", "alltoall"});
+  if (l.cp > 1) {
+    out.warnings.push_back("parallelism.context_parallel_rotate_method \"" + rotate +
+                           "\": priced as a ring's exchange of the key/value shards, step by step under the "
+                           "attention (the same bytes; how much of it the attention hides is not torch's)");
+  }
   l.ep = r.Int("parallelism.expert_parallel_degree", 1, 1);
   if (r.Int("parallelism.expert_tensor_parallel_degree", 1, 1) > 1 || l.ep > 1) {
     out.warnings.push_back("expert parallelism has no effect on the dense llama3 (job_config.py: 'No effect for non-MoE models')");
