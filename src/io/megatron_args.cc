@@ -2,10 +2,10 @@
 // NVIDIA/Megatron-LM 000c4ac24f61 (line numbers of that file in brackets).
 #include "src/io/megatron_args.h"
 #include "src/io/cuda_graph_scope.h"
+#include "src/io/mcore_settings.h"
 #include "src/io/mla_keys.h"
 #include "src/io/moe_layer_freq.h"
 
-#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -247,99 +247,17 @@ ModelSpec ReadModel(LocatedValues& r, MegatronRead& out) {
   return m;
 }
 
-// Settings that change what runs but that shardsim does not model: refused where they stand
-// rather than priced as Megatron-LM's default (arguments.py @ 000c4ac24f61).
-void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l) {
-  auto refuse = [&](const std::string& flag, const std::string& what) {
-    r.Error(flag, flag + (r.Text(flag, "").empty() ? "" : " " + r.Text(flag, "")) + ": " + what + " is not modelled");
-  };
-  // Selective recompute is the attention core's (recompute=selective, Korthikanti et al. 2022);
-  // --recompute-modules' default, ["core_attn"], is that (the modules matter only to it).
-  if (l.recompute == Recompute::kSelective && r.Has("--recompute-modules") &&
-      r.Text("--recompute-modules", "") != "core_attn") {
-    refuse("--recompute-modules", "recomputing other modules than the attention core (core_attn)");
-  }
-  for (const char* fsdp : {"--use-torch-fsdp2", "--use-megatron-fsdp"}) {
-    if (r.Has(fsdp)) {
-      refuse(fsdp, "Megatron-Core's FSDP (price a ZeRO-3-like run with --layout zero=3 instead)");
-    }
-  }
-  // Context parallelism is the ring exchange of keys and values (p2p, the default).
-  if (l.cp > 1 && r.Has("--cp-comm-type")) {
-    for (const std::string& type : SplitValueList(r.Text("--cp-comm-type", ""))) {
-      if (type != "p2p") {
-        refuse("--cp-comm-type", "context parallelism by " + type + " (shardsim prices p2p, the ring)");
-        break;
-      }
-    }
-  }
-  if (l.zero >= 1 && r.Int("--num-distributed-optimizer-instances", 1) > 1) {
-    refuse("--num-distributed-optimizer-instances", "a distributed optimizer sharded over part of the data-parallel ranks");
-  }
-  if (r.Has("--pipeline-model-parallel-layout")) {
-    refuse("--pipeline-model-parallel-layout",
-           "a custom pipeline layout (--decoder-first/last-pipeline-num-layers are read)");
-  }
-  if (l.vpp > 1 && r.Has("--microbatch-group-size-per-virtual-pipeline-stage") &&
-      r.Int("--microbatch-group-size-per-virtual-pipeline-stage", 1) != l.pp) {
-    refuse("--microbatch-group-size-per-virtual-pipeline-stage",
-           "an interleaved schedule whose micro-batch groups are not the pipeline size");
-  }
-  if (r.Has("--first-last-layers-bf16") && r.Has("--fp8-format")) {
-    refuse("--first-last-layers-bf16", "bf16 first and last layers under fp8");
-  }
-  if (r.Has("--fp4-format")) refuse("--fp4-format", "fp4 training");
-}
-
 Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
   Layout l;
   l.tp = r.Int("--tensor-model-parallel-size", 1);
   l.pp = r.Int("--pipeline-model-parallel-size", 1);
   l.cp = r.Int("--context-parallel-size", 1);
   l.ep = r.Int("--expert-model-parallel-size", 1);
-  // shardsim splits each expert over the attention's TP ranks: expert_tensor_parallel_size =
-  // tensor_model_parallel_size, Megatron-LM's default [439-440]. Another split of an MoE model's
-  // experts is refused, not priced as the default.
-  if (m.moe && r.Has("--expert-tensor-parallel-size") && r.Int("--expert-tensor-parallel-size", 1) != l.tp) {
-    r.Error("--expert-tensor-parallel-size", "--expert-tensor-parallel-size " + r.Text("--expert-tensor-parallel-size", "") +
-                                                 " with --tensor-model-parallel-size " + std::to_string(l.tp) +
-                                                 ": shardsim splits the experts as the attention (expert tensor parallelism "
-                                                 "= tensor parallelism, Megatron-LM's default); another split is not modelled");
-  }
-  // The token dispatcher: shardsim prices alltoall (ops.cc, layer_plan.cc); the allgather
-  // dispatcher, Megatron-LM's default [_add_moe_args], hands every token to every expert-parallel
-  // rank and is not modelled, so an MoE model with EP over it is refused rather than priced as
-  // alltoall; flex (DeepEP, HybridEP) exchanges the same tokens all-to-all and is read as it.
-  const std::string dispatcher = r.Choice("--moe-token-dispatcher-type", "allgather", {"allgather", "alltoall", "flex"});
-  if (m.moe && l.ep > 1 && dispatcher == "allgather") {
-    r.Error("--moe-token-dispatcher-type",
-            "--moe-token-dispatcher-type " + dispatcher + (r.Has("--moe-token-dispatcher-type") ? "" : " (Megatron-LM's default)") +
-                " with --expert-model-parallel-size " + std::to_string(l.ep) +
-                ": shardsim prices the alltoall dispatcher; the allgather one, every token to every expert-parallel "
-                "rank, is not modelled (pass --moe-token-dispatcher-type alltoall)");
-  }
-  if (m.moe && l.ep > 1 && dispatcher == "flex") {
-    out.warnings.push_back(r.Where("--moe-token-dispatcher-type") +
-                           ": --moe-token-dispatcher-type flex priced as alltoall (the same tokens exchanged; "
-                           "DeepEP's and HybridEP's fused kernels are not modelled)");
-  }
-  // Without --moe-grouped-gemm Megatron-Core runs a rank's experts one after another
-  // (SequentialMLP); shardsim prices them as one grouped GEMM: a lower bound there.
-  if (m.moe && !r.Has("--moe-grouped-gemm") && m.moe->experts / std::max<int64_t>(1, l.ep) > 1) {
-    out.warnings.push_back("no --moe-grouped-gemm: Megatron-Core runs each rank's " +
-                           std::to_string(m.moe->experts / std::max<int64_t>(1, l.ep)) +
-                           " experts one after another (SequentialMLP); shardsim prices them as one grouped GEMM, "
-                           "so the experts' time is a lower bound");
-  }
   for (const char* overlap : {"--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"}) {
     if (r.Has(overlap)) {
       out.warnings.push_back(r.Where(overlap) + ": " + overlap +
                              " is not modelled: priced without it, so the step time is an upper bound");
     }
-  }
-  if (m.moe && r.Has("--moe-extended-tp")) {
-    r.Error("--moe-extended-tp", "--moe-extended-tp (experts split over TP x EP) is not modelled: shardsim splits the "
-                                 "experts as the attention");
   }
   if (r.Has("--sequence-parallel") && l.tp == 1) {
     out.warnings.push_back("--sequence-parallel with tensor-parallel size 1: Megatron-LM turns it off (validate_args)");
@@ -454,8 +372,6 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
     l.cuda_graphs = CudaGraphs::kLayers;
   }
 
-  RefuseWhatIsNotModelled(r, l);
-
   if (r.Has("--bf16") && r.Has("--fp16")) r.Error("--fp16", "--bf16 and --fp16 both given");
   l.dtype = r.Has("--bf16") ? DType::kBf16 : r.Has("--fp16") ? DType::kFp16 : DType::kFp32;
   // Transformer Engine's per-tensor recipes (delayed, the default, and tensorwise current
@@ -470,6 +386,7 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
     l.fp8_params = r.Has("--fp8-param-gather");
   }
   l.dtype_given = true;
+  CheckMcoreSettings(r, MegatronArgumentKeys(), m, l, &out.warnings);
   // AttnBackend (megatron/core/transformer/enums.py): flash is FlashAttention, fused Transformer
   // Engine's FusedAttention (cuDNN), unfused and local the unfused path; auto leaves it to TE.
   // --use-flash-attn only steers the legacy and local models' attention, so under auto it is TE's

@@ -1,10 +1,10 @@
 // See nemo_overrides.h.
 #include "src/io/nemo_overrides.h"
 #include "src/io/cuda_graph_scope.h"
+#include "src/io/mcore_settings.h"
 #include "src/io/mla_keys.h"
 #include "src/io/moe_layer_freq.h"
 
-#include <algorithm>
 #include <sstream>
 
 #include "src/io/located_values.h"
@@ -32,7 +32,7 @@ const std::vector<std::string>& Paths() {
       "trainer.strategy.sequence_parallel", "trainer.strategy.expert_model_parallel_size",
       "trainer.strategy.expert_tensor_parallel_size", "model.config.moe_token_dispatcher_type",
       "model.config.moe_grouped_gemm",
-      // Read to refuse what shardsim does not model (RefuseWhatIsNotModelled).
+      // Read to refuse or warn about what shardsim does not model (CheckMcoreSettings).
       "model.config.recompute_modules", "trainer.strategy.fsdp", "model.config.cp_comm_type",
       "trainer.strategy.num_distributed_optimizer_instances", "trainer.strategy.pipeline_model_parallel_layout",
       "trainer.strategy.microbatch_group_size_per_vp_stage", "trainer.strategy.moe_extended_tp",
@@ -59,55 +59,6 @@ std::string Unquote(const std::string& v) {
 
 std::vector<std::string> NemoPathsRead() { return Paths(); }
 
-namespace {
-
-// As megatron_args.cc's: settings that change what runs but that shardsim does not model,
-// refused where they stand rather than priced as the defaults (None, False, the defaults'
-// values).
-void RefuseWhatIsNotModelled(LocatedValues& r, const Layout& l, const ModelSpec& m) {
-  auto set = [&](const std::string& path) { return r.Text(path, "None") != "None"; };
-  auto refuse = [&](const std::string& path, const std::string& what) {
-    r.Error(path, path + " " + r.Text(path, "") + ": " + what + " is not modelled");
-  };
-  if (l.recompute == Recompute::kSelective && set("model.config.recompute_modules")) {
-    const std::vector<std::string> modules = SplitValueList(r.Text("model.config.recompute_modules", ""));
-    if (modules != std::vector<std::string>{"core_attn"}) {
-      refuse("model.config.recompute_modules", "recomputing other modules than the attention core (core_attn)");
-    }
-  }
-  if (set("trainer.strategy.fsdp")) {
-    refuse("trainer.strategy.fsdp", "Megatron-Core's FSDP (price a ZeRO-3-like run with --layout zero=3 instead)");
-  }
-  if (l.cp > 1 && set("model.config.cp_comm_type")) {
-    for (const std::string& type : SplitValueList(r.Text("model.config.cp_comm_type", ""))) {
-      if (type != "p2p") {
-        refuse("model.config.cp_comm_type", "context parallelism by " + type + " (shardsim prices p2p, the ring)");
-        break;
-      }
-    }
-  }
-  if (l.zero >= 1 && r.Int("trainer.strategy.num_distributed_optimizer_instances", 1) > 1) {
-    refuse("trainer.strategy.num_distributed_optimizer_instances",
-           "a distributed optimizer sharded over part of the data-parallel ranks");
-  }
-  if (set("trainer.strategy.pipeline_model_parallel_layout")) {
-    refuse("trainer.strategy.pipeline_model_parallel_layout", "a custom pipeline layout");
-  }
-  if (l.vpp > 1 && set("trainer.strategy.microbatch_group_size_per_vp_stage") &&
-      r.Int("trainer.strategy.microbatch_group_size_per_vp_stage", 1) != l.pp) {
-    refuse("trainer.strategy.microbatch_group_size_per_vp_stage",
-           "an interleaved schedule whose micro-batch groups are not the pipeline size");
-  }
-  if (m.moe && r.Bool("trainer.strategy.moe_extended_tp", false)) {
-    refuse("trainer.strategy.moe_extended_tp", "experts split over TP x EP");
-  }
-  for (const char* path : {"model.config.first_last_layers_bf16", "trainer.plugins.first_last_layers_bf16"}) {
-    if (r.Bool(path, false) && l.dtype == DType::kFp8) refuse(path, "bf16 first and last layers under fp8");
-  }
-  if (set("trainer.plugins.fp4")) refuse("trainer.plugins.fp4", "fp4 training");
-}
-
-}  // namespace
 
 StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::string& name) {
   MegatronRead out;
@@ -213,39 +164,6 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   l.vpp = r.Int("trainer.strategy.virtual_pipeline_model_parallel_size", 1);
   l.cp = r.Int("trainer.strategy.context_parallel_size", 1);
   l.ep = r.Int("trainer.strategy.expert_model_parallel_size", 1);
-  // Experts split as the attention (megatron_args.cc): expert_tensor_parallel_size None is the
-  // TP size; another is refused for an MoE model.
-  if (m.moe && r.Text("trainer.strategy.expert_tensor_parallel_size", "None") != "None" &&
-      r.Int("trainer.strategy.expert_tensor_parallel_size", 1) != l.tp) {
-    r.Error("trainer.strategy.expert_tensor_parallel_size",
-            "trainer.strategy.expert_tensor_parallel_size " + r.Text("trainer.strategy.expert_tensor_parallel_size", "") +
-                " with tensor_model_parallel_size " + std::to_string(l.tp) +
-                ": shardsim splits the experts as the attention (expert tensor parallelism = tensor parallelism, "
-                "Megatron-Core's default); another split is not modelled");
-  }
-  // The token dispatcher as in megatron_args.cc: Megatron-Core's TransformerConfig default is
-  // allgather, which shardsim does not price; flex is read as alltoall.
-  const std::string dispatcher =
-      r.Choice("model.config.moe_token_dispatcher_type", "allgather", {"allgather", "alltoall", "flex"});
-  if (m.moe && l.ep > 1 && dispatcher == "allgather") {
-    r.Error("model.config.moe_token_dispatcher_type",
-            "model.config.moe_token_dispatcher_type allgather" +
-                std::string(r.Has("model.config.moe_token_dispatcher_type") ? "" : " (Megatron-Core's default)") +
-                " with expert_model_parallel_size " + std::to_string(l.ep) +
-                ": shardsim prices the alltoall dispatcher; the allgather one is not modelled (set it to \"alltoall\")");
-  }
-  if (m.moe && l.ep > 1 && dispatcher == "flex") {
-    out.warnings.push_back(r.Where("model.config.moe_token_dispatcher_type") +
-                           ": moe_token_dispatcher_type flex priced as alltoall (DeepEP's and HybridEP's fused "
-                           "kernels are not modelled)");
-  }
-  // TransformerConfig.moe_grouped_gemm False (the default): SequentialMLP, priced as grouped.
-  if (m.moe && !r.Bool("model.config.moe_grouped_gemm", false) && m.moe->experts / std::max<int64_t>(1, l.ep) > 1) {
-    out.warnings.push_back("model.config.moe_grouped_gemm False: Megatron-Core runs each rank's " +
-                           std::to_string(m.moe->experts / std::max<int64_t>(1, l.ep)) +
-                           " experts one after another (SequentialMLP); shardsim prices them as one grouped GEMM, "
-                           "so the experts' time is a lower bound");
-  }
   if (r.Text("model.config.moe_expert_capacity_factor", "None") != "None") {
     l.moe_capacity = r.Number("model.config.moe_expert_capacity_factor", 0, 0, 64);
   }
@@ -307,7 +225,7 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
                              "host's launch time is a lower bound");
     }
   }
-  RefuseWhatIsNotModelled(r, l, out.model);
+  CheckMcoreSettings(r, NemoOverrideKeys(), out.model, l, &out.warnings);
   SHARDSIM_RETURN_IF_ERROR(r.status());
   return out;
 }
