@@ -186,6 +186,8 @@ void AddParallelism(const ModelSpec& m, const Layout& l, MegatronArgs& a) {
   a.Flag("--pipeline-model-parallel-size", l.pp);
   a.Flag("--context-parallel-size", l.cp);
   if (m.moe || l.ep > 1) a.Flag("--expert-model-parallel-size", l.ep);
+  // The experts' TP where it is not the TP size (arguments.py: the TP size when absent).
+  if (m.moe && l.own_expert_tp()) a.Flag("--expert-tensor-parallel-size", l.etp);
   // The token dispatcher shardsim prices (ops.cc, layer_plan.cc): alltoall, which Megatron-LM
   // runs only when asked (its default is allgather, arguments.py _add_moe_args).
   if (m.moe) a.Flag("--moe-token-dispatcher-type", "alltoall");

@@ -114,6 +114,8 @@ void Parallelism(const ModelSpec& m, const Layout& l, Overrides& o) {
   o.Set("trainer.strategy.context_parallel_size", Py(l.cp));
   o.Set("trainer.strategy.sequence_parallel", Py(l.tp > 1 && l.sp));
   if (m.moe || l.ep > 1) o.Set("trainer.strategy.expert_model_parallel_size", Py(l.ep));
+  // MegatronStrategy's expert_tensor_parallel_size (None: the TP size).
+  if (m.moe && l.own_expert_tp()) o.Set("trainer.strategy.expert_tensor_parallel_size", Py(l.etp));
   // The alltoall token dispatcher, as shardsim prices it (Megatron-Core's TransformerConfig
   // default is allgather).
   if (m.moe) o.Set("model.config.moe_token_dispatcher_type", PyStr("alltoall"));

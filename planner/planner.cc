@@ -89,7 +89,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
   }
   for (const auto& [key, value] : unsearched) {
     static const std::set<std::string> kSearched = {
-        "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "zero", "sp", "recompute", "schedule", "offload", "gbs",
+        "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "zero", "sp", "recompute", "schedule", "offload", "gbs",
         "first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "overlap_tp"};
     if (!kSearched.count(key)) {
       StatusOr<Layout> one = ParseLayout(key + "=" + value);
@@ -209,15 +209,24 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
         if (pp > m.layers || !Allowed(o, "pp", Str(pp))) continue;
         const int64_t dp = n / (tp * cp * pp);
         if (!Allowed(o, "dp", Str(dp)) || gbs % dp != 0) continue;
-        std::vector<int64_t> eps = {1};
+        // Expert parallelism and the experts' TP, folded out of the stage's tp x cp x dp ranks
+        // (Layout::edp): the experts split as the dense layers (Megatron-Core's default), or
+        // whole on each rank under TP (etp 1: torchtitan's default, Megatron-Bridge's MoE
+        // recipes), which needs sp (the layout check). etp 1 is a framework's: searched under a
+        // stack (whose rules say whether it runs it), not in the stack-free space, which is the
+        // runtime's (it splits the experts as the dense layers).
+        std::vector<std::pair<int64_t, int64_t>> expert_splits = {{1, tp}};  // (ep, etp)
         if (m.moe) {
-          eps.clear();
-          for (int64_t e : Divisors(m.moe->experts)) {
-            if (dp % e == 0) eps.push_back(e);
+          expert_splits.clear();
+          for (int64_t etp : {tp, int64_t{1}}) {
+            if (etp == 1 && (tp == 1 || !o.stack) && !expert_splits.empty()) break;
+            for (int64_t e : Divisors(m.moe->experts)) {
+              if ((tp * cp * dp) % (e * etp) == 0) expert_splits.emplace_back(e, etp);
+            }
           }
         }
-        for (int64_t ep : eps) {
-          if (!Allowed(o, "ep", Str(ep))) continue;
+        for (const auto& [ep, etp] : expert_splits) {
+          if (!Allowed(o, "ep", Str(ep)) || !Allowed(o, "etp", Str(etp))) continue;
           for (int64_t mbs = 1; mbs <= gbs / dp; mbs *= 2) {
             if (!Allowed(o, "mbs", Str(mbs)) || (gbs / dp) % mbs != 0) continue;
             const int64_t micro = gbs / (dp * mbs);
@@ -267,6 +276,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                       l.pp = pp;
                       l.dp = dp;
                       l.ep = ep;
+                      l.etp = etp == tp ? 0 : etp;
                       l.mbs = mbs;
                       l.vpp = vpp;
                       l.schedule = schedule;

@@ -274,6 +274,9 @@ const std::map<std::string, std::string> kModelRuns = {
     // Described but left out of the suite (its MoE runtime is not modelled; published-runs.yaml).
     {"qwen1.5-moe-flagperf", "--hardware dgx-a800 --gpus 8 --layout tp=1,pp=2,mbs=1,gbs=512,zero=1,recompute=selective"},
     {"qwen3-30b-a3b", "--hardware dgx-h100 --nodes 2 --gpus 16 --layout tp=1,pp=1,ep=16,mbs=1,gbs=1024,zero=1"},
+    // Megatron-Bridge's H100 preset: EP 32 folded over TP 2 x DP 16 with the experts whole (etp 1).
+    {"qwen3-235b-a22b", "--hardware dgx-h100 --nodes 32 --gpus 256 --layout tp=2,pp=8,ep=32,etp=1,vpp=4,mbs=1,gbs=2048,"
+                        "sp=on,zero=1,dtype=fp8,fp8_params=on,embedding_in_split=on,loss_in_split=on"},
     {"grok1-314b", "--hardware dgx-h100 --nodes 64 --gpus 512 --layout tp=4,pp=8,cp=2,ep=8,vpp=8,mbs=1,gbs=1024,sp=on,zero=1"},
     // DeepSeek-V3 report Sec. 3.2.1 and 4.2: 2048 GPUs, PP 16, EP 64, ZeRO-1 DP, batch 15360;
     // 61 layers: 3 on the first stage, 2 on the last, 4 on each of the 14 between.

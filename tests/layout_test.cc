@@ -399,10 +399,37 @@ TEST_F(CheckLayoutTest, ExpertParallelism) {
   // Mixtral (8 experts) on 64 GPUs: tp 2 x pp 4 x dp 8, ep 8 divides both 8 experts and dp.
   c = Check("tp=2,pp=4,ep=8,gbs=64", 64, &mixtral_);
   EXPECT_TRUE(c.ok()) << All(c);
-  // ep 3 divides neither the 8 experts nor dp 8.
+  // ep 3 divides neither the 8 experts nor the stage's tp 2 x cp 1 x dp 8 = 16 ranks over the
+  // experts' TP 2 (ep x etp = 6 does not divide 16).
   c = Check("tp=2,pp=4,ep=3,gbs=64", 64, &mixtral_);
   EXPECT_TRUE(Has(c.errors, "ep=3 does not divide experts=8")) << All(c);
-  EXPECT_TRUE(Has(c.errors, "ep=3 does not divide dp=8")) << All(c);
+  EXPECT_TRUE(Has(c.errors, "ep x etp = 3x2 does not divide tp x cp x dp = 2x1x8 = 16")) << All(c);
+  // Folded over CP (Megatron-Core's MoE parallel folding): tp 2 x pp 4 x cp 2 x dp 4 on 64 GPUs,
+  // ep 8 does not divide dp 4 but divides cp x dp = 8: legal.
+  c = Check("tp=2,pp=4,cp=2,ep=8,sp=on,gbs=64", 64, &mixtral_);
+  EXPECT_TRUE(c.ok()) << All(c);
+}
+
+TEST_F(CheckLayoutTest, ExpertTensorParallelism) {
+  // etp=1 with tp 2: EP 8 folds over a stage's tp 2 x dp 8 = 16 ranks (ep x etp = 8 divides 16;
+  // expert DP 2).
+  LayoutCheck c = Check("tp=2,pp=4,ep=8,etp=1,sp=on,gbs=64", 64, &mixtral_);
+  EXPECT_TRUE(c.ok()) << All(c);
+  // ep 16 x etp 1 = 16 divides the 16 ranks, but not Mixtral's 8 experts.
+  c = Check("tp=2,pp=4,ep=16,etp=1,sp=on,gbs=64", 64, &mixtral_);
+  EXPECT_TRUE(Has(c.errors, "ep=16 does not divide experts=8")) << All(c);
+  // Without SP every TP rank would hold the same tokens: refused.
+  c = Check("tp=2,pp=4,ep=8,etp=1,gbs=64", 64, &mixtral_);
+  EXPECT_TRUE(Has(c.errors, "etp=1 with tp=2 needs sp=on")) << All(c);
+  // etp 4 x ep 8 = 32 does not divide the stage's 16 ranks.
+  c = Check("tp=2,pp=4,ep=8,etp=4,sp=on,gbs=64", 64, &mixtral_);
+  EXPECT_TRUE(Has(c.errors, "ep x etp = 8x4 does not divide tp x cp x dp = 2x1x8 = 16")) << All(c);
+  // Mixtral's expert width 14336 is not divisible by etp 3 (14336 = 2^11 x 7).
+  c = Check("tp=2,pp=4,ep=2,etp=3,sp=on,gbs=48", 48, &mixtral_);
+  EXPECT_TRUE(Has(c.errors, "etp=3 does not divide moe.ffn_hidden=14336")) << All(c);
+  // On a dense model.
+  c = Check("tp=8,pp=8,etp=1");
+  EXPECT_TRUE(Has(c.errors, "etp=1 but model gpt3-175b has no experts")) << All(c);
 }
 
 TEST_F(CheckLayoutTest, OffloadNeedsZero) {
@@ -531,6 +558,56 @@ TEST(Placement, ExpertGroupIsConsecutiveDpIndices) {
   const Layout l = MustResolve("tp=8,pp=8,ep=4", 1024);
   EXPECT_EQ(GroupOf(l, 0, ParallelDim::kEp), (std::vector<int64_t>{0, 8, 16, 24}));
   EXPECT_EQ(GroupOf(l, 40, ParallelDim::kEp), (std::vector<int64_t>{32, 40, 48, 56}));
+  // Its expert-data-parallel group: the same tp and EP index, every fourth dp index: rank 40
+  // (dp 5, EP index 1) -> dp 1, 5, 9, 13 -> ranks 8, 40, 72, 104.
+  EXPECT_EQ(EdpGroupOf(l, 40), (std::vector<int64_t>{8, 40, 72, 104}));
+}
+
+TEST(Placement, ExpertGroupsFoldTheStageAsMegatronCore) {
+  // Megatron-Core's expert grid (parallel_state.py: RankGenerator over etp, ep, expert dp, pp,
+  // order tp-cp-ep-dp-pp) numbers a stage's ranks etp fastest, then ep, then expert dp.
+  // Grok-1 on 512 GPUs, tp 4, pp 8, cp 2, dp 8, ep 8, etp 1 (dgxc-benchmarking v25.05.02):
+  // a stage holds 4 x 2 x 8 = 64 consecutive ranks; EP index = rank mod 8, expert DP index =
+  // (rank mod 64) / 8. Rank 0's EP group is ranks 0..7 (one node: two TP groups, both CP
+  // halves); rank 77 (stage 1, local 13) is in 72..79; its expert DP group is local 5, 13, ...,
+  // 61 of stage 1 -> 69, 77, ..., 125.
+  const Layout g = MustResolve("tp=4,pp=8,cp=2,ep=8,etp=1,sp=on", 512);
+  ASSERT_EQ(g.dp, 8);
+  EXPECT_EQ(g.edp(), 8);  // 4 x 2 x 8 / (1 x 8)
+  EXPECT_EQ(GroupOf(g, 0, ParallelDim::kEp), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(GroupOf(g, 77, ParallelDim::kEp), (std::vector<int64_t>{72, 73, 74, 75, 76, 77, 78, 79}));
+  EXPECT_EQ(EdpGroupOf(g, 77), (std::vector<int64_t>{69, 77, 85, 93, 101, 109, 117, 125}));
+  EXPECT_EQ(GroupOf(g, 77, ParallelDim::kEtp), (std::vector<int64_t>{77}));
+  // The same without etp (the experts' TP is tp 4): ep 8 x etp 4 = 32 of the stage's 64 ranks,
+  // EP index = (local / 4) mod 8, so rank 0's EP group strides by 4 over CP x DP: 0, 4, ..., 28
+  // (CP 0 and 1 of dp 0..3); the experts' TP group is the TP group; expert DP 2: 0, 32.
+  const Layout h = MustResolve("tp=4,pp=8,cp=2,ep=8,sp=on", 512);
+  EXPECT_EQ(h.edp(), 2);
+  EXPECT_EQ(GroupOf(h, 0, ParallelDim::kEp), (std::vector<int64_t>{0, 4, 8, 12, 16, 20, 24, 28}));
+  EXPECT_EQ(GroupOf(h, 0, ParallelDim::kEtp), GroupOf(h, 0, ParallelDim::kTp));
+  EXPECT_EQ(EdpGroupOf(h, 0), (std::vector<int64_t>{0, 32}));
+  // Qwen3-235B-A22B on 256 GPUs, tp 2, pp 8, ep 32, etp 1 (Megatron-Bridge): EP spans the
+  // whole 32-rank stage (four 8-GPU nodes), expert DP 1.
+  const Layout q = MustResolve("tp=2,pp=8,ep=32,etp=1,sp=on", 256);
+  EXPECT_EQ(q.edp(), 1);
+  const std::vector<int64_t> ep = GroupOf(q, 40, ParallelDim::kEp);
+  ASSERT_EQ(ep.size(), 32u);
+  EXPECT_EQ(ep.front(), 32);
+  EXPECT_EQ(ep.back(), 63);
+  EXPECT_EQ(EdpGroupOf(q, 40), (std::vector<int64_t>{40}));
+}
+
+TEST(ParseLayout, EtpEqualToTpIsTheDefault) {
+  // etp=tp resolves to unset (not written); another value is kept and written after ep.
+  const Layout same = MustResolve("tp=4,etp=4", 8);
+  EXPECT_EQ(same.etp, 0);
+  EXPECT_EQ(same.expert_tp(), 4);
+  EXPECT_EQ(FormatLayout(same).find("etp"), std::string::npos);
+  const Layout one = MustResolve("tp=4,etp=1", 8);
+  EXPECT_EQ(one.expert_tp(), 1);
+  EXPECT_NE(FormatLayout(one).find(",ep=1,etp=1,"), std::string::npos) << FormatLayout(one);
+  EXPECT_EQ(LayoutValue(one, "etp"), "1");
+  EXPECT_EQ(LayoutValue(same, "etp"), "4");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // An MoE layer under TP + SP with ep > 1 priced as Megatron-Core's alltoall dispatcher runs it
-// (src/cost/ops.h MoeDispatchGathersOverTp): each TP rank dispatches its own T / tp tokens, the
+// (src/cost/ops.h MoeInputSplitOverTp): each TP rank dispatches its own T / tp tokens, the
 // received tokens are all-gathered over TP for the experts and their outputs reduce-scattered,
 // and the layer has no SP exchange of its own at its ends. Every expected value is worked by
 // hand in the comment before it.
@@ -25,7 +25,8 @@ std::map<std::tuple<GroupKind, Collective, double>, int> LayerCollectives(const 
   const StagePlan& s = plan.stages[0];
   const PassPlan& p = plan.PassFor(s, PipelineStep{pass, 0, 0}, false);
   for (const TaskSpec& t : p.tasks) {
-    if (t.kind == TaskKind::kCollective && t.layer >= 0 && (t.group == GroupKind::kTp || t.group == GroupKind::kEp)) {
+    if (t.kind == TaskKind::kCollective && t.layer >= 0 &&
+        (t.group == GroupKind::kTp || t.group == GroupKind::kEp || t.group == GroupKind::kEtp)) {
       ++out[{t.group, t.collective, t.bytes}];
     }
   }
@@ -42,7 +43,7 @@ TEST(MoeDispatchTp, TheDispatcherGathersOverTpAfterTheAllToAll) {
   const ModelSpec m = testing::TinyMoeModel(32);
   const HardwareSpec hw = *LoadHardware("dgx-h100");
   const Layout l = testing::ResolvedOnH100("tp=2,sp=on,dp=2,ep=2,mbs=1,gbs=2,dtype=bf16", 4);
-  ASSERT_TRUE(MoeDispatchGathersOverTp(l));
+  ASSERT_TRUE(MoeInputSplitOverTp(l));
   const IterationPlan plan = BuildIterationPlan(m, hw, l);
   using K = std::tuple<GroupKind, Collective, double>;
   const std::map<K, int> fwd = LayerCollectives(plan, Pass::kForward);
@@ -80,12 +81,73 @@ TEST(MoeDispatchTp, TheRouterAndThePermutationSeeThisRanksTokens) {
   EXPECT_EQ(testing::FindOp(ops, "router").m, 16);
   EXPECT_DOUBLE_EQ(testing::FindOp(ops, "moe_permute").bytes, 8192.0);
   l.sp = false;
-  EXPECT_FALSE(MoeDispatchGathersOverTp(l));
+  EXPECT_FALSE(MoeInputSplitOverTp(l));
   EXPECT_EQ(testing::FindOp(LayerOps(m, l, true), "router").m, 32);
   EXPECT_DOUBLE_EQ(testing::FindOp(LayerOps(m, l, true), "moe_permute").bytes, 16384.0);
   l.sp = true;
   l.ep = 1;
-  EXPECT_FALSE(MoeDispatchGathersOverTp(l));
+  EXPECT_FALSE(MoeInputSplitOverTp(l));
+}
+
+// Experts' TP 1 under tp 2 (Megatron-Core's --expert-tensor-parallel-size 1, MoE parallel
+// folding): tp 2 x dp 2 ranks fold into ep 4 x etp 1. Each rank routes its own T / 2 = 16
+// tokens, all-to-alls 16 x 2 x 64 x 2 = 4,096 bytes, and its one expert (4 / 4) takes 16 x 2 =
+// 32 token copies at the full expert width: gate_up (32 x 256 x 64), down (32 x 64 x 128). No
+// gather over any TP group; the attention keeps its SP gather and reduce-scatter (4,096 each).
+TEST(MoeDispatchTp, ExpertsWholeUnderEtpOne) {
+  const ModelSpec m = testing::TinyMoeModel(32);
+  const HardwareSpec hw = *LoadHardware("dgx-h100");
+  const Layout l = testing::ResolvedOnH100("tp=2,sp=on,dp=2,ep=4,etp=1,mbs=1,gbs=2,dtype=bf16", 4);
+  ASSERT_EQ(l.expert_tp(), 1);
+  EXPECT_TRUE(MoeInputSplitOverTp(l));
+  EXPECT_FALSE(MoeGathersOverExpertTp(l));
+  const std::vector<Op> ops = LayerOps(m, l, true);
+  const Op& up = testing::FindOp(ops, "expert_gate_up");
+  EXPECT_EQ(up.m, 32);
+  EXPECT_EQ(up.n, 256);
+  EXPECT_EQ(up.k, 64);
+  const Op& down = testing::FindOp(ops, "expert_down");
+  EXPECT_EQ(down.m, 32);
+  EXPECT_EQ(down.k, 128);
+  EXPECT_EQ(testing::FindOp(ops, "router").m, 16);
+  const IterationPlan plan = BuildIterationPlan(m, hw, l);
+  using K = std::tuple<GroupKind, Collective, double>;
+  const std::map<K, int> want_fwd = {{K{GroupKind::kTp, Collective::kAllGather, 4096.0}, 4},
+                                     {K{GroupKind::kTp, Collective::kReduceScatter, 4096.0}, 4},
+                                     {K{GroupKind::kEp, Collective::kAllToAll, 4096.0}, 2 * 4}};
+  EXPECT_EQ(LayerCollectives(plan, Pass::kForward), want_fwd);
+  // Backward: the two all-to-alls; the attention's output-gradient gather, norm re-gather and
+  // input-gradient reduce-scatter, as in the test above.
+  const std::map<K, int> want_bwd = {{K{GroupKind::kTp, Collective::kAllGather, 4096.0}, 2 * 4},
+                                     {K{GroupKind::kTp, Collective::kReduceScatter, 4096.0}, 4},
+                                     {K{GroupKind::kEp, Collective::kAllToAll, 4096.0}, 2 * 4}};
+  EXPECT_EQ(LayerCollectives(plan, Pass::kBackward), want_bwd);
+}
+
+// Experts' TP 2 without dense TP (tp 1, dp 4 -> etp 2 x ep 2): each rank routes its T = 32
+// tokens and all-to-alls 32 x 2 x 64 x 2 = 8,192 bytes; the dispatcher then gathers the
+// tokens its experts' TP peer received, 8,192 x 2 = 16,384 bytes over GroupKind::kEtp (ranks
+// 0 and 1), and the experts' two GEMMs take 32 x 2 x 2 = 128 rows at half width: gate_up
+// (128 x 2 x 128 / 2 x 64), down (128 x 64 x 64).
+TEST(MoeDispatchTp, ExpertsSplitOverTheirOwnTpGroup) {
+  const ModelSpec m = testing::TinyMoeModel(32);
+  const HardwareSpec hw = *LoadHardware("dgx-h100");
+  const Layout l = testing::ResolvedOnH100("tp=1,dp=4,ep=2,etp=2,mbs=1,gbs=4,dtype=bf16", 4);
+  EXPECT_FALSE(MoeInputSplitOverTp(l));
+  EXPECT_TRUE(MoeGathersOverExpertTp(l));
+  const std::vector<Op> ops = LayerOps(m, l, true);
+  EXPECT_EQ(testing::FindOp(ops, "expert_gate_up").m, 128);
+  EXPECT_EQ(testing::FindOp(ops, "expert_gate_up").n, 128);
+  EXPECT_EQ(testing::FindOp(ops, "expert_down").k, 64);
+  EXPECT_EQ(GroupMembers(l, 0, GroupKind::kEtp), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(GroupMembers(l, 0, GroupKind::kEp), (std::vector<int64_t>{0, 2}));
+  const IterationPlan plan = BuildIterationPlan(m, hw, l);
+  using K = std::tuple<GroupKind, Collective, double>;
+  const std::map<K, int> want = {{K{GroupKind::kEp, Collective::kAllToAll, 8192.0}, 2 * 4},
+                                 {K{GroupKind::kEtp, Collective::kAllGather, 16384.0}, 4},
+                                 {K{GroupKind::kEtp, Collective::kReduceScatter, 16384.0}, 4}};
+  EXPECT_EQ(LayerCollectives(plan, Pass::kForward), want);
+  EXPECT_EQ(LayerCollectives(plan, Pass::kBackward), want);
 }
 
 }  // namespace

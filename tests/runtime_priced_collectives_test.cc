@@ -79,7 +79,7 @@ std::map<CallKey, int64_t> Priced(const Layout& l, const IterationPlan& plan, in
 // inputs' gradients (the rows this rank's experts received), depends on the routing. So the
 // all-to-alls are compared by count, and at least half of them (the token side) must move
 // exactly the priced bytes; every other call keeps its exact key. Under Megatron-Core's
-// dispatcher with TP (ops.h MoeDispatchGathersOverTp) the experts' tokens gathered over TP and
+// dispatcher with TP (ops.h MoeInputSplitOverTp) the experts' tokens gathered over TP and
 // their outputs reduce-scattered are priced at the balanced T x top_k rows (`expert_tp_bytes`);
 // the runtime's blocks are the busiest TP rank's received rows, which depend on the routing
 // (and on the emulated ranks' routing here): those at no priced size are compared by count.
@@ -158,7 +158,7 @@ void ExpectSameCalls(const ModelSpec& m, const std::string& spec) {
     }
     // The experts' tokens over TP: T x top_k rows of hidden (the runtime's activations fp32 or bf16).
     const double expert_tp_bytes =
-        MoeDispatchGathersOverTp(*l) ? static_cast<double>(TokensPerRank(m, *l) * m.moe->top_k * m.hidden) * (bf16 ? 2 : 4) : 0;
+        MoeInputSplitOverTp(*l) ? static_cast<double>(TokensPerRank(m, *l) * m.moe->top_k * m.hidden) * (bf16 ? 2 : 4) : 0;
     const std::map<CallKey, int64_t> executed = ExceptAllToAllBytes(rec->calls(), priced, expert_tp_bytes);
     EXPECT_TRUE(executed == ExceptAllToAllBytes(priced, priced, expert_tp_bytes)) << "executed:\n" << Describe(rec->calls()) << "priced:\n"
                                                                  << Describe(priced);

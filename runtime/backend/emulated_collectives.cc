@@ -19,8 +19,9 @@ int EmulatedCollectives::rank(Group g) const {
     case Group::kCp: return static_cast<int>(coord_.cp);
     case Group::kDp: return static_cast<int>(coord_.dp * layout_.cp + coord_.cp);  // DP x CP
     case Group::kPp: return static_cast<int>(coord_.pp);
-    case Group::kEp: return static_cast<int>(coord_.dp % layout_.ep);
-    case Group::kEdp: return static_cast<int>(coord_.dp / layout_.ep * layout_.cp + coord_.cp);
+    // The experts' grid folds the stage's ranks (placement.h ExpertCoordOf), as GroupOf does.
+    case Group::kEp: return static_cast<int>(ExpertCoordOf(layout_, world_rank_).ep);
+    case Group::kEdp: return static_cast<int>(ExpertCoordOf(layout_, world_rank_).edp);
   }
   return 0;
 }

@@ -39,6 +39,8 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   auto no = [&](bool bad, const std::string& what) {
     if (bad) why.push_back(what);
   };
+  no(l.own_expert_tp(), "etp=" + std::to_string(l.etp) +
+                    " (the runtime splits the experts over TP as the dense layers: leave etp unset)");
   if (m.moe) {  // moe_block.h runs MoE layers outside the B/W split
     no(l.cp > 1 && l.moe_capacity > 0, "cp=" + std::to_string(l.cp) +
                                            " with moe_capacity (an expert's capacity is counted over the whole sequence; "

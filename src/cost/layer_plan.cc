@@ -221,7 +221,7 @@ LayerPlan PlanLayer(const ModelSpec& m, const Layout& l, bool moe) {
   p.moe = moe && m.moe.has_value();
   p.ops = LayerOps(m, l, p.moe);
   p.params = p.moe ? MoeLayerParamsOnRank(m, l) : DenseLayerParamsOnRank(m, l);
-  if (p.moe) p.expert_params = static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden);
+  if (p.moe) p.expert_params = ExpertParamsOnRank(m, l);
   // (The attention output's bias is among AttentionReplicatedParams; the MLP's second bias here.)
   p.replicated_params = static_cast<double>(m.LayerNormParams() + m.AttentionReplicatedParams()) + (m.bias ? static_cast<double>(m.hidden) : 0.0) +
                         (p.moe ? static_cast<double>(m.hidden * m.moe->experts) : 0.0) +
@@ -304,9 +304,9 @@ struct StageContext {
   Block embedding, head;
   StateBytes state{};
   double tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, ep_bytes = 0;
-  // Under MoeDispatchGathersOverTp, the experts' tokens gathered over TP: every TP rank's
-  // received tokens, T x top_k rows at the busiest rank's load; ep_bytes is then this rank's
-  // own T / tp tokens' share.
+  // Under MoeGathersOverExpertTp, the experts' tokens gathered over the experts' TP group: every
+  // member's received tokens, MoeExpertTokensPerRank rows at the busiest rank's load; ep_bytes
+  // is this rank's own routed tokens' share.
   double ep_tp_bytes = 0;
   double ce_bytes = 0;  // the vocab-parallel cross-entropy's statistics, all TP ranks'
   // The embedding and head units on this rank (as ParamsOnStage): the embeddings (vocabulary
@@ -566,15 +566,29 @@ class PassBuilder {
   // (Megatron-Core's distributed optimizer keeps the experts in a buffer of their own over the
   // expert-data-parallel group; FSDP with EP shards them over it).
   bool ShardsExperts() const { return l_.zero >= 1 && l_.edp() > 1; }
-  // An MoE layer whose token dispatcher gathers over TP (ops.h MoeDispatchGathersOverTp).
-  bool DispatchGathersOverTp(const LayerCost& c) const { return c.plan->moe && MoeDispatchGathersOverTp(l_); }
-  // Its experts' tokens over TP (the dispatcher's gather_from_sequence_parallel_region after
-  // the dispatch all-to-all, `gather`, or reduce_scatter_to_sequence_parallel_region before the
-  // combine): on the TP stream, blocking, whatever overlap_tp (not Transformer Engine's layers).
-  int32_t ExpertTokensOverTp(bool gather, Pass pass, int32_t layer, int32_t after) {
-    return Coll(gather ? "tp all-gather of expert tokens" : "tp reduce-scatter of expert tokens",
-                gather ? Collective::kAllGather : Collective::kReduceScatter, GroupKind::kTp,
-                c_.ep_tp_bytes, Stream::kTp, Category::kTp, pass, layer, {after});
+  // An MoE layer whose input stays split over TP, its token dispatcher routing each TP rank's
+  // own tokens (ops.h MoeInputSplitOverTp): no TP exchange at the MLP branch's ends.
+  bool DispatchGathersOverTp(const LayerCost& c) const { return c.plan->moe && MoeInputSplitOverTp(l_); }
+  // An MoE layer's path through the dispatcher: the all-to-alls over EP, the gathers over the
+  // experts' TP, or both (else its MLP is one block, as a dense layer's).
+  bool Dispatches(const LayerCost& c) const {
+    return c.plan->moe && (l_.ep > 1 || MoeInputSplitOverTp(l_) || MoeGathersOverExpertTp(l_));
+  }
+  // The all-to-all over EP (ep > 1).
+  int32_t ExpertAllToAll(bool dispatch, Pass pass, int32_t layer, std::vector<int32_t> after) {
+    return Coll(dispatch ? "ep all-to-all dispatch" : "ep all-to-all combine", Collective::kAllToAll, GroupKind::kEp,
+                c_.ep_bytes, Stream::kEp, Category::kEp, pass, layer, after);
+  }
+  // Its experts' tokens over the experts' TP group, where the dispatcher gathers over it
+  // (MoeGathersOverExpertTp): gather_from_sequence_parallel_region after the dispatch
+  // all-to-all (`gather`), or reduce_scatter_to_sequence_parallel_region before the combine.
+  // On the TP stream, blocking, whatever overlap_tp (not Transformer Engine's layers).
+  int32_t ExpertTokensOverTp(bool gather, Pass pass, int32_t layer, std::vector<int32_t> after) {
+    const bool own_group = l_.own_expert_tp();  // the experts' TP group, not TP's (GroupKind::kEtp)
+    const std::string what = gather ? " all-gather of expert tokens" : " reduce-scatter of expert tokens";
+    return Coll((own_group ? "etp" : "tp") + what, gather ? Collective::kAllGather : Collective::kReduceScatter,
+                own_group ? GroupKind::kEtp : GroupKind::kTp, c_.ep_tp_bytes, Stream::kTp, Category::kTp, pass,
+                layer, std::move(after));
   }
   bool GathersExperts(const LayerCost& c) const {
     return l_.zero == 3 && l_.edp() > 1 && c.plan->expert_params > 0;
@@ -703,15 +717,14 @@ int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t laye
   if (!dispatch_tp) t = TpBefore(t, pass, layer);
   deps = TakeJoins(t);
   deps.push_back(cp);
-  if (c.plan->moe && l_.ep > 1) {
+  if (Dispatches(c)) {
     t = Compute("router" + tag, c.mlp_pre.fwd, c.mlp_pre.flops, cat, pass, layer, deps);
-    t = Coll("ep all-to-all dispatch", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
-             Category::kEp, pass, layer, {t});
-    if (dispatch_tp) t = ExpertTokensOverTp(true, pass, layer, t);
+    const bool a2a = l_.ep > 1, etp = MoeGathersOverExpertTp(l_);
+    if (a2a) t = ExpertAllToAll(true, pass, layer, {t});
+    if (etp) t = ExpertTokensOverTp(true, pass, layer, {t});
     t = Compute("experts" + tag, c.mlp.fwd, c.mlp.flops, cat, pass, layer, {t, expert_gather});
-    if (dispatch_tp) t = ExpertTokensOverTp(false, pass, layer, t);
-    t = Coll("ep all-to-all combine", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
-             Category::kEp, pass, layer, {t});
+    if (etp) t = ExpertTokensOverTp(false, pass, layer, {t});
+    if (a2a) t = ExpertAllToAll(false, pass, layer, {t});
     t = Compute("mlp residual" + tag, c.mlp_post.fwd, 0, cat, pass, layer, {t});
   } else {
     deps.push_back(expert_gather);
@@ -833,22 +846,16 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
       deps = TakeJoins(t);
     }
     deps.push_back(gather);
-    if (c.plan->moe && l_.ep > 1) {
-      t = Coll("ep all-to-all dispatch", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
-               Category::kEp, Pass::kBackward, layer, deps);
-      // The backward of the experts' output reduce-scatter: their output gradient gathered.
-      if (dispatch_tp) t = ExpertTokensOverTp(true, Pass::kBackward, layer, t);
-      deps = {t};
-    }
+    const bool a2a = Dispatches(c) && l_.ep > 1, etp = Dispatches(c) && MoeGathersOverExpertTp(l_);
+    if (a2a) deps = {ExpertAllToAll(true, Pass::kBackward, layer, deps)};
+    // The backward of the experts' output reduce-scatter: their output gradient gathered.
+    if (etp) deps = {ExpertTokensOverTp(true, Pass::kBackward, layer, deps)};
     deps.push_back(expert_gather);
     t = Compute("mlp backward", mlp_b - mlp_w, 2 * (c.mlp_pre.flops + c.mlp.flops) - mlp_w_flops,
                 Category::kCompute, Pass::kBackward, layer, deps);
-    if (c.plan->moe && l_.ep > 1) {
-      // The backward of the experts' input all-gather: their input gradient reduce-scattered.
-      if (dispatch_tp) t = ExpertTokensOverTp(false, Pass::kBackward, layer, t);
-      t = Coll("ep all-to-all combine", Collective::kAllToAll, GroupKind::kEp, c_.ep_bytes, Stream::kEp,
-               Category::kEp, Pass::kBackward, layer, {t});
-    }
+    // The backward of the experts' input all-gather: their input gradient reduce-scattered.
+    if (etp) t = ExpertTokensOverTp(false, Pass::kBackward, layer, {t});
+    if (a2a) t = ExpertAllToAll(false, Pass::kBackward, layer, {t});
     if (mlp_split) {
       t = ColumnParallelBackward("mlp", t, regather, mlp_w, mlp_w_flops, layer);
       std::tie(deps, regather) = BackwardBranchStart(t, layer);
@@ -1133,7 +1140,7 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   // The all-to-all's pace is the busiest rank's: it receives MoeLoad() times the balanced share.
   const double routed = static_cast<double>(MoeRoutedTokensPerRank(m, l));
   c.ep_bytes = m.moe ? routed * static_cast<double>(m.moe->top_k * m.hidden) * e * l.MoeLoad() : 0;
-  c.ep_tp_bytes = m.moe && MoeDispatchGathersOverTp(l) ? c.ep_bytes * static_cast<double>(l.tp) : 0;
+  c.ep_tp_bytes = m.moe && MoeGathersOverExpertTp(l) ? c.ep_bytes * static_cast<double>(l.expert_tp()) : 0;
   c.state = StateBytesPerParam(l.dtype);
   c.embedding_table = static_cast<double>(m.vocab * m.hidden) / static_cast<double>(l.tp);
   c.embedding_params = c.embedding_table +
@@ -1379,9 +1386,14 @@ double ComputeLowerBound(const ModelSpec& m, const CollectiveModel& comm, const 
       b += static_cast<double>(c.layers) * tp_layer_bwd;
       // An MoE layer whose dispatcher gathers over TP chains one TP collective fewer in its
       // backward without the split (its MLP branch's two inside, against a dense layer's three).
-      if (tp_bwd > 0 && !tp_split && MoeDispatchGathersOverTp(l)) {
-        b -= static_cast<double>(m.MoeLayersIn(c.first_layer, c.first_layer + c.layers)) * tp_layer_bwd /
-             static_cast<double>(tp_bwd);
+      // With the experts' TP set apart (etp), its MLP branch may have no TP-sized exchange at
+      // all: none of its TP collectives is counted (a looser bound, still a bound).
+      const double moe_layers = static_cast<double>(m.MoeLayersIn(c.first_layer, c.first_layer + c.layers));
+      if (MoeInputSplitOverTp(l) && l.own_expert_tp()) {
+        f -= moe_layers * tp_layer_fwd;
+        b -= moe_layers * tp_layer_bwd;
+      } else if (tp_bwd > 0 && !tp_split && MoeInputSplitOverTp(l)) {
+        b -= moe_layers * tp_layer_bwd / static_cast<double>(tp_bwd);
       }
       // A pass that ends in a send the next pass does not wait for (overlap_pp) leaves its last
       // layer's output reduction to the send: not on this stage's compute chain.

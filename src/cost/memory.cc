@@ -64,7 +64,7 @@ double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage) 
   double gemm_params = n * AttentionParamsOnRank(m, l) +
                        (n - n_moe) * MlpParamsOnRank(m, l, m.ffn_hidden);
   if (n_moe > 0) {
-    gemm_params += n_moe * static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden);
+    gemm_params += n_moe * ExpertParamsOnRank(m, l);
     if (m.moe->shared_ffn_hidden > 0) gemm_params += n_moe * MlpParamsOnRank(m, l, m.moe->shared_ffn_hidden);
   }
   return 2.0 * gemm_params;
@@ -81,7 +81,7 @@ StageParams ParamsOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   p.dense += (n - n_moe) * MlpParamsOnRank(m, l, m.ffn_hidden);
   if (n_moe > 0) {
     p.dense += n_moe * (static_cast<double>(m.hidden * m.moe->experts) + SharedExpertParamsOnRank(m, l));
-    p.expert = n_moe * (static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden));
+    p.expert = n_moe * ExpertParamsOnRank(m, l);
   }
   // First stage: embeddings (vocabulary split over TP). The head's stage (the last; the first
   // under ZB-V, HeadStage): final norm and LM head; with tied embeddings on another stage than
@@ -108,6 +108,15 @@ struct RankSizes {
   double q;   // query width (heads x head_dim)
   double kv;  // K or V width per rank x t: max(kv_heads / t, 1) heads, replicated when t > kv_heads
 };
+
+// The experts' intermediates on a rank against the dense formula's top_k x sb tokens split
+// over t: MoeExpertTokensPerRank rows, ffn / etp wide (1 where the experts' TP is the dense TP:
+// the rows are then sb x top_k, with or without the dispatcher's gather).
+double ExpertRowsScale(const ModelSpec& m, const Layout& l) {
+  const double rows = static_cast<double>(MoeExpertTokensPerRank(m, l));
+  const double dense_rows = static_cast<double>(TokensPerRank(m, l) * m.moe->top_k);
+  return rows / dense_rows * static_cast<double>(l.tp) / static_cast<double>(l.expert_tp());
+}
 
 RankSizes PerRankSizes(const ModelSpec& m, const Layout& l) {
   const double t = static_cast<double>(l.tp);
@@ -157,6 +166,7 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
     // The busiest EP rank's routed tokens (Layout::MoeLoad).
     tokens_mlp = sb * m.moe->top_k * l.MoeLoad();
     replicated += tokens_mlp * g * h;  // dispatched expert inputs (after all-to-all)
+    tokens_mlp *= ExpertRowsScale(m, l);  // the experts' intermediates, as split over their TP
     // The shared experts' MLP on every token, as a dense MLP keeps its intermediates.
     const double fs = static_cast<double>(m.moe->shared_ffn_hidden);
     split += sb * (m.activation == Activation::kSwiglu ? 2 * e * fs + g * fs : e * fs + g * fs);
@@ -210,7 +220,7 @@ double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l) {
   const auto [e, sb, h, t, q, kv] = PerRankSizes(m, l);
   double ffn = static_cast<double>(m.ffn_hidden);
   if (m.moe) {  // the routed experts' backward and the shared experts' run one after the other
-    ffn = std::max(static_cast<double>(m.moe->ffn_hidden) * m.moe->top_k * l.MoeLoad(),
+    ffn = std::max(static_cast<double>(m.moe->ffn_hidden) * m.moe->top_k * l.MoeLoad() * ExpertRowsScale(m, l),
                    static_cast<double>(m.moe->shared_ffn_hidden));
   }
   // MLP branch: gradients of the activation, the first projection(s) (gate and up for SwiGLU).
@@ -310,9 +320,19 @@ double AttentionParamsOnRank(const ModelSpec& m, const Layout& l) {
   return (static_cast<double>(m.AttentionParams()) - replicated) / static_cast<double>(l.tp) + replicated;
 }
 
-double MlpParamsOnRank(const ModelSpec& m, const Layout& l, int64_t ffn) {
+namespace {
+
+double MlpParamsSplit(const ModelSpec& m, int64_t ffn, int64_t tp) {
   const double row_bias = m.bias ? static_cast<double>(m.hidden) : 0.0;
-  return (static_cast<double>(m.MlpParams(ffn)) - row_bias) / static_cast<double>(l.tp) + row_bias;
+  return (static_cast<double>(m.MlpParams(ffn)) - row_bias) / static_cast<double>(tp) + row_bias;
+}
+
+}  // namespace
+
+double MlpParamsOnRank(const ModelSpec& m, const Layout& l, int64_t ffn) { return MlpParamsSplit(m, ffn, l.tp); }
+
+double ExpertParamsOnRank(const ModelSpec& m, const Layout& l) {
+  return static_cast<double>(m.moe->experts / l.ep) * MlpParamsSplit(m, m.moe->ffn_hidden, l.expert_tp());
 }
 
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l) {
@@ -367,7 +387,7 @@ ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t s
   if (m.moe) {
     const double moe_dense = MoeLayerParamsOnRank(m, l);
     const double moe_experts =
-        l.edp() > 1 ? static_cast<double>(m.moe->experts / l.ep) * MlpParamsOnRank(m, l, m.moe->ffn_hidden) : 0;
+        l.edp() > 1 ? ExpertParamsOnRank(m, l) : 0;
     const bool dense_layers = m.MoeLayerCount() < m.layers;
     layer = dense_layers ? std::max(layer, moe_dense + moe_experts) : moe_dense + moe_experts;
     next = dense_layers ? std::max(next, moe_dense) : moe_dense;
@@ -453,8 +473,10 @@ double NcclBufferBytes(const ModelSpec& m, const HardwareSpec& hw, const Layout&
   double connections = 0;
   if (l.tp > 1) connections += 2;
   if (l.dp_cp() > 1) connections += 2;
-  // Expert gradients reduce over the expert-data-parallel group (the DP ranks with one EP index).
-  if (m.moe && l.ep > 1 && l.dp_cp() / l.ep > 1) connections += 2;
+  // Expert gradients reduce over the expert-data-parallel group (the ranks with one EP index).
+  if (m.moe && (l.ep > 1 || l.own_expert_tp()) && l.edp() > 1) connections += 2;
+  // The dispatcher's gather and reduce-scatter over the experts' TP group, where it is not TP's.
+  if (m.moe && l.own_expert_tp() && l.etp > 1) connections += 2;
   // Ring attention sends K and V to the next CP rank and receives from the previous.
   if (l.cp > 1) connections += l.cp == 2 ? 1 : 2;
   // The token dispatcher's all-to-all reaches every other EP rank.

@@ -132,6 +132,9 @@ double AttentionParamsOnRank(const ModelSpec& m, const Layout& l);
 // row-parallel second projection's bias (hidden, with biases) whole on every rank.
 double MlpParamsOnRank(const ModelSpec& m, const Layout& l, int64_t ffn);
 double SharedExpertParamsOnRank(const ModelSpec& m, const Layout& l);
+// One MoE layer's routed experts on a rank: its experts / ep experts, each an MLP split over the
+// experts' TP (Layout::expert_tp) as MlpParamsOnRank splits over TP.
+double ExpertParamsOnRank(const ModelSpec& m, const Layout& l);
 
 // One dense layer's parameters on a rank: attention and MLP split over TP, the two norms whole.
 double DenseLayerParamsOnRank(const ModelSpec& m, const Layout& l);

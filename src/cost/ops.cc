@@ -12,11 +12,16 @@ namespace shardsim {
 int64_t TokensPerRank(const ModelSpec& m, const Layout& l) { return l.mbs * m.seq_len / l.cp; }
 
 bool MoeDispatchGathersOverTp(int64_t tp, bool sp, int64_t ep) { return tp > 1 && sp && ep > 1; }
-bool MoeDispatchGathersOverTp(const Layout& l) { return MoeDispatchGathersOverTp(l.tp, l.sp, l.ep); }
+bool MoeInputSplitOverTp(const Layout& l) { return l.tp > 1 && l.sp && (l.ep > 1 || l.own_expert_tp()); }
+bool MoeGathersOverExpertTp(const Layout& l) { return l.expert_tp() > 1 && (MoeInputSplitOverTp(l) || l.own_expert_tp()); }
+
+int64_t MoeExpertTokensPerRank(const ModelSpec& m, const Layout& l) {
+  return MoeRoutedTokensPerRank(m, l) * m.moe->top_k * (MoeGathersOverExpertTp(l) ? l.expert_tp() : 1);
+}
 
 int64_t MoeRoutedTokensPerRank(const ModelSpec& m, const Layout& l) {
   const int64_t T = TokensPerRank(m, l);
-  return MoeDispatchGathersOverTp(l) ? T / l.tp : T;
+  return MoeInputSplitOverTp(l) ? T / l.tp : T;
 }
 
 const char* OpRoleName(OpRole r) {
@@ -106,9 +111,9 @@ void Fp8Casts(Op& op, const Layout& l, bool input_quantized_by_norm) {
 }
 
 void AddMlp(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, int64_t tokens,
-            int64_t ffn, const std::string& prefix, bool input_quantized_by_norm) {
+            int64_t ffn, const std::string& prefix, bool input_quantized_by_norm, int64_t tp) {
   const double b = ActBytes(l);
-  const int64_t f = ffn / l.tp;
+  const int64_t f = ffn / tp;
   if (m.activation == Activation::kSwiglu) {
     if (SeparateLinears(l.kernels)) {
       // torchtitan's FeedForward, w2(F.silu(w1(x)) * w3(x)): w1 and w3 separate GEMMs (each
@@ -303,8 +308,9 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   if (m.norms_per_layer > 1) ops.push_back(NormOp(m, l, "norm2", Tn * h));
   if (moe_layer && m.moe) {
     // Router: (T x h) x (h x E), replicated over TP (on this rank's T / tp tokens when the
-    // dispatcher gathers over TP, MoeDispatchGathersOverTp); each token goes to top_k experts,
-    // and an EP rank runs its E/ep experts on T * top_k tokens in total (balanced routing).
+    // layer's input stays split over TP, MoeInputSplitOverTp); each token goes to top_k experts,
+    // and an EP rank runs its E/ep experts on MoeExpertTokensPerRank tokens in total (balanced
+    // routing), split over the experts' TP.
     ops.push_back(Matmul("router", OpRole::kRouter, MoeRoutedTokensPerRank(m, l), m.moe->experts, h, b));
     ops.back().bf16_under_fp8 = true;
     if (m.moe->shared_ffn_hidden > 0) {
@@ -312,7 +318,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
       // SharedExpertMLP; Qwen2-MoE's shared_expert), run before the dispatch, and Qwen2-MoE's
       // sigmoid gate on its output, (T x h) x (h x 1). Their own SP all-gather and
       // reduce-scatter are not priced: they are counted as sharing the routed path's.
-      AddMlp(ops, m, l, T, m.moe->shared_ffn_hidden, "shared_", true);
+      AddMlp(ops, m, l, T, m.moe->shared_ffn_hidden, "shared_", true, l.tp);
       if (m.moe->shared_gate) {
         ops.push_back(Matmul("shared_gate", OpRole::kRouter, T, 1, h, b));
         ops.back().bf16_under_fp8 = true;
@@ -324,7 +330,7 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   // (megatron/core/transformer/moe/token_dispatcher.py, moe_utils.py permute / unpermute;
   // NVIDIA/Megatron-LM d98e8a64dd): each reads and writes T x top_k rows of h 16-bit values, and
   // the backward pass does the reverse (backward_factor 1).
-  // Under MoeDispatchGathersOverTp each TP rank permutes its own T / tp tokens.
+  // Under MoeInputSplitOverTp each TP rank permutes its own T / tp tokens.
   const bool experts = moe_layer && m.moe.has_value();
   const double permuted_rows = experts ? static_cast<double>(MoeRoutedTokensPerRank(m, l)) * m.moe->top_k : 0;
   if (experts) {
@@ -334,11 +340,11 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
   const size_t mlp = ops.size();
   if (experts) {
     // Experts' fc1 reads the dispatched tokens, not the norm's output: quantized on its own. The
-    // busiest EP rank's experts take Layout::MoeLoad() times the balanced T x top_k tokens.
-    const double routed = std::round(static_cast<double>(T * m.moe->top_k) * l.MoeLoad());
-    AddMlp(ops, m, l, static_cast<int64_t>(routed), m.moe->ffn_hidden, "expert_", false);
+    // busiest EP rank's experts take Layout::MoeLoad() times the balanced share.
+    const double routed = std::round(static_cast<double>(MoeExpertTokensPerRank(m, l)) * l.MoeLoad());
+    AddMlp(ops, m, l, static_cast<int64_t>(routed), m.moe->ffn_hidden, "expert_", false, l.expert_tp());
   } else {
-    AddMlp(ops, m, l, T, m.ffn_hidden, "mlp_", true);
+    AddMlp(ops, m, l, T, m.ffn_hidden, "mlp_", true, l.tp);
   }
   const size_t mlp_output = ops.size();
   if (experts) {

@@ -156,11 +156,25 @@ int64_t TokensPerRank(const ModelSpec& m, const Layout& l);
 // (expert) TP group (gather_from_sequence_parallel_region) for the experts' TP-split GEMMs,
 // and after them reduce-scatters the outputs (reduce_scatter_to_sequence_parallel_region)
 // before the combine all-to-all. Expert TP is the attention's TP (expert_tensor_parallel_size
-// defaults to tensor_model_parallel_size).
+// defaults to tensor_model_parallel_size). The runtime's test, on the sizes it runs (etp unset).
 bool MoeDispatchGathersOverTp(int64_t tp, bool sp, int64_t ep);
-bool MoeDispatchGathersOverTp(const Layout& l);
+// Whether an MoE layer's input stays split over TP, each TP rank routing its own T / tp tokens:
+// as above (etp unset: sp, tp > 1, ep > 1), and with the experts' TP set apart from the dense
+// TP (Layout::etp, which needs sp with tp > 1): MoEAlltoAllTokenDispatcher takes the layer's
+// input as it comes, SP-split, whatever the experts' TP (token_dispatcher.py at NVIDIA/Megatron-LM
+// d98e8a64dd).
+bool MoeInputSplitOverTp(const Layout& l);
+// Whether the dispatcher all-gathers the tokens it received over the experts' TP group (and
+// reduce-scatters the experts' outputs before the combine): the experts' TP above 1 and its
+// members holding different tokens (SP-split TP peers, or, with etp set, any folded group).
+// The group is the TP group where etp is unset, GroupKind::kEtp otherwise.
+bool MoeGathersOverExpertTp(const Layout& l);
 // The tokens an MoE layer's router and permutation see on one rank: T / tp under
-// MoeDispatchGathersOverTp, else T.
+// MoeInputSplitOverTp, else T.
 int64_t MoeRoutedTokensPerRank(const ModelSpec& m, const Layout& l);
+// The routed token copies one rank's experts take at balanced routing: its routed tokens x
+// top_k (what it receives from its EP peers on average), times the experts' TP where the
+// dispatcher gathers over it. Etp unset with sp, tp > 1, ep > 1: T / tp x top_k x tp = T x top_k.
+int64_t MoeExpertTokensPerRank(const ModelSpec& m, const Layout& l);
 
 }  // namespace shardsim

@@ -18,7 +18,7 @@ const char* CategoryName(Category c) {
 }
 
 const char* GroupKindName(GroupKind g) {
-  static const char* kNames[] = {"tp", "cp", "ep", "dp", "edp", "embedding"};
+  static const char* kNames[] = {"tp", "cp", "ep", "dp", "edp", "embedding", "etp"};
   return kNames[static_cast<int>(g)];
 }
 
@@ -30,6 +30,7 @@ std::vector<int64_t> GroupMembers(const Layout& l, int64_t rank, GroupKind g) {
     case GroupKind::kEp: return GroupOf(l, rank, ParallelDim::kEp);
     case GroupKind::kDp: return DpCpGroupOf(l, rank);  // the dense weights' replicas, DP x CP
     case GroupKind::kEdp: return EdpGroupOf(l, rank);
+    case GroupKind::kEtp: return GroupOf(l, rank, ParallelDim::kEtp);
     case GroupKind::kEmbedding: {
       std::vector<int64_t> out{RankOf(l, RankCoord{me.tp, me.cp, me.dp, 0})};
       if (HeadStage(l) != 0) out.push_back(RankOf(l, RankCoord{me.tp, me.cp, me.dp, HeadStage(l)}));

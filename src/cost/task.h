@@ -30,13 +30,14 @@ const char* CategoryName(Category c);
 // Communicating groups: the layout's dimensions plus the expert-data-parallel group and the
 // embedding group (the first and last pipeline stages, which hold the two copies of a tied
 // embedding table).
-enum class GroupKind : uint8_t { kTp, kCp, kEp, kDp, kEdp, kEmbedding };
-inline constexpr int kGroupKindCount = 6;
+enum class GroupKind : uint8_t { kTp, kCp, kEp, kDp, kEdp, kEmbedding, kEtp };
+inline constexpr int kGroupKindCount = 7;
 const char* GroupKindName(GroupKind g);
 
 // The ranks of `rank`'s group of kind `g`, in group order (placement.h): TP, CP, EP along the
 // layout's dimensions; DP the ranks holding the same dense weights, over DP and CP together
-// (Layout::dp_cp: gradients are reduced and ZeRO shards over them); EDP the DP ranks with the same index modulo ep; the embedding group
+// (Layout::dp_cp: gradients are reduced and ZeRO shards over them); EP, ETP (the experts' TP)
+// and EDP (the ranks holding the same experts) in the experts' grid (ExpertCoordOf); the embedding group
 // the ranks with the same TP, CP and DP coordinates on the first and last stages (one rank
 // when pp = 1).
 std::vector<int64_t> GroupMembers(const Layout& l, int64_t rank, GroupKind g);

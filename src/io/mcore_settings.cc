@@ -63,7 +63,7 @@ bool On(LocatedValues& r, const std::string& key) {
 
 }  // namespace
 
-void CheckMcoreSettings(LocatedValues& r, const McoreKeys& k, const ModelSpec& m, const Layout& l,
+void CheckMcoreSettings(LocatedValues& r, const McoreKeys& k, const ModelSpec& m, Layout& l,
                         std::vector<std::string>* warnings) {
   auto refuse = [&](const std::string& key, const std::string& what) {
     const std::string value = r.Text(key, "");
@@ -71,13 +71,10 @@ void CheckMcoreSettings(LocatedValues& r, const McoreKeys& k, const ModelSpec& m
   };
   const std::string dispatcher = r.Choice(k.dispatcher, "allgather", {"allgather", "alltoall", "flex"});
   if (m.moe) {
-    // Experts split over the attention's TP ranks: expert tensor parallelism = TP, the default
-    // (arguments.py 439-440).
-    if (Given(r, k.etp) && r.Int(k.etp, 1) != l.tp) {
-      r.Error(k.etp, k.etp + " " + r.Text(k.etp, "") + " with " + k.tp + " " + std::to_string(l.tp) +
-                         ": shardsim splits the experts as the attention (expert tensor parallelism = tensor "
-                         "parallelism, " + k.owner + "'s default); another split is not modelled");
-    }
+    // The experts' TP size (Layout::etp; the TP size where not given, arguments.py 439-440),
+    // folded with EP out of the stage's TP x CP x DP ranks (placement.h ExpertCoordOf); the
+    // layout check says where it does not fit.
+    if (Given(r, k.etp)) l.etp = r.Int(k.etp, l.tp);
     if (On(r, k.extended_tp)) refuse(k.extended_tp, "experts split over TP x EP (shardsim splits them as the attention)");
     // The token dispatcher: shardsim prices alltoall (ops.cc, layer_plan.cc); allgather, the
     // default (_add_moe_args; TransformerConfig), hands every token to every expert-parallel rank

@@ -29,9 +29,10 @@ struct McoreKeys {
 const McoreKeys& MegatronArgumentKeys();
 const McoreKeys& NemoOverrideKeys();
 
-// Checks `l` (the parallel sizes, recompute, ZeRO and dtype read) of model `m`: errors into
-// `r`, warnings into `warnings`.
-void CheckMcoreSettings(LocatedValues& r, const McoreKeys& k, const ModelSpec& m, const Layout& l,
+// Reads an MoE model's expert tensor-parallel size into `l` (Layout::etp), then checks `l` (the
+// parallel sizes, recompute, ZeRO and dtype read) of model `m`: errors into `r`, warnings into
+// `warnings`.
+void CheckMcoreSettings(LocatedValues& r, const McoreKeys& k, const ModelSpec& m, Layout& l,
                         std::vector<std::string>* warnings);
 
 }  // namespace shardsim

@@ -90,7 +90,7 @@ std::string TpOverlapName(TpOverlap o) {
 namespace {
 
 const std::vector<std::string> kKeys = {
-    "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
+    "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
     "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
     "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
     "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels", "cuda_graphs"};
@@ -140,11 +140,11 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     }
     return BadValue(key, value, "one of " + Join(choices, ", "), choices);
   };
-  if (key == "tp" || key == "pp" || key == "dp" || key == "cp" || key == "ep" || key == "vpp" ||
-      key == "mbs" || key == "gbs") {
+  if (key == "tp" || key == "pp" || key == "dp" || key == "cp" || key == "ep" || key == "etp" ||
+      key == "vpp" || key == "mbs" || key == "gbs") {
     SHARDSIM_ASSIGN_OR_RETURN(int64_t v, PositiveInt(key, value));
     int64_t* field = key == "tp" ? &l.tp : key == "pp" ? &l.pp : key == "dp" ? &l.dp
-                   : key == "cp" ? &l.cp : key == "ep" ? &l.ep : key == "vpp" ? &l.vpp
+                   : key == "cp" ? &l.cp : key == "ep" ? &l.ep : key == "etp" ? &l.etp : key == "vpp" ? &l.vpp
                    : key == "mbs" ? &l.mbs : &l.gbs;
     *field = v;
   } else if (key == "zero") {
@@ -275,7 +275,7 @@ StatusOr<Layout> ResolveLayout(Layout l, int64_t gpus) {
   }
   // Each degree is at most kMaxGpus (ParseLayout), so their products fit in int64 until the
   // third factor: checked, and bounded like the GPU count.
-  for (const int64_t degree : {l.tp, l.pp, l.cp, l.dp, l.ep, l.vpp, l.mbs}) {
+  for (const int64_t degree : {l.tp, l.pp, l.cp, l.dp, l.ep, l.etp, l.vpp, l.mbs}) {
     if (degree < 0 || degree > kMaxGpus) {
       return Status::Error("a parallel degree of " + std::to_string(degree) + ": more than " + std::to_string(kMaxGpus));
     }
@@ -291,6 +291,7 @@ StatusOr<Layout> ResolveLayout(Layout l, int64_t gpus) {
   // When tp x pp x cp does not divide the GPU count, dp is rounded down and CheckLayout
   // reports the mismatch together with every other reason.
   if (l.dp == 0) l.dp = std::max<int64_t>(1, gpus / l.model_parallel());
+  if (l.etp == l.tp) l.etp = 0;  // the experts split as the dense layers: not written
   if (l.gbs == 0) l.gbs = l.dp * l.mbs;
   if (!l.schedule_given) {
     l.schedule = l.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
@@ -329,6 +330,7 @@ std::string FormatLayout(const Layout& l) {
   if (l.dp > 0) field(",dp=", l.dp);
   field(",cp=", l.cp);
   field(",ep=", l.ep);
+  if (l.etp > 0) field(",etp=", l.etp);  // only when set, as the experts' TP defaults to tp
   field(",vpp=", l.vpp);
   field(",mbs=", l.mbs);
   if (l.gbs > 0) field(",gbs=", l.gbs);
@@ -370,6 +372,7 @@ std::optional<std::string> LayoutValue(const Layout& l, std::string_view key) {
   if (key == "dp") return num(l.dp);
   if (key == "cp") return num(l.cp);
   if (key == "ep") return num(l.ep);
+  if (key == "etp") return num(l.expert_tp());
   if (key == "vpp") return num(l.vpp);
   if (key == "mbs") return num(l.mbs);
   if (key == "gbs") return num(l.gbs);

@@ -94,7 +94,10 @@ struct Layout {
   int64_t pp = 1;   // pipeline stages
   int64_t dp = 0;   // data parallel; 0 = derived from the GPU count
   int64_t cp = 1;   // context parallel (sequence split across ranks, ring attention)
-  int64_t ep = 1;   // expert parallel (carved out of dp x cp)
+  int64_t ep = 1;   // expert parallel (folded out of tp x cp x dp with the experts' TP, expert_tp())
+  // The experts' tensor parallel size (Megatron-Core's --expert-tensor-parallel-size); 0: the
+  // dense TP size (ResolveLayout writes 0 for a value equal to tp).
+  int64_t etp = 0;
   int64_t vpp = 1;  // virtual stages (model chunks) per pipeline rank
   int64_t mbs = 1;  // micro-batch size (sequences)
   int64_t gbs = 0;  // global batch (sequences); 0 = dp x mbs
@@ -156,11 +159,16 @@ struct Layout {
   // megatron/core/optimizer/__init__.py at NVIDIA/Megatron-LM d98e8a64dd; CP ranks compute
   // different tokens' gradients of the same weights).
   int64_t dp_cp() const { return dp * cp; }
-  // An expert's replicas: the DP x CP ranks (the dense weights' replicas) over the ep of them
-  // that split the experts. Megatron-Core folds EP and the expert-data-parallel group out of
-  // TP x CP x DP ("MoE Parallel Folding", Liu et al. 2025, arXiv 2504.14960): with the experts'
-  // TP equal to the dense TP, expert DP = CP x DP / EP.
-  int64_t edp() const { return dp * cp / ep; }
+  // The experts' tensor parallel size: etp, or tp where not set.
+  int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  // Whether the experts split otherwise than the dense layers (etp set, and not to tp).
+  bool own_expert_tp() const { return etp > 0 && etp != tp; }
+  // An expert's replicas. Megatron-Core folds the experts' TP, EP and expert-data-parallel
+  // groups out of a pipeline stage's TP x CP x DP ranks ("MoE Parallel Folding", Liu et al.
+  // 2025, arXiv 2504.14960; megatron/core/parallel_state.py at NVIDIA/Megatron-LM d98e8a64dd:
+  // expert_data_parallel_size = world / (etp x ep x pp)): expert DP = TP x CP x DP / (ETP x
+  // EP), which is CP x DP / EP where the experts' TP is the dense TP.
+  int64_t edp() const { return tp * cp * dp / (expert_tp() * ep); }
   // Micro-batches per iteration per DP replica (gradient accumulation steps).
   int64_t microbatches() const { return gbs / (dp * mbs); }
 };

@@ -20,7 +20,8 @@ constexpr const char* kFields[] = {
     "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule", "dtype",
     "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
     "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
-    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels", "cuda_graphs"};
+    "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels", "cuda_graphs",
+    "etp"};
 
 int FieldIndex(const std::string& key) {
   for (int i = 0; i < static_cast<int>(std::size(kFields)); ++i) {
@@ -63,6 +64,9 @@ double FieldValue(const Layout& l, int field) {
     case 28: return l.moe_imbalance;
     case 29: return d(static_cast<int>(l.kernels));
     case 30: return d(static_cast<int>(l.cuda_graphs));
+    // The experts' TP where it is not the dense TP, else 0: `etp>0` tests for experts split
+    // otherwise than the dense layers.
+    case 31: return d(l.own_expert_tp() ? l.etp : 0);
   }
   return 0;
 }
@@ -169,7 +173,7 @@ StatusOr<StackSpec> FromFile(const YamlFile& f, const std::string& name) {
     return Status::Error(name + ": 'framework_defaults': expected at most " + std::to_string(kMaxRules) + " entries");
   }
   for (YamlMap& r : fdefaults) {
-    static const std::vector<std::string> kUsers = {"tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs"};
+    static const std::vector<std::string> kUsers = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "gbs"};
     StackDefaultRule d;
     d.when = ReadTerms(r, "when", false);
     const std::string set = r.String("set");

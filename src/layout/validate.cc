@@ -129,8 +129,9 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
   if (!m.moe && (l.moe_capacity > 0 || l.moe_imbalance != 1)) {
     warn("moe_capacity and moe_imbalance price an MoE model's routing; " + m.name + " has no experts");
   }
-  if (m.moe && !Divides(l.tp, m.moe->ffn_hidden)) {
-    err("tp=" + S(l.tp) + " does not divide moe.ffn_hidden=" + S(m.moe->ffn_hidden));
+  // The experts split over the experts' TP (Layout::expert_tp), the dense TP unless etp is set.
+  if (m.moe && !Divides(l.expert_tp(), m.moe->ffn_hidden)) {
+    err((l.own_expert_tp() ? "etp=" + S(l.etp) : "tp=" + S(l.tp)) + " does not divide moe.ffn_hidden=" + S(m.moe->ffn_hidden));
   }
   if (l.tp > per_node) {
     warn("tp=" + S(l.tp) + " crosses nodes (" + S(per_node) +
@@ -192,7 +193,23 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
     } else if (!Divides(l.ep, m.moe->experts)) {
       err("ep=" + S(l.ep) + " does not divide experts=" + S(m.moe->experts));
     }
-    if (!Divides(l.ep, l.dp)) err("ep=" + S(l.ep) + " does not divide dp=" + S(l.dp));
+  }
+  // The experts' TP x EP x expert-DP grid is a refactoring of each pipeline stage's TP x CP x
+  // DP ranks (Megatron-Core's MoE parallel folding, Layout::edp; parallel_state.py raises when
+  // etp x ep x pp does not divide the world), with the experts' TP innermost.
+  if (l.own_expert_tp() && !m.moe) err("etp=" + S(l.etp) + " but model " + m.name + " has no experts");
+  const int64_t stage_ranks = l.tp * l.cp * l.dp;
+  if ((l.ep > 1 || l.own_expert_tp()) && !Divides(l.ep * l.expert_tp(), stage_ranks)) {
+    err("ep x etp = " + S(l.ep) + "x" + S(l.expert_tp()) + " does not divide tp x cp x dp = " + S(l.tp) + "x" +
+        S(l.cp) + "x" + S(l.dp) + " = " + S(stage_ranks) +
+        " (the ranks of a pipeline stage, which the experts' TP, EP and data-parallel groups split)");
+  }
+  // Experts split otherwise than the dense layers: the MoE layer's input must be each TP rank's
+  // own tokens (SP), as Megatron-Core's alltoall dispatcher routes them (its gather over the
+  // experts' TP group, token_dispatcher.py); without SP every TP rank would hold, and route,
+  // the same tokens, which shardsim does not model.
+  if (l.own_expert_tp() && l.tp > 1 && !l.sp) {
+    err("etp=" + S(l.etp) + " with tp=" + S(l.tp) + " needs sp=on (the MoE layer's tokens are then split over TP)");
   }
 
   // ZeRO, offload, precision.

@@ -28,6 +28,10 @@ namespace {
 enum EventKind : uint32_t { kTaskDone, kLatencyDone, kFlowDone };
 
 constexpr int kGroupKinds = kGroupKindCount;
+
+// The experts' TP group exists apart from the TP group only where the layout sets etp.
+bool GroupUsed(const Layout& l, GroupKind g) { return g != GroupKind::kEtp || l.own_expert_tp(); }
+
 constexpr SimTime kNever = -1;
 
 // What the runner keeps per task of each simulated rank, in 16 bytes (a full simulation keeps
@@ -298,7 +302,7 @@ void Runner::InitRanks() {
     }
     // Groups: the layout's, the expert-data-parallel and the embedding group (task.h).
     for (int g = 0; g < kGroupKinds; ++g) {
-      if (static_cast<GroupKind>(g) == GroupKind::kEp && l_.dp % l_.ep != 0) continue;
+      if (!GroupUsed(l_, static_cast<GroupKind>(g))) continue;
       std::vector<int64_t> members = GroupMembers(l_, r.rank, static_cast<GroupKind>(g));
       r.group_leader[g] = *std::min_element(members.begin(), members.end());
       for (int64_t mbr : members) r.group_needed[g] += state_of_rank_[mbr] >= 0 ? 1 : 0;
@@ -856,7 +860,8 @@ StatusOr<SimResult> Runner::Run() {
 bool TpPeersInLockstep(const HardwareSpec& hw, const Layout& l, const SimOptions& options) {
   bool traced_tp0 = true;  // every traced rank of TP index 0 (the ones lockstep runs)
   for (int64_t r : options.trace_ranks) traced_tp0 = traced_tp0 && r % l.tp == 0;
-  return options.full && options.tp_lockstep && (!options.trace || (!options.trace_ranks.empty() && traced_tp0)) && l.tp > 1 && l.tp == hw.node.gpus && hw.network &&
+  // Experts split otherwise than over TP (etp set) put TP peers in different EP groups.
+  return options.full && options.tp_lockstep && (!options.trace || (!options.trace_ranks.empty() && traced_tp0)) && l.tp > 1 && !l.own_expert_tp() && l.tp == hw.node.gpus && hw.network &&
          hw.network->nics == hw.node.gpus && hw.network->topology == NetworkTopology::kRailOptimized;
 }
 
@@ -880,7 +885,7 @@ SimulationSize SizeOfSimulation(const IterationProgram& program, const Layout& l
   // Each simulated rank keeps the members of each of its groups (InitRanks).
   double group_entries = 0;
   for (int g = 0; g < kGroupKinds; ++g) {
-    if (static_cast<GroupKind>(g) == GroupKind::kEp && l.dp % l.ep != 0) continue;  // as InitRanks
+    if (!GroupUsed(l, static_cast<GroupKind>(g))) continue;  // as InitRanks
     group_entries += static_cast<double>(GroupMembers(l, 0, static_cast<GroupKind>(g)).size());
   }
   // The traced ranks' tasks: every simulated rank's, or those of the ranks listed (a rank

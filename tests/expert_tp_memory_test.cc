@@ -1,0 +1,57 @@
+// The experts' tensor parallel size (Layout::etp, Megatron-Core's --expert-tensor-parallel-size)
+// in parameters and activations: the experts split over etp, not tp, and the expert-data-
+// parallel group folded out of the stage's TP x CP x DP ranks. Every expected value is worked
+// by hand in the comment before it.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "src/cost/memory.h"
+#include "src/hardware/hardware_spec.h"
+#include "src/layout/layout.h"
+#include "src/model/model_spec.h"
+
+namespace shardsim {
+namespace {
+
+Layout Resolved(const std::string& spec, int64_t gpus) {
+  static const HardwareSpec h100 = *LoadHardware("dgx-h100");
+  StatusOr<Layout> l = ResolveLayoutFor(*ParseLayout(spec), gpus, h100);
+  EXPECT_TRUE(l.ok());
+  return *l;
+}
+
+// Mixtral 8x7B (models/mixtral-8x7b.yaml: 32 layers, hidden 4096, 8 SwiGLU experts of 14336, no
+// biases) on 64 GPUs, tp 2, pp 4 (8 layers a stage), dp 8, ep 8: one expert a rank, whose MLP
+// has 3 x 4096 x 14336 = 176,160,768 parameters. With the experts' TP the dense TP (2) a rank
+// holds half: 8 x 88,080,384 = 704,643,072 on a stage; with etp 1 the whole expert: 8 x
+// 176,160,768 = 1,409,286,144. The expert-data-parallel group: tp 2 x dp 8 / (etp x ep) = 2 / 2
+// = 1 with etp 2, 16 / 8 = 2 with etp 1.
+TEST(ExpertTensorParallel, SplitsTheExpertsOverEtp) {
+  const ModelSpec m = *LoadModel("mixtral-8x7b");
+  const Layout split = Resolved("tp=2,pp=4,ep=8,sp=on,mbs=1,gbs=64", 64);
+  const Layout whole = Resolved("tp=2,pp=4,ep=8,etp=1,sp=on,mbs=1,gbs=64", 64);
+  EXPECT_DOUBLE_EQ(ParamsOnStage(m, split, 0).expert, 704643072.0);
+  EXPECT_DOUBLE_EQ(ParamsOnStage(m, whole, 0).expert, 1409286144.0);
+  EXPECT_EQ(split.edp(), 1);
+  EXPECT_EQ(whole.edp(), 2);
+  // The dense part does not move: attention, norms and router over TP as before.
+  EXPECT_DOUBLE_EQ(ParamsOnStage(m, split, 0).dense, ParamsOnStage(m, whole, 0).dense);
+}
+
+// The experts' saved intermediates: with etp 2 (the dense TP) a rank's experts take its own
+// and its TP peer's routed copies, T x top_k = 32768 x 2 rows, at 14336 / 2 wide; with etp 1 its
+// own T / tp x top_k = 16384 x 2 rows at the whole 14336: the same 32768 x 14336 elements. The
+// dispatched inputs are this rank's T / tp x top_k rows either way: the layer's saved bytes are
+// equal.
+TEST(ExpertTensorParallel, KeepsTheSameActivationBytesPerRank) {
+  const ModelSpec m = *LoadModel("mixtral-8x7b");
+  const Layout split = Resolved("tp=2,pp=4,ep=8,sp=on,mbs=1,gbs=64", 64);
+  const Layout whole = Resolved("tp=2,pp=4,ep=8,etp=1,sp=on,mbs=1,gbs=64", 64);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, split, true), LayerActivationBytes(m, whole, true));
+  // And a dense layer is untouched by etp.
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, split, false), LayerActivationBytes(m, whole, false));
+}
+
+}  // namespace
+}  // namespace shardsim
