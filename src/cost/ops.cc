@@ -317,7 +317,8 @@ std::vector<Op> LayerOps(const ModelSpec& m, const Layout& l, bool moe_layer) {
       // Shared experts: a TP-split MLP on every token of the norm's output (Megatron-Core's
       // SharedExpertMLP; Qwen2-MoE's shared_expert), run before the dispatch, and Qwen2-MoE's
       // sigmoid gate on its output, (T x h) x (h x 1). Their own SP all-gather and
-      // reduce-scatter are not priced: they are counted as sharing the routed path's.
+      // reduce-scatter are not priced: they are counted as sharing the routed path's (with etp
+      // set, where the routed path has no TP exchange, that leaves them unpriced).
       AddMlp(ops, m, l, T, m.moe->shared_ffn_hidden, "shared_", true, l.tp);
       if (m.moe->shared_gate) {
         ops.push_back(Matmul("shared_gate", OpRole::kRouter, T, 1, h, b));
