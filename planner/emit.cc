@@ -366,6 +366,8 @@ void AddPrecisionAndAttention(const Layout& l, MegatronArgs& a) {
       a.NotExpressible("dtype=" + DTypeName(l.dtype));
       break;
   }
+  // bf16 gradients (--bf16 otherwise accumulates and reduces them in fp32).
+  if (l.grad_bf16) a.Flag("--grad-reduce-in-bf16");
   // AttnBackend (megatron/core/transformer/enums.py): Transformer Engine's FusedAttention (cuDNN)
   // is fused, FlashAttention flash; flash1 is the legacy --use-flash-attn (the flash-attn
   // package installed decides the version).

@@ -172,6 +172,8 @@ void Training(const Layout& l, Overrides& o) {
       break;
     default: o.NotExpressible("dtype=" + DTypeName(l.dtype)); break;
   }
+  // MegatronMixedPrecision's grad_reduce_in_fp32 (True in both bf16 plugins).
+  if (l.grad_bf16) o.Set("trainer.plugins.grad_reduce_in_fp32", Py(false));
   // AttnBackend: what the layout prices, not TE's own choice (auto: cuDNN on Hopper).
   o.Set("model.config.attention_backend", l.attention == AttentionImpl::kUnfused ? "AttnBackend.unfused"
                                           : l.attention == AttentionImpl::kCudnn ? "AttnBackend.fused"

@@ -106,6 +106,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
       if (key == "cuda_graphs") b.cuda_graphs = v.cuda_graphs;
       if (key == "bucket_params") b.bucket_params = v.bucket_params;
       if (key == "live_params") b.live_params = v.live_params;
+      if (key == "grad_bf16") b.grad_bf16 = v.grad_bf16;
     }
   }
   // Userbuffers' TP overlap (overlap_tp=on) is searched on sm90 and later only: Transformer

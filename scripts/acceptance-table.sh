@@ -58,7 +58,7 @@ def plan(binary, prob):
         return None, "nothing fits"
     return r["ranked"][0], None
 
-NEWER_LAYOUT_KEYS = ("kernels=",)  # layout keys added since fdeb46f: the old binary prices fused kernels
+NEWER_LAYOUT_KEYS = ("kernels=", "grad_bf16=", "etp=")  # layout keys added since fdeb46f: the old binary prices fused kernels, fp32 gradients, experts over TP
 # Layout values added since: the old binary priced every fused attention at FlashAttention-2's rate.
 NEWER_LAYOUT_VALUES = {"attention=cudnn": "attention=flash", "attention=flash1": "attention=flash"}
 

@@ -55,6 +55,7 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   no(l.dtype == DType::kFp8 && l.sp && l.tp > 1 && m.hidden % 2 != 0,
      "dtype=fp8 with sp=on and an odd hidden size (" + std::to_string(m.hidden) +
          "): the runtime gathers the saved fp8 codes two bytes an element");
+  no(l.grad_bf16, "grad_bf16=on (the runtime accumulates and reduces gradients in fp32: grad_bf16=off)");
   no(l.fp8_params, "fp8_params=on (the runtime keeps bf16 weights and quantizes them for each GEMM: fp8_params=off)");
   no(l.recompute == Recompute::kOp,
      "recompute=op (torchtitan's per-op checkpointing; the runtime recomputes the attention core or whole layers: "

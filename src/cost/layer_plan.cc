@@ -1141,7 +1141,7 @@ StageContext MakeContext(const ModelSpec& m, const HardwareSpec& hw, const Layou
   const double routed = static_cast<double>(MoeRoutedTokensPerRank(m, l));
   c.ep_bytes = m.moe ? routed * static_cast<double>(m.moe->top_k * m.hidden) * e * l.MoeLoad() : 0;
   c.ep_tp_bytes = m.moe && MoeGathersOverExpertTp(l) ? c.ep_bytes * static_cast<double>(l.expert_tp()) : 0;
-  c.state = StateBytesPerParam(l.dtype);
+  c.state = StateBytesPerParam(l);
   c.embedding_table = static_cast<double>(m.vocab * m.hidden) / static_cast<double>(l.tp);
   c.embedding_params = c.embedding_table +
                        (m.position == Position::kLearned ? static_cast<double>(m.seq_len * m.hidden) : 0);
@@ -1217,7 +1217,7 @@ StagePlan PlanStage(const ModelSpec& m, const HardwareSpec& hw, const Layout& l,
 double StepTime(const ModelSpec& m, const CollectiveModel& comm, const Layout& l, int32_t stage) {
   const HardwareSpec& hw = comm.cluster().hardware();
   const double shard = OptimizerShard(ParamsOnStage(m, l, stage), l);
-  const StateBytes sb = StateBytesPerParam(l.dtype);
+  const StateBytes sb = StateBytesPerParam(l);
   if (l.offload == Offload::kNone) {
     return MemoryTime(hw.gpu, shard * (sb.gradients + 2 * sb.optimizer + sb.weights)) +
            hw.gpu.efficiency.kernel_latency_s;
@@ -1235,7 +1235,7 @@ double StreamLoadPerMicrobatch(const ModelSpec& m, const CollectiveModel& comm, 
   double layer_dp[2] = {0, 0}, layer_cp = 0;
   if (l.dp_cp() > 1 && l.zero >= 2) {
     const std::vector<int64_t> group = GroupMembers(l, rank, GroupKind::kDp);
-    const StateBytes sb = StateBytesPerParam(l.dtype);
+    const StateBytes sb = StateBytesPerParam(l);
     for (int k = 0; k < (m.moe ? 2 : 1); ++k) {
       const double params = costs[k].plan->params;
       if (l.zero == 3) layer_dp[k] += 2 * comm.Estimate(Collective::kAllGather, group, params * sb.weights).time_s;

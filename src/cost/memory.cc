@@ -25,6 +25,12 @@ StateBytes StateBytesPerParam(DType dtype) {
   return {2, 4, 12};
 }
 
+StateBytes StateBytesPerParam(const Layout& l) {
+  StateBytes b = StateBytesPerParam(l.dtype);
+  if (l.grad_bf16 && (l.dtype == DType::kBf16 || l.dtype == DType::kFp8)) b = {2, 2, 16};
+  return b;
+}
+
 std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int64_t stage) {
   const int64_t layers = StageLayers(m, l, static_cast<int32_t>(stage));
   int64_t moe_layers = 0;
@@ -269,7 +275,7 @@ double InFlightMicrobatches(const Layout& l, int64_t stage) {
 
 MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
   MemoryBreakdown mem;
-  const StateBytes sb = StateBytesPerParam(l.dtype);
+  const StateBytes sb = StateBytesPerParam(l);
   const double dp = static_cast<double>(l.dp_cp());  // the dense weights' replicas (Layout::dp_cp)
   const double edp = static_cast<double>(l.edp());  // expert-data-parallel group (DP x CP / EP)
   auto shard = [&](double bytes_per_param, int min_stage) {
@@ -375,7 +381,7 @@ int64_t LayersPerBucket(const Layout& l, double layer_params, int64_t chunk_laye
 ZeroTransients ZeroTransientBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   ZeroTransients z;
   if (l.zero < 2 || (l.dp_cp() == 1 && l.offload == Offload::kNone)) return z;
-  const StateBytes sb = StateBytesPerParam(l.dtype);
+  const StateBytes sb = StateBytesPerParam(l);
   const double t = static_cast<double>(l.tp);
   // One rank's share of a unit (as ParamsOnStage): a dense layer, the embeddings (vocabulary
   // split over TP, positions replicated), the final norm + LM head. An MoE layer's units are its

@@ -42,6 +42,12 @@ struct MemoryBreakdown {
 //         and what shardsim's runtime does; fp8 (Transformer Engine GEMMs over bf16
 //         parameters) the same.
 //   fp32 (and tf32, fp64 as fp32): 4 + 4 + 8.
+//   bf16 or fp8 with grad_bf16 (Layout::grad_bf16): 2 (bf16 weights) + 2 (bf16 gradients) + 16:
+//         the optimizer's fp32 copy of the gradients beside its 12 bytes (Megatron-Core's
+//         optimizers give each fp32 main parameter main_grad.float(), a copy where main_grad is
+//         bf16 and the same tensor where it is fp32: megatron/core/optimizer/optimizer.py
+//         _copy_model_grads_to_main_grads, and the distributed optimizer's shard,
+//         distrib_optimizer.py, NVIDIA/Megatron-LM d98e8a64dd), sharded as the optimizer is.
 // `gradients` is also the element size of every gradient bucket and DP gradient reduction
 // (all-reduce, reduce-scatter); `weights` that of every parameter all-gather (ZeRO 1/2 after
 // the step, ZeRO-3 per layer). Activations and their gradients stay at the compute width.
@@ -49,6 +55,7 @@ struct StateBytes {
   double weights, gradients, optimizer;
 };
 StateBytes StateBytesPerParam(DType dtype);
+StateBytes StateBytesPerParam(const Layout& l);  // the dtype's, with grad_bf16
 
 // Parameters held by one rank of pipeline stage `stage` (after TP, PP and EP, before ZeRO):
 // `dense` are sharded by ZeRO over dp, `expert` over dp / ep (the expert-data-parallel group).

@@ -180,6 +180,8 @@ const std::map<std::string, Kind>& Known() {
       {"--fp16", Kind::kSwitch},
       {"--fp8-format", Kind::kText},
       {"--fp8-param-gather", Kind::kSwitch},
+      {"--grad-reduce-in-bf16", Kind::kSwitch},
+      {"--accumulate-allreduce-grads-in-fp32", Kind::kSwitch},
       {"--use-flash-attn", Kind::kSwitch},
       {"--attention-backend", Kind::kText},
   };
@@ -386,6 +388,10 @@ Layout ReadLayout(LocatedValues& r, const ModelSpec& m, MegatronRead& out) {
     l.fp8_params = r.Has("--fp8-param-gather");
   }
   l.dtype_given = true;
+  // Gradients: fp32 under bf16 unless --grad-reduce-in-bf16 (validate_args: it clears
+  // accumulate_allreduce_grads_in_fp32, which --bf16 otherwise sets; arguments.py, NVIDIA/Megatron-LM
+  // d98e8a64dd); only the bf16 branch reads it, as fp8 runs over --bf16.
+  l.grad_bf16 = r.Has("--grad-reduce-in-bf16") && (l.dtype == DType::kBf16 || l.dtype == DType::kFp8);
   CheckMcoreSettings(r, MegatronArgumentKeys(), m, l, &out.warnings);
   // AttnBackend (megatron/core/transformer/enums.py): flash is FlashAttention, fused Transformer
   // Engine's FusedAttention (cuDNN), unfused and local the unfused path; auto leaves it to TE.

@@ -43,7 +43,8 @@ const std::vector<std::string>& Paths() {
       "trainer.strategy.account_for_loss_in_pipeline_split", "data.micro_batch_size", "data.global_batch_size",
       "data.seq_length", "optim.config.use_distributed_optimizer", "trainer.strategy.ddp.overlap_grad_reduce",
       "trainer.strategy.ddp.overlap_param_gather", "trainer.strategy.ddp.bucket_size", "trainer.plugins",
-      "trainer.plugins.fp8_param_gather",
+      "trainer.plugins.fp8_param_gather", "trainer.plugins.grad_reduce_in_fp32",
+      "trainer.strategy.ddp.grad_reduce_in_fp32",
       // MegatronCommOverlapCallback's arguments, as "callback.<name>".
       "callback.tp_comm_overlap", "callback.overlap_p2p_comm", "model.config.enable_cuda_graph",
       "model.config.cuda_graph_scope"};
@@ -198,6 +199,12 @@ StatusOr<MegatronRead> ParseNemoOverrides(const std::string& text, const std::st
   l.dtype_given = true;
   // bf16_with_fp8_mixed() gathers fp8 weights unless told not to.
   l.fp8_params = l.dtype == DType::kFp8 && r.Bool("trainer.plugins.fp8_param_gather", true);
+  // Gradients in fp32 unless grad_reduce_in_fp32 is False: MegatronMixedPrecision's argument
+  // (True in bf16_mixed() and bf16_with_fp8_mixed(), nemo/collections/llm/recipes/precision/
+  // mixed_precision.py), which it writes into the DDP config over the strategy's own.
+  const bool ddp_fp32 = r.Bool("trainer.strategy.ddp.grad_reduce_in_fp32", true);
+  const bool fp32_grads = r.Bool("trainer.plugins.grad_reduce_in_fp32", ddp_fp32);
+  l.grad_bf16 = !fp32_grads && l.dtype != DType::kFp16;
   // AttnBackend as in Megatron-LM's arguments (megatron_args.cc): fused is cuDNN, auto TE's choice.
   const std::string backend = r.Text("model.config.attention_backend", "AttnBackend.auto");
   l.attention = backend == "AttnBackend.unfused" || backend == "AttnBackend.local" ? AttentionImpl::kUnfused

@@ -92,7 +92,7 @@ namespace {
 const std::vector<std::string> kKeys = {
     "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "gbs", "zero", "sp", "recompute", "schedule",
     "dtype", "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
-    "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
+    "bucket_params", "live_params", "fp8_params", "grad_bf16", "first_stage_layers", "last_stage_layers",
     "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels", "cuda_graphs"};
 
 Status BadValue(const std::string& key, const std::string& value, const std::string& expected,
@@ -170,11 +170,12 @@ Status SetField(Layout& l, const std::string& key, const std::string& value) {
     }
     (key == "first_stage_layers" ? l.first_stage_layers : l.last_stage_layers) = v;
   } else if (key == "sp" || key == "overlap_dp" || key == "overlap_pp" || key == "prefetch" ||
-             key == "fp8_params" || key == "embedding_in_split" || key == "loss_in_split") {
+             key == "fp8_params" || key == "grad_bf16" || key == "embedding_in_split" || key == "loss_in_split") {
     SHARDSIM_ASSIGN_OR_RETURN(bool v, OnOff(key, value));
     (key == "sp" ? l.sp : key == "overlap_dp" ? l.overlap_dp
      : key == "overlap_pp" ? l.overlap_pp : key == "prefetch" ? l.prefetch
-     : key == "fp8_params" ? l.fp8_params : key == "embedding_in_split" ? l.embedding_in_split
+     : key == "fp8_params" ? l.fp8_params : key == "grad_bf16" ? l.grad_bf16
+     : key == "embedding_in_split" ? l.embedding_in_split
                            : l.loss_in_split) = v;
   } else if (key == "recompute") {
     SHARDSIM_ASSIGN_OR_RETURN(size_t i, choose({"none", "selective", "op", "full"}));
@@ -344,6 +345,7 @@ std::string FormatLayout(const Layout& l) {
   field(",bucket_params=", l.bucket_params);
   field(",live_params=", l.live_params);
   if (l.fp8_params) out += ",fp8_params=on";  // written only when on, as its default is off
+  if (l.grad_bf16) out += ",grad_bf16=on";    // likewise
   // The uneven split's keys likewise only when set (the even split writes none of them).
   if (l.first_stage_layers > 0) field(",first_stage_layers=", l.first_stage_layers);
   if (l.last_stage_layers > 0) field(",last_stage_layers=", l.last_stage_layers);
@@ -391,6 +393,7 @@ std::optional<std::string> LayoutValue(const Layout& l, std::string_view key) {
   if (key == "bucket_params") return num(l.bucket_params);
   if (key == "live_params") return num(l.live_params);
   if (key == "fp8_params") return on(l.fp8_params);
+  if (key == "grad_bf16") return on(l.grad_bf16);
   if (key == "first_stage_layers") return num(l.first_stage_layers);
   if (key == "last_stage_layers") return num(l.last_stage_layers);
   if (key == "embedding_in_split") return on(l.embedding_in_split);

@@ -111,6 +111,10 @@ struct Layout {
   // dtype=fp8: Transformer Engine's GEMM weights stored in fp8 (NeMo's fp8_params, Megatron-LM's
   // --fp8-param-gather) instead of bf16 with an fp8 copy cached per iteration (memory.h).
   bool fp8_params = false;
+  // dtype=bf16 or fp8: gradients accumulated and reduced in bf16 (Megatron-LM's
+  // --grad-reduce-in-bf16; NeMo's and Megatron-Bridge's grad_reduce_in_fp32 False, Megatron-Core's
+  // DistributedDataParallelConfig.grad_reduce_in_fp32) instead of fp32 (memory.h StateBytes).
+  bool grad_bf16 = false;
   Offload offload = Offload::kNone;
   double grad_compression = 1;  // DP gradient bytes are divided by this ratio (>= 1)
   bool overlap_dp = true;       // DP gradient reduction overlapped with backward

@@ -21,7 +21,7 @@ constexpr const char* kFields[] = {
     "offload", "compress", "overlap_dp", "overlap_tp", "overlap_pp", "prefetch", "attention",
     "bucket_params", "live_params", "fp8_params", "first_stage_layers", "last_stage_layers",
     "embedding_in_split", "loss_in_split", "moe_capacity", "moe_imbalance", "kernels", "cuda_graphs",
-    "etp"};
+    "etp", "grad_bf16"};
 
 int FieldIndex(const std::string& key) {
   for (int i = 0; i < static_cast<int>(std::size(kFields)); ++i) {
@@ -67,6 +67,7 @@ double FieldValue(const Layout& l, int field) {
     // The experts' TP where it is not the dense TP, else 0: `etp>0` tests for experts split
     // otherwise than the dense layers.
     case 31: return d(l.own_expert_tp() ? l.etp : 0);
+    case 32: return d(l.grad_bf16);
   }
   return 0;
 }

@@ -106,6 +106,10 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
         S(hw.nodes) + " nodes x " + S(per_node) + ")");
   }
 
+  if (l.grad_bf16 && l.dtype != DType::kBf16 && l.dtype != DType::kFp8) {
+    err("grad_bf16=on reduces the gradients of bf16 mixed precision in bf16: it needs dtype=bf16 or fp8, found dtype=" +
+        std::string(DTypeName(l.dtype)));
+  }
   if (l.fp8_params && l.dtype != DType::kFp8) {
     err("fp8_params=on stores Transformer Engine's weights in fp8: it needs dtype=fp8, found dtype=" +
         std::string(DTypeName(l.dtype)));
