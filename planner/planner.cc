@@ -258,6 +258,7 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
                 if (!Allowed(o, "zero", Str(zero))) continue;
                 for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
                   if (!Allowed(o, "sp", sp ? "on" : "off")) continue;
+                  if (etp != tp && tp > 1 && sp == 0) continue;  // experts apart from TP need SP (CheckLayout)
                   // TP overlap, where there is TP (the stack keeps what it runs: Megatron-Core
                   // and Transformer Engine always overlap the backward's, docs/layout.md).
                   for (int ot = 0; ot <= (tp > 1 ? (userbuffers ? 2 : 1) : 0); ++ot) {
