@@ -21,6 +21,7 @@ std::string ShortLayout(const Layout& l) {
   o << "tp" << l.tp << " pp" << l.pp << " dp" << l.dp;
   if (l.cp > 1) o << " cp" << l.cp;
   if (l.ep > 1) o << " ep" << l.ep;
+  if (l.own_expert_tp()) o << " etp" << l.etp;  // the experts split apart from TP
   if (l.vpp > 1) o << " vpp" << l.vpp;
   // An uneven split: the first / last stage's layers, or the embedding and loss counted.
   if (l.first_stage_layers > 0) o << " first" << l.first_stage_layers;

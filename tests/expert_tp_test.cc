@@ -1,11 +1,12 @@
 // The experts' tensor parallel size (Layout::etp, Megatron-Core's --expert-tensor-parallel-size)
-// in parameters and activations: the experts split over etp, not tp, and the expert-data-
-// parallel group folded out of the stage's TP x CP x DP ranks. Every expected value is worked
-// by hand in the comment before it.
+// in parameters, activations and the plan table: the experts split over etp, not tp, and the
+// expert-data-parallel group folded out of the stage's TP x CP x DP ranks. Every expected value
+// is worked by hand in the comment before it.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "planner/plan_report.h"
 #include "src/cost/memory.h"
 #include "src/hardware/hardware_spec.h"
 #include "src/layout/layout.h"
@@ -51,6 +52,14 @@ TEST(ExpertTensorParallel, KeepsTheSameActivationBytesPerRank) {
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m, split, true), LayerActivationBytes(m, whole, true));
   // And a dense layer is untouched by etp.
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m, split, false), LayerActivationBytes(m, whole, false));
+}
+
+// The plan table names the experts' TP where it is not tp (etp1), and only then.
+TEST(ExpertTensorParallel, ShowsInThePlanTable) {
+  EXPECT_EQ(planner::ShortLayout(Resolved("tp=2,pp=4,ep=8,etp=1,sp=on,mbs=1,gbs=64,zero=1", 64)),
+            "tp2 pp4 dp8 ep8 etp1 mbs1 z1 sp none 1f1b");
+  EXPECT_EQ(planner::ShortLayout(Resolved("tp=2,pp=4,ep=8,etp=2,sp=on,mbs=1,gbs=64,zero=1", 64)),
+            "tp2 pp4 dp8 ep8 mbs1 z1 sp none 1f1b");
 }
 
 }  // namespace
