@@ -568,7 +568,7 @@ class PassBuilder {
   bool ShardsExperts() const { return l_.zero >= 1 && l_.edp() > 1; }
   // An MoE layer whose input stays split over TP, its token dispatcher routing each TP rank's
   // own tokens (ops.h MoeInputSplitOverTp): no TP exchange at the MLP branch's ends.
-  bool DispatchGathersOverTp(const LayerCost& c) const { return c.plan->moe && MoeInputSplitOverTp(l_); }
+  bool InputSplitOverTp(const LayerCost& c) const { return c.plan->moe && MoeInputSplitOverTp(l_); }
   // An MoE layer's path through the dispatcher: the all-to-alls over EP, the gathers over the
   // experts' TP, or both (else its MLP is one block, as a dense layer's).
   bool Dispatches(const LayerCost& c) const {
@@ -712,8 +712,9 @@ int32_t PassBuilder::LayerForward(const LayerCost& c, int32_t prev, int32_t laye
               Category::kCp, pass, layer, {prev});
   }
   t = TpAfter(attn, pass, layer);
-  // The MoE layer's input stays split over TP when its dispatcher gathers over TP itself.
-  const bool dispatch_tp = DispatchGathersOverTp(c);
+  // The MoE layer's input stays split over TP when its dispatcher routes each TP rank's own
+  // tokens (and gathers over the experts' TP itself).
+  const bool dispatch_tp = InputSplitOverTp(c);
   if (!dispatch_tp) t = TpBefore(t, pass, layer);
   deps = TakeJoins(t);
   deps.push_back(cp);
@@ -820,10 +821,11 @@ void PassBuilder::Backward(const ModelChunk& chunk, bool last_mb) {
     // column-parallel weight gradients that hide its TP reduction. Under zero-bubble those
     // are deferred to the W pass, so there is nothing to hide under: the reductions block.
     const bool split = l_.overlap_tp == TpOverlap::kBackward && l_.tp > 1 && !zb;
-    // An MoE layer whose dispatcher gathers over TP has no TP exchange at the MLP branch's
-    // ends: its own gather and reduce-scatter sit inside, blocking (the experts' linears are
-    // not sequence-parallel, so Transformer Engine overlaps nothing there).
-    const bool dispatch_tp = DispatchGathersOverTp(c);
+    // An MoE layer whose input stays split over TP has no TP exchange at the MLP branch's
+    // ends: its dispatcher's gather and reduce-scatter (over the experts' TP, if any) sit
+    // inside, blocking (the experts' linears are not sequence-parallel, so Transformer Engine
+    // overlaps nothing there).
+    const bool dispatch_tp = InputSplitOverTp(c);
     const bool mlp_split = split && !dispatch_tp;
     const double mlp_w = mlp_split ? c.mlp_pre.col_wgrad + c.mlp.col_wgrad : 0;
     const double mlp_w_flops = mlp_split ? c.mlp_pre.col_flops + c.mlp.col_flops : 0;
