@@ -226,6 +226,18 @@ TEST(StackTest, EstimateTakesWhatTheFrameworkRunsWhereTheSpecIsSilent) {
       "estimate --model llama3-8b --hardware dgx-h100 --gpus 8 --stack megatron-core-2024 --layout tp=2,mbs=1,gbs=16");
   ASSERT_EQ(mcore.exit_code, 0) << mcore.err;
   EXPECT_TRUE(Contains(mcore.out, ",overlap_tp=backward,")) << mcore.out;
+  // An MoE model under torchtitan with ep and tp: its experts' TP defaults to 1
+  // (expert_tensor_parallel_degree), under Megatron-Core to tp (unset); a given etp stays.
+  const std::string moe = "estimate --model mixtral-8x7b --hardware dgx-h100 --gpus 64 --layout tp=2,ep=8,pp=2,mbs=1,gbs=64";
+  const testing::CommandResult titan_moe = testing::RunShardsim(moe + ",kernels=compiled --stack torchtitan-fsdp2");
+  ASSERT_EQ(titan_moe.exit_code, 0) << titan_moe.err;
+  EXPECT_TRUE(Contains(titan_moe.out, ",ep=8,etp=1,")) << titan_moe.out;
+  const testing::CommandResult titan_etp = testing::RunShardsim(moe + ",etp=2,kernels=compiled --stack torchtitan-fsdp2");
+  ASSERT_EQ(titan_etp.exit_code, 0) << titan_etp.err;
+  EXPECT_FALSE(Contains(titan_etp.out, "etp=")) << titan_etp.out;  // etp = tp: unset, not written
+  const testing::CommandResult mcore_moe = testing::RunShardsim(moe + " --stack megatron-core-2024");
+  ASSERT_EQ(mcore_moe.exit_code, 0) << mcore_moe.err;
+  EXPECT_FALSE(Contains(mcore_moe.out, "etp=")) << mcore_moe.out;
   // A key the spec sets is the user's: overlap_tp=off is still refused.
   const testing::CommandResult off = testing::RunShardsim(
       "estimate --model llama3-8b --hardware dgx-h100 --gpus 8 --stack megatron-core-2024 --layout tp=2,mbs=1,gbs=16,overlap_tp=off");

@@ -174,7 +174,7 @@ StatusOr<StackSpec> FromFile(const YamlFile& f, const std::string& name) {
     return Status::Error(name + ": 'framework_defaults': expected at most " + std::to_string(kMaxRules) + " entries");
   }
   for (YamlMap& r : fdefaults) {
-    static const std::vector<std::string> kUsers = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "gbs"};
+    static const std::vector<std::string> kUsers = {"tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "gbs"};
     StackDefaultRule d;
     d.when = ReadTerms(r, "when", false);
     const std::string set = r.String("set");
