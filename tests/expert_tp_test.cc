@@ -11,16 +11,13 @@
 #include "src/hardware/hardware_spec.h"
 #include "src/layout/layout.h"
 #include "src/model/model_spec.h"
+#include "tests/test_models.h"
 
 namespace shardsim {
 namespace {
 
-Layout Resolved(const std::string& spec, int64_t gpus) {
-  static const HardwareSpec h100 = *LoadHardware("dgx-h100");
-  StatusOr<Layout> l = ResolveLayoutFor(*ParseLayout(spec), gpus, h100);
-  EXPECT_TRUE(l.ok());
-  return *l;
-}
+// Resolved on dgx-h100 (tests/test_models.h).
+Layout Resolved(const std::string& spec, int64_t gpus) { return testing::ResolvedOnH100(spec, gpus); }
 
 // Mixtral 8x7B (models/mixtral-8x7b.yaml: 32 layers, hidden 4096, 8 SwiGLU experts of 14336, no
 // biases) on 64 GPUs, tp 2, pp 4 (8 layers a stage), dp 8, ep 8: one expert a rank, whose MLP

@@ -14,6 +14,7 @@
 #include "src/layout/validate.h"
 #include "src/model/model_spec.h"
 #include "tests/contains.h"
+#include "tests/test_models.h"
 
 namespace shardsim {
 namespace {
@@ -22,12 +23,8 @@ using planner::EmitMegatron;
 using planner::EmitNemo;
 using testing::Contains;
 
-Layout Resolved(const std::string& spec, int64_t gpus) {
-  static const HardwareSpec h100 = *LoadHardware("dgx-h100");
-  StatusOr<Layout> l = ResolveLayoutFor(*ParseLayout(spec), gpus, h100);
-  EXPECT_TRUE(l.ok());
-  return *l;
-}
+// Resolved on dgx-h100 (tests/test_models.h).
+Layout Resolved(const std::string& spec, int64_t gpus) { return testing::ResolvedOnH100(spec, gpus); }
 
 // 1e9 dense parameters on a rank, dp 8, ZeRO-1. fp32 gradients (bf16's default): weights 2 x 1e9,
 // gradients 4 x 1e9, optimizer 12 x 1e9 / 8 = 1.5e9. bf16 gradients: weights 2e9, gradients
