@@ -277,7 +277,7 @@ MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l) {
   MemoryBreakdown mem;
   const StateBytes sb = StateBytesPerParam(l);
   const double dp = static_cast<double>(l.dp_cp());  // the dense weights' replicas (Layout::dp_cp)
-  const double edp = static_cast<double>(l.edp());  // expert-data-parallel group (DP x CP / EP)
+  const double edp = static_cast<double>(l.edp());  // expert-data-parallel group (TP x CP x DP / (ETP x EP))
   auto shard = [&](double bytes_per_param, int min_stage) {
     if (l.zero < min_stage) return bytes_per_param * params.total();
     return bytes_per_param * (params.dense / dp + params.expert / edp);

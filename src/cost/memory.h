@@ -58,7 +58,7 @@ StateBytes StateBytesPerParam(DType dtype);
 StateBytes StateBytesPerParam(const Layout& l);  // the dtype's, with grad_bf16
 
 // Parameters held by one rank of pipeline stage `stage` (after TP, PP and EP, before ZeRO):
-// `dense` are sharded by ZeRO over dp, `expert` over dp / ep (the expert-data-parallel group).
+// `dense` are sharded by ZeRO over dp x cp, `expert` over the expert-data-parallel group (Layout::edp).
 struct StageParams {
   double dense = 0;
   double expert = 0;
@@ -82,7 +82,7 @@ std::pair<double, double> LayersOnStage(const ModelSpec& m, const Layout& l, int
 double Fp8CachedWeightBytes(const ModelSpec& m, const Layout& l, int64_t stage);
 
 // Weights, gradients and optimizer states of `params` on one rank under the layout's ZeRO
-// stage (sharded over dp; experts over dp / ep) and offload (moved to `host`).
+// stage (sharded over dp x cp; experts over Layout::edp) and offload (moved to `host`).
 MemoryBreakdown ModelStateMemory(const StageParams& params, const Layout& l);
 
 // Activation bytes one layer stores for backward, per micro-batch on one rank
