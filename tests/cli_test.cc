@@ -233,6 +233,27 @@ TEST(Cli, DescribeTheDefaults) {
   EXPECT_TRUE(Contains(r.out, "rank 0's tp group: [0, 1, 2, 3, 4, 5, 6, 7]"));
 }
 
+// An MoE layout's experts' groups, folded over a stage's tp x cp x dp ranks: Mixtral on 64 GPUs,
+// tp 2, pp 2 (32 ranks a stage), dp 16, ep 8 with the experts whole (etp 1). Rank 0's EP group
+// is ranks 0..7 (EP index = rank mod 8, so it spans TP peers), its experts' TP group itself,
+// and the ranks with its experts (EP index 0): 0, 8, 16, 24 of stage 0 (expert DP 32 / 8 = 4).
+TEST(Cli, DescribeShowsTheExpertGroups) {
+  const CommandResult r = RunShardsim(
+      "describe --model mixtral-8x7b --hardware dgx-h100 --gpus 64 --layout tp=2,pp=2,ep=8,etp=1,sp=on,mbs=1,gbs=64");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "rank 0's ep group: [0, 1, 2, 3, 4, 5, 6, 7]")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "rank 0's etp group: [0]")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "rank 0's edp group: [0, 8, 16, 24]")) << r.out;
+  // Without etp the experts split over TP (the etp group is TP's, not shown) and EP strides by
+  // tp: 0, 2, ..., 14; expert DP 32 / (2 x 8) = 2: ranks 0 and 16.
+  const CommandResult d = RunShardsim(
+      "describe --model mixtral-8x7b --hardware dgx-h100 --gpus 64 --layout tp=2,pp=2,ep=8,sp=on,mbs=1,gbs=64");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_TRUE(Contains(d.out, "rank 0's ep group: [0, 2, 4, 6, 8, 10, 12, 14]")) << d.out;
+  EXPECT_FALSE(Contains(d.out, "etp group")) << d.out;
+  EXPECT_TRUE(Contains(d.out, "rank 0's edp group: [0, 16]")) << d.out;
+}
+
 // A layout per shipped model that is valid and fits in memory. Small models on a few GPUs,
 // Megatron's sizes on up to 1024 A100s with tp 8 and pp dividing the layers, Mixtral with EP.
 const std::map<std::string, std::string> kModelRuns = {

@@ -1,6 +1,9 @@
 // `shardsim describe`: the derived figures of the inputs (parameter counts, cluster graph,
 // normalized layout with its groups and warnings), to check a description before using it.
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "src/cli/commands.h"
 #include "src/cli/inputs.h"
@@ -20,6 +23,20 @@ std::string Group(const std::vector<int64_t>& g) {
     s.push_back("...");
   }
   return "[" + Join(s, ", ") + "]";
+}
+
+// Rank 0's groups: the layout's TP, CP, DP and PP, and for an MoE model its EP group, its
+// experts' TP group where it is not TP's (etp set), and the ranks holding the same experts
+// (expert DP), all in the experts' folded grid (placement.h ExpertCoordOf).
+std::vector<std::pair<std::string, std::vector<int64_t>>> RankZeroGroups(const ModelSpec& m, const Layout& l) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (ParallelDim d : {ParallelDim::kTp, ParallelDim::kCp, ParallelDim::kDp, ParallelDim::kPp}) {
+    out.emplace_back(ParallelDimName(d), GroupOf(l, 0, d));
+  }
+  if (l.ep > 1) out.emplace_back(ParallelDimName(ParallelDim::kEp), GroupOf(l, 0, ParallelDim::kEp));
+  if (l.own_expert_tp()) out.emplace_back(ParallelDimName(ParallelDim::kEtp), GroupOf(l, 0, ParallelDim::kEtp));
+  if (m.moe && (l.ep > 1 || l.own_expert_tp())) out.emplace_back("edp", EdpGroupOf(l, 0));
+  return out;
 }
 
 }  // namespace
@@ -51,10 +68,9 @@ int RunDescribe(int argc, char** argv) {
     w.Field("gpu_memory_bytes", hw.gpu.memory_bytes).Field("graph", cluster.Describe());
     w.Field("layout", FormatLayout(l)).Field("microbatches", l.microbatches());
     w.Key("rank0_groups").BeginObject();
-    for (ParallelDim d : {ParallelDim::kTp, ParallelDim::kCp, ParallelDim::kDp, ParallelDim::kPp, ParallelDim::kEp}) {
-      if (d == ParallelDim::kEp && l.ep == 1) continue;
-      w.Key(ParallelDimName(d)).BeginArray();
-      for (int64_t r : GroupOf(l, 0, d)) w.Value(r);
+    for (const auto& [name, group] : RankZeroGroups(m, l)) {
+      w.Key(name).BeginArray();
+      for (int64_t r : group) w.Value(r);
       w.EndArray();
     }
     w.EndObject().Key("warnings").BeginArray();
@@ -84,10 +100,8 @@ int RunDescribe(int argc, char** argv) {
   const Layout& l = in->layout;
   std::cout << "layout " << FormatLayout(l) << "\n  micro-batches per iteration: "
             << l.microbatches() << "\n";
-  for (ParallelDim d : {ParallelDim::kTp, ParallelDim::kCp, ParallelDim::kDp, ParallelDim::kPp,
-                        ParallelDim::kEp}) {
-    if (d == ParallelDim::kEp && l.ep == 1) continue;
-    std::cout << "  rank 0's " << ParallelDimName(d) << " group: " << Group(GroupOf(l, 0, d)) << "\n";
+  for (const auto& [name, group] : RankZeroGroups(m, l)) {
+    std::cout << "  rank 0's " << name << " group: " << Group(group) << "\n";
   }
   for (const std::string& w : in->warnings) std::cout << "warning: " << w << "\n";
   return 0;
