@@ -219,8 +219,9 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
         std::vector<std::pair<int64_t, int64_t>> expert_splits = {{1, tp}};  // (ep, etp)
         if (m.moe) {
           expert_splits.clear();
-          for (int64_t etp : {tp, int64_t{1}}) {
-            if (etp == 1 && (tp == 1 || !o.stack) && !expert_splits.empty()) break;
+          std::vector<int64_t> etps = {tp};
+          if (tp > 1 && o.stack) etps.push_back(1);
+          for (int64_t etp : etps) {
             for (int64_t e : Divisors(m.moe->experts)) {
               if ((tp * cp * dp) % (e * etp) == 0) expert_splits.emplace_back(e, etp);
             }

@@ -12,7 +12,9 @@ namespace shardsim {
 int64_t TokensPerRank(const ModelSpec& m, const Layout& l) { return l.mbs * m.seq_len / l.cp; }
 
 bool MoeDispatchGathersOverTp(int64_t tp, bool sp, int64_t ep) { return tp > 1 && sp && ep > 1; }
-bool MoeInputSplitOverTp(const Layout& l) { return l.tp > 1 && l.sp && (l.ep > 1 || l.own_expert_tp()); }
+bool MoeInputSplitOverTp(const Layout& l) {
+  return MoeDispatchGathersOverTp(l.tp, l.sp, l.ep) || (l.tp > 1 && l.sp && l.own_expert_tp());
+}
 bool MoeGathersOverExpertTp(const Layout& l) { return l.expert_tp() > 1 && (MoeInputSplitOverTp(l) || l.own_expert_tp()); }
 
 int64_t MoeExpertTokensPerRank(const ModelSpec& m, const Layout& l) {
