@@ -7,6 +7,7 @@
 #include <string>
 
 #include "planner/plan_report.h"
+#include "src/cost/layer_plan.h"
 #include "src/cost/memory.h"
 #include "src/hardware/hardware_spec.h"
 #include "src/layout/layout.h"
@@ -57,6 +58,46 @@ TEST(ExpertTensorParallel, ShowsInThePlanTable) {
             "tp2 pp4 dp8 ep8 etp1 mbs1 z1 sp none 1f1b");
   EXPECT_EQ(planner::ShortLayout(Resolved("tp=2,pp=4,ep=8,etp=2,sp=on,mbs=1,gbs=64,zero=1", 64)),
             "tp2 pp4 dp8 ep8 mbs1 z1 sp none 1f1b");
+}
+
+// An expert's replicas fold over TP x CP x DP, so they exist without DP: tiny-moe (4 layers, h 64,
+// 4 SwiGLU experts of 128: 3 x 64 x 128 = 24,576 parameters each) on 2 GPUs, tp 2, etp 1, dp 1:
+// edp = 2 x 1 x 1 / (1 x 1) = 2, both TP ranks holding all 4 experts whole (98,304 parameters a
+// layer). fp32: the last micro-batch's backward all-reduces each MoE layer's expert gradients
+// over the two, 98,304 x 4 = 393,216 bytes, 4 of them; nothing over DP. Under ZeRO-1 they are
+// reduce-scattered instead (same bytes) and the step all-gathers the updated experts (4 more,
+// 393,216 bytes each), still nothing over DP. (These are what the runtime executes:
+// tests/runtime_priced_collectives_test.cc, ExpertsWholeUnderTp.)
+TEST(ExpertTensorParallel, ReducesTheExpertsOverTheirReplicasWithoutDp) {
+  const ModelSpec m = testing::TinyMoeModel(32);
+  const HardwareSpec hw = *LoadHardware("dgx-h100");
+  for (int zero : {0, 1}) {
+    SCOPED_TRACE("zero=" + std::to_string(zero));
+    const Layout l = Resolved("tp=2,sp=on,etp=1,mbs=1,gbs=2,dtype=fp32,zero=" + std::to_string(zero), 2);
+    ASSERT_EQ(l.dp, 1);
+    ASSERT_EQ(l.edp(), 2);
+    const IterationPlan plan = BuildIterationPlan(m, hw, l);
+    int reduced = 0, gathered = 0, over_dp = 0;
+    auto count = [&](const TaskSpec& t) {
+      if (t.kind != TaskKind::kCollective) return;
+      if (t.group == GroupKind::kDp) ++over_dp;
+      if (t.group != GroupKind::kEdp) return;
+      EXPECT_DOUBLE_EQ(t.bytes, 393216.0);
+      if (t.collective == Collective::kAllGather) {
+        ++gathered;
+      } else {
+        EXPECT_EQ(t.collective, zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter);
+        ++reduced;
+      }
+    };
+    const StagePlan& s = plan.stages[0];
+    for (const TaskSpec& t : plan.PassFor(s, PipelineStep{Pass::kBackward, 1, 0}, true).tasks) count(t);
+    for (const auto& [t, producer] : plan.PassFor(s, PipelineStep{Pass::kBackward, 1, 0}, true).deferred) count(t);
+    for (const TaskSpec& t : s.tail.tasks) count(t);
+    EXPECT_EQ(reduced, 4);
+    EXPECT_EQ(gathered, zero == 1 ? 4 : 0);
+    EXPECT_EQ(over_dp, 0);
+  }
 }
 
 }  // namespace

@@ -245,6 +245,18 @@ TEST(RuntimePricedCollectivesTest, ExpertParallel) {
   }
 }
 
+// The experts whole under tp 2 (etp=1: Megatron-Core's MoE parallel folding): each TP rank's own
+// tokens all-to-all over an EP group folded over TP x CP x DP, no TP exchange around or inside
+// the MoE layer, and the experts reduced over their tp x cp x dp / ep replicas (without DP too:
+// tp 2, etp 1 has two replicas of each expert).
+TEST(RuntimePricedCollectivesTest, ExpertsWholeUnderTp) {
+  for (const char* spec : {"tp=2,sp=on,etp=1,mbs=2", "tp=2,sp=on,ep=2,etp=1,mbs=2", "tp=2,sp=on,dp=2,ep=4,etp=1,mbs=1",
+                           "tp=2,sp=on,dp=2,ep=2,etp=1,mbs=1,zero=1", "tp=2,sp=on,dp=2,ep=2,etp=1,mbs=1,zero=3",
+                           "tp=2,sp=on,cp=2,ep=4,etp=1,mbs=1", "tp=2,sp=on,pp=2,ep=2,etp=1,mbs=1,schedule=zero-bubble"}) {
+    ExpectSameCalls(testing::TinyMoeModel(32), spec);
+  }
+}
+
 // Zero-bubble's split backward: the weight gradients' buckets reduced from the W passes (every
 // micro-batch under ZeRO-2/3), with TP and SP, and ZB-V on a tied model (its head and table on
 // the first stage, the embedding group of one stage: no table all-reduce).

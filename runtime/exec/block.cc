@@ -108,11 +108,12 @@ StatusOr<T*> ColumnParallelBackwardOverlapped(ExecContext& ctx, const BlockDims&
   return dn;
 }
 
-// An MoE layer whose token dispatcher gathers over TP itself (moe_block.h): it takes and
-// returns this rank's rows, with no f or g around it.
+// An MoE layer whose input stays split over TP (moe_block.h, MoeRank::input_split: its
+// dispatcher gathers over TP itself, or its experts are whole): it takes and returns this rank's
+// rows, with no f or g around it.
 template <typename T>
-bool DispatchGathersOverTp(const BlockWeights<T>& w, const MoeArgs<T>* moe) {
-  return w.router != nullptr && moe != nullptr && moe->rank.DispatchGathersOverTp();
+bool MoeInputSplit(const BlockWeights<T>& w, const MoeArgs<T>* moe) {
+  return w.router != nullptr && moe != nullptr && moe->rank.input_split;
 }
 
 }  // namespace
@@ -163,9 +164,9 @@ Status BlockForward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>&
   if (m.norm == Norm::kLayerNorm) SHARDSIM_RETURN_IF_ERROR(stats(s.norm2_mean, d.n_local, "mlp norm statistics"));
   k.NormForward(m.norm, s.mid.as<T>(), w.mlp_norm_gain, w.mlp_norm_bias, s.norm2.as<T>(), s.norm2_mean.f(),
                 s.norm2_rstd.f(), d.n_local, c);
-  if (DispatchGathersOverTp(w, moe)) {
-    // An MoE layer whose dispatcher gathers over TP itself (moe_block.h): this rank's rows in
-    // and out, no f or g around it.
+  if (MoeInputSplit(w, moe)) {
+    // An MoE layer whose input stays split over TP (moe_block.h): this rank's rows in and out,
+    // no f or g around it.
     SHARDSIM_RETURN_IF_ERROR(MoeForward(ctx, d, moe->rank, w.router, moe->experts, s.norm2.as<T>(), out, s.moe));
     ctx.SetPart(SpanLabel::kMlpResidual);
     k.Add(out, s.mid.as<T>(), d.n_local * c);
@@ -303,8 +304,8 @@ Status BlockBackward(ExecContext& ctx, const BlockDims& d, const BlockWeights<T>
   std::optional<TeIn<T>> norm2;  // fc1's input: s.norm2's rows or fp8 codes, gathered under SP
   // MLP branch; dresid holds d(out), which is also the residual path's share of d(mid).
   ctx.SetPart(SpanLabel::kMlp);
-  // An MoE layer whose dispatcher gathers over TP (moe_block.h) takes this rank's rows.
-  const bool dispatch_tp = DispatchGathersOverTp(w, moe);
+  // An MoE layer whose input stays split over TP (moe_block.h) takes this rank's rows.
+  const bool dispatch_tp = MoeInputSplit(w, moe);
   const T* dout = dresid;
   if (!dispatch_tp) {
     SHARDSIM_ASSIGN_OR_RETURN(dout, ctx.Gather(dresid, gathered, d.n_local, c));

@@ -16,6 +16,7 @@
 #include "runtime/exec/context_parallel.h"
 #include "runtime/exec/executor_impl.h"
 #include "src/cost/grad_compression.h"
+#include "src/cost/ops.h"
 #include "src/cost/memory.h"
 #include "src/layout/pipeline.h"
 
@@ -39,14 +40,21 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   auto no = [&](bool bad, const std::string& what) {
     if (bad) why.push_back(what);
   };
-  no(l.own_expert_tp(), "etp=" + std::to_string(l.etp) +
-                    " (the runtime splits the experts over TP as the dense layers: leave etp unset)");
+  no(l.own_expert_tp() && l.expert_tp() != 1,
+     "etp=" + std::to_string(l.etp) +
+         " (the runtime splits the experts over the dense TP group or holds them whole: leave etp unset, or etp=1)");
   if (m.moe) {  // moe_block.h runs MoE layers outside the B/W split
+    // ZeroBuckets shards over DP x CP, and the experts' buckets with it: experts whose replicas
+    // come from TP alone (etp=1 without DP) would need a bucket of their own without the dense one.
+    no(l.zero >= 1 && l.dp_cp() == 1 && l.edp() > 1,
+       "zero=" + std::to_string(l.zero) + " with the experts' replicas over TP alone (etp=" + std::to_string(l.etp) +
+           ", dp x cp = 1: the runtime shards over DP x CP; use zero=0, or dp >= 2)");
     no(l.cp > 1 && l.moe_capacity > 0, "cp=" + std::to_string(l.cp) +
                                            " with moe_capacity (an expert's capacity is counted over the whole sequence; "
                                            "the runtime routes each CP rank's tokens: use moe_capacity=0)");
-    no(l.tp > 1 && l.sp && l.ep > 1 && l.moe_capacity > 0,
+    no(MoeInputSplitOverTp(l) && l.moe_capacity > 0,
        "tp=" + std::to_string(l.tp) + ",sp=on,ep=" + std::to_string(l.ep) +
+           (l.own_expert_tp() ? ",etp=" + std::to_string(l.etp) : std::string()) +
            " with moe_capacity (an expert's capacity is counted over the whole sequence; under SP the dispatcher "
            "routes each TP rank's tokens: use moe_capacity=0)");
   }
@@ -703,8 +711,11 @@ std::optional<MoeArgs<T>> TypedExecutor<T>::MoeOf(int64_t layer, bool grads) {
                    .capacity_factor = layout_.moe_capacity,
                    .tp = layout_.tp,
                    .tp_rank = backend_->comm().rank(Group::kTp),
+                   .expert_tp = layout_.expert_tp(),
                    .sp = ctx_.sp(),
-                   .cp = layout_.cp};
+                   .cp = layout_.cp,
+                   .input_split = MoeInputSplitOverTp(layout_),
+                   .gathers_over_tp = MoeGathersOverExpertTp(layout_)};
   a.aux_scale = static_cast<double>(layout_.mbs) / static_cast<double>(layout_.gbs);  // the cross-entropy's share
   const bool swiglu = model_.activation == Activation::kSwiglu;
   const int64_t local = a.rank.LocalExperts(model_), first = a.rank.rank * local;

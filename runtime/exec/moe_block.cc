@@ -128,9 +128,9 @@ template <typename T>
 Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const T* router,
                   const std::vector<ExpertWeights<T>>& experts, const T* x, T* out, MoeSaved& s) {
   const ModelSpec& m = *d.m;
-  const bool dtp = er.DispatchGathersOverTp();
-  // The rows this rank routes: its own under the dispatcher's TP gather, else all of them.
-  const int64_t n = dtp ? d.n_local : d.n;
+  const bool split = er.input_split, dtp = er.gathers_over_tp;
+  // The rows this rank routes: its own where the input stays split over TP, else all of them.
+  const int64_t n = split ? d.n_local : d.n;
   const int64_t c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
   const int64_t local = er.LocalExperts(m), first = er.rank * local;
   const int64_t tps = dtp ? er.tp : 1;  // the TP ranks whose received rows this rank's experts run
@@ -147,19 +147,19 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
   }
   // The aux loss over the whole sequences: the counts summed over the CP group, and over TP
   // when each TP rank routes its own rows.
-  if ((er.cp > 1 || dtp) && m.moe->aux_loss_coeff > 0) {
+  if ((er.cp > 1 || split) && m.moe->aux_loss_coeff > 0) {
     std::vector<double> counts(s.routing.selected.begin(), s.routing.selected.end());
     if (er.cp > 1) {
       SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kCpComm, 0, [&] {
         return ctx.comm().AllReduceSumHost(Group::kCp, counts.data(), e_n);
       }, SpanLabel::kEpRouting));
     }
-    if (dtp) {
+    if (split) {
       SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kTpComm, 0, [&] {
         return ctx.comm().AllReduceSumHost(Group::kTp, counts.data(), e_n);
       }, SpanLabel::kEpRouting));
     }
-    SetAuxStatistics(s.routing, std::vector<int64_t>(counts.begin(), counts.end()), n * er.cp * tps);
+    SetAuxStatistics(s.routing, std::vector<int64_t>(counts.begin(), counts.end()), n * er.cp * (split ? er.tp : 1));
   }
   const MoeRouting& r = s.routing;
   // Every source's routing, over the EP group (and under the TP gather, every TP rank's too:
@@ -305,8 +305,8 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     g.direct = dw;
     stash->gemms.push_back(g);
   };
-  const bool dtp = er.DispatchGathersOverTp();
-  const int64_t n = dtp ? d.n_local : d.n;  // as MoeForward
+  const bool split = er.input_split, dtp = er.gathers_over_tp;
+  const int64_t n = split ? d.n_local : d.n;  // as MoeForward
   const int64_t c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
   const int64_t local = er.LocalExperts(m);
   const int64_t tps = dtp ? er.tp : 1;
@@ -387,8 +387,9 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     kt.ScatterAddRows(returned.as<T>(), s.slot_token.i32(), dx, sent, c);
   }
   // The combine weights' gradients back to their sources (summed over kEp, each slot's from the
-  // one member that holds its expert; over TP, each TP rank's dots covering its slice of the
-  // experts' F), then the router's backward. Sources are indexed as MoeSaved::origin.
+  // one member that holds its expert; over TP where the experts split over it, each TP rank's
+  // dots covering its slice of the experts' F), then the router's backward. Sources are indexed
+  // as MoeSaved::origin.
   std::vector<double> host_dots(static_cast<size_t>(rows));
   if (rows > 0) ctx.mem().CopyToHost(host_dots.data(), dots.data(), rows * static_cast<int64_t>(sizeof(double)));
   dots.Reset();
@@ -397,7 +398,7 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
   SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kEpComm, 0, [&] {
     return ctx.comm().AllReduceSumHost(Group::kEp, dweights.data(), static_cast<int64_t>(dweights.size()));
   }, SpanLabel::kEpRouting));
-  if (er.tp > 1) {  // each TP rank's dots cover its slice of the experts' F: summed
+  if (er.expert_tp > 1) {  // each TP rank's dots cover its slice of the experts' F: summed
     SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kTpComm, 0, [&] {
       return ctx.comm().AllReduceSumHost(Group::kTp, dweights.data(), static_cast<int64_t>(dweights.size()));
     }, SpanLabel::kEpRouting));
@@ -413,12 +414,13 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     for (size_t i = 0; i < dlogits.size(); ++i) narrowed[i] = ToBf16(dlogits[i]);
     SHARDSIM_ASSIGN_OR_RETURN(dl, ToDevice(ctx, narrowed, "router logit gradients"));
   }
-  // Without the TP gather dx is partial over TP (the experts' MLPs are split), and the router's
-  // input gradient is the same on every TP rank: each adds it for its share of the rows (its SP
-  // rows), so the TP sum has it once. The router's weight gradient: from those rows under SP
-  // (summed over TP with the norms'), else from all rows on every TP rank (replicated, whole).
-  // Under the TP gather dx is this rank's rows', whole, and all its rows are its own.
-  const bool own_rows = er.tp == 1 || dtp;
+  // Where every TP rank routes all rows dx is partial over TP (the experts' MLPs are split), and
+  // the router's input gradient is the same on every TP rank: each adds it for its share of the
+  // rows (its SP rows), so the TP sum has it once. The router's weight gradient: from those rows
+  // under SP (summed over TP with the norms'), else from all rows on every TP rank (replicated,
+  // whole). Where each TP rank routes its own rows dx is those rows', whole (reduce-scattered
+  // over TP under the gather; the experts whole under etp=1), and all its rows are its own.
+  const bool own_rows = er.tp == 1 || split;
   const int64_t lo = own_rows ? 0 : n * er.tp_rank / er.tp, hi = own_rows ? n : n * (er.tp_rank + 1) / er.tp;
   const int64_t from = own_rows || !er.sp ? 0 : lo, to = own_rows || !er.sp ? n : hi;
   if (stash != nullptr) {  // the router's weight gradient waits for W, with its operands

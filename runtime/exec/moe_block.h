@@ -11,14 +11,17 @@
 // (src/cost/layer_plan.cc, "ep all-to-all dispatch/combine", each this rank's kept slots x
 // hidden). The routing (each slot's expert, weight and whether it was kept) and the combine
 // weights' gradients travel as host collectives over kEp.
-//   With TP the experts' MLPs are split over it. Under SP with ep > 1
-// (MoeRank::DispatchGathersOverTp) the layer runs as Megatron-Core's alltoall dispatcher does:
-// x and out are this rank's n_local rows, each TP rank routes and dispatches its own, and the
-// rows an EP member received are all-gathered over TP before its experts (padded to the
-// busiest TP rank's count) and reduce-scattered after them, in the backward the reverse; the
-// routing is gathered over TP too, and the aux loss's counts summed over it. Otherwise the
-// caller gathers the rows before the layer and reduces its output after it, as a dense MLP's,
-// and every TP rank routes all of them.
+//   With TP the experts' MLPs are split over it, or, with the experts' TP set to 1 (etp=1,
+// MoeRank::expert_tp), held whole by their EP member. Where each TP rank routes its own rows
+// (MoeRank::input_split: SP with ep > 1, or etp=1) x and out are this rank's n_local rows and
+// the aux loss's counts are summed over TP. Under SP with ep > 1 and etp = tp
+// (MoeRank::gathers_over_tp) the layer runs as Megatron-Core's alltoall dispatcher does: the
+// rows an EP member received are all-gathered over TP before its experts (padded to the busiest
+// TP rank's count) and reduce-scattered after them, in the backward the reverse, and the routing
+// is gathered over TP too. With etp=1 the EP group folds over TP x CP x DP (src/layout/
+// placement.h ExpertCoordOf), each member's experts run the rows it received whole, and there is
+// no TP exchange. Otherwise the caller gathers the rows before the layer and reduces its output
+// after it, as a dense MLP's, and every TP rank routes all of them.
 #pragma once
 
 #include <cstdint>

@@ -19,16 +19,20 @@ struct MoeRank {
   int64_t ep = 1;                // EP group size
   int64_t rank = 0;              // this rank in it
   double capacity_factor = 0;    // the layout's moe_capacity
-  int64_t tp = 1, tp_rank = 0;   // TP: each expert's MLP is split over it
+  int64_t tp = 1, tp_rank = 0;   // TP (the dense layers')
+  int64_t expert_tp = 1;         // the TP ranks an expert's MLP splits over: tp, or 1 (etp=1, whole)
   bool sp = false;               // SP: the router's gradient is this rank's rows' (summed over TP)
   int64_t cp = 1;                // CP: the aux loss's statistics summed over the CP group
+  // Whether each TP rank routes and dispatches its own n_local rows (src/cost/ops.h
+  // MoeInputSplitOverTp: Megatron-Core's alltoall dispatcher under SP with ep > 1, or with the
+  // experts' TP set apart from the dense TP); otherwise every TP rank routes all n rows, gathered
+  // before the layer and reduced after it as a dense MLP's.
+  bool input_split = false;
+  // Whether the rows an EP member receives are all-gathered over TP for its experts' split MLPs
+  // and reduce-scattered back after them (ops.h MoeGathersOverExpertTp, over the dense TP group:
+  // the runtime runs etp = tp or 1, never a group of the experts' own).
+  bool gathers_over_tp = false;
   int64_t LocalExperts(const ModelSpec& m) const { return m.moe->experts / ep; }
-  // Megatron-Core's alltoall dispatcher under SP with ep > 1 (src/cost/ops.h
-  // MoeDispatchGathersOverTp): each TP rank routes and dispatches its own n_local rows, and the
-  // rows an EP member receives are all-gathered over TP for its experts' split MLPs and
-  // reduce-scattered back after them. Otherwise (ep = 1, or no SP) every TP rank routes all n
-  // rows, gathered before the layer and reduced after it as a dense MLP's.
-  bool DispatchGathersOverTp() const { return MoeDispatchGathersOverTp(tp, sp, ep); }
 };
 
 // What an MoE layer's forward keeps for its backward.
@@ -45,9 +49,9 @@ struct MoeSaved {
   DeviceBuffer weight;                // (R) fp32
   std::vector<int64_t> recv_rows;     // (ep)
   std::vector<int64_t> expert_rows;   // (local experts)
-  // (R): the source (its EP index; under DispatchGathersOverTp, tp index x ep + EP index) and slot
+  // (R): the source (its EP index; under gathers_over_tp, tp index x ep + EP index) and slot
   std::vector<std::pair<int32_t, int64_t>> origin;
-  // DispatchGathersOverTp: each TP rank's received rows, and the padded block of the all-gather
+  // gathers_over_tp: each TP rank's received rows, and the padded block of the all-gather
   // (the largest of them); regroup then indexes the gathered (tp x block) rows.
   std::vector<int64_t> tp_rows;
   int64_t tp_block = 0;

@@ -34,7 +34,12 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
   SHARDSIM_RETURN_IF_ERROR(divides(m.kv_heads, "kv_heads"));
   SHARDSIM_RETURN_IF_ERROR(divides(m.ffn_hidden, "ffn_hidden"));
   SHARDSIM_RETURN_IF_ERROR(divides(m.vocab, "vocab (the vocab-parallel embedding and LM head)"));
-  if (m.moe) SHARDSIM_RETURN_IF_ERROR(divides(m.moe->ffn_hidden, "moe.ffn_hidden (each expert's MLP, split as a dense one)"));
+  // Each expert's MLP splits over the experts' TP: the dense TP, or none under etp=1 (whole).
+  const int64_t etp = l.expert_tp();
+  if (m.moe && m.moe->ffn_hidden % etp != 0) {
+    return Status::Error("the experts' tensor parallelism etp=" + std::to_string(etp) + " must divide the model '" +
+                         m.name + "''s moe.ffn_hidden (" + std::to_string(m.moe->ffn_hidden) + ")");
+  }
   // An uneven split (first_stage_layers, ..., src/layout/pipeline.h) places any layer count.
   if (!l.uneven_split() && m.layers % (l.pp * l.vpp) != 0) {
     return Status::Error("pp x vpp = " + std::to_string(l.pp * l.vpp) + " must divide the model '" +
@@ -48,7 +53,7 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
   s.local_spec_.kv_heads /= tp;
   s.local_spec_.ffn_hidden /= tp;
   s.local_spec_.vocab /= tp;
-  if (m.moe) s.local_spec_.moe->ffn_hidden /= tp;  // each expert's MLP split over TP as a dense one
+  if (m.moe) s.local_spec_.moe->ffn_hidden /= etp;
   s.tp_rank_ = tp_rank;
   SHARDSIM_ASSIGN_OR_RETURN(s.full_, ParamLayout::ForModel(m));
   SHARDSIM_ASSIGN_OR_RETURN(ParamLayout local_all, ParamLayout::ForModel(s.local_spec_));
@@ -81,8 +86,12 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
   });
   for (const ParamTensor& t : s.local_.tensors()) {
     const ParamTensor& f = s.full_.Get(t.name);
+    // An expert whole on its EP member while the dense layers split over TP (etp=1): its TP
+    // peers hold other experts (or the same ones for other rows), so it is not TP's replica.
+    const bool whole_expert = IsExpertParam(t.name) && tp > 1 && etp == 1;
     const TensorSplit split = t.rows < f.rows   ? TensorSplit::kRows
                               : t.cols < f.cols ? TensorSplit::kCols
+                              : whole_expert    ? TensorSplit::kWhole
                                                 : TensorSplit::kReplicated;
     s.splits_.push_back(split);
     // Under SP every replicated tensor but the learned positions sees only this rank's rows

@@ -7,7 +7,8 @@
 //             attention output and MLP down projections by columns (row-parallel); norms,
 //             row-parallel biases and learned positions are replicated;
 //   expert    an MoE layer's experts are split over the EP group, E / ep consecutive ones a
-//             rank (its routers stay whole); they come last in the flat buffer;
+//             rank (its routers stay whole); they come last in the flat buffer. Each expert's
+//             MLP splits over TP as a dense one, or under etp=1 stays whole (kWhole);
 //   tied      with tied embeddings and the head on another stage than the embedding, the
 //             head's stage keeps a copy of the word embeddings (embed.tokens, not the learned
 //             positions), initialised alike and kept alike by summing the two copies'
@@ -27,7 +28,10 @@
 
 namespace shardsim::runtime {
 
-enum class TensorSplit : uint8_t { kReplicated, kRows, kCols };
+// How a rank's tensor covers the whole model's: all of it, replicated over TP; a block of its
+// rows or columns (this TP rank's); or all of it held by this rank alone among its TP peers (an
+// expert under etp=1, whose TP peers hold other experts or run other tokens through it).
+enum class TensorSplit : uint8_t { kReplicated, kRows, kCols, kWhole };
 
 // A model chunk held by this rank: global layers [first_layer, first_layer + layers).
 struct ChunkInfo {
@@ -47,7 +51,8 @@ class RankShard {
                                     int64_t pp_rank, int64_t ep_rank = 0);
 
   const ModelSpec& model() const { return full_spec_; }
-  // The model as one TP rank sees it: heads, kv_heads, ffn_hidden and vocab divided by tp.
+  // The model as one TP rank sees it: heads, kv_heads, ffn_hidden and vocab divided by tp, the
+  // experts' ffn_hidden by the experts' TP (Layout::expert_tp).
   const ModelSpec& local_model() const { return local_spec_; }
   const ParamLayout& layout() const { return local_; }        // this rank's tensors
   const ParamLayout& full_layout() const { return full_; }    // the single-process model's

@@ -939,11 +939,12 @@ void PassBuilder::WeightGrad(const ModelChunk& chunk, bool last_mb) {
 }
 
 void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t layer, bool last_mb) {
-  if (l_.dp_cp() == 1) return;
   const double gb = c_.state.gradients;
   // Expert gradients, each MoE layer's a bucket of their own over their replicas (kEdp), as the
   // layer's are over kDp: ZeRO-0 all-reduces them once; ZeRO-1 reduce-scatters them once,
   // during the last backward with overlap_dp and after it without; ZeRO-2/3 every micro-batch.
+  // The replicas fold over TP x CP x DP, so an expert has them without DP where its TP is below
+  // the dense TP (etp 1 under tp 2: the two TP ranks hold the same experts whole).
   if (u.expert > 0 && l_.edp() > 1 && (last_mb || l_.zero >= 2)) {
     const bool rs = l_.zero >= 1;
     TaskSpec e = CollTask(rs ? Collective::kReduceScatter : Collective::kAllReduce, GroupKind::kEdp, u.expert * gb,
@@ -958,6 +959,7 @@ void PassBuilder::UnitDone(const Unit& u, bool closes, int32_t producer, int32_t
       if (l_.zero >= 2 && !l_.overlap_dp) joins_.push_back(reduce);
     }
   }
+  if (l_.dp_cp() == 1) return;
   bucket_.params += u.params;
   bucket_.replicated += u.replicated;
   bucket_.sent += u.sent;
@@ -1081,15 +1083,16 @@ void PassBuilder::Tail() {
     }
     step = prev;
   }
-  if (l_.dp_cp() > 1 && (l_.zero == 1 || l_.zero == 2)) {
+  if ((l_.dp_cp() > 1 || ShardsExperts()) && (l_.zero == 1 || l_.zero == 2)) {
     // The updated parameters all-gathered bucket by bucket (the runtime's AllGatherParams,
-    // Megatron-LM's distributed optimizer per bucket).
+    // Megatron-LM's distributed optimizer per bucket); the experts over their replicas, which
+    // may exist without DP (UnitDone).
     for (const ModelChunk& ch : StageChunks(c_.m, l_, c_.stage)) {
       for (Pass pass : {Pass::kBackward, Pass::kWeightGrad}) {
         const std::vector<Unit> units = UnitsOf(c_, ch, pass);
         const std::vector<bool> ends = BucketEnds(l_, units);
         double bucket = 0;
-        for (size_t i = 0; i < units.size(); ++i) {
+        for (size_t i = 0; i < units.size() && l_.dp_cp() > 1; ++i) {
           bucket += units[i].params;
           if (!ends[i]) continue;
           Add(CollTask(Collective::kAllGather, GroupKind::kDp, bucket * c_.state.weights, Stream::kDp,
