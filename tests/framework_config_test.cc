@@ -267,6 +267,22 @@ TEST(MegatronArgs, WhatIsNotModelledIsRefused) {
              "recipe.model.config.recompute_modules = [\"core_attn\"]\n",
       "o.py");
   EXPECT_TRUE(core.ok()) << core.status().message();
+  // Selective granularity over no module (Megatron-LM's --recompute-modules given without a
+  // value, NeMo's []) recomputes nothing: recompute=none, said in a warning; the attention core
+  // alone stays selective.
+  StatusOr<MegatronRead> none = ParseMegatronArgs(shape + "--recompute-granularity selective --recompute-modules", "args");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->layout.recompute, Recompute::kNone);
+  EXPECT_TRUE(Contains(Join(none->warnings, "\n"), "--recompute-modules with no module")) << Join(none->warnings, "\n");
+  StatusOr<MegatronRead> nemo_none = ParseNemoOverrides(
+      nemo + "recipe.model.config.recompute_granularity = \"selective\"\n"
+             "recipe.model.config.recompute_modules = []\n",
+      "o.py");
+  ASSERT_TRUE(nemo_none.ok()) << nemo_none.status().message();
+  EXPECT_EQ(nemo_none->layout.recompute, Recompute::kNone);
+  StatusOr<MegatronRead> attn = ParseMegatronArgs(shape + "--recompute-granularity selective --recompute-modules core_attn", "args");
+  ASSERT_TRUE(attn.ok()) << attn.status().message();
+  EXPECT_EQ(attn->layout.recompute, Recompute::kSelective);
 }
 
 // The token dispatcher: shardsim prices alltoall. With expert parallelism, Megatron-LM's

@@ -102,10 +102,19 @@ void CheckMcoreSettings(LocatedValues& r, const McoreKeys& k, const ModelSpec& m
     }
   }
   // Selective recompute is the attention core's (recompute=selective, Korthikanti et al. 2022);
-  // the modules' default, ["core_attn"], is that (they matter only to it).
-  if (l.recompute == Recompute::kSelective && Given(r, k.recompute_modules) &&
-      SplitValueList(r.Text(k.recompute_modules, "")) != std::vector<std::string>{"core_attn"}) {
-    refuse(k.recompute_modules, "recomputing other modules than the attention core (core_attn)");
+  // the modules' default, ["core_attn"], is that (they matter only to it). An empty list
+  // (Megatron-LM's nargs="*" flag given without values, NeMo's []) recomputes nothing: the
+  // default applies only where the list is None (TransformerConfig.__post_init__:
+  // `if self.recompute_modules is None: self.recompute_modules = ["core_attn"]`, at
+  // NVIDIA/Megatron-LM d98e8a64dd), so selective granularity over no module is recompute=none.
+  if (l.recompute == Recompute::kSelective && Given(r, k.recompute_modules)) {
+    const std::vector<std::string> modules = SplitValueList(r.Text(k.recompute_modules, ""));
+    if (modules.empty()) {
+      l.recompute = Recompute::kNone;
+      warnings->push_back(k.recompute_modules + " with no module: selective recompute of nothing, read as recompute=none");
+    } else if (modules != std::vector<std::string>{"core_attn"}) {
+      refuse(k.recompute_modules, "recomputing other modules than the attention core (core_attn)");
+    }
   }
   for (const std::string& fsdp : k.fsdp) {
     if (Given(r, fsdp)) refuse(fsdp, "Megatron-Core's FSDP (price a ZeRO-3-like run with --layout zero=3 instead)");

@@ -89,7 +89,8 @@ StatusOr<std::vector<Word>> ShellWords(const std::string& text, const std::strin
   return words;
 }
 
-enum class Kind { kSwitch, kInt, kNumber, kText, kList };  // kList: nargs '+'
+// kList: nargs '+'; kOptionalList: nargs '*' (given without values: the empty list).
+enum class Kind { kSwitch, kInt, kNumber, kText, kList, kOptionalList };
 
 // The arguments read here and what each takes.
 const std::map<std::string, Kind>& Known() {
@@ -135,7 +136,7 @@ const std::map<std::string, Kind>& Known() {
       {"--moe-token-dispatcher-type", Kind::kText},
       {"--moe-grouped-gemm", Kind::kSwitch},
       // Read to refuse what shardsim does not model (ReadLayout, "not modelled").
-      {"--recompute-modules", Kind::kList},
+      {"--recompute-modules", Kind::kOptionalList},  // nargs='*' (arguments.py @ core_v0.13.0)
       {"--use-torch-fsdp2", Kind::kSwitch},
       {"--use-megatron-fsdp", Kind::kSwitch},
       {"--cp-comm-type", Kind::kList},
@@ -450,10 +451,13 @@ StatusOr<MegatronRead> ParseMegatronArgs(const std::string& text, const std::str
     } else if (i + 1 < words.size() && words[i + 1].text.rfind("--", 0) != 0) {
       value_at = words[++i];
       value = value_at.text;
-      // nargs '+': every word up to the next argument, joined by spaces.
-      while (known->second == Kind::kList && i + 1 < words.size() && words[i + 1].text.rfind("--", 0) != 0) {
+      // nargs '+' or '*': every word up to the next argument, joined by spaces.
+      const bool list = known->second == Kind::kList || known->second == Kind::kOptionalList;
+      while (list && i + 1 < words.size() && words[i + 1].text.rfind("--", 0) != 0) {
         value += " " + words[++i].text;
       }
+    } else if (known->second == Kind::kOptionalList) {
+      value.clear();  // nargs '*' without values: the empty list
     } else {
       return Status::Error(where(w) + ": " + flag + ": missing its value");
     }
