@@ -255,7 +255,13 @@ std::vector<Layout> Enumerate(const ModelSpec& m, const HardwareSpec& hw, const 
             }
             for (const auto& [vpp, schedule, split] : pipes) {
               if (!Allowed(o, "vpp", Str(vpp)) || !Allowed(o, "schedule", ScheduleName(schedule))) continue;
-              for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
+              // ZeRO where there are replicas: every stage over DP x CP; without them the
+              // distributed optimizer alone (zero 1) where the experts have replicas of their own
+              // (etp 1 under TP: Megatron-Core shards the experts' states over their expert-DP
+              // group whatever the dense DP, distrib_optimizer.py's expert buffers).
+              const int64_t edp = tp * cp * dp / (etp * ep);
+              const int max_zero = dp * cp > 1 ? 3 : (m.moe && edp > 1 ? 1 : 0);
+              for (int zero = 0; zero <= max_zero; ++zero) {
                 if (!Allowed(o, "zero", Str(zero))) continue;
                 for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
                   if (!Allowed(o, "sp", sp ? "on" : "off")) continue;

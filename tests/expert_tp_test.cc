@@ -4,9 +4,13 @@
 // is worked by hand in the comment before it.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "planner/plan_report.h"
+#include "planner/planner.h"
+#include "src/layout/stack.h"
+#include "src/layout/validate.h"
 #include "src/cost/layer_plan.h"
 #include "src/cost/memory.h"
 #include "src/hardware/hardware_spec.h"
@@ -98,6 +102,36 @@ TEST(ExpertTensorParallel, ReducesTheExpertsOverTheirReplicasWithoutDp) {
     EXPECT_EQ(gathered, zero == 1 ? 4 : 0);
     EXPECT_EQ(over_dp, 0);
   }
+}
+
+// Mixtral 8x7B on one DGX H100 under megatron-core-2024, tp 8, ep 4, etp 1: dp 1, but each
+// expert has tp x cp x dp / (etp x ep) = 8 / 4 = 2 replicas, over which Megatron-Core's
+// distributed optimizer shards its states; so the planner searches zero 1 there (not zero 2 or
+// 3; with etp = tp there is no layout: ep 4 x etp 8 does not divide the 8 ranks), and the layout
+// check does not warn that
+// ZeRO has no effect. The rank's 2 whole experts a layer (3 x 4096 x 14336 = 176,160,768
+// parameters each), 32 layers: 11,274,289,152 expert parameters, whose 12 bytes of optimizer
+// state a parameter halve over the two replicas: 67.6 GB -> 11,274,289,152 x 12 / 2 =
+// 67,645,734,912 bytes of the rank's optimizer states are the experts'.
+TEST(ExpertTensorParallel, ThePlannerShardsTheExpertsOverTheirReplicasWithoutDp) {
+  const ModelSpec m = *LoadModel("mixtral-8x7b");
+  const HardwareSpec hw = *LoadHardware("dgx-h100");
+  planner::PlanOptions o;
+  o.gpus = 8;
+  o.global_batch = 64;
+  o.stack = *LoadStack("megatron-core-2024");
+  o.fixed = {{"tp", "8"}, {"ep", "4"}};
+  std::set<std::pair<int64_t, int>> zeros;  // (etp, zero)
+  for (const Layout& l : planner::EnumerateLayouts(m, hw, o)) zeros.insert({l.expert_tp(), l.zero});
+  EXPECT_EQ(zeros, (std::set<std::pair<int64_t, int>>{{1, 0}, {1, 1}}));
+  const Layout z1 = Resolved("tp=8,ep=4,etp=1,sp=on,mbs=1,gbs=64,zero=1", 8);
+  const LayoutCheck check = CheckLayout(z1, m, hw, 8);
+  EXPECT_TRUE(check.ok()) << check.ToStatus().message();
+  for (const std::string& w : check.warnings) EXPECT_EQ(w.find("has no effect"), std::string::npos) << w;
+  const Layout z0 = Resolved("tp=8,ep=4,etp=1,sp=on,mbs=1,gbs=64,zero=0", 8);
+  const double saved = ModelStateMemory(ParamsOnStage(m, z0, 0), z0).optimizer -
+                       ModelStateMemory(ParamsOnStage(m, z1, 0), z1).optimizer;
+  EXPECT_DOUBLE_EQ(saved, 67645734912.0);
 }
 
 }  // namespace

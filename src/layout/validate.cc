@@ -217,7 +217,10 @@ LayoutCheck CheckLayout(const Layout& l, const ModelSpec& m, const HardwareSpec&
   }
 
   // ZeRO, offload, precision.
-  if (l.zero > 0 && l.dp_cp() == 1) warn("zero=" + S(l.zero) + " has no effect with dp x cp = 1");
+  // The experts' replicas fold over TP x CP x DP (Layout::edp): with etp below tp they have some
+  // without DP, and ZeRO shards their states over them.
+  const bool expert_replicas = m.moe && l.edp() > 1;
+  if (l.zero > 0 && l.dp_cp() == 1 && !expert_replicas) warn("zero=" + S(l.zero) + " has no effect with dp x cp = 1");
   if (l.offload == Offload::kOptimizer && l.zero == 0) {
     err("offload=optimizer needs zero >= 1 (as in DeepSpeed ZeRO-Offload)");
   }
