@@ -130,7 +130,7 @@ TEST(PlannerTest, WinnerEqualsBruteForceOverTheSimulatorWhateverTop) {
 // offload, has a member with no more of either that fits). The winner and the tie count are
 // the same for --top 1 and 100: ties are complete, not taken from the shown top K.
 TEST(PlannerTest, TiesAreCompleteAndTheMostRobustWins) {
-  // Narrower than the suite's bands (docs/validation/error-bands.yaml, p10-p90 about 0.95-1.15)
+  // Narrower than the suite's bands (docs/validation/error-bands.yaml, about 0.8-1.3)
   // yet wide enough that both problems have ties.
   constexpr double kTolerance = 0.04;
   const std::vector<Problem> problems = Problems();

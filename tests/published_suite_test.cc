@@ -125,10 +125,16 @@ TEST(PublishedSuite, PercentilesInterpolate) {
 }
 
 // Bands from a hand-made report: two sources on one GPU and precision, errors +10 %, +20 %
-// (source a) and +30 %, +50 % (source b). Ratios 1.1, 1.2, 1.3, 1.5: p10 at h = 0.3 -> 1.13,
-// p50 at h = 1.5 -> 1.25, p90 at h = 2.7 -> 1.3 + 0.7 x 0.2 = 1.44. Leave-one-source-out: a's
-// runs against b's band [1.3 + 0.1 x 0.2, 1.3 + 0.9 x 0.2] = [1.32, 1.48]: none inside; b's
-// against a's [1.11, 1.19]: none inside. Coverage 0 of 4.
+// (source a) and +30 %, +50 % (source b): ratios 1.1, 1.2 and 1.3, 1.5, in logs 0.095310,
+// 0.182322 and 0.262364, 0.405465. Source means m_a 0.138816, m_b 0.333915, mu their mean
+// 0.236365; sigma_b^2 = ((m_a - mu)^2 + (m_b - mu)^2) / 1 = 2 x 0.097549^2 = 0.019032;
+// sigma_w^2 = (2 x 0.043506^2 + 2 x 0.071550^2) / (4 - 2) = 0.007012; s^2 = 0.019032 x 1.5 +
+// 0.007012 = 0.035560, s 0.188573; t(0.9, 1) = 3.078, t s = 0.580428: band exp(mu -+ t s) =
+// 0.70888 .. 2.26323, middle exp(mu) = 1.26664. Leave-one-source-out, a band from one source
+// is its own (sigma_b unknown: t over its n - 1 = 1 degree of freedom): a's runs against b's,
+// exp(0.333915 -+ 3.078 x 0.101188) = 1.02271 .. 1.90669: both inside; b's against a's,
+// exp(0.138816 -+ 3.078 x 0.061526) = 0.95069 .. 1.38846: 1.3 inside, 1.5 outside. Coverage 3
+// of 4.
 TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
   PublishedRun ra, rb;
   ra.source = "a";
@@ -153,11 +159,11 @@ TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
   ASSERT_EQ(bands.size(), 1u);
   EXPECT_EQ(bands[0].runs, 4u);
   EXPECT_EQ(bands[0].sources, 2u);
-  EXPECT_NEAR(bands[0].p10, 1.13, 1e-12);
-  EXPECT_NEAR(bands[0].p50, 1.25, 1e-12);
-  EXPECT_NEAR(bands[0].p90, 1.44, 1e-12);
+  EXPECT_NEAR(bands[0].p10, 0.70888, 1e-5);
+  EXPECT_NEAR(bands[0].p50, 1.26664, 1e-5);
+  EXPECT_NEAR(bands[0].p90, 2.26323, 1e-5);
   EXPECT_EQ(bands[0].loso_runs, 4u);
-  EXPECT_NEAR(bands[0].loso_coverage, 0.0, 1e-12);
+  EXPECT_NEAR(bands[0].loso_coverage, 0.75, 1e-12);
   // Ranking tolerance: pairs within one source (same model, GPU, precision): a's 1.2 / 1.1 - 1
   // = 0.090909 and b's 1.5 / 1.3 - 1 = 0.153846; across sources none. Median of two: their
   // mean, 0.122378.
@@ -172,7 +178,7 @@ TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
   ASSERT_EQ(back->bands.size(), 1u);
   EXPECT_EQ(back->bands[0].architecture, "smX");
   EXPECT_EQ(back->bands[0].gpus, "G");
-  EXPECT_NEAR(back->bands[0].p90, 1.44, 1e-12);
+  EXPECT_NEAR(back->bands[0].p90, 2.2632, 1e-12);  // written with 4 decimals
   EXPECT_NEAR(back->ranking_tolerance, 0.1224, 1e-12);  // written with 4 decimals
   EXPECT_EQ(back->ranking_pairs, 2);
 }
@@ -182,13 +188,19 @@ TEST(PublishedSuite, ErrorBandsPerClassWithLeaveOneSourceOut) {
 // multiplier t (structural_s 1, compute_slope_s 1: simulated(t) = t), measured 1.1, 1.2 and
 // 1.6 s, so the multipliers that make them exact are 1.1, 1.2, 1.6. Fits without a source
 // (the median of the rest): -a 1.4, -b 1.35, -c 1.15; so the left-out ratios are 1.1 / 1.4 =
-// 0.785714, 1.2 / 1.35 = 0.888889, 1.6 / 1.15 = 1.391304, and the band is of those: p10 at
-// h = 0.2 -> 0.785714 + 0.2 x 0.103175 = 0.806349, p50 0.888889, p90 at h = 1.8 -> 0.888889
-// + 0.8 x 0.502415 = 1.290821. Nested coverage, fits without two sources = the third's 1.x:
-// held a: b at 1.6 -> 0.75, c at 1.2 -> 1.333333, band [0.808333, 1.275]: 0.785714 outside.
-// held b: a at 1.6 -> 0.6875, c at 1.1 -> 1.454545, band [0.764205, 1.377841]: inside.
-// held c: a at 1.2 -> 0.916667, b at 1.1 -> 1.090909, band [0.934091, 1.073485]: outside.
-// Coverage 1 of 3.
+// 0.785714, 1.2 / 1.35 = 0.888889, 1.6 / 1.15 = 1.391304, in logs -0.241162, -0.117783,
+// 0.330242: one run a source, so sigma_w = 0; mu = -0.009568, sigma_b^2 = (0.231594^2 +
+// 0.108215^2 + 0.339810^2) / 2 = 0.090408; s^2 = 0.090408 x 4/3 = 0.120545, s 0.347195;
+// t(0.9, 2) = 1.886: band exp(-0.009568 -+ 0.654810) = 0.51459 .. 1.90645, middle 0.99048.
+// Nested coverage, fits without two sources = the third's 1.x, a band of two sources (t(0.9, 1)
+// = 3.078, s^2 = sigma_b^2 x 1.5 with sigma_b^2 = 2 x (their log ratios' half-difference)^2):
+// held a: b at 1.6 -> 0.75, c at 1.2 -> 1.333333, logs -+0.287682, s 0.498280, band
+// exp(-+1.533706) = 0.21573 .. 4.63532: 0.785714 inside.
+// held b: a at 1.6 -> 0.6875, c at 1.1 -> 1.454545, logs -+0.374693, s 0.648988, band
+// 0.13566 .. 7.37124: inside.
+// held c: a at 1.2 -> 0.916667, b at 1.1 -> 1.090909, logs -+0.087011, s 0.150708, band
+// exp(-+0.463880) = 0.62884 .. 1.59023: 1.391304 inside.
+// Coverage 3 of 3: with two sources to draw on, t at one degree of freedom is wide.
 TEST(PublishedSuite, ErrorBandsAreOfLeftOutPredictionsWithNestedCoverage) {
   PublishedRun ra, rb, rc;
   ra.source = "a";
@@ -219,11 +231,39 @@ TEST(PublishedSuite, ErrorBandsAreOfLeftOutPredictionsWithNestedCoverage) {
   ASSERT_EQ(bands.size(), 1u);
   EXPECT_EQ(bands[0].architecture, "sm90");
   EXPECT_EQ(bands[0].gpus, "G, G2");
-  EXPECT_NEAR(bands[0].p10, 0.806349, 1e-6);
-  EXPECT_NEAR(bands[0].p50, 0.888889, 1e-6);
-  EXPECT_NEAR(bands[0].p90, 1.290821, 1e-6);
+  EXPECT_NEAR(bands[0].p10, 0.51459, 1e-5);
+  EXPECT_NEAR(bands[0].p50, 0.99048, 1e-5);
+  EXPECT_NEAR(bands[0].p90, 1.90645, 1e-5);
   EXPECT_EQ(bands[0].loso_runs, 3u);
-  EXPECT_NEAR(bands[0].loso_coverage, 1.0 / 3, 1e-12);
+  EXPECT_NEAR(bands[0].loso_coverage, 1.0, 1e-12);
+}
+
+// The prediction band by hand (PredictionBandOf), and the t table it reads: t(0.9) at 1, 2,
+// 30 degrees of freedom 3.078, 1.886, 1.310 (NIST/SEMATECH 1.3.6.7.2); at 45, between 40
+// (1.303) and 60 (1.296), linear in 1/df: 1/45 = 0.022222 sits (0.025 - 0.022222) / (0.025 -
+// 0.016667) = 0.333333 of the way: 1.303 - 0.333333 x 0.007 = 1.300667; beyond 120, 1.282 at
+// infinity: at 240, 1/240 is half of 1/120: 1.289 - 0.5 x 0.007 = 1.2855.
+// One source of ratios e^-0.1, e^0.1 (logs -+0.1): mu 0, sigma_w^2 = 0.02 / 1, s 0.141421,
+// t(0.9, 1): band exp(-+0.435295) = 0.64707 .. 1.54542, middle 1. Two sources, one run each, e^0
+// and e^0.2: mu 0.1, sigma_b^2 = 2 x 0.1^2 / 1 = 0.02, sigma_w 0, s^2 = 0.03, s 0.173205,
+// t(0.9, 1): exp(0.1 -+ 0.533125) = 0.64848 .. 1.88349. No runs: zeros.
+TEST(PublishedSuite, PredictionBandOfSourcesAsRandomEffects) {
+  EXPECT_DOUBLE_EQ(StudentT90(1), 3.078);
+  EXPECT_DOUBLE_EQ(StudentT90(2), 1.886);
+  EXPECT_DOUBLE_EQ(StudentT90(30), 1.310);
+  EXPECT_NEAR(StudentT90(45), 1.300667, 1e-6);
+  EXPECT_NEAR(StudentT90(240), 1.2855, 1e-9);
+  const PredictionBand one = PredictionBandOf({{std::exp(-0.1), std::exp(0.1)}});
+  EXPECT_NEAR(one.lo, 0.64707, 1e-5);
+  EXPECT_NEAR(one.mid, 1.0, 1e-12);
+  EXPECT_NEAR(one.hi, 1.54542, 1e-5);
+  const PredictionBand two = PredictionBandOf({{1.0}, {std::exp(0.2)}});
+  EXPECT_NEAR(two.lo, 0.64848, 1e-5);
+  EXPECT_NEAR(two.mid, std::exp(0.1), 1e-12);
+  EXPECT_NEAR(two.hi, 1.88349, 1e-5);
+  const PredictionBand none = PredictionBandOf({});
+  EXPECT_EQ(none.lo, 0);
+  EXPECT_EQ(none.hi, 0);
 }
 
 // The memory band by hand: five runs with a published peak, predicted +25 %, +0 %, -20 %

@@ -96,7 +96,8 @@ std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_
   if (!band) return "error band: none (" + why + ")";
   return "error band: measured step time " + Fmt("%.2f", band->p10) + "-" + Fmt("%.2f", band->p90) +
          "x this prediction (" + Fmt("%.4g", band->p10 * iteration_time_s) + "-" + Fmt("%.4g", band->p90 * iteration_time_s) +
-         " s), p10-p90 of " + std::to_string(band->runs) + " published runs on " + band->architecture + " GPUs (" + band->gpus + ") at " + band->dtype + " from " +
+         " s), the 80 % prediction interval for a run from an unseen source, from " + std::to_string(band->runs) +
+         " published runs on " + band->architecture + " GPUs (" + band->gpus + ") at " + band->dtype + " from " +
          std::to_string(band->sources) + " sources, each predicted without its source's fit (docs/validation/published-runs.md)";
 }
 

@@ -20,7 +20,9 @@ struct ErrorBand {
   std::string gpus;          // the GPUs its runs ran on, for the reader
   std::string dtype;
   int64_t runs = 0, sources = 0;
-  double p10 = 0, p50 = 0, p90 = 0;  // measured / simulated step time
+  // measured / simulated step time: the 80 % prediction interval's ends and its middle
+  // (published_suite.h PredictionBandOf), the 10th, 50th and 90th percentiles it predicts
+  double p10 = 0, p50 = 0, p90 = 0;
   double sustained_compute = 1;      // of the predictions it was measured on (compute_fit.h)
   double loso_coverage = 0;
 };
@@ -54,9 +56,10 @@ std::optional<double> BundledRankingTolerance(std::string* why);
 // --unfitted); *why is then set to the reason.
 std::optional<ErrorBand> FindErrorBand(const std::string& architecture, DType dtype, double sustained, std::string* why);
 
-// "measured step time 1.09-1.52x this prediction (7.2-10.1 s), p10-p90 of 22 published runs
-// on <architecture> GPUs (<names>) at <dtype> from 4 sources, each predicted without its
-// source's fit (docs/validation/published-runs.md)", or the reason there is no band.
+// "measured step time 1.09-1.52x this prediction (7.2-10.1 s), the 80 % prediction interval for
+// a run from an unseen source, from 22 published runs on <architecture> GPUs (<names>) at
+// <dtype> from 4 sources, each predicted without its source's fit
+// (docs/validation/published-runs.md)", or the reason there is no band.
 std::string ErrorBandText(const HardwareSpec& hw, DType dtype, double iteration_time_s);
 // The JSON field "error_band": its figures, or only a "note" saying why there is none.
 void ErrorBandJson(JsonWriter& j, const HardwareSpec& hw, DType dtype, double iteration_time_s);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "src/layout/validate.h"
 #include "src/model/model_spec.h"
 #include "src/sim/simulator.h"
+#include "src/util/check.h"
 #include "src/util/json_writer.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
@@ -276,6 +278,59 @@ double Percentile(std::vector<double> values, double p) {
   return values[lo] + (h - static_cast<double>(lo)) * (values[hi] - values[lo]);
 }
 
+double StudentT90(int64_t df) {
+  // One-sided 90 % critical values of Student's t (NIST/SEMATECH e-Handbook of Statistical
+  // Methods, 1.3.6.7.2, "Critical values of the Student's t distribution", column 0.10): df 1-30,
+  // then 40, 60, 120 and the normal's 1.282, between them linear in 1 / df.
+  static constexpr double kTable[] = {3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372,
+                                      1.363, 1.356, 1.350, 1.345, 1.341, 1.337, 1.333, 1.330, 1.328, 1.325,
+                                      1.323, 1.321, 1.319, 1.318, 1.316, 1.315, 1.314, 1.313, 1.311, 1.310};
+  CHECK(df >= 1) << "Student's t needs a degree of freedom, got " << df;
+  if (df <= 30) return kTable[df - 1];
+  const std::pair<double, double> tail[] = {{30, 1.310}, {40, 1.303}, {60, 1.296}, {120, 1.289}, {1e300, 1.282}};
+  for (size_t i = 1; i < std::size(tail); ++i) {
+    if (static_cast<double>(df) > tail[i].first) continue;
+    const double a = 1 / tail[i - 1].first, b = 1 / tail[i].first, x = 1 / static_cast<double>(df);
+    return tail[i - 1].second + (x - a) / (b - a) * (tail[i].second - tail[i - 1].second);
+  }
+  return 1.282;
+}
+
+PredictionBand PredictionBandOf(const std::vector<std::vector<double>>& ratios_by_source) {
+  std::vector<double> means;
+  double within = 0;
+  size_t n = 0;
+  for (const std::vector<double>& g : ratios_by_source) {
+    if (g.empty()) continue;
+    double m = 0;
+    for (double x : g) m += std::log(x);
+    m /= static_cast<double>(g.size());
+    for (double x : g) within += (std::log(x) - m) * (std::log(x) - m);
+    n += g.size();
+    means.push_back(m);
+  }
+  PredictionBand b;
+  const size_t k = means.size();
+  if (k == 0) return b;
+  double mu = 0;
+  for (double m : means) mu += m;
+  mu /= static_cast<double>(k);
+  double between = 0;
+  for (double m : means) between += (m - mu) * (m - mu);
+  between = k > 1 ? between / static_cast<double>(k - 1) : 0;
+  within = n > k ? within / static_cast<double>(n - k) : 0;
+  // A new source's mean: a new draw of the sources' means, sigma_b^2 (1 + 1/k) about their
+  // mean; a run of it: that plus the spread within a source. With one source nothing is known
+  // of the spread between sources: the band is that source's own (t over its runs).
+  const double s = std::sqrt(between * (1 + 1 / static_cast<double>(k)) + within);
+  const int64_t df = k > 1 ? static_cast<int64_t>(k - 1) : std::max<int64_t>(1, static_cast<int64_t>(n) - 1);
+  const double t = StudentT90(df);
+  b.lo = std::exp(mu - t * s);
+  b.mid = std::exp(mu);
+  b.hi = std::exp(mu + t * s);
+  return b;
+}
+
 std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
   // Classes (architecture, precision) in the order their first run appears: the fit's class,
   // so a GPU with one source (H200) shares its architecture's spread over sources.
@@ -298,37 +353,42 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
     auto in_class = [&, &arch = arch, &dtype = dtype](const PublishedResult& r) {
       return Timed(r) && r.architecture == arch && r.dtype == dtype;
     };
-    std::vector<double> ratios;
+    std::map<std::string, std::vector<double>> by_source;
     std::set<std::string> sources;
     std::vector<std::string> names;
     for (const PublishedResult& r : report.results) {
       if (!in_class(r)) continue;
-      ratios.push_back(1 + r.loso_error);
+      by_source[r.run->source].push_back(1 + r.loso_error);
       sources.insert(r.run->source);
       if (std::find(names.begin(), names.end(), r.gpu) == names.end()) names.push_back(r.gpu);
       b.sustained = r.sustained;
+      ++b.runs;
     }
     b.gpus = Join(names, ", ");
-    b.runs = ratios.size();
     b.sources = sources.size();
-    b.p10 = Percentile(ratios, 0.1);
-    b.p50 = Percentile(ratios, 0.5);
-    b.p90 = Percentile(ratios, 0.9);
+    std::vector<std::vector<double>> groups;
+    for (auto& [source, g] : by_source) groups.push_back(g);
+    const PredictionBand band = PredictionBandOf(groups);
+    b.p10 = band.lo;
+    b.p50 = band.mid;
+    b.p90 = band.hi;
     // Its coverage, nested: each held-out source's runs (predicted without it) against the band
     // the other sources give when the held-out one is unseen too: each other source's runs at
     // the fit made without both.
     size_t inside = 0;
     for (const std::string& held_out : sources) {
-      std::vector<double> others;
+      std::vector<std::vector<double>> others;
       for (const std::string& other : sources) {
         if (other == held_out) continue;
         const double t = fitted.count(arch) ? FitTimeWithout(report.results, arch, {held_out, other}) : 1.0;
+        others.emplace_back();
         for (const PublishedResult& r : report.results) {
-          if (in_class(r) && r.run->source == other) others.push_back(LinearRatio(r, t));
+          if (in_class(r) && r.run->source == other) others.back().push_back(LinearRatio(r, t));
         }
       }
       if (others.empty()) continue;
-      const double lo = Percentile(others, 0.1), hi = Percentile(others, 0.9);
+      const PredictionBand without = PredictionBandOf(others);
+      const double lo = without.lo, hi = without.hi;
       for (const PublishedResult& r : report.results) {
         if (!in_class(r) || r.run->source != held_out) continue;
         ++b.loso_runs;
@@ -403,8 +463,9 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const Ra
   std::ostringstream out;
   out << "# Error bands (issue 14, item 6): measured / simulated step time over the published runs of\n"
       << "# docs/validation/published-runs.yaml, per GPU architecture (the fit's class) and precision,\n"
-      << "# each run predicted with the fit made without its source: p10, p50, p90 (linear\n"
-      << "# interpolation), and the nested leave-one-source-out coverage of the p10-p90 band; printed\n"
+      << "# each run predicted with the fit made without its source: the 80 % prediction interval for a\n"
+      << "# run from an unseen source (p10, p90; p50 its middle: published_suite.h PredictionBandOf, the\n"
+      << "# sources as random effects), and its nested leave-one-source-out coverage; printed\n"
       << "# beside predictions made with sustained_compute (the fit of docs/validation/compute-fits.yaml;\n"
       << "# a prediction with another value gets no band). Written by\n"
       << "# `" << command << "`; read by estimate, simulate and plan (src/report/error_band.h).\n"
@@ -744,9 +805,17 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
       << "without its source (the \"left out\" column: the error to expect on a stack or cluster the fit "
       << "has not seen, as a user's is); what `estimate`, `simulate` and `plan` print as the prediction's "
       << "band, from `docs/validation/error-bands.yaml`. A ratio above 1 means the run was slower than "
-      << "predicted. Leave-one-source-out coverage, nested: the share of runs, each predicted without its "
-      << "source, inside the p10-p90 band the other sources give when that source is left out of their fits "
-      << "too (each other source's runs at the fit made without both; a calibrated band covers about 80 %).\n\n"
+      << "predicted. The band is the 80 % prediction interval for one run from a source not here "
+      << "(`PredictionBandOf`, src/report/published_suite.h): log ratios as a source's own shift plus a "
+      << "run's spread within its source; with k sources of means m_j, their mean mu and sample variance "
+      << "sigma_b^2 and the pooled within-source variance sigma_w^2, exp(mu +- t_{0.9, k-1} "
+      << "sqrt(sigma_b^2 (1 + 1/k) + sigma_w^2)) (the prediction interval for a new observation of a normal "
+      << "sample; Higgins, Thompson & Spiegelhalter 2009 for a new study of a random-effects meta-analysis), "
+      << "p50 exp(mu). Until 2026-12-08 it was the p10-p90 of the pooled runs, which covered 58-78 % of each "
+      << "held-out source's runs: sources differ by more than runs within one do. Leave-one-source-out "
+      << "coverage, nested: the share of runs, each predicted without its source, inside the band the other "
+      << "sources give when that source is left out of their fits too (each other source's runs at the fit "
+      << "made without both; a calibrated band covers about 80 %).\n\n"
       << "| architecture | GPUs | precision | runs | sources | p10 | p50 | p90 | leave-one-source-out coverage |\n"
       << "|---|---|---|---:|---:|---:|---:|---:|---:|\n";
   for (const ErrorBandEstimate& b : ErrorBandsOf(report)) {

@@ -141,15 +141,33 @@ PublishedReport EvaluatePublishedSuite(const PublishedSuite& suite, const Publis
 std::vector<ComputeFit> ComputeFitsOf(const PublishedReport& report);
 ErrorStats StatsOf(const std::vector<double>& errors);
 
-// The spread of measured / simulated step time over the replayed runs of one GPU architecture
-// (the fit's class, so H100 and H200 together) and precision (issue 14, item 6), each run predicted with the fit made without its source (a jackknife+
-// interval over sources: the band is of errors on a stack the fit has not seen, as a user's
-// run is, and the in-sample residuals understate those): its 10th, 50th and 90th percentiles
-// (linear interpolation between order statistics). And how often a run falls inside the
-// p10-p90 band computed without its own source (leave-one-source-out coverage, nested; 0.8 is
-// what a calibrated band gives): the held-out run predicted with the fit made without its
-// source, against the band of the other sources' runs, each source's at the fit made without
-// it and the held-out one (linearised with compute_slope_s; structural where none is left).
+// The 80 % prediction interval of measured / predicted for one run from a source the suite does
+// not hold: log ratios as a source's own shift plus a run's spread within its source. With k
+// sources of means m_j (each source weighs one, whatever its runs), their mean mu and sample
+// variance sigma_b^2, and the pooled within-source variance sigma_w^2 (n runs: over n - k
+// degrees of freedom), a new source's mean is a new draw, mu +- t sigma_b sqrt(1 + 1/k) (the
+// prediction interval for one new observation of a normal sample), and its run adds sigma_w^2:
+// exp(mu +- t_{0.9, k-1} sqrt(sigma_b^2 (1 + 1/k) + sigma_w^2)), mid exp(mu). With one source
+// nothing is known of the spread between sources: its runs' own (t over n - 1). A random-effects
+// view of the sources (Higgins, Thompson & Spiegelhalter 2009, JRSS A 172(1), the prediction
+// interval of a new study); the p10-p90 of the pooled runs it replaced covered 58-78 % of each
+// held-out source's runs, as sources differ by more than runs within one do.
+struct PredictionBand {
+  double lo = 0, mid = 0, hi = 0;
+};
+PredictionBand PredictionBandOf(const std::vector<std::vector<double>>& ratios_by_source);
+double StudentT90(int64_t df);  // Student's t one-sided 90 % critical value, df >= 1
+
+// The band of measured / simulated step time over the replayed runs of one GPU architecture
+// (the fit's class, so H100 and H200 together) and precision (issue 14, item 6), each run
+// predicted with the fit made without its source (the band is of errors on a stack the fit has
+// not seen, as a user's run is, and the in-sample residuals understate those):
+// PredictionBandOf over the sources, its lo and hi as p10 and p90 (of the predictive
+// distribution), mid as p50. And how often a run falls inside the band computed without its
+// own source (leave-one-source-out coverage, nested; 0.8 is what a calibrated band gives): the
+// held-out run predicted with the fit made without its source, against the band of the other
+// sources' runs, each source's at the fit made without it and the held-out one (linearised with
+// compute_slope_s; structural where none is left).
 struct ErrorBandEstimate {
   std::string architecture;  // GpuSpec::FitKey(), the fit's class: a band per (architecture, dtype)
   std::string gpus;          // comma-separated names of the GPUs its runs ran on
