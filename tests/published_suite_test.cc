@@ -268,11 +268,15 @@ TEST(PublishedSuite, PredictionBandOfSourcesAsRandomEffects) {
 
 // The memory band by hand: five runs with a published peak, predicted +25 %, +0 %, -20 %
 // (source a) and +25 %, -50 % (source b), so measured / predicted = 1 / (1 + error) = 0.8,
-// 1, 1.25 and 0.8, 2; a sixth run without a peak is left out. Sorted 0.8, 0.8, 1, 1.25, 2:
-// p10 at h = 0.4 -> 0.8, p50 1, p90 at h = 3.6 -> 1.25 + 0.6 x 0.75 = 1.7. Nested coverage:
-// a's runs against b's band [0.8 + 0.1 x 1.2, 0.8 + 0.9 x 1.2] = [0.92, 1.88]: 1 and 1.25
-// inside, 0.8 outside; b's against a's [0.8 + 0.2 x 0.2, 1 + 0.8 x 0.25] = [0.84, 1.2]: both
-// outside. Coverage 2 of 5. Written to the bands file and read back.
+// 1, 1.25 and 0.8, 2; a sixth run without a peak is left out. In logs a: -0.223144, 0,
+// 0.223144 (mean 0, squares about it 0.099586), b: -0.223144, 0.693147 (mean 0.235002, squares
+// 0.419794). The prediction band (PredictionBandOf): mu 0.117501, sigma_b^2 = 2 x 0.117501^2 / 1
+// = 0.027613, sigma_w^2 = (0.099586 + 0.419794) / (5 - 2) = 0.173127, s^2 = 0.027613 x 1.5 +
+// 0.173127 = 0.214546, s 0.463191, t(0.9, 1) 3.078: exp(0.117501 -+ 1.425700) = 0.27031 ..
+// 4.67956, middle 1.12468. Nested coverage, a band from one source being its own runs' (t over
+// n - 1): a's runs against b's, exp(0.235002 -+ 3.078 x 0.647915) = 0.17217 .. 9.29322: all three
+// inside; b's against a's, exp(0 -+ 1.886 x 0.223144) = 0.65649 .. 1.52325: 0.8 inside, 2
+// outside. Coverage 4 of 5. Written to the bands file and read back.
 TEST(PublishedSuite, MemoryBandIsOfMeasuredOverPredictedPeaks) {
   PublishedRun ra, rb, rn;
   ra.source = "a";
@@ -291,11 +295,11 @@ TEST(PublishedSuite, MemoryBandIsOfMeasuredOverPredictedPeaks) {
   EXPECT_EQ(band.runs, 5u);
   EXPECT_EQ(band.sources, 2u);
   EXPECT_EQ(band.source_runs, "a 3, b 2");
-  EXPECT_NEAR(band.p10, 0.8, 1e-12);
-  EXPECT_NEAR(band.p50, 1.0, 1e-12);
-  EXPECT_NEAR(band.p90, 1.7, 1e-12);
+  EXPECT_NEAR(band.p10, 0.27031, 1e-5);
+  EXPECT_NEAR(band.p50, 1.12468, 1e-5);
+  EXPECT_NEAR(band.p90, 4.67956, 1e-5);
   EXPECT_EQ(band.loso_runs, 5u);
-  EXPECT_NEAR(band.loso_coverage, 0.4, 1e-12);
+  EXPECT_NEAR(band.loso_coverage, 0.8, 1e-12);
   const std::string file = (testing::FreshTempDir("bands") / "memory.yaml").string();
   ErrorBandEstimate time;  // a time band beside it, as the suite always has one
   time.architecture = "smX";
@@ -309,8 +313,8 @@ TEST(PublishedSuite, MemoryBandIsOfMeasuredOverPredictedPeaks) {
   ASSERT_TRUE(back->memory.has_value());
   EXPECT_EQ(back->memory->runs, 5);
   EXPECT_EQ(back->memory->source_runs, "a 3, b 2");
-  EXPECT_NEAR(back->memory->p90, 1.7, 1e-12);
-  EXPECT_NEAR(back->memory->loso_coverage, 0.4, 1e-12);
+  EXPECT_NEAR(back->memory->p90, 4.6796, 1e-12);  // written with 4 decimals
+  EXPECT_NEAR(back->memory->loso_coverage, 0.8, 1e-12);
 }
 
 TEST(PublishedSuite, ErrorBandFileRejectsUnorderedPercentiles) {

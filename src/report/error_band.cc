@@ -159,7 +159,7 @@ std::string MemoryBandText(const HardwareSpec& hw, double peak_bytes) {
   const std::string verdict = MemoryBandVerdict(hw.gpu, *band, in_use);
   return "memory band: " + Fmt("%.1f", band->p10 * in_use / kGiB) + "-" + Fmt("%.1f", band->p90 * in_use / kGiB) +
          " GiB in use of " + Fmt("%.2f", hw.gpu.memory_bytes / kGiB) + " GiB (measured peaks ran " + Fmt("%.2f", band->p10) +
-         "-" + Fmt("%.2f", band->p90) + "x the prediction, p10-p90 of " + std::to_string(band->runs) +
+         "-" + Fmt("%.2f", band->p90) + "x the prediction, the 80 % prediction interval for an unseen source, from " + std::to_string(band->runs) +
          " published runs from " + std::to_string(band->sources) + " sources: " + band->source_runs +
          "; docs/validation/published-runs.md)" + (verdict.empty() ? "" : "; " + verdict);
 }

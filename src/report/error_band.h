@@ -70,7 +70,8 @@ std::optional<MemoryBand> FindMemoryBand(const GpuSpec& gpu, std::string* why);
 // The memory band applied to a predicted peak of `peak_bytes` (the fit verdict's figure) as the
 // device would show it in use (GpuSpec::DeviceMemoryInUse), against the device's capacity:
 // "memory band: 71.6-96.7 GiB in use of 80.00 GiB (measured peaks ran 0.89-1.20x the
-// prediction, p10-p90 of 18 published runs from 2 sources: ...); at p10 it would fit: it may
+// prediction, the 80 % prediction interval for an unseen source, from 18 published runs from 2
+// sources: ...); at p10 it would fit: it may
 // run", or the reason there is none. The last clause: a layout that fits but would not at p90
 // is "tight"; one that does not fit but would at p10 "may run".
 std::string MemoryBandText(const HardwareSpec& hw, double peak_bytes);

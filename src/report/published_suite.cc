@@ -427,9 +427,7 @@ MemoryBandEstimate MemoryBandOf(const PublishedReport& report) {
     ratios.emplace_back(r.run->source, 1 / (1 + r.memory_error));
     if (std::find(sources.begin(), sources.end(), r.run->source) == sources.end()) sources.push_back(r.run->source);
   }
-  std::vector<double> all;
-  for (const auto& [source, x] : ratios) all.push_back(x);
-  b.runs = all.size();
+  b.runs = ratios.size();
   b.sources = sources.size();
   std::vector<std::string> counts;
   for (const std::string& s : sources) {
@@ -437,17 +435,28 @@ MemoryBandEstimate MemoryBandOf(const PublishedReport& report) {
     counts.push_back(s + " " + std::to_string(n));
   }
   b.source_runs = Join(counts, ", ");
-  b.p10 = Percentile(all, 0.1);
-  b.p50 = Percentile(all, 0.5);
-  b.p90 = Percentile(all, 0.9);
+  // The ratios grouped by source, leaving one out (or none: "").
+  auto groups_without = [&](const std::string& left_out) {
+    std::vector<std::vector<double>> groups;
+    for (const std::string& s : sources) {
+      if (s == left_out) continue;
+      groups.emplace_back();
+      for (const auto& [source, x] : ratios) {
+        if (source == s) groups.back().push_back(x);
+      }
+    }
+    return groups;
+  };
+  const PredictionBand band = PredictionBandOf(groups_without(""));
+  b.p10 = band.lo;
+  b.p50 = band.mid;
+  b.p90 = band.hi;
   size_t inside = 0;
   for (const std::string& held_out : sources) {
-    std::vector<double> others;
-    for (const auto& [source, x] : ratios) {
-      if (source != held_out) others.push_back(x);
-    }
+    const std::vector<std::vector<double>> others = groups_without(held_out);
     if (others.empty()) continue;
-    const double lo = Percentile(others, 0.1), hi = Percentile(others, 0.9);
+    const PredictionBand without = PredictionBandOf(others);
+    const double lo = without.lo, hi = without.hi;
     for (const auto& [source, x] : ratios) {
       if (source != held_out) continue;
       ++b.loso_runs;
@@ -489,7 +498,8 @@ std::string ErrorBandsYaml(const std::vector<ErrorBandEstimate>& bands, const Ra
   if (memory.runs > 0) {
     out << "# memory_band: measured / predicted peak memory per GPU over the runs whose source publishes\n"
         << "# one, each against the prediction of what it measured (the device's use or the allocator's\n"
-        << "# reserved peak): p10, p50, p90, and the nested leave-one-source-out coverage (each source's\n"
+        << "# reserved peak): the 80 % prediction interval for a run from an unseen source (p10, p90; p50 its\n"
+        << "# middle: PredictionBandOf), and the nested leave-one-source-out coverage (each source's\n"
         << "# runs against the band of the others'). No fitted parameter: the ratios are out of sample.\n"
         << "memory_band:\n"
         << "  runs: " << memory.runs << "\n"
@@ -792,8 +802,9 @@ std::string PublishedReportMarkdown(const PublishedSuite& suite, const Published
   }
   if (const MemoryBandEstimate band = MemoryBandOf(report); band.runs > 0) {
     out << "\n\nThe memory band `estimate`, `simulate` and `plan` print beside a predicted peak (as the device "
-        << "would show it in use): measured / predicted over these runs, p10-p90 **"
-        << Fmt("%.2f", band.p10) << "-" << Fmt("%.2f", band.p90) << "x** (median " << Fmt("%.2f", band.p50) << "; "
+        << "would show it in use): measured / predicted, the 80 % prediction interval for a run from an unseen "
+        << "source over these runs (`PredictionBandOf`, as the error bands below), **"
+        << Fmt("%.2f", band.p10) << "-" << Fmt("%.2f", band.p90) << "x** (middle " << Fmt("%.2f", band.p50) << "; "
         << band.runs << " runs from " << band.sources << " sources: " << band.source_runs
         << "). Nothing in the memory model is fitted, so these ratios are out of sample as they are; "
         << "leave-one-source-out coverage, each source's runs against the band of the others': "

@@ -194,9 +194,10 @@ double Percentile(std::vector<double> values, double p);  // p in [0, 1]
 
 // The spread of measured / predicted peak memory per GPU over the runs whose source publishes
 // one, each against the prediction of what the source measured (PublishedResult::
-// predicted_memory_bytes: the device's use or the allocator's reserved peak): its 10th, 50th
-// and 90th percentiles, and the nested leave-one-source-out coverage of the p10-p90 band
-// (each source's runs against the band of the others'). The memory model has no fitted
+// predicted_memory_bytes: the device's use or the allocator's reserved peak): the 80 %
+// prediction interval for a run from an unseen source (PredictionBandOf: lo, mid, hi as p10,
+// p50, p90), and its nested leave-one-source-out coverage (each source's runs against the band
+// of the others'; the p10-p90 of the pooled runs it replaced covered 77 %). The memory model has no fitted
 // parameter, so the ratios are out of sample as they stand; one band for every GPU and stack
 // (too few published peaks to split them).
 struct MemoryBandEstimate {
