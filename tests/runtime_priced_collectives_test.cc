@@ -65,6 +65,7 @@ std::map<CallKey, int64_t> Priced(const Layout& l, const IterationPlan& plan, in
         case GroupKind::kCp: group = Group::kCp; break;
         case GroupKind::kEp: group = Group::kEp; break;
         case GroupKind::kEdp: group = Group::kEdp; break;
+        case GroupKind::kEtp: group = Group::kEtp; break;
         default: ADD_FAILURE() << "the runtime has no group " << GroupKindName(c.group);
       }
     }
@@ -90,7 +91,8 @@ std::map<CallKey, int64_t> ExceptAllToAllBytes(const std::map<CallKey, int64_t>&
   int64_t all = 0, exact = 0;
   for (const auto& [key, count] : calls) {
     const auto& [kind, group, bytes] = key;
-    if (expert_tp_bytes > 0 && group == Group::kTp && (kind == CallKind::kAllGather || kind == CallKind::kReduceScatter) &&
+    if (expert_tp_bytes > 0 && (group == Group::kTp || group == Group::kEtp) &&
+        (kind == CallKind::kAllGather || kind == CallKind::kReduceScatter) &&
         (static_cast<double>(bytes) == expert_tp_bytes || !priced.contains(key))) {
       out[CallKey{kind, group, -1}] += count;
       continue;
@@ -156,9 +158,10 @@ void ExpectSameCalls(const ModelSpec& m, const std::string& spec) {
     if (world > 1) {
       EXPECT_FALSE(priced.empty());  // a layout over several ranks communicates
     }
-    // The experts' tokens over TP: T x top_k rows of hidden (the runtime's activations fp32 or bf16).
+    // The experts' tokens over their TP group (TP's, or their own under etp): the balanced rows
+    // MoeExpertTokensPerRank of hidden (the runtime's activations fp32 or bf16).
     const double expert_tp_bytes =
-        MoeInputSplitOverTp(*l) ? static_cast<double>(TokensPerRank(m, *l) * m.moe->top_k * m.hidden) * (bf16 ? 2 : 4) : 0;
+        m.moe && MoeGathersOverExpertTp(*l) ? static_cast<double>(MoeExpertTokensPerRank(m, *l) * m.hidden) * (bf16 ? 2 : 4) : 0;
     const std::map<CallKey, int64_t> executed = ExceptAllToAllBytes(rec->calls(), priced, expert_tp_bytes);
     EXPECT_TRUE(executed == ExceptAllToAllBytes(priced, priced, expert_tp_bytes)) << "executed:\n" << Describe(rec->calls()) << "priced:\n"
                                                                  << Describe(priced);
@@ -225,6 +228,18 @@ TEST(RuntimePricedCollectivesTest, ContextParallel) {
     ExpectSameCalls(testing::TinyModel(32), spec);
   }
   ExpectSameCalls(testing::TinyGptModel(), "cp=2,mbs=2");
+}
+
+// The experts split over a TP group of their own (etp above 1, apart from tp: MoE parallel
+// folding): the dispatcher all-gathers what the group received and reduce-scatters the experts'
+// outputs over Group::kEtp, as the plan prices over GroupKind::kEtp; the experts' replicas
+// reduced over tp x cp x dp / (etp x ep).
+TEST(RuntimePricedCollectivesTest, ExpertsOverTheirOwnTpGroup) {
+  for (const char* spec : {"dp=4,ep=2,etp=2,mbs=1", "dp=4,etp=2,mbs=1", "dp=4,etp=4,mbs=1", "tp=2,sp=on,dp=2,etp=4,mbs=1",
+                           "dp=4,ep=2,etp=2,mbs=1,zero=1", "dp=4,ep=2,etp=2,mbs=1,zero=3", "cp=2,dp=2,ep=2,etp=2,mbs=1",
+                           "dp=2,pp=2,etp=2,mbs=1,schedule=zero-bubble"}) {
+    ExpectSameCalls(testing::TinyMoeModel(32), spec);
+  }
 }
 
 // Expert parallelism (runtime/exec/moe_block.h): per MoE layer the dispatch and combine

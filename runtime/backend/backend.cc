@@ -43,6 +43,8 @@ const char* GroupName(Group g) {
       return "ep";
     case Group::kEdp:
       return "edp";
+    case Group::kEtp:
+      return "etp";
   }
   CHECK(false) << "unknown Group " << static_cast<int>(g);
   return "";

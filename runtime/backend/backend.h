@@ -310,12 +310,13 @@ inline TypedKernels<Bf16>& Kernels::of<Bf16>() { return bf16(); }
 
 // kDp is the dense weights' replicas, DP x CP (placement.h's DpCpGroupOf, Megatron-Core's data-
 // parallel group with context parallelism): every gradient reduction and ZeRO shard spans it.
-// It is the DP group when cp = 1. kCp exchanges keys and values (context_parallel.h). kEp: the
-// ep consecutive DP ranks that split a MoE layer's experts (placement.h's GroupOf kEp); kEdp:
-// the DP x CP ranks holding the same experts (dp index modulo ep, every cp: Layout::edp), over
-// which their gradients are reduced.
-enum class Group : uint8_t { kWorld, kTp, kCp, kDp, kPp, kEp, kEdp };
-inline constexpr int kGroupCount = 7;
+// It is the DP group when cp = 1. kCp exchanges keys and values (context_parallel.h). The
+// experts' groups fold a stage's TP x CP x DP ranks (placement.h ExpertCoordOf): kEp, the ranks
+// that split a MoE layer's experts between them; kEdp, the ranks holding the same experts
+// (Layout::edp), over which their gradients are reduced; kEtp, the ranks an expert's MLP is split
+// over where that is not the TP group (Layout::etp set apart from tp; of one rank otherwise).
+enum class Group : uint8_t { kWorld, kTp, kCp, kDp, kPp, kEp, kEdp, kEtp };
+inline constexpr int kGroupCount = 8;
 const char* GroupName(Group g);
 
 class Collectives {

@@ -22,6 +22,7 @@ int EmulatedCollectives::rank(Group g) const {
     // The experts' grid folds the stage's ranks (placement.h ExpertCoordOf), as GroupOf does.
     case Group::kEp: return static_cast<int>(ExpertCoordOf(layout_, world_rank_).ep);
     case Group::kEdp: return static_cast<int>(ExpertCoordOf(layout_, world_rank_).edp);
+    case Group::kEtp: return layout_.own_expert_tp() ? static_cast<int>(ExpertCoordOf(layout_, world_rank_).etp) : 0;
   }
   return 0;
 }
@@ -35,6 +36,7 @@ int EmulatedCollectives::size(Group g) const {
     case Group::kPp: return static_cast<int>(layout_.pp);
     case Group::kEp: return static_cast<int>(layout_.ep);
     case Group::kEdp: return static_cast<int>(layout_.edp());
+    case Group::kEtp: return layout_.own_expert_tp() ? static_cast<int>(layout_.expert_tp()) : 1;
   }
   return 1;
 }

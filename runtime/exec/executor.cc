@@ -40,9 +40,6 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
   auto no = [&](bool bad, const std::string& what) {
     if (bad) why.push_back(what);
   };
-  no(l.own_expert_tp() && l.expert_tp() != 1,
-     "etp=" + std::to_string(l.etp) +
-         " (the runtime splits the experts over the dense TP group or holds them whole: leave etp unset, or etp=1)");
   if (m.moe) {  // moe_block.h runs MoE layers outside the B/W split
     // ZeroBuckets shards over DP x CP, and the experts' buckets with it: experts whose replicas
     // come from TP alone (etp=1 without DP) would need a bucket of their own without the dense one.
@@ -143,7 +140,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const ModelSpec& m, const L
   }
   SHARDSIM_ASSIGN_OR_RETURN(RankShard shard,
                             RankShard::Create(m, l, comm.rank(Group::kTp), comm.rank(Group::kPp),
-                                              comm.rank(Group::kEp)));
+                                              comm.rank(Group::kEp), comm.rank(Group::kEtp)));
   if (l.dtype == DType::kFp8 && backend->kernels().fp8() == nullptr) {
     return Status::Error("dtype=fp8: the " + std::string(backend->name()) +
                          " backend has no fp8 GEMMs yet (the CPU backend has: runtime/cpu/cpu_fp8_kernels.h)");
@@ -712,10 +709,12 @@ std::optional<MoeArgs<T>> TypedExecutor<T>::MoeOf(int64_t layer, bool grads) {
                    .tp = layout_.tp,
                    .tp_rank = backend_->comm().rank(Group::kTp),
                    .expert_tp = layout_.expert_tp(),
+                   .expert_tp_group = layout_.own_expert_tp() ? Group::kEtp : Group::kTp,
+                   .expert_tp_rank = backend_->comm().rank(layout_.own_expert_tp() ? Group::kEtp : Group::kTp),
                    .sp = ctx_.sp(),
                    .cp = layout_.cp,
                    .input_split = MoeInputSplitOverTp(layout_),
-                   .gathers_over_tp = MoeGathersOverExpertTp(layout_)};
+                   .gathers = MoeGathersOverExpertTp(layout_)};
   a.aux_scale = static_cast<double>(layout_.mbs) / static_cast<double>(layout_.gbs);  // the cross-entropy's share
   const bool swiglu = model_.activation == Activation::kSwiglu;
   const int64_t local = a.rank.LocalExperts(model_), first = a.rank.rank * local;

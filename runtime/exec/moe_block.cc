@@ -73,6 +73,30 @@ Status Exchange(ExecContext& ctx, const MoeRank& er, const T* in, const std::vec
   }, label);
 }
 
+// x (block, c) of every rank of the experts' TP group, all-gathered into `tmp`: SP's all-gather
+// where that group is TP's, else over Group::kEtp.
+template <typename T>
+StatusOr<const T*> GatherOverExpertTp(ExecContext& ctx, const MoeRank& er, const T* x, DeviceBuffer& tmp, int64_t block,
+                                      int64_t c) {
+  if (er.expert_tp_group == Group::kTp) return ctx.Gather(x, tmp, block, c);
+  const int64_t n = er.expert_tp * block * c;
+  SHARDSIM_ASSIGN_OR_RETURN(tmp, ctx.Alloc<T>(kWork, std::max<int64_t>(n, 1), "expert tp all-gather"));
+  SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kTpComm, static_cast<double>(n) * sizeof(T), [&] {
+    return ctx.comm().AllGather(Group::kEtp, x, tmp.as<T>(), block * c);
+  }, SpanLabel::kTpAllGather));
+  return static_cast<const T*>(tmp.as<T>());
+}
+
+// The partial sums `pool` (expert_tp x block, c) reduce-scattered over the experts' TP group
+// into this rank's block `out` (block, c): SP's reduce-scatter where that group is TP's.
+template <typename T>
+Status ReduceOverExpertTp(ExecContext& ctx, const MoeRank& er, T* pool, T* out, int64_t block, int64_t c) {
+  if (er.expert_tp_group == Group::kTp) return ctx.Reduce(pool, out, block, c);
+  return ctx.Comm(Phase::kTpComm, static_cast<double>(er.expert_tp * block * c) * sizeof(T), [&] {
+    return ctx.comm().ReduceScatterSum(Group::kEtp, pool, out, block * c);
+  }, SpanLabel::kTpReduceScatter);
+}
+
 // The rows of `src` this rank's slots send (its dispatch, in expert order), exchanged over EP
 // and, under the TP gather, gathered over TP (gather_from_sequence_parallel_region), then
 // regrouped expert-major into `out` (rows x c, of `kind`): the experts' rows. ToReceivedRows,
@@ -94,7 +118,7 @@ Status ToExpertRows(ExecContext& ctx, const MoeRank& er, const MoeSaved& s, cons
   dispatch.Reset();
   const T* pool = received.as<T>();
   if (dtp) {
-    SHARDSIM_ASSIGN_OR_RETURN(pool, ctx.Gather(received.as<T>(), gathered, s.tp_block, c));
+    SHARDSIM_ASSIGN_OR_RETURN(pool, GatherOverExpertTp(ctx, er, received.as<T>(), gathered, s.tp_block, c));
   }
   SHARDSIM_ASSIGN_OR_RETURN(out, ctx.Alloc<T>(kind, std::max<int64_t>(rows, 1) * c, out_what));
   kt.GatherRows(pool, s.regroup.i32(), out.as<T>(), rows, c);
@@ -106,8 +130,8 @@ Status ToExpertRows(ExecContext& ctx, const MoeRank& er, const MoeSaved& s, cons
 // the gathered (tp x block) rows and reduce-scattered over TP, so that this rank's block holds
 // its received rows summed over the experts' TP-split MLPs.
 template <typename T>
-Status ToReceivedRows(ExecContext& ctx, const MoeSaved& s, const T* y, int64_t rows, int64_t c, bool dtp,
-                      DeviceBuffer& back) {
+Status ToReceivedRows(ExecContext& ctx, const MoeRank& er, const MoeSaved& s, const T* y, int64_t rows, int64_t c,
+                      bool dtp, DeviceBuffer& back) {
   TypedKernels<T>& kt = ctx.kt<T>();
   if (!dtp) {
     SHARDSIM_ASSIGN_OR_RETURN(back, ctx.Alloc<T>(kWork, std::max<int64_t>(rows, 1) * c, "expert rows to send"));
@@ -119,7 +143,7 @@ Status ToReceivedRows(ExecContext& ctx, const MoeSaved& s, const T* y, int64_t r
   SHARDSIM_ASSIGN_OR_RETURN(pool, ctx.Zeros<T>(kWork, std::max<int64_t>(tp * s.tp_block, 1) * c, "expert rows of every TP rank"));
   kt.ScatterAddRows(y, s.regroup.i32(), pool.as<T>(), rows, c);
   SHARDSIM_ASSIGN_OR_RETURN(back, ctx.Alloc<T>(kWork, std::max<int64_t>(s.tp_block, 1) * c, "expert rows to send"));
-  return ctx.Reduce(pool.as<T>(), back.as<T>(), s.tp_block, c);
+  return ReduceOverExpertTp(ctx, er, pool.as<T>(), back.as<T>(), s.tp_block, c);
 }
 
 }  // namespace
@@ -128,12 +152,12 @@ template <typename T>
 Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const T* router,
                   const std::vector<ExpertWeights<T>>& experts, const T* x, T* out, MoeSaved& s) {
   const ModelSpec& m = *d.m;
-  const bool split = er.input_split, dtp = er.gathers_over_tp;
+  const bool split = er.input_split, dtp = er.gathers;
   // The rows this rank routes: its own where the input stays split over TP, else all of them.
   const int64_t n = split ? d.n_local : d.n;
   const int64_t c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
   const int64_t local = er.LocalExperts(m), first = er.rank * local;
-  const int64_t tps = dtp ? er.tp : 1;  // the TP ranks whose received rows this rank's experts run
+  const int64_t tps = dtp ? er.expert_tp : 1;  // the expert-TP ranks whose received rows this rank's experts run
   CHECK(static_cast<int64_t>(experts.size()) == local) << experts.size() << " local experts of " << local;
   TypedKernels<T>& kt = ctx.kt<T>();
   s.Clear();
@@ -178,7 +202,7 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
   if (dtp) {
     all.resize(ep_all.size() * tps);
     SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kTpComm, 0, [&] {
-      return ctx.comm().AllGatherHost(Group::kTp, ep_all.data(), all.data(), static_cast<int64_t>(ep_all.size()));
+      return ctx.comm().AllGatherHost(er.expert_tp_group, ep_all.data(), all.data(), static_cast<int64_t>(ep_all.size()));
     }, SpanLabel::kEpRouting));
   }
   // What this rank sends: its dispatch, cut at the members' expert ranges.
@@ -200,7 +224,7 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
       }
     }
   }
-  const int64_t own = dtp ? er.tp_rank : 0;
+  const int64_t own = dtp ? er.expert_tp_rank : 0;
   s.recv_rows = recv[own];
   s.tp_rows.assign(tps, 0);
   for (int64_t t = 0; t < tps; ++t) s.tp_rows[t] = Sum(recv[t]);
@@ -281,7 +305,7 @@ Status MoeForward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, const
   // Combine: the outputs back to their sources, added into their tokens; under the TP gather
   // first summed over TP into each TP rank's received rows (reduce_scatter_to_sequence_parallel_region).
   DeviceBuffer back, returned;
-  SHARDSIM_RETURN_IF_ERROR(ToReceivedRows(ctx, s, y.as<T>(), rows, c, dtp, back));
+  SHARDSIM_RETURN_IF_ERROR(ToReceivedRows(ctx, er, s, y.as<T>(), rows, c, dtp, back));
   y.Reset();
   SHARDSIM_ASSIGN_OR_RETURN(returned, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe returned outputs"));
   SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c,
@@ -305,11 +329,11 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
     g.direct = dw;
     stash->gemms.push_back(g);
   };
-  const bool split = er.input_split, dtp = er.gathers_over_tp;
+  const bool split = er.input_split, dtp = er.gathers;
   const int64_t n = split ? d.n_local : d.n;  // as MoeForward
   const int64_t c = m.hidden, e_n = m.moe->experts, k = m.moe->top_k, f = m.moe->ffn_hidden;
   const int64_t local = er.LocalExperts(m);
-  const int64_t tps = dtp ? er.tp : 1;
+  const int64_t tps = dtp ? er.expert_tp : 1;
   const int64_t rows = Sum(s.tp_rows), sent = Sum(s.send_rows);
   TypedKernels<T>& kt = ctx.kt<T>();
   const bool swiglu = m.activation == Activation::kSwiglu;
@@ -378,7 +402,7 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
   // first: the backward of the forward's all-gather).
   {
     DeviceBuffer back, returned;
-    SHARDSIM_RETURN_IF_ERROR(ToReceivedRows(ctx, s, dxin.as<T>(), rows, c, dtp, back));
+    SHARDSIM_RETURN_IF_ERROR(ToReceivedRows(ctx, er, s, dxin.as<T>(), rows, c, dtp, back));
     dxin.Reset();
     SHARDSIM_ASSIGN_OR_RETURN(returned, ctx.Alloc<T>(kWork, std::max<int64_t>(sent, 1) * c, "moe returned input gradients"));
     SHARDSIM_RETURN_IF_ERROR(Exchange(ctx, er, back.as<T>(), s.recv_rows, returned.as<T>(), s.send_rows, c,
@@ -398,13 +422,13 @@ Status MoeBackward(ExecContext& ctx, const BlockDims& d, const MoeRank& er, cons
   SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kEpComm, 0, [&] {
     return ctx.comm().AllReduceSumHost(Group::kEp, dweights.data(), static_cast<int64_t>(dweights.size()));
   }, SpanLabel::kEpRouting));
-  if (er.expert_tp > 1) {  // each TP rank's dots cover its slice of the experts' F: summed
+  if (er.expert_tp > 1) {  // each expert-TP rank's dots cover its slice of the experts' F: summed
     SHARDSIM_RETURN_IF_ERROR(ctx.Comm(Phase::kTpComm, 0, [&] {
-      return ctx.comm().AllReduceSumHost(Group::kTp, dweights.data(), static_cast<int64_t>(dweights.size()));
+      return ctx.comm().AllReduceSumHost(er.expert_tp_group, dweights.data(), static_cast<int64_t>(dweights.size()));
     }, SpanLabel::kEpRouting));
   }
   std::vector<float> dlogits(static_cast<size_t>(n * e_n));
-  const int64_t source = (dtp ? er.tp_rank * er.ep : 0) + er.rank;
+  const int64_t source = (dtp ? er.expert_tp_rank * er.ep : 0) + er.rank;
   RouteBackward<float>(s.routing, dweights.data() + source * n * k, aux_scale, dlogits.data());
   DeviceBuffer dl;
   if constexpr (std::is_same_v<T, float>) {

@@ -20,7 +20,11 @@ struct MoeRank {
   int64_t rank = 0;              // this rank in it
   double capacity_factor = 0;    // the layout's moe_capacity
   int64_t tp = 1, tp_rank = 0;   // TP (the dense layers')
-  int64_t expert_tp = 1;         // the TP ranks an expert's MLP splits over: tp, or 1 (etp=1, whole)
+  int64_t expert_tp = 1;         // the ranks an expert's MLP splits over (Layout::expert_tp)
+  // Those ranks: the TP group where the experts split as the dense layers (etp unset), else the
+  // experts' own (Group::kEtp, folded with EP out of TP x CP x DP); this rank's place in it.
+  Group expert_tp_group = Group::kTp;
+  int64_t expert_tp_rank = 0;
   bool sp = false;               // SP: the router's gradient is this rank's rows' (summed over TP)
   int64_t cp = 1;                // CP: the aux loss's statistics summed over the CP group
   // Whether each TP rank routes and dispatches its own n_local rows (src/cost/ops.h
@@ -28,10 +32,9 @@ struct MoeRank {
   // experts' TP set apart from the dense TP); otherwise every TP rank routes all n rows, gathered
   // before the layer and reduced after it as a dense MLP's.
   bool input_split = false;
-  // Whether the rows an EP member receives are all-gathered over TP for its experts' split MLPs
-  // and reduce-scattered back after them (ops.h MoeGathersOverExpertTp, over the dense TP group:
-  // the runtime runs etp = tp or 1, never a group of the experts' own).
-  bool gathers_over_tp = false;
+  // Whether the rows an EP member receives are all-gathered over the experts' TP group for their
+  // split MLPs and reduce-scattered back after them (ops.h MoeGathersOverExpertTp).
+  bool gathers = false;
   int64_t LocalExperts(const ModelSpec& m) const { return m.moe->experts / ep; }
 };
 
@@ -49,9 +52,9 @@ struct MoeSaved {
   DeviceBuffer weight;                // (R) fp32
   std::vector<int64_t> recv_rows;     // (ep)
   std::vector<int64_t> expert_rows;   // (local experts)
-  // (R): the source (its EP index; under gathers_over_tp, tp index x ep + EP index) and slot
+  // (R): the source (its EP index; under gathers, expert-TP index x ep + EP index) and slot
   std::vector<std::pair<int32_t, int64_t>> origin;
-  // gathers_over_tp: each TP rank's received rows, and the padded block of the all-gather
+  // gathers: each expert-TP rank's received rows, and the padded block of the all-gather
   // (the largest of them); regroup then indexes the gathered (tp x block) rows.
   std::vector<int64_t> tp_rows;
   int64_t tp_block = 0;

@@ -23,7 +23,7 @@ int64_t LayerOf(const std::string& name) {
 }  // namespace
 
 StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64_t tp_rank,
-                                      int64_t pp_rank, int64_t ep_rank) {
+                                      int64_t pp_rank, int64_t ep_rank, int64_t etp_rank) {
   const int64_t tp = l.tp;
   auto divides = [&](int64_t what, const char* name) -> Status {
     if (what % tp == 0) return Status::Ok();
@@ -55,6 +55,7 @@ StatusOr<RankShard> RankShard::Create(const ModelSpec& m, const Layout& l, int64
   s.local_spec_.vocab /= tp;
   if (m.moe) s.local_spec_.moe->ffn_hidden /= etp;
   s.tp_rank_ = tp_rank;
+  s.etp_rank_ = l.own_expert_tp() ? etp_rank : tp_rank;
   SHARDSIM_ASSIGN_OR_RETURN(s.full_, ParamLayout::ForModel(m));
   SHARDSIM_ASSIGN_OR_RETURN(ParamLayout local_all, ParamLayout::ForModel(s.local_spec_));
 
@@ -108,9 +109,11 @@ void RankShard::ForEachRow(
   for (size_t i = 0; i < tensors.size(); ++i) {
     const ParamTensor& t = tensors[i];
     const ParamTensor& f = full_.Get(t.name);
-    // Rank r's block of rows [r rows, (r+1) rows) or of columns [r cols, (r+1) cols).
-    const int64_t row0 = splits_[i] == TensorSplit::kRows ? tp_rank_ * t.rows : 0;
-    const int64_t col0 = splits_[i] == TensorSplit::kCols ? tp_rank_ * t.cols : 0;
+    // Rank r's block of rows [r rows, (r+1) rows) or of columns [r cols, (r+1) cols): r its
+    // TP rank, or for an expert its rank in the experts' TP group.
+    const int64_t r = IsExpertParam(t.name) ? etp_rank_ : tp_rank_;
+    const int64_t row0 = splits_[i] == TensorSplit::kRows ? r * t.rows : 0;
+    const int64_t col0 = splits_[i] == TensorSplit::kCols ? r * t.cols : 0;
     for (int64_t row = 0; row < t.rows; ++row) {
       fn(f, (row0 + row) * f.cols + col0, t.offset + row * t.cols, t.cols);
     }

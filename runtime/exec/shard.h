@@ -8,7 +8,9 @@
 //             row-parallel biases and learned positions are replicated;
 //   expert    an MoE layer's experts are split over the EP group, E / ep consecutive ones a
 //             rank (its routers stay whole); they come last in the flat buffer. Each expert's
-//             MLP splits over TP as a dense one, or under etp=1 stays whole (kWhole);
+//             MLP splits over TP as a dense one, or over the experts' own TP group
+//             (Layout::etp: this rank's block is its etp_rank's), or under etp=1 stays whole
+//             (kWhole);
 //   tied      with tied embeddings and the head on another stage than the embedding, the
 //             head's stage keeps a copy of the word embeddings (embed.tokens, not the learned
 //             positions), initialised alike and kept alike by summing the two copies'
@@ -47,8 +49,10 @@ class RankShard {
   // Checks what the runtime needs of the layout (tp divides heads, kv_heads, ffn_hidden and
   // vocab; pp * vpp divides layers).
   // ep_rank: the rank in its EP group, whose experts (its E / ep consecutive ones) it holds.
+  // etp_rank: this rank in the experts' own TP group (Layout::etp set apart from tp), whose
+  // slice of each of its experts it holds; ignored otherwise (the experts split over TP).
   static StatusOr<RankShard> Create(const ModelSpec& m, const Layout& l, int64_t tp_rank,
-                                    int64_t pp_rank, int64_t ep_rank = 0);
+                                    int64_t pp_rank, int64_t ep_rank = 0, int64_t etp_rank = 0);
 
   const ModelSpec& model() const { return full_spec_; }
   // The model as one TP rank sees it: heads, kv_heads, ffn_hidden and vocab divided by tp, the
@@ -94,6 +98,7 @@ class RankShard {
   std::vector<TensorSplit> splits_;
   std::vector<bool> partial_;
   int64_t tp_rank_ = 0;
+  int64_t etp_rank_ = 0;  // the block of an expert's split tensors this rank holds
   bool table_on_two_stages_ = false;
 };
 

@@ -366,6 +366,8 @@ const Communicator& ProcessGroups::Of(Group g) const {
       return ep;
     case Group::kEdp:
       return edp;
+    case Group::kEtp:
+      return etp;
   }
   CHECK(false) << "unknown Group " << static_cast<int>(g);
   return world;
@@ -395,6 +397,9 @@ StatusOr<ProcessGroups> ProcessGroups::Create(const Layout& l, double timeout_s)
   SHARDSIM_ASSIGN_OR_RETURN(g.pp, split(GroupOf(l, me, ParallelDim::kPp), "pp"));
   SHARDSIM_ASSIGN_OR_RETURN(g.ep, split(GroupOf(l, me, ParallelDim::kEp), "ep"));
   SHARDSIM_ASSIGN_OR_RETURN(g.edp, split(EdpGroupOf(l, me), "edp"));
+  // The experts' own TP group where etp is set apart from tp; else this rank alone (the
+  // experts split over the TP group, Group::kTp).
+  SHARDSIM_ASSIGN_OR_RETURN(g.etp, split(l.own_expert_tp() ? GroupOf(l, me, ParallelDim::kEtp) : std::vector<int64_t>{me}, "etp"));
   return g;
 }
 

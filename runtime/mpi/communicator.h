@@ -97,7 +97,7 @@ class Communicator {
 
 // The communicators one rank uses under a layout.
 struct ProcessGroups {
-  Communicator world, tp, cp, dp, pp, ep, edp;  // dp: DP x CP (backend.h's Group::kDp)
+  Communicator world, tp, cp, dp, pp, ep, edp, etp;  // dp: DP x CP (backend.h's Group::kDp)
   RankCoord coord;
   const Communicator& Of(Group g) const;
   // The world size must equal the layout's tp x pp x dp x cp (checked before any split).

@@ -167,11 +167,16 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
   if (l.dtype == DType::kFp8 && FusedAttention(l.attention)) split += sb * e * o;
   double ffn = static_cast<double>(m.ffn_hidden);
   double tokens_mlp = sb;
+  double expert_input = 0;
   if (moe_layer && m.moe) {
     ffn = static_cast<double>(m.moe->ffn_hidden);
     // The busiest EP rank's routed tokens (Layout::MoeLoad).
     tokens_mlp = sb * m.moe->top_k * l.MoeLoad();
-    replicated += tokens_mlp * g * h;  // dispatched expert inputs (after all-to-all)
+    // The experts' first GEMM keeps its input for its weight gradient: the rows this rank's
+    // experts run (MoeExpertTokensPerRank: after the all-to-all, and gathered over the experts'
+    // TP group where the dispatcher gathers; TEGroupedLinear saves the permuted tokens it is given,
+    // not an SP shard to gather again), whatever SP does to the layer's other tensors.
+    expert_input = static_cast<double>(MoeExpertTokensPerRank(m, l)) * l.MoeLoad() * g * h;
     tokens_mlp *= ExpertRowsScale(m, l);  // the experts' intermediates, as split over their TP
     // The shared experts' MLP on every token, as a dense MLP keeps its intermediates.
     const double fs = static_cast<double>(m.moe->shared_ffn_hidden);
@@ -219,7 +224,7 @@ double LayerActivationBytes(const ModelSpec& m, const Layout& l, bool moe_layer)
     const double r = static_cast<double>(m.mla->q_lora_rank + m.mla->kv_lora_rank);
     latent = sb * ((e + g) * r + e * static_cast<double>(m.mla->rope_head_dim));
   }
-  return rep + split / t + quadratic / t + latent;
+  return rep + split / t + quadratic / t + latent + expert_input;
 }
 
 double BackwardWorkspaceBytes(const ModelSpec& m, const Layout& l) {

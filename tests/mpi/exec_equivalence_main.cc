@@ -8,7 +8,7 @@
 // parameter tensor after 10 steps within 1e-5 relative L2. 1e-5 is ~100 fp32 ulps: far above
 // summation-order noise, far below a real error (a missing all-reduce drops half of every
 // attention and MLP output and moves the first loss at the 1e-3 level). One exception, measured
-// and explained: under tensor parallelism the row-parallel products are summed in another order
+// and explained: under tensor parallelism (the experts' own too, etp) the row-parallel products are summed in another order
 // (under context parallelism each key's and value's gradient is summed over the CP ranks'
 // queries, and the attention scores are products of other shapes: cp=2 on tiny ends 1.1e-5
 // from the fp32 reference, 5.4e-5 from fp64 where the reference is 5.7e-5 away), and Adam divides each element's update by its gradient's magnitude, so elements whose
@@ -400,7 +400,9 @@ void RunCase(const ModelSpec& spec, const std::string& spec_text, const Referenc
   const auto vs_ref = Worst(pl, TensorErrors<float, float>(pl, *full, ref.params));
   const auto vs_exact = Worst(pl, TensorErrors<float, double>(pl, *full, ref.params64));
   const auto ref_vs_exact = Worst(pl, TensorErrors<float, double>(pl, ref.params, ref.params64));
-  const bool reordered = layout->tp > 1 || layout->cp > 1 || layout->ep > 1;  // see the file comment
+  // see the file comment; the experts split over a TP group of their own (etp) sum their
+  // row-parallel products in another order too
+  const bool reordered = layout->tp > 1 || layout->cp > 1 || layout->ep > 1 || layout->expert_tp() > 1;
   if (bf16) {  // see kBf16Loss and kBf16Single*
     const auto vs_single = Worst(pl, TensorErrors<float, float>(pl, *full, single->params));
     if (me == 0) {
