@@ -502,6 +502,23 @@ TEST(Cli, PlanEmitOutWritesTheConfigAlone) {
   std::filesystem::remove_all(dir);
 }
 
+// --stack none means no stack in every command, as in plan: estimate and simulate then price the
+// layout as given, exactly as without the flag (an unknown stack name stays an error).
+TEST(Cli, StackNoneIsNoStackEverywhere) {
+  const std::string run = " --model llama3-8b --hardware dgx-h100 --gpus 8 --layout tp=2,sp=on,mbs=1,gbs=64 --json";
+  for (const std::string command : {"estimate", "simulate"}) {
+    SCOPED_TRACE(command);
+    const CommandResult plain = RunShardsim(command + run);
+    const CommandResult none = RunShardsim(command + run + " --stack none");
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    ASSERT_EQ(none.exit_code, 0) << none.err;
+    EXPECT_EQ(none.out, plain.out);
+  }
+  const CommandResult typo = RunShardsim("estimate" + run + " --stack nome");
+  EXPECT_EQ(typo.exit_code, 1);  // a bad input file, as an unknown model or hardware name
+  EXPECT_TRUE(Contains(typo.err, "'nome'")) << typo.err;
+}
+
 // An export only for a plan of a stack that runs it: the default stack is Megatron-Core's, so a
 // DeepSpeed config of its winner is refused, with the stacks that would do.
 TEST(Cli, PlanEmitNeedsAStackThatRunsIt) {

@@ -27,17 +27,17 @@ std::vector<FlagSpec> InputFlags() {
       {"layout", "SPEC", "layout spec 'tp=8,pp=8,...' or a YAML file (docs/layout.md)",
        "tp=8,pp=8,vpp=2,mbs=1,gbs=1536,sp=on,recompute=selective"},
       {"layout-from", "FILE", "the layout of a framework's configuration: Megatron-LM arguments (a launch script), NeMo 2 recipe overrides (.py), a torchtitan job config (.toml) or a DeepSpeed config .json, over --layout for what JSON cannot hold", ""},
-      {"stack", "S", "software stack (stacks/S.yaml or a file): refuse a layout it cannot run", ""},
+      {"stack", "S", "software stack (stacks/S.yaml or a file): refuse a layout it cannot run; none: no stack", ""},
       {"unfitted", "", "the structural model: no fitted sustained_compute (docs/validation/compute-fits.yaml)", ""},
   };
 }
 
 namespace {
 
-// --stack: the stack it names, none when absent or empty.
+// --stack: the stack it names, none when absent, empty or "none" (as plan and memory read it).
 StatusOr<std::optional<StackSpec>> StackFlag(const Args& args) {
   const std::optional<std::string> name = args.Get("stack");
-  if (!name || name->empty()) return std::optional<StackSpec>();
+  if (!name || name->empty() || *name == "none") return std::optional<StackSpec>();
   SHARDSIM_ASSIGN_OR_RETURN(StackSpec stack, LoadStack(*name));
   return std::optional<StackSpec>(std::move(stack));
 }
