@@ -14,13 +14,14 @@
 //     critical path, and its breakdown adds up to it;
 //   - the peak memory equals the simulator's;
 // and over the sample |simulation - estimate| / simulation has a median <= 2 % and a maximum
-// <= 8 % (issue 13). Measured on this sample (2026-12-07, with NCCL's kernels holding SMs
+// <= 8 % (issue 13). Measured on this sample (2026-12-08, with NCCL's kernels holding SMs
 // beside the compute in both, src/cost/sm_contention.h; fused attention's backward at 2.5 x
-// its forward): median 0.006 %, p90 0.42 %, max 7.34 % (the simulation above: test-moe on
-// A100, tp=2, pp=2, cp=8, interleaved, ZeRO-2 with overlap_dp, whose reduce-scatters back up
-// on the DP stream for more passes than the estimate's window holds), the estimate at most
-// 3.96 % above the simulation (a sharing the
-// simulation's offsets avoid). History of the maximum: 20.04 % when the estimate was the
+// its forward): median 0.003 %, p90 0.41 %, max 6.91 % (the simulation above: test-gqa on
+// H100, tp=2, pp=2, dp=2, cp=4, interleaved, ZeRO-3 with overlap_dp, whose transfers back up
+// for more passes than the estimate's window holds), the estimate at most 2.64 % above the
+// simulation (a sharing the simulation's offsets avoid). The maximum depends on the sample: with
+// etp=1 added to the space it samples (the planner's stack-free space, planner.cc) it reaches
+// 8.05 % on a dense layout (test-gpt on A100, tp=4, pp=2, cp=4, zb-v, ZeRO-2). History of the maximum: 20.04 % when the estimate was the
 // critical path, 12.06 % with the pass before sharing links (median 0.008 %), 7.95 % with the
 // pass after too (a ZeRO-2 reduce-scatter the next pass's send slows, and the send of the pass
 // that waits for it); 10.53 % once the simulation priced NCCL's SMs and the estimate only
