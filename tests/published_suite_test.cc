@@ -246,7 +246,7 @@ TEST(PublishedSuite, ErrorBandsAreOfLeftOutPredictionsWithNestedCoverage) {
 // One source of ratios e^-0.1, e^0.1 (logs -+0.1): mu 0, sigma_w^2 = 0.02 / 1, s 0.141421,
 // t(0.9, 1): band exp(-+0.435295) = 0.64707 .. 1.54542, middle 1. Two sources, one run each, e^0
 // and e^0.2: mu 0.1, sigma_b^2 = 2 x 0.1^2 / 1 = 0.02, sigma_w 0, s^2 = 0.03, s 0.173205,
-// t(0.9, 1): exp(0.1 -+ 0.533125) = 0.64848 .. 1.88349. No runs: zeros.
+// t(0.9, 1): exp(0.1 -+ 0.533125) = 0.64848 .. 1.88349. No runs, or one: zeros (no band).
 TEST(PublishedSuite, PredictionBandOfSourcesAsRandomEffects) {
   EXPECT_DOUBLE_EQ(StudentT90(1), 3.078);
   EXPECT_DOUBLE_EQ(StudentT90(2), 1.886);
@@ -264,6 +264,10 @@ TEST(PublishedSuite, PredictionBandOfSourcesAsRandomEffects) {
   const PredictionBand none = PredictionBandOf({});
   EXPECT_EQ(none.lo, 0);
   EXPECT_EQ(none.hi, 0);
+  // One run: no spread to speak of, no band.
+  const PredictionBand single = PredictionBandOf({{1.1}});
+  EXPECT_EQ(single.lo, 0);
+  EXPECT_EQ(single.hi, 0);
 }
 
 // The memory band by hand: five runs with a published peak, predicted +25 %, +0 %, -20 %

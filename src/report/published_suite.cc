@@ -311,7 +311,7 @@ PredictionBand PredictionBandOf(const std::vector<std::vector<double>>& ratios_b
   }
   PredictionBand b;
   const size_t k = means.size();
-  if (k == 0) return b;
+  if (n < 2) return b;  // one run says nothing of the spread: no band
   double mu = 0;
   for (double m : means) mu += m;
   mu /= static_cast<double>(k);
@@ -369,6 +369,7 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
     std::vector<std::vector<double>> groups;
     for (auto& [source, g] : by_source) groups.push_back(g);
     const PredictionBand band = PredictionBandOf(groups);
+    if (band.hi <= 0) continue;  // a single run: no band for the class
     b.p10 = band.lo;
     b.p50 = band.mid;
     b.p90 = band.hi;
@@ -386,8 +387,8 @@ std::vector<ErrorBandEstimate> ErrorBandsOf(const PublishedReport& report) {
           if (in_class(r) && r.run->source == other) others.back().push_back(LinearRatio(r, t));
         }
       }
-      if (others.empty()) continue;
       const PredictionBand without = PredictionBandOf(others);
+      if (without.hi <= 0) continue;  // the others hold a single run: no band to check against
       const double lo = without.lo, hi = without.hi;
       for (const PublishedResult& r : report.results) {
         if (!in_class(r) || r.run->source != held_out) continue;
@@ -448,14 +449,15 @@ MemoryBandEstimate MemoryBandOf(const PublishedReport& report) {
     return groups;
   };
   const PredictionBand band = PredictionBandOf(groups_without(""));
+  if (band.hi <= 0) return MemoryBandEstimate{};  // fewer than two peaks: no band
   b.p10 = band.lo;
   b.p50 = band.mid;
   b.p90 = band.hi;
   size_t inside = 0;
   for (const std::string& held_out : sources) {
     const std::vector<std::vector<double>> others = groups_without(held_out);
-    if (others.empty()) continue;
     const PredictionBand without = PredictionBandOf(others);
+    if (without.hi <= 0) continue;
     const double lo = without.lo, hi = without.hi;
     for (const auto& [source, x] : ratios) {
       if (source != held_out) continue;

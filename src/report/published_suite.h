@@ -148,7 +148,8 @@ ErrorStats StatsOf(const std::vector<double>& errors);
 // degrees of freedom), a new source's mean is a new draw, mu +- t sigma_b sqrt(1 + 1/k) (the
 // prediction interval for one new observation of a normal sample), and its run adds sigma_w^2:
 // exp(mu +- t_{0.9, k-1} sqrt(sigma_b^2 (1 + 1/k) + sigma_w^2)), mid exp(mu). With one source
-// nothing is known of the spread between sources: its runs' own (t over n - 1). A random-effects
+// nothing is known of the spread between sources: its runs' own (t over n - 1); with fewer than
+// two runs there is no band (all zero), and no class, suite or held-out check gets one. A random-effects
 // view of the sources (Higgins, Thompson & Spiegelhalter 2009, JRSS A 172(1), the prediction
 // interval of a new study); the p10-p90 of the pooled runs it replaced covered 58-78 % of each
 // held-out source's runs, as sources differ by more than runs within one do.
