@@ -263,9 +263,12 @@ TEST(RuntimePricedCollectivesTest, ExpertParallel) {
 // The experts whole under tp 2 (etp=1: Megatron-Core's MoE parallel folding): each TP rank's own
 // tokens all-to-all over an EP group folded over TP x CP x DP, no TP exchange around or inside
 // the MoE layer, and the experts reduced over their tp x cp x dp / ep replicas (without DP too:
-// tp 2, etp 1 has two replicas of each expert).
+// tp 2, etp 1 has two replicas of each expert, and ZeRO-1 shards their states over them alone,
+// reduce-scattering and gathering the experts' buckets and leaving the dense ones whole).
 TEST(RuntimePricedCollectivesTest, ExpertsWholeUnderTp) {
-  for (const char* spec : {"tp=2,sp=on,etp=1,mbs=2", "tp=2,sp=on,ep=2,etp=1,mbs=2", "tp=2,sp=on,dp=2,ep=4,etp=1,mbs=1",
+  for (const char* spec : {"tp=2,sp=on,etp=1,mbs=2", "tp=2,sp=on,etp=1,mbs=1,zero=1", "tp=2,sp=on,etp=1,mbs=1,zero=1,overlap_dp=off",
+                           "tp=2,sp=on,pp=2,etp=1,mbs=1,zero=1", "tp=2,sp=on,dp=2,etp=1,mbs=1,zero=1",
+                           "tp=2,sp=on,ep=2,etp=1,mbs=2", "tp=2,sp=on,dp=2,ep=4,etp=1,mbs=1",
                            "tp=2,sp=on,dp=2,ep=2,etp=1,mbs=1,zero=1", "tp=2,sp=on,dp=2,ep=2,etp=1,mbs=1,zero=3",
                            "tp=2,sp=on,cp=2,ep=4,etp=1,mbs=1", "tp=2,sp=on,pp=2,ep=2,etp=1,mbs=1,schedule=zero-bubble"}) {
     ExpectSameCalls(testing::TinyMoeModel(32), spec);

@@ -41,11 +41,11 @@ std::vector<std::string> UnsupportedLayout(const ModelSpec& m, const Layout& l) 
     if (bad) why.push_back(what);
   };
   if (m.moe) {  // moe_block.h runs MoE layers outside the B/W split
-    // ZeroBuckets shards over DP x CP, and the experts' buckets with it: experts whose replicas
-    // come from TP alone (etp=1 without DP) would need a bucket of their own without the dense one.
-    no(l.zero >= 1 && l.dp_cp() == 1 && l.edp() > 1,
+    // ZeroBuckets shards gradients and weights over DP x CP, and the experts' with them: experts
+    // whose replicas come from TP alone (etp=1 without DP) get only ZeRO-1's sharded states.
+    no(l.zero >= 2 && l.dp_cp() == 1 && l.edp() > 1,
        "zero=" + std::to_string(l.zero) + " with the experts' replicas over TP alone (etp=" + std::to_string(l.etp) +
-           ", dp x cp = 1: the runtime shards over DP x CP; use zero=0, or dp >= 2)");
+           ", dp x cp = 1: the runtime shards gradients and weights over DP x CP; use zero=1, or dp >= 2)");
     no(l.cp > 1 && l.moe_capacity > 0, "cp=" + std::to_string(l.cp) +
                                            " with moe_capacity (an expert's capacity is counted over the whole sequence; "
                                            "the runtime routes each CP rank's tokens: use moe_capacity=0)");
@@ -175,10 +175,12 @@ Status TypedExecutor<T>::Allocate(uint64_t seed) {
   zero_ = std::make_unique<ZeroBuckets<T>>(&ctx_, &shard_, layout_.zero, dp,
                                            layout_.overlap_dp && layout_.zero >= 1, layout_.edp());
   const int64_t states = zero_->StateSize();
-  // ZeRO-1 reduce-scatters each bucket's dp x chunk floats from its first, up to dp - 1 past
-  // the last bucket's end: dp floats of slack (zeroed with the gradients). Offloaded, ZeRO-2/3
-  // keep no gradient shard on the device (it is in host_grads_).
-  const int64_t grad_floats = shard_grads ? (off ? 0 : states) : padded_ + (zero_->bucketed() ? dp : 0);
+  // ZeRO-1 reduce-scatters each bucket's replicas x chunk floats from its first, up to
+  // replicas - 1 past the last bucket's end (the experts' buckets, last, over edp replicas,
+  // which may outnumber dp x cp under etp): that many floats of slack (zeroed with the
+  // gradients). Offloaded, ZeRO-2/3 keep no gradient shard on the device (it is in host_grads_).
+  const int64_t slack = zero_->bucketed() ? std::max(dp, layout_.edp()) : 0;
+  const int64_t grad_floats = shard_grads ? (off ? 0 : states) : padded_ + slack;
   // offload=optimizer+params (ZeRO-3 only, CheckLayout): the parameter shard in host memory.
   Memory& param_mem = ParamMemory();
   SHARDSIM_ASSIGN_OR_RETURN(params_, param_mem.AllocateOf<T>(MemoryKind::kWeights,
@@ -915,7 +917,7 @@ Status TypedExecutor<T>::OptimizerStep() {
 template <typename T>
 Status TypedExecutor<T>::GatherWorkingWeights() {
   // ZeRO-3 keeps only its updated range; the next pass gathers what it needs.
-  if (layout_.zero == 0 || layout_.dp_cp() == 1 || zero_->shards_params()) return Status::Ok();
+  if (!zero_->bucketed() || zero_->shards_params()) return Status::Ok();
   return zero_->AllGatherParams();  // ZeRO-1/2: bucket by bucket
 }
 

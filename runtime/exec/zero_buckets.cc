@@ -37,7 +37,9 @@ ZeroBuckets<T>::ZeroBuckets(ExecContext* ctx, const RankShard* shard, int zero, 
                             bool overlap, int64_t edp)
     : ctx_(ctx),
       shard_(shard),
-      bucketed_(zero >= 1 && dp > 1),
+      // ZeRO-1 with the experts' replicas alone (dp x cp = 1, edp > 1: etp 1 under TP) buckets
+      // too: the dense buckets of one replica each, whole and never exchanged.
+      bucketed_(zero >= 1 && (dp > 1 || edp > 1)),
       shards_grads_(zero >= 2 && dp > 1),
       shards_params_(zero >= 3 && dp > 1),
       overlap_(overlap),
@@ -329,6 +331,10 @@ Status ZeroBuckets<T>::IssueReduction(int b, bool blocking) {
   // bucket's floats (or the buffer's slack), only read, whose sums land in the padding of the
   // last rank's chunk and are never used.
   const float* in = grads_ + k.begin;
+  if (k.replicas == 1) {  // a bucket without replicas: its sum is itself
+    ctx_->mem().Copy(k.reduced.f(), in, k.chunk * kFloat);
+    return Status::Ok();
+  }
   const double bytes = static_cast<double>(k.replicas * k.chunk * kFloat);
   if (blocking) {
     return ctx_->Comm(Phase::kDpComm, bytes, [&] {
@@ -372,6 +378,7 @@ Status ZeroBuckets<T>::AllGatherParams() {
   constexpr int64_t kElem = static_cast<int64_t>(sizeof(T));
   CHECK(bucketed_ && !shards_params_) << "the whole-buffer all-gather is ZeRO-1/2's";
   for (const Bucket& k : buckets_) {
+    if (k.replicas == 1) continue;  // whole on this rank already
     DeviceBuffer chunk, all;
     SHARDSIM_ASSIGN_OR_RETURN(chunk, ctx_->template Zeros<T>(MemoryKind::kOther, k.chunk, "parameter chunk"));
     SHARDSIM_ASSIGN_OR_RETURN(all, ctx_->template Alloc<T>(MemoryKind::kOther, k.replicas * k.chunk, "parameter all-gather"));

@@ -92,7 +92,7 @@ class ZeroBuckets {
   // Where element `offset` (in an owned range) lives in the sharded state buffers.
   int64_t StateIndex(int64_t offset) const;
 
-  bool bucketed() const { return bucketed_; }            // ZeRO >= 1 with dp > 1
+  bool bucketed() const { return bucketed_; }            // ZeRO >= 1 with dp > 1 or edp > 1
   bool shards_experts() const { return shards_experts_; }  // ... and experts with replicas
   bool shards_grads() const { return shards_grads_; }    // ZeRO >= 2 with dp > 1
   bool shards_params() const { return shards_params_; }  // ZeRO 3 with dp > 1
