@@ -14,7 +14,8 @@
 //     critical path, and its breakdown adds up to it;
 //   - the peak memory equals the simulator's;
 // and over the sample |simulation - estimate| / simulation has a median <= 2 % and a maximum
-// <= 8 % (issue 13). Measured on this sample (2026-12-08, with NCCL's kernels holding SMs
+// <= 8 % (issue 13). Measured on this sample (2026-12-08, docs/validation/estimate-vs-simulation.md,
+// scripts/validate-estimate.sh; with NCCL's kernels holding SMs
 // beside the compute in both, src/cost/sm_contention.h; fused attention's backward at 2.5 x
 // its forward): median 0.003 %, p90 0.41 %, max 6.91 % (the simulation above: test-gqa on
 // H100, tp=2, pp=2, dp=2, cp=4, interleaved, ZeRO-3 with overlap_dp, whose transfers back up
