@@ -517,6 +517,7 @@ TEST(Cli, StackNoneIsNoStackEverywhere) {
   const CommandResult typo = RunShardsim("estimate" + run + " --stack nome");
   EXPECT_EQ(typo.exit_code, 1);  // a bad input file, as an unknown model or hardware name
   EXPECT_TRUE(Contains(typo.err, "'nome'")) << typo.err;
+  EXPECT_TRUE(Contains(typo.err, "or none, no stack (did you mean 'none'?)")) << typo.err;
 }
 
 // An export only for a plan of a stack that runs it: the default stack is Megatron-Core's, so a

@@ -219,7 +219,12 @@ StatusOr<StackSpec> ParseStackYaml(const std::string& text, const std::string& n
 }
 
 StatusOr<StackSpec> LoadStack(const std::string& path_or_name) {
-  SHARDSIM_ASSIGN_OR_RETURN(std::string path, ResolveBundled(path_or_name, "stacks"));
+  StatusOr<std::string> resolved = ResolveBundled(path_or_name, "stacks");
+  if (!resolved.ok()) {
+    // Every command reads --stack none as no stack: a near miss of it is said too.
+    return Status::Error(resolved.status().message() + "; or none, no stack" + DidYouMean(path_or_name, {"none"}));
+  }
+  const std::string path = *resolved;
   SHARDSIM_ASSIGN_OR_RETURN(YamlFile f, YamlFile::Load(path));
   return FromFile(f, path);
 }
