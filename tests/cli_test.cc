@@ -238,16 +238,17 @@ TEST(Cli, DescribeTheDefaults) {
 // is ranks 0..7 (EP index = rank mod 8, so it spans TP peers), its experts' TP group itself,
 // and the ranks with its experts (EP index 0): 0, 8, 16, 24 of stage 0 (expert DP 32 / 8 = 4).
 TEST(Cli, DescribeShowsTheExpertGroups) {
-  const CommandResult r = RunShardsim(
-      "describe --model mixtral-8x7b --hardware dgx-h100 --gpus 64 --layout tp=2,pp=2,ep=8,etp=1,sp=on,mbs=1,gbs=64");
+  auto describe = [](const std::string& layout) {
+    return RunShardsim("describe --model mixtral-8x7b --hardware dgx-h100 --gpus 64 --layout " + layout);
+  };
+  const CommandResult r = describe("tp=2,pp=2,ep=8,etp=1,sp=on,mbs=1,gbs=64");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "rank 0's ep group: [0, 1, 2, 3, 4, 5, 6, 7]")) << r.out;
   EXPECT_TRUE(Contains(r.out, "rank 0's etp group: [0]")) << r.out;
   EXPECT_TRUE(Contains(r.out, "rank 0's edp group: [0, 8, 16, 24]")) << r.out;
   // Without etp the experts split over TP (the etp group is TP's, not shown) and EP strides by
   // tp: 0, 2, ..., 14; expert DP 32 / (2 x 8) = 2: ranks 0 and 16.
-  const CommandResult d = RunShardsim(
-      "describe --model mixtral-8x7b --hardware dgx-h100 --gpus 64 --layout tp=2,pp=2,ep=8,sp=on,mbs=1,gbs=64");
+  const CommandResult d = describe("tp=2,pp=2,ep=8,sp=on,mbs=1,gbs=64");
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_TRUE(Contains(d.out, "rank 0's ep group: [0, 2, 4, 6, 8, 10, 12, 14]")) << d.out;
   EXPECT_FALSE(Contains(d.out, "etp group")) << d.out;

@@ -705,14 +705,15 @@ template <typename T>
 std::optional<MoeArgs<T>> TypedExecutor<T>::MoeOf(int64_t layer, bool grads) {
   if (!model_.IsMoeLayer(layer)) return std::nullopt;
   MoeArgs<T> a;
+  const Group expert_tp_group = layout_.own_expert_tp() ? Group::kEtp : Group::kTp;  // the experts' TP group
   a.rank = MoeRank{.ep = layout_.ep,
                    .rank = backend_->comm().rank(Group::kEp),
                    .capacity_factor = layout_.moe_capacity,
                    .tp = layout_.tp,
                    .tp_rank = backend_->comm().rank(Group::kTp),
                    .expert_tp = layout_.expert_tp(),
-                   .expert_tp_group = layout_.own_expert_tp() ? Group::kEtp : Group::kTp,
-                   .expert_tp_rank = backend_->comm().rank(layout_.own_expert_tp() ? Group::kEtp : Group::kTp),
+                   .expert_tp_group = expert_tp_group,
+                   .expert_tp_rank = backend_->comm().rank(expert_tp_group),
                    .sp = ctx_.sp(),
                    .cp = layout_.cp,
                    .input_split = MoeInputSplitOverTp(layout_),
